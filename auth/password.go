@@ -1,0 +1,157 @@
+// Package auth holds Herald's credential primitives: argon2id password
+// hashing with a bound on concurrent work, and bearer-token minting and
+// hashing. It knows nothing of storage or HTTP.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+
+	"golang.org/x/crypto/argon2"
+)
+
+// Params are argon2id cost parameters. They are written into every encoded
+// hash, so they can be raised later without invalidating stored passwords.
+type Params struct {
+	MemoryKiB   uint32
+	Iterations  uint32
+	Parallelism uint8
+	SaltLen     uint32
+	KeyLen      uint32
+}
+
+// DefaultParams follow OWASP's argon2id minimum: 19 MiB, 2 passes, 1 lane.
+func DefaultParams() Params {
+	return Params{MemoryKiB: 19 * 1024, Iterations: 2, Parallelism: 1, SaltLen: 16, KeyLen: 32}
+}
+
+// ErrMalformedHash means a stored hash cannot be parsed; it is a server-side
+// fault, never the client's.
+var ErrMalformedHash = errors.New("malformed password hash")
+
+// Hasher hashes and verifies passwords. Each computation holds ~19 MiB for
+// tens of milliseconds, so a semaphore bounds how many run at once: a burst
+// of logins queues instead of exhausting memory on a small machine.
+type Hasher struct {
+	params Params
+	slots  chan struct{}
+	// dummySalt feeds the decoy computation for unknown accounts.
+	dummySalt []byte
+}
+
+// NewHasher returns a Hasher using p that runs at most concurrency hashes at
+// once; concurrency < 1 means one per CPU.
+func NewHasher(p Params, concurrency int) *Hasher {
+	if concurrency < 1 {
+		concurrency = runtime.NumCPU()
+	}
+	salt := make([]byte, p.SaltLen)
+	_, _ = rand.Read(salt) // crypto/rand.Read never fails on supported platforms
+	return &Hasher{params: p, slots: make(chan struct{}, concurrency), dummySalt: salt}
+}
+
+// acquire waits for a hashing slot or for ctx to end, whichever is first.
+func (h *Hasher) acquire(ctx context.Context) (release func(), err error) {
+	select {
+	case h.slots <- struct{}{}:
+		return func() { <-h.slots }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting to hash a password: %w", context.Cause(ctx))
+	}
+}
+
+// Hash returns the PHC-style encoding of password under a fresh random salt:
+// $argon2id$v=19$m=19456,t=2,p=1$<salt>$<key>.
+func (h *Hasher) Hash(ctx context.Context, password string) (string, error) {
+	release, err := h.acquire(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	salt := make([]byte, h.params.SaltLen)
+	if _, err := rand.Read(salt); err != nil {
+		return "", err
+	}
+	p := h.params
+	key := argon2.IDKey([]byte(password), salt, p.Iterations, p.MemoryKiB, p.Parallelism, p.KeyLen)
+	return encodeHash(p, salt, key), nil
+}
+
+// Verify reports whether password matches encoded, and whether encoded used
+// parameters other than the Hasher's, so the caller can store a fresh hash.
+func (h *Hasher) Verify(ctx context.Context, password, encoded string) (ok, stale bool, err error) {
+	p, salt, want, err := decodeHash(encoded)
+	if err != nil {
+		return false, false, err
+	}
+	release, err := h.acquire(ctx)
+	if err != nil {
+		return false, false, err
+	}
+	defer release()
+	got := argon2.IDKey([]byte(password), salt, p.Iterations, p.MemoryKiB, p.Parallelism, uint32(len(want)))
+	ok = subtle.ConstantTimeCompare(got, want) == 1
+	stale = p.MemoryKiB != h.params.MemoryKiB || p.Iterations != h.params.Iterations ||
+		p.Parallelism != h.params.Parallelism || uint32(len(want)) != h.params.KeyLen ||
+		uint32(len(salt)) != h.params.SaltLen
+	return ok, stale, nil
+}
+
+// VerifyDummy spends the same work as Verify and always fails. Calling it
+// when no account has the given e-mail makes "no such user" and "wrong
+// password" take the same time, so login timing does not reveal accounts.
+func (h *Hasher) VerifyDummy(ctx context.Context, password string) error {
+	release, err := h.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	p := h.params
+	_ = argon2.IDKey([]byte(password), h.dummySalt, p.Iterations, p.MemoryKiB, p.Parallelism, p.KeyLen)
+	return nil
+}
+
+func encodeHash(p Params, salt, key []byte) string {
+	b64 := base64.RawStdEncoding
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
+		argon2.Version, p.MemoryKiB, p.Iterations, p.Parallelism, b64.EncodeToString(salt), b64.EncodeToString(key))
+}
+
+// Upper bounds on parameters read back from a stored hash, so a corrupted or
+// planted hash cannot make one login allocate gigabytes.
+const (
+	maxMemoryKiB  = 1 << 20 // 1 GiB
+	maxIterations = 100
+)
+
+func decodeHash(encoded string) (p Params, salt, key []byte, err error) {
+	parts := strings.Split(encoded, "$")
+	if len(parts) != 6 || parts[0] != "" || parts[1] != "argon2id" {
+		return p, nil, nil, ErrMalformedHash
+	}
+	var version int
+	if _, err := fmt.Sscanf(parts[2], "v=%d", &version); err != nil || version != argon2.Version {
+		return p, nil, nil, ErrMalformedHash
+	}
+	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &p.MemoryKiB, &p.Iterations, &p.Parallelism); err != nil {
+		return p, nil, nil, ErrMalformedHash
+	}
+	if p.MemoryKiB == 0 || p.MemoryKiB > maxMemoryKiB || p.Iterations == 0 || p.Iterations > maxIterations || p.Parallelism == 0 {
+		return p, nil, nil, ErrMalformedHash
+	}
+	b64 := base64.RawStdEncoding
+	if salt, err = b64.DecodeString(parts[4]); err != nil || len(salt) == 0 {
+		return p, nil, nil, ErrMalformedHash
+	}
+	if key, err = b64.DecodeString(parts[5]); err != nil || len(key) == 0 {
+		return p, nil, nil, ErrMalformedHash
+	}
+	p.SaltLen, p.KeyLen = uint32(len(salt)), uint32(len(key))
+	return p, salt, key, nil
+}

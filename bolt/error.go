@@ -1,0 +1,62 @@
+package bolt
+
+import (
+	"errors"
+	"strings"
+)
+
+// Error kinds. Storage wraps one of these with a message that is safe to show
+// a client (fmt.Errorf("message %d: %w", id, ErrNotFound)); the HTTP layer
+// maps kinds to status codes with errors.Is. Anything not wrapping a kind is
+// an internal error and must never be shown.
+var (
+	// ErrNotFound: the record does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the write would break a uniqueness rule.
+	ErrConflict = errors.New("conflict")
+	// ErrForbidden: the caller is known but may not touch the record.
+	ErrForbidden = errors.New("forbidden")
+	// ErrUnauthorized: the presented credential is unknown, expired or revoked.
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrPrecondition: the caller's precondition (If-Match) does not hold.
+	ErrPrecondition = errors.New("precondition failed")
+	// ErrInvalid: the input breaks a field rule; see ValidationError.
+	ErrInvalid = errors.New("invalid")
+)
+
+// Violation names one field and what is wrong with it.
+type Violation struct {
+	Field   string
+	Message string
+}
+
+// ValidationError lists every field rule the input breaks, so a client can
+// fix all of them in one round trip. It matches ErrInvalid with errors.Is.
+type ValidationError struct {
+	Violations []Violation
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Violations))
+	for i, v := range e.Violations {
+		parts[i] = v.Field + ": " + v.Message
+	}
+	return "invalid input: " + strings.Join(parts, "; ")
+}
+
+// Is makes errors.Is(err, ErrInvalid) true for every ValidationError.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// Add records a violation; it keeps validation code flat.
+func (e *ValidationError) Add(field, message string) {
+	e.Violations = append(e.Violations, Violation{Field: field, Message: message})
+}
+
+// Err returns e as an error only when it holds violations, avoiding the
+// typed-nil-in-interface trap at every call site.
+func (e *ValidationError) Err() error {
+	if len(e.Violations) == 0 {
+		return nil
+	}
+	return e
+}

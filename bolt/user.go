@@ -1,0 +1,239 @@
+package bolt
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// RoleUser is the role every registered account holds; creating messages
+// requires it.
+const RoleUser = "ROLE_USER"
+
+// Limits on account fields.
+const (
+	MaxEmailBytes    = 254 // RFC 5321's path limit, less the angle brackets
+	MinPasswordChars = 8
+	MaxPasswordBytes = 1024 // bounds the work a single login can ask of argon2
+)
+
+// User is an account. PasswordHash is an encoded argon2id string and never
+// leaves the server.
+type User struct {
+	ID           uint64
+	Email        string // as registered, trimmed; unique case-insensitively
+	PasswordHash string
+	Roles        []string
+	CreatedAt    time.Time
+}
+
+// HasRole reports whether the user holds role.
+func (u *User) HasRole(role string) bool {
+	for _, r := range u.Roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+// Registration is what a client sends to create an account, before the
+// password is hashed.
+type Registration struct {
+	Email    string
+	Password string
+}
+
+// Normalize trims the e-mail; spaces around an address are never meant.
+func (r *Registration) Normalize() { r.Email = NormalizeEmail(r.Email) }
+
+// Validate reports every rule the registration breaks.
+func (r *Registration) Validate() error {
+	var v ValidationError
+	validateEmail(&v, "email", r.Email)
+	switch {
+	case r.Password == "":
+		v.Add("password", "must not be blank")
+	case !utf8.ValidString(r.Password):
+		v.Add("password", "must be valid UTF-8")
+	case utf8.RuneCountInString(r.Password) < MinPasswordChars:
+		v.Add("password", fmt.Sprintf("must be at least %d characters", MinPasswordChars))
+	case len(r.Password) > MaxPasswordBytes:
+		v.Add("password", fmt.Sprintf("must be at most %d bytes", MaxPasswordBytes))
+	}
+	return v.Err()
+}
+
+// NormalizeEmail is the form an address is stored and shown in.
+func NormalizeEmail(s string) string { return strings.TrimSpace(s) }
+
+// emailKey is the form an address is indexed and compared in, so that
+// Ada@Example.com and ada@example.com are one account.
+func emailKey(email string) []byte { return []byte(strings.ToLower(NormalizeEmail(email))) }
+
+// validateEmail accepts any plausible address: one '@' with something on each
+// side, no spaces or control characters. Deliverability is not ours to judge.
+func validateEmail(v *ValidationError, field, email string) {
+	switch {
+	case email == "":
+		v.Add(field, "must not be blank")
+		return
+	case !utf8.ValidString(email):
+		v.Add(field, "must be valid UTF-8")
+		return
+	case len(email) > MaxEmailBytes:
+		v.Add(field, fmt.Sprintf("must be at most %d bytes", MaxEmailBytes))
+		return
+	}
+	local, domain, ok := strings.Cut(email, "@")
+	if !ok || local == "" || domain == "" || strings.Contains(domain, "@") {
+		v.Add(field, "must be an e-mail address like name@example.com")
+		return
+	}
+	if strings.IndexFunc(email, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		v.Add(field, "must not contain spaces or control characters")
+	}
+}
+
+// userRecord is the stored form of a User. JSON keeps it easy to extend with
+// new account fields; users are read once per request, never scanned in bulk.
+type userRecord struct {
+	Email        string   `json:"email"`
+	PasswordHash string   `json:"pw"`
+	Roles        []string `json:"roles"`
+	CreatedAt    int64    `json:"created"`
+}
+
+func encodeUser(u *User) ([]byte, error) {
+	return json.Marshal(userRecord{
+		Email:        u.Email,
+		PasswordHash: u.PasswordHash,
+		Roles:        u.Roles,
+		CreatedAt:    timeToMicros(u.CreatedAt),
+	})
+}
+
+func decodeUser(id uint64, b []byte) (*User, error) {
+	var r userRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode user %d: %w", id, err)
+	}
+	return &User{
+		ID:           id,
+		Email:        r.Email,
+		PasswordHash: r.PasswordHash,
+		Roles:        r.Roles,
+		CreatedAt:    microsToTime(r.CreatedAt),
+	}, nil
+}
+
+// CreateUser stores a new account with RoleUser and its first token, in one
+// transaction: the seed has registration hand out a token. It sets u.ID,
+// u.Roles and u.CreatedAt. Errors: ErrInvalid for a bad e-mail or missing
+// hash, ErrConflict when the e-mail is taken (in any letter case).
+func (db *DB) CreateUser(u *User, tokenHash TokenHash, ttl time.Duration) (*Token, error) {
+	u.Email = NormalizeEmail(u.Email)
+	var v ValidationError
+	validateEmail(&v, "email", u.Email)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	if u.PasswordHash == "" {
+		return nil, fmt.Errorf("create user: empty password hash")
+	}
+	var tok *Token
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		byEmail := tx.Bucket(bucketUsersByEmail)
+		key := emailKey(u.Email)
+		if byEmail.Get(key) != nil {
+			return fmt.Errorf("e-mail %q is already registered: %w", u.Email, ErrConflict)
+		}
+		users := tx.Bucket(bucketUsers)
+		id, err := users.NextSequence()
+		if err != nil {
+			return err
+		}
+		created := db.clock()
+		nu := *u
+		nu.ID, nu.Roles, nu.CreatedAt = id, []string{RoleUser}, created
+		rec, err := encodeUser(&nu)
+		if err != nil {
+			return err
+		}
+		if err := users.Put(itob(id), rec); err != nil {
+			return err
+		}
+		if err := byEmail.Put(key, itob(id)); err != nil {
+			return err
+		}
+		tok = &Token{Hash: tokenHash, UserID: id, CreatedAt: created, ExpiresAt: created.Add(ttl)}
+		if err := putToken(tx, tok); err != nil {
+			return err
+		}
+		// Assign only after the transaction body succeeded, so a failed
+		// commit leaves the caller's value untouched.
+		*u = nu
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tok, nil
+}
+
+// UserByEmail finds an account by e-mail, in any letter case and with
+// surrounding spaces ignored. Errors: ErrNotFound.
+func (db *DB) UserByEmail(email string) (*User, error) {
+	var u *User
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		id := tx.Bucket(bucketUsersByEmail).Get(emailKey(email))
+		if id == nil {
+			return fmt.Errorf("user: %w", ErrNotFound)
+		}
+		var err error
+		u, err = userByID(tx, btoi(id))
+		return err
+	})
+	return u, err
+}
+
+// UserByID finds an account by ID. Errors: ErrNotFound.
+func (db *DB) UserByID(id uint64) (*User, error) {
+	var u *User
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		var err error
+		u, err = userByID(tx, id)
+		return err
+	})
+	return u, err
+}
+
+func userByID(tx *bbolt.Tx, id uint64) (*User, error) {
+	b := tx.Bucket(bucketUsers).Get(itob(id))
+	if b == nil {
+		return nil, fmt.Errorf("user %d: %w", id, ErrNotFound)
+	}
+	return decodeUser(id, b)
+}
+
+// SetPasswordHash replaces an account's stored hash, used to upgrade old
+// hashing parameters on login. Errors: ErrNotFound.
+func (db *DB) SetPasswordHash(id uint64, hash string) error {
+	return db.bolt.Update(func(tx *bbolt.Tx) error {
+		u, err := userByID(tx, id)
+		if err != nil {
+			return err
+		}
+		u.PasswordHash = hash
+		rec, err := encodeUser(u)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketUsers).Put(itob(id), rec)
+	})
+}

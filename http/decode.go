@@ -1,0 +1,210 @@
+package http
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"maps"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// fieldSpec says which body fields an operation takes. Fields the client may
+// see but not set are listed as read-only, so the refusal can say so.
+type fieldSpec struct {
+	writable   []string
+	readOnly   []string
+	mergePatch bool // also accept application/merge-patch+json
+}
+
+// fields are the decoded body: name → value. A nil value is an explicit JSON
+// null, which a merge patch uses to mean "remove".
+type fields map[string]*string
+
+// str returns the field's value, "" when absent or null.
+func (f fields) str(name string) string {
+	if v := f[name]; v != nil {
+		return *v
+	}
+	return ""
+}
+
+// Media types accepted for request bodies.
+const (
+	mediaJSON       = "application/json"
+	mediaMergePatch = "application/merge-patch+json"
+	mediaForm       = "application/x-www-form-urlencoded"
+	mediaMultipart  = "multipart/form-data"
+)
+
+// decodeBody reads the request body in any accepted media type into fields,
+// refusing unknown and read-only fields before anything is stored. The body
+// is capped at maxBytes.
+func decodeBody(w http.ResponseWriter, r *http.Request, maxBytes int64, spec fieldSpec) (fields, error) {
+	if r.ContentLength > maxBytes {
+		return nil, bodyTooLarge(maxBytes)
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBytes)
+
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil, unsupportedMediaType("Content-Type is missing; send %s", strings.Join(acceptedMedia(spec), ", "))
+	}
+	media, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return nil, unsupportedMediaType("Content-Type %q cannot be parsed", ct)
+	}
+	var f fields
+	switch {
+	case media == mediaJSON, media == mediaMergePatch && spec.mergePatch:
+		f, err = decodeJSON(r.Body, spec)
+	case media == mediaForm:
+		f, err = decodeForm(r.Body)
+	case media == mediaMultipart:
+		f, err = decodeMultipart(r.Body, params["boundary"])
+	default:
+		return nil, unsupportedMediaType("Content-Type %s is not supported here; send %s", media, strings.Join(acceptedMedia(spec), ", "))
+	}
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, bodyTooLarge(maxBytes)
+		}
+		return nil, err
+	}
+	return f, checkFieldNames(slices.Collect(maps.Keys(f)), spec)
+}
+
+func acceptedMedia(spec fieldSpec) []string {
+	media := []string{mediaJSON, mediaForm, mediaMultipart}
+	if spec.mergePatch {
+		media = append(media, mediaMergePatch)
+	}
+	return media
+}
+
+// checkFieldNames refuses the first field, in name order so the answer is
+// stable, that the operation does not take.
+func checkFieldNames(names []string, spec fieldSpec) error {
+	slices.Sort(names)
+	for _, name := range names {
+		switch {
+		case slices.Contains(spec.writable, name):
+		case slices.Contains(spec.readOnly, name):
+			return badRequest(name, "field %q is read-only and cannot be set", name)
+		default:
+			return badRequest(name, "unknown field %q; this operation takes %s", name, strings.Join(spec.writable, ", "))
+		}
+	}
+	return nil
+}
+
+// decodeJSON accepts exactly one JSON object whose values are strings or
+// null. Field names are checked before value types, so {"id": 3} is refused
+// as read-only rather than as "not a string".
+func decodeJSON(body io.Reader, spec fieldSpec) (fields, error) {
+	dec := json.NewDecoder(body)
+	var raw map[string]json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, err
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, badRequest("", "request body is empty; send a JSON object")
+		}
+		return nil, badRequest("", "request body is not a valid JSON object")
+	}
+	if raw == nil {
+		return nil, badRequest("", "request body must be a JSON object, not null")
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, err
+		}
+		return nil, badRequest("", "request body has data after the JSON object")
+	}
+	if err := checkFieldNames(slices.Collect(maps.Keys(raw)), spec); err != nil {
+		return nil, err
+	}
+	f := make(fields, len(raw))
+	for name, value := range raw {
+		if bytes.Equal(value, []byte("null")) {
+			f[name] = nil
+			continue
+		}
+		var s string
+		if err := json.Unmarshal(value, &s); err != nil {
+			return nil, badRequest(name, "field %q must be a string", name)
+		}
+		f[name] = &s
+	}
+	return f, nil
+}
+
+// decodeForm reads an application/x-www-form-urlencoded body.
+func decodeForm(body io.Reader) (fields, error) {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	values, err := url.ParseQuery(string(b))
+	if err != nil {
+		return nil, badRequest("", "request body is not valid form encoding")
+	}
+	f := make(fields, len(values))
+	for name, vs := range values {
+		if len(vs) > 1 {
+			return nil, badRequest(name, "field %q is given more than once", name)
+		}
+		f[name] = &vs[0]
+	}
+	return f, nil
+}
+
+// decodeMultipart reads a multipart/form-data body part by part, so memory
+// stays bounded by the body limit and no temporary files are written. A file
+// part counts as a field whose value is the file's text.
+func decodeMultipart(body io.Reader, boundary string) (fields, error) {
+	if boundary == "" {
+		return nil, badRequest("", "multipart body has no boundary parameter")
+	}
+	mr := multipart.NewReader(body, boundary)
+	f := make(fields)
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			return f, nil
+		}
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				return nil, err
+			}
+			return nil, badRequest("", "request body is not valid multipart/form-data")
+		}
+		name := part.FormName()
+		if name == "" {
+			return nil, badRequest("", "multipart part has no field name")
+		}
+		if _, dup := f[name]; dup {
+			return nil, badRequest(name, "field %q is given more than once", name)
+		}
+		b, err := io.ReadAll(part)
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				return nil, err
+			}
+			return nil, badRequest("", "request body is not valid multipart/form-data")
+		}
+		s := string(b)
+		f[name] = &s
+	}
+}

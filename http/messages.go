@@ -1,0 +1,249 @@
+package http
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/julienschmidt/httprouter"
+
+	"herald/bolt"
+)
+
+var (
+	messageFields = fieldSpec{
+		writable: []string{"content"},
+		readOnly: []string{"id", "user", "createdAt", "updatedAt"},
+	}
+	messagePatchFields = fieldSpec{
+		writable:   messageFields.writable,
+		readOnly:   messageFields.readOnly,
+		mergePatch: true,
+	}
+)
+
+// createMessage stores a message owned by the caller; the client cannot
+// choose the owner.
+func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	f, err := decodeBody(w, r, s.maxBody, messageFields)
+	if err != nil {
+		return err
+	}
+	m := &bolt.Message{OwnerID: caller(r).user.ID, Content: f.str("content")}
+	if err := s.db.CreateMessage(m); err != nil {
+		return err
+	}
+	w.Header().Set("Location", messagePath(m.ID))
+	w.Header().Set("ETag", etag(m))
+	s.writeJSON(w, r, http.StatusCreated, newMessageJSON(m))
+	return nil
+}
+
+func (s *Server) getMessage(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	id, err := messageID(ps)
+	if err != nil {
+		return err
+	}
+	m, err := s.db.Message(id)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", etag(m))
+	s.writeJSON(w, r, http.StatusOK, newMessageJSON(m))
+	return nil
+}
+
+// updateMessage changes a message's content. Ownership and If-Match are
+// checked by the store inside the write transaction.
+func (s *Server) updateMessage(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	id, err := messageID(ps)
+	if err != nil {
+		return err
+	}
+	f, err := decodeBody(w, r, s.maxBody, messagePatchFields)
+	if err != nil {
+		return err
+	}
+	var upd bolt.MessageUpdate
+	if content, present := f["content"]; present {
+		if content == nil {
+			var v bolt.ValidationError
+			v.Add("content", "cannot be removed")
+			return v.Err()
+		}
+		upd.Content = content
+	}
+	m, err := s.db.UpdateMessage(id, caller(r).user.ID, upd, ifMatch(r))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", etag(m))
+	s.writeJSON(w, r, http.StatusOK, newMessageJSON(m))
+	return nil
+}
+
+func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	id, err := messageID(ps)
+	if err != nil {
+		return err
+	}
+	m, err := s.db.DeleteMessage(id, caller(r).user.ID, ifMatch(r))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", etag(m))
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// messageID reads the :id path segment. Anything but a positive decimal
+// integer names no message.
+func messageID(ps httprouter.Params) (uint64, error) {
+	raw := ps.ByName("id")
+	id, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("message %q: %w", raw, bolt.ErrNotFound)
+	}
+	return id, nil
+}
+
+// ifMatch turns If-Match into a store precondition: nil without the header,
+// else true when any listed tag, or "*", matches the current message. Weak
+// tags (W/"...") never match, as RFC 9110 requires for If-Match.
+func ifMatch(r *http.Request) bolt.Precondition {
+	values := r.Header.Values("If-Match")
+	if len(values) == 0 {
+		return nil
+	}
+	return func(m *bolt.Message) bool {
+		current := etag(m)
+		for _, v := range values {
+			for tag := range strings.SplitSeq(v, ",") {
+				if tag = strings.TrimSpace(tag); tag == "*" || tag == current {
+					return true
+				}
+			}
+		}
+		return false
+	}
+}
+
+// Search parameter bounds beyond the store's.
+const maxQueryBytes = 1024
+
+var searchParams = []string{"q", "owner", "since", "until", "limit", "cursor"}
+
+// searchMessages answers GET /api/messages: a page of messages, newest
+// first, with an opaque cursor to the next page.
+func (s *Server) searchMessages(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	params, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return badRequest("", "query string is malformed")
+	}
+	q, err := parseSearch(params)
+	if err != nil {
+		return err
+	}
+	page, err := s.db.SearchMessages(q)
+	if err != nil {
+		return err
+	}
+	out := pageJSON{Items: make([]messageJSON, len(page.Messages))}
+	for i, m := range page.Messages {
+		out.Items[i] = newMessageJSON(m)
+	}
+	if page.NextBeforeID != 0 {
+		next := encodeCursor(page.NextBeforeID)
+		out.Next = &next
+		params.Set("cursor", next)
+		w.Header().Set("Link", "</api/messages?"+params.Encode()+`>; rel="next"`)
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
+	return nil
+}
+
+// parseSearch validates the query parameters. Empty values count as absent,
+// as an HTML form sends them; unknown or repeated parameters are refused so
+// a typo does not silently widen a search.
+func parseSearch(params url.Values) (bolt.SearchQuery, error) {
+	q := bolt.SearchQuery{Limit: bolt.DefaultSearchLimit}
+	for name, values := range params {
+		if !slices.Contains(searchParams, name) {
+			return q, badRequest(name, "unknown parameter %q; search takes %s", name, strings.Join(searchParams, ", "))
+		}
+		if len(values) > 1 {
+			return q, badRequest(name, "parameter %q is given more than once", name)
+		}
+	}
+	if v := params.Get("q"); v != "" {
+		if !utf8.ValidString(v) || len(v) > maxQueryBytes {
+			return q, badRequest("q", "q must be valid UTF-8 of at most %d bytes", maxQueryBytes)
+		}
+		q.Terms = bolt.Terms(v)
+	}
+	q.OwnerEmail = bolt.NormalizeEmail(params.Get("owner"))
+	var err error
+	if q.Since, err = parseTimeParam(params, "since"); err != nil {
+		return q, err
+	}
+	if q.Until, err = parseTimeParam(params, "until"); err != nil {
+		return q, err
+	}
+	if v := params.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > bolt.MaxSearchLimit {
+			return q, badRequest("limit", "limit must be an integer from 1 to %d", bolt.MaxSearchLimit)
+		}
+		q.Limit = n
+	}
+	if v := params.Get("cursor"); v != "" {
+		id, ok := decodeCursor(v)
+		if !ok {
+			return q, badRequest("cursor", "cursor is not one this server issued; use the next value of a previous page")
+		}
+		q.BeforeID = id
+	}
+	return q, nil
+}
+
+// parseTimeParam reads an RFC 3339 timestamp. An unescaped '+' in a query
+// string arrives as a space, so a space before the zone offset is taken back
+// to '+' rather than refused.
+func parseTimeParam(params url.Values, name string) (time.Time, error) {
+	v := params.Get(name)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		t, err = time.Parse(time.RFC3339Nano, strings.Replace(v, " ", "+", 1))
+	}
+	if err != nil {
+		return time.Time{}, badRequest(name, "%s must be an RFC 3339 timestamp such as 2026-01-02T15:04:05Z", name)
+	}
+	return t.UTC(), nil
+}
+
+// A cursor is the ID of the last message on the previous page, base64url
+// encoded so clients treat it as opaque and we may change it later.
+func encodeCursor(beforeID uint64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], beforeID)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func decodeCursor(s string) (uint64, bool) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) != 8 {
+		return 0, false
+	}
+	id := binary.BigEndian.Uint64(b)
+	return id, id != 0
+}

@@ -1,0 +1,158 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"herald/bolt"
+)
+
+// This file is the only one that knows HTTP status codes. Handlers return
+// errors; writeError turns them into RFC 9457 problem documents.
+
+// problemContentType is the media type of every error body.
+const problemContentType = "application/problem+json"
+
+// problem is an RFC 9457 problem document.
+type problem struct {
+	Type       string      `json:"type"`
+	Title      string      `json:"title"`
+	Status     int         `json:"status"`
+	Detail     string      `json:"detail,omitempty"`
+	Violations []violation `json:"violations,omitempty"`
+}
+
+type violation struct {
+	PropertyPath string `json:"propertyPath"`
+	Message      string `json:"message"`
+}
+
+// requestError is a client mistake found in the HTTP layer, before storage
+// is involved. Its message is written for the client and is safe to show.
+type requestError struct {
+	status int
+	msg    string
+	field  string // the offending field or parameter, if any
+	header http.Header
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+// badRequest: malformed syntax, a bad parameter, an unknown or read-only
+// field. field names the culprit, "" when there is none.
+func badRequest(field, format string, args ...any) error {
+	return &requestError{status: http.StatusBadRequest, field: field, msg: fmt.Sprintf(format, args...)}
+}
+
+func unsupportedMediaType(format string, args ...any) error {
+	return &requestError{status: http.StatusUnsupportedMediaType, msg: fmt.Sprintf(format, args...)}
+}
+
+func bodyTooLarge(limit int64) error {
+	return &requestError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body is larger than %d bytes", limit)}
+}
+
+func routeNotFound(r *http.Request) error {
+	return &requestError{status: http.StatusNotFound, msg: fmt.Sprintf("no such resource: %s", r.URL.Path)}
+}
+
+func methodNotAllowed(r *http.Request) error {
+	return &requestError{status: http.StatusMethodNotAllowed, msg: fmt.Sprintf("method %s is not allowed on %s", r.Method, r.URL.Path)}
+}
+
+// bearerChallenge is the RFC 6750 WWW-Authenticate value for a request with
+// no credentials at all.
+const bearerChallenge = `Bearer realm="herald"`
+
+// missingToken: a protected route was called without a bearer token.
+func missingToken() error {
+	return &requestError{
+		status: http.StatusUnauthorized,
+		msg:    "this operation requires a bearer token: send Authorization: Bearer <token>",
+		header: http.Header{"Www-Authenticate": {bearerChallenge}},
+	}
+}
+
+// badCredentials: login with an unknown e-mail or the wrong password. One
+// message for both, so the answer does not reveal which accounts exist.
+func badCredentials() error {
+	return &requestError{
+		status: http.StatusUnauthorized,
+		msg:    "e-mail or password is incorrect",
+		header: http.Header{"Www-Authenticate": {bearerChallenge}},
+	}
+}
+
+// missingRole: authenticated, but without the role an operation requires.
+func missingRole(role string) error {
+	return &requestError{status: http.StatusForbidden, msg: "this operation requires role " + role}
+}
+
+// errUnavailable: the database cannot serve requests (health check).
+var errUnavailable = &requestError{status: http.StatusServiceUnavailable, msg: "database is unavailable"}
+
+// problemFor maps err to a problem document and any headers it needs. Errors
+// it does not recognise become a bare 500; their text never reaches the body.
+func problemFor(err error) (problem, http.Header, bool) {
+	var (
+		reqErr   *requestError
+		valErr   *bolt.ValidationError
+		tooLarge *http.MaxBytesError
+	)
+	p := problem{Type: "about:blank"}
+	var header http.Header
+	switch {
+	case errors.As(err, &reqErr):
+		p.Status, p.Detail, header = reqErr.status, reqErr.msg, reqErr.header
+		if reqErr.field != "" {
+			p.Violations = []violation{{PropertyPath: reqErr.field, Message: reqErr.msg}}
+		}
+	case errors.As(err, &valErr):
+		p.Status, p.Detail = http.StatusUnprocessableEntity, "the request has invalid fields"
+		for _, v := range valErr.Violations {
+			p.Violations = append(p.Violations, violation{PropertyPath: v.Field, Message: v.Message})
+		}
+	case errors.As(err, &tooLarge):
+		p.Status, p.Detail = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit)
+	case errors.Is(err, bolt.ErrUnauthorized):
+		p.Status, p.Detail = http.StatusUnauthorized, "the bearer token is invalid, expired or revoked"
+		header = http.Header{"Www-Authenticate": {bearerChallenge + `, error="invalid_token", error_description="The access token is invalid, expired or revoked"`}}
+	case errors.Is(err, bolt.ErrNotFound):
+		p.Status, p.Detail = http.StatusNotFound, err.Error()
+	case errors.Is(err, bolt.ErrForbidden):
+		p.Status, p.Detail = http.StatusForbidden, err.Error()
+	case errors.Is(err, bolt.ErrConflict):
+		p.Status, p.Detail = http.StatusConflict, err.Error()
+	case errors.Is(err, bolt.ErrPrecondition):
+		p.Status, p.Detail = http.StatusPreconditionFailed, err.Error()+"; fetch it again for the current ETag"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The client left or the server is shutting down while the request
+		// waited (for a hashing slot, say): not a fault of ours to log as one.
+		p.Status, p.Detail = http.StatusServiceUnavailable, "the request was abandoned before it completed"
+	default:
+		p.Status, p.Detail = http.StatusInternalServerError, "Internal error"
+		p.Title = http.StatusText(p.Status)
+		return p, nil, false
+	}
+	p.Title = http.StatusText(p.Status)
+	return p, header, true
+}
+
+// writeError writes err as a problem document. Unrecognised errors are logged
+// with their full text and answered with a bare 500.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	p, header, known := problemFor(err)
+	if !known {
+		s.log.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	for k, v := range header {
+		w.Header()[k] = v
+	}
+	body, err := marshal(p)
+	if err != nil { // cannot happen: problem holds only strings and ints
+		body = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500}`)
+	}
+	writeBody(w, problemContentType, p.Status, body)
+}

@@ -1,0 +1,259 @@
+// Package http serves Herald's API: the route table, bearer-token
+// authentication, request decoding, response encoding and the mapping of
+// errors to problem documents. It reaches storage only through package bolt.
+package http
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"herald/auth"
+	"herald/bolt"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultTokenTTL     = 30 * 24 * time.Hour
+	DefaultMaxBodyBytes = 64 << 10
+)
+
+// Config tunes a Server. The zero value is usable.
+type Config struct {
+	TokenTTL     time.Duration // lifetime of issued tokens
+	MaxBodyBytes int64         // larger request bodies get 413
+	Logger       *slog.Logger  // access and error log; nil discards
+}
+
+// Server is Herald's HTTP handler.
+type Server struct {
+	db       *bolt.DB
+	hasher   *auth.Hasher
+	tokenTTL time.Duration
+	maxBody  int64
+	log      *slog.Logger
+	router   *httprouter.Router
+}
+
+// NewServer wires the route table over db, hashing passwords with hasher.
+func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
+	s := &Server{
+		db:       db,
+		hasher:   hasher,
+		tokenTTL: cfg.TokenTTL,
+		maxBody:  cfg.MaxBodyBytes,
+		log:      cfg.Logger,
+	}
+	if s.tokenTTL <= 0 {
+		s.tokenTTL = DefaultTokenTTL
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+
+	rt := httprouter.New()
+	// An API answers the path it was asked, never a redirect to a guess.
+	rt.RedirectTrailingSlash = false
+	rt.RedirectFixedPath = false
+	rt.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, routeNotFound(r))
+	})
+	rt.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, methodNotAllowed(r)) // httprouter has set Allow already
+	})
+	rt.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
+		s.log.ErrorContext(r.Context(), "panic", "method", r.Method, "path", r.URL.Path,
+			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		s.writeError(w, r, fmt.Errorf("panic: %v", v))
+	}
+	for _, rt2 := range s.routes() {
+		rt.Handle(rt2.method, rt2.path, s.wrap(rt2))
+	}
+	s.router = rt
+	return s
+}
+
+// access says who may call a route.
+type access int
+
+const (
+	public        access = iota // anyone
+	authenticated               // any valid bearer token
+	roleUser                    // a valid bearer token whose user has bolt.RoleUser
+)
+
+// handler is the shape of every endpoint: errors are returned, and written
+// as problem documents in one place.
+type handler func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error
+
+type route struct {
+	method, path string
+	access       access
+	handle       handler
+}
+
+// routes is the one route table: everything Herald answers is listed here.
+func (s *Server) routes() []route {
+	return []route{
+		{http.MethodPost, "/api/register", public, s.register},
+		{http.MethodPost, "/api/login", public, s.login},
+		{http.MethodGet, "/api/me", authenticated, s.me},
+		{http.MethodPost, "/api/logout", authenticated, s.logout},
+
+		{http.MethodPost, "/api/message", roleUser, s.createMessage}, // the seed's path
+		{http.MethodPost, "/api/messages", roleUser, s.createMessage},
+		{http.MethodGet, "/api/messages", authenticated, s.searchMessages},
+		{http.MethodGet, "/api/messages/:id", authenticated, s.getMessage},
+		{http.MethodPatch, "/api/messages/:id", authenticated, s.updateMessage},
+		{http.MethodDelete, "/api/messages/:id", authenticated, s.deleteMessage},
+
+		{http.MethodGet, "/healthz", public, s.health},
+	}
+}
+
+// wrap adds authentication for the route's access level and writes any
+// returned error.
+func (s *Server) wrap(rt route) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if rt.access != public {
+			p, err := s.authenticate(r)
+			if err == nil && rt.access == roleUser && !p.user.HasRole(bolt.RoleUser) {
+				err = missingRole(bolt.RoleUser)
+			}
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			if info := requestInfoFrom(r.Context()); info != nil {
+				info.userID = p.user.ID
+			}
+			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		}
+		if err := rt.handle(w, r, ps); err != nil {
+			s.writeError(w, r, err)
+		}
+	}
+}
+
+// principal is the authenticated caller of a request.
+type principal struct {
+	user      *bolt.User
+	tokenHash bolt.TokenHash
+}
+
+// principalKey is the context key for *principal; unexported so no other
+// package can forge or read it.
+type principalKey struct{}
+
+// caller returns the authenticated principal. It is only called from
+// handlers of non-public routes, where wrap has put one in the context.
+func caller(r *http.Request) *principal {
+	return r.Context().Value(principalKey{}).(*principal)
+}
+
+// authenticate resolves the request's bearer token to its user.
+func (s *Server) authenticate(r *http.Request) (*principal, error) {
+	token, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
+		return nil, missingToken()
+	}
+	if !auth.WellFormedToken(token) {
+		return nil, fmt.Errorf("malformed token: %w", bolt.ErrUnauthorized)
+	}
+	hash := bolt.TokenHash(auth.HashToken(token))
+	u, _, err := s.db.Authenticate(hash)
+	if err != nil {
+		return nil, err
+	}
+	return &principal{user: u, tokenHash: hash}, nil
+}
+
+// bearerToken extracts the token from an Authorization header value. The
+// scheme name is case-insensitive (RFC 7235); anything else is no token.
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// ServeHTTP logs each request and adds headers every response carries.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	info := &requestInfo{}
+	r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	h := rec.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	s.router.ServeHTTP(rec, r)
+	// Only the path is logged: never the query, headers or body, which may
+	// carry search terms, tokens or passwords.
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", rec.status),
+		slog.Int64("bytes", rec.bytes),
+		slog.Duration("duration", time.Since(start)),
+		slog.Uint64("user", info.userID),
+		slog.String("remote", r.RemoteAddr),
+	)
+}
+
+// requestInfo collects what the access log needs from deeper layers.
+type requestInfo struct {
+	userID uint64
+}
+
+type requestInfoKey struct{}
+
+func requestInfoFrom(ctx context.Context) *requestInfo {
+	info, _ := ctx.Value(requestInfoKey{}).(*requestInfo)
+	return info
+}
+
+// statusRecorder remembers the status and size of a response for the log.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	wrote  bool
+}
+
+func (rec *statusRecorder) WriteHeader(status int) {
+	if !rec.wrote {
+		rec.status, rec.wrote = status, true
+	}
+	rec.ResponseWriter.WriteHeader(status)
+}
+
+func (rec *statusRecorder) Write(b []byte) (int, error) {
+	rec.wrote = true
+	n, err := rec.ResponseWriter.Write(b)
+	rec.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (rec *statusRecorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
+
+// health answers 200 while the database can serve a read.
+func (s *Server) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	if err := s.db.Ping(); err != nil {
+		s.log.WarnContext(r.Context(), "health check failed", "err", err)
+		return errUnavailable
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}

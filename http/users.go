@@ -1,0 +1,151 @@
+package http
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"herald/auth"
+	"herald/bolt"
+)
+
+var (
+	registerFields = fieldSpec{
+		writable: []string{"email", "password"},
+		readOnly: []string{"id", "roles", "createdAt", "token", "expiresAt"},
+	}
+	loginFields = fieldSpec{writable: []string{"username", "password"}}
+)
+
+// register creates an account and hands out its first token.
+func (s *Server) register(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	f, err := decodeBody(w, r, s.maxBody, registerFields)
+	if err != nil {
+		return err
+	}
+	reg := bolt.Registration{Email: f.str("email"), Password: f.str("password")}
+	reg.Normalize()
+	if err := reg.Validate(); err != nil {
+		return err
+	}
+	hash, err := s.hasher.Hash(r.Context(), reg.Password)
+	if err != nil {
+		return err
+	}
+	token, tokenHash, err := auth.MintToken()
+	if err != nil {
+		return err
+	}
+	u := &bolt.User{Email: reg.Email, PasswordHash: hash}
+	tok, err := s.db.CreateUser(u, tokenHash, s.tokenTTL)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusCreated, registeredJSON{
+		userJSON:  newUserJSON(u),
+		Token:     token,
+		ExpiresAt: apiTime(tok.ExpiresAt),
+	})
+	return nil
+}
+
+// login checks credentials and issues a new token: one per login, so each
+// device holds its own and logging out of one leaves the others working.
+func (s *Server) login(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	f, err := decodeBody(w, r, s.maxBody, loginFields)
+	if err != nil {
+		return err
+	}
+	username, password := bolt.NormalizeEmail(f.str("username")), f.str("password")
+	var missing bolt.ValidationError
+	if username == "" {
+		missing.Add("username", "must not be blank")
+	}
+	if password == "" {
+		missing.Add("password", "must not be blank")
+	}
+	if err := missing.Err(); err != nil {
+		return err
+	}
+	u, err := s.checkCredentials(r, username, password)
+	if err != nil {
+		return err
+	}
+	token, tokenHash, err := auth.MintToken()
+	if err != nil {
+		return err
+	}
+	tok, err := s.db.CreateToken(u.ID, tokenHash, s.tokenTTL)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, tokenJSON{Token: token, ExpiresAt: apiTime(tok.ExpiresAt)})
+	return nil
+}
+
+// checkCredentials returns the user whose e-mail and password these are.
+// Unknown e-mails cost the same argon2 work as wrong passwords, and both
+// get the same error, so neither the answer nor its timing tells them apart.
+func (s *Server) checkCredentials(r *http.Request, email, password string) (*bolt.User, error) {
+	if len(password) > bolt.MaxPasswordBytes {
+		// No stored password can be this long; refuse before hashing so a
+		// huge password cannot buy a long computation.
+		return nil, badCredentials()
+	}
+	u, err := s.db.UserByEmail(email)
+	if errors.Is(err, bolt.ErrNotFound) {
+		if err := s.hasher.VerifyDummy(r.Context(), password); err != nil {
+			return nil, err
+		}
+		return nil, badCredentials()
+	}
+	if err != nil {
+		return nil, err
+	}
+	ok, stale, err := s.hasher.Verify(r.Context(), password, u.PasswordHash)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, badCredentials()
+	}
+	if stale {
+		s.rehash(r, u, password)
+	}
+	return u, nil
+}
+
+// rehash stores the password under the current hashing parameters. Failure
+// is logged, not returned: the login itself succeeded.
+func (s *Server) rehash(r *http.Request, u *bolt.User, password string) {
+	hash, err := s.hasher.Hash(r.Context(), password)
+	if err == nil {
+		err = s.db.SetPasswordHash(u.ID, hash)
+	}
+	if err != nil {
+		s.log.WarnContext(r.Context(), "upgrading password hash", "user", u.ID, "err", err)
+	}
+}
+
+// me returns the caller's account.
+func (s *Server) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	s.writeJSON(w, r, http.StatusOK, newUserJSON(caller(r).user))
+	return nil
+}
+
+// logout revokes the token the request was made with; the caller's other
+// tokens keep working.
+func (s *Server) logout(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	err := s.db.RevokeToken(caller(r).tokenHash)
+	if errors.Is(err, bolt.ErrNotFound) {
+		// A concurrent logout with the same token got there first.
+		err = fmt.Errorf("token already revoked: %w", bolt.ErrUnauthorized)
+	}
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
