@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Load figures for Herald: builds the binary, runs it on 127.0.0.1 with a
+# throwaway database, drives it with wrk, and reports each endpoint's
+# throughput as a ratio to GET /healthz measured in the same run (this
+# machine is shared and noisy; absolute numbers drift, ratios less so).
+#
+#   bench/load.sh                 # 10 s per scenario
+#   DURATION=30s CONNS=32 bench/load.sh
+#
+# Traffic goes only to 127.0.0.1, and every wrk run is bounded by DURATION.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10s}
+CONNS=${CONNS:-16}
+THREADS=${THREADS:-2}
+
+if ! command -v wrk >/dev/null; then
+  echo "installing wrk (Debian package)" >&2
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq wrk >/dev/null
+  else sudo apt-get update -qq && sudo apt-get install -y -qq wrk >/dev/null; fi
+fi
+
+work=$(mktemp -d)
+trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+go build -o "$work/herald" .
+HERALD_ADDR=127.0.0.1:0 HERALD_DB="$work/herald.db" "$work/herald" 2>"$work/log" &
+pid=$!
+for _ in $(seq 100); do
+  addr=$(sed -n 's/.*msg=listening addr=\([^ ]*\).*/\1/p' "$work/log")
+  [ -n "$addr" ] && break
+  sleep 0.1
+done
+[ -n "${addr:-}" ] || { echo "herald did not start:" >&2; cat "$work/log" >&2; exit 1; }
+base="http://$addr"
+
+token=$(curl -sf "$base/api/register" -H 'Content-Type: application/json' \
+  -d '{"email":"load@example.com","password":"load test password"}' |
+  sed -n 's/.*"token":"\([^"]*\)".*/\1/p')
+[ -n "$token" ] || { echo "register failed" >&2; exit 1; }
+auth="Authorization: Bearer $token"
+curl -sf "$base/api/messages" -H "$auth" -H 'Content-Type: application/json' \
+  -d '{"content":"a rare needle among the load"}' >/dev/null
+
+run() { # name, wrk script, then wrk arguments
+  local name=$1 script=$2; shift 2
+  local line
+  line=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" -s "$script" "$@" | grep '^RESULT')
+  printf '%s %s\n' "$name" "${line#RESULT }"
+}
+
+results=$work/results
+{
+  run healthz bench/report.lua "$base/healthz"
+  run create bench/post.lua -H "$auth" "$base/api/messages"
+  run get_by_id bench/report.lua -H "$auth" "$base/api/messages/1"
+  run me bench/report.lua -H "$auth" "$base/api/me"
+  run search_first_page bench/report.lua -H "$auth" "$base/api/messages?limit=20"
+  run search_rare_word bench/report.lua -H "$auth" "$base/api/messages?q=needle"
+} | tee "$results"
+awk '
+  { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[$1, kv[1]] = kv[2] } names[++n] = $1 }
+  END {
+    base = v["healthz", "rps"]
+    printf "\n%-20s %10s %8s %9s %9s %7s\n", "scenario", "req/s", "ratio", "p50 ms", "p99 ms", "non2xx"
+    for (i = 1; i <= n; i++) { s = names[i]
+      printf "%-20s %10.0f %8.3f %9s %9s %7s\n", s, v[s, "rps"], v[s, "rps"] / base, v[s, "p50_ms"], v[s, "p99_ms"], v[s, "non2xx"] }
+  }' "$results"
