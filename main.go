@@ -92,20 +92,30 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	return c, c.validate()
 }
 
+// validate names both the flag and its variable, since either may have set
+// the value.
 func (c *config) validate() error {
 	switch {
+	case c.addr == "":
+		return configError("addr", "must not be empty")
+	case c.dbPath == "":
+		return configError("db", "must not be empty")
 	case c.tokenTTL <= 0:
-		return errors.New("--token-ttl must be positive")
+		return configError("token-ttl", "must be positive")
 	case c.maxBody < 1024:
-		return errors.New("--max-body must be at least 1024 bytes")
+		return configError("max-body", "must be at least 1024 bytes")
 	case c.hashConcurrency < 1:
-		return errors.New("--hash-concurrency must be at least 1")
+		return configError("hash-concurrency", "must be at least 1")
 	case c.shutdownTimeout < 0:
-		return errors.New("--shutdown-timeout must not be negative")
+		return configError("shutdown-timeout", "must not be negative")
 	case c.logFormat != "text" && c.logFormat != "json":
-		return errors.New("--log-format must be text or json")
+		return configError("log-format", "must be text or json")
 	}
 	return nil
+}
+
+func configError(flagName, problem string) error {
+	return fmt.Errorf("--%s (%s) %s", flagName, envName(flagName), problem)
 }
 
 // envName maps a flag name to its variable: token-ttl → HERALD_TOKEN_TTL.
@@ -137,14 +147,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // serve opens the database and answers HTTP until ctx ends.
-func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
+func serve(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	db, err := bolt.Open(cfg.dbPath, bolt.Options{})
 	if err != nil {
 		return err
 	}
+	// Closing waits for transactions in flight; only then is the file
+	// consistent and the stop clean.
 	defer func() {
-		if err := db.Close(); err != nil {
-			logger.Error("closing database", "err", err)
+		if closeErr := db.Close(); closeErr != nil {
+			err = errors.Join(err, fmt.Errorf("closing database: %w", closeErr))
+		}
+		if err == nil {
+			logger.Info("stopped cleanly")
 		}
 	}()
 
@@ -184,6 +199,5 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	logger.Info("stopped cleanly")
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"golang.org/x/crypto/argon2"
@@ -58,6 +59,11 @@ func NewHasher(p Params, concurrency int) *Hasher {
 
 // acquire waits for a hashing slot or for ctx to end, whichever is first.
 func (h *Hasher) acquire(ctx context.Context) (release func(), err error) {
+	// select picks at random among ready cases; without this check a
+	// request whose client has already gone could still win a slot.
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("waiting to hash a password: %w", context.Cause(ctx))
+	}
 	select {
 	case h.slots <- struct{}{}:
 		return func() { <-h.slots }, nil
@@ -130,22 +136,26 @@ const (
 	maxIterations = 100
 )
 
+// decodeHash parses $argon2id$v=19$m=<m>,t=<t>,p=<p>$<salt>$<key> strictly:
+// plain decimal numbers, no extra text, parameters within bounds.
 func decodeHash(encoded string) (p Params, salt, key []byte, err error) {
 	parts := strings.Split(encoded, "$")
 	if len(parts) != 6 || parts[0] != "" || parts[1] != "argon2id" {
 		return p, nil, nil, ErrMalformedHash
 	}
-	var version int
-	if _, err := fmt.Sscanf(parts[2], "v=%d", &version); err != nil || version != argon2.Version {
+	if version, ok := strings.CutPrefix(parts[2], "v="); !ok || version != strconv.Itoa(argon2.Version) {
 		return p, nil, nil, ErrMalformedHash
 	}
-	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &p.MemoryKiB, &p.Iterations, &p.Parallelism); err != nil {
+	var m, t, par uint64
+	fields := strings.Split(parts[3], ",")
+	if len(fields) != 3 ||
+		!parseParam(fields[0], "m=", maxMemoryKiB, &m) ||
+		!parseParam(fields[1], "t=", maxIterations, &t) ||
+		!parseParam(fields[2], "p=", 255, &par) {
 		return p, nil, nil, ErrMalformedHash
 	}
-	if p.MemoryKiB == 0 || p.MemoryKiB > maxMemoryKiB || p.Iterations == 0 || p.Iterations > maxIterations || p.Parallelism == 0 {
-		return p, nil, nil, ErrMalformedHash
-	}
-	b64 := base64.RawStdEncoding
+	p.MemoryKiB, p.Iterations, p.Parallelism = uint32(m), uint32(t), uint8(par)
+	b64 := base64.RawStdEncoding.Strict()
 	if salt, err = b64.DecodeString(parts[4]); err != nil || len(salt) == 0 {
 		return p, nil, nil, ErrMalformedHash
 	}
@@ -154,4 +164,18 @@ func decodeHash(encoded string) (p Params, salt, key []byte, err error) {
 	}
 	p.SaltLen, p.KeyLen = uint32(len(salt)), uint32(len(key))
 	return p, salt, key, nil
+}
+
+// parseParam reads "<prefix><n>" with n a canonical decimal in [1, max].
+func parseParam(field, prefix string, max uint64, out *uint64) bool {
+	digits, ok := strings.CutPrefix(field, prefix)
+	if !ok || digits == "" || digits[0] == '0' {
+		return false
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || n > max {
+		return false
+	}
+	*out = n
+	return true
 }

@@ -43,11 +43,23 @@ func WellFormedToken(token string) bool {
 	if len(token) != TokenLen || !strings.HasPrefix(token, TokenPrefix) {
 		return false
 	}
-	body := token[len(TokenPrefix) : len(TokenPrefix)+tokenBodyLen]
-	if _, err := base64.RawURLEncoding.Strict().DecodeString(body); err != nil {
-		return false
+	rest := token[len(TokenPrefix):]
+	// Check the alphabet by hand: Go's base64 decoder skips '\r' and '\n'
+	// even in strict mode, so decoding alone would accept them.
+	for i := 0; i < len(rest); i++ {
+		if !isBase64URL(rest[i]) {
+			return false
+		}
 	}
-	return token[len(TokenPrefix)+tokenBodyLen:] == checksum(body)
+	body := rest[:tokenBodyLen]
+	if _, err := base64.RawURLEncoding.Strict().DecodeString(body); err != nil {
+		return false // stray bits in the last character
+	}
+	return rest[tokenBodyLen:] == checksum(body)
+}
+
+func isBase64URL(c byte) bool {
+	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_'
 }
 
 func checksum(body string) string {

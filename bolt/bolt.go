@@ -11,6 +11,7 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Bucket names. A few flat buckets with composite keys keep scans simple
@@ -63,7 +64,7 @@ func Open(path string, opts Options) (*DB, error) {
 		now = time.Now
 	}
 	bdb, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: timeout})
-	if errors.Is(err, bbolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
 	}
 	if err != nil {
