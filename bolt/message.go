@@ -136,7 +136,8 @@ func (db *DB) CreateMessage(m *Message) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
-	return db.bolt.Update(func(tx *bbolt.Tx) error {
+	var nm Message
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
 		owner, err := userByID(tx, m.OwnerID)
 		if err != nil {
 			return err
@@ -146,19 +147,20 @@ func (db *DB) CreateMessage(m *Message) error {
 		if err != nil {
 			return err
 		}
-		nm := *m
+		nm = *m
 		nm.ID, nm.OwnerEmail, nm.Revision = id, owner.Email, 1
 		nm.CreatedAt = db.clock()
 		nm.UpdatedAt = nm.CreatedAt
 		if err := msgs.Put(itob(id), encodeMessage(&nm)); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketMsgsByOwner).Put(compositeKey(nm.OwnerID, itob(id)), nil); err != nil {
-			return err
-		}
-		*m = nm
-		return nil
+		return tx.Bucket(bucketMsgsByOwner).Put(compositeKey(nm.OwnerID, itob(id)), nil)
 	})
+	if err != nil {
+		return err
+	}
+	*m = nm // only after the commit, so a failed write leaves m untouched
+	return nil
 }
 
 // Message finds a message by ID. Errors: ErrNotFound.
@@ -289,10 +291,8 @@ func (db *DB) SearchMessages(q SearchQuery) (*SearchPage, error) {
 		if err != nil || next == nil {
 			return err
 		}
-		msgs := tx.Bucket(bucketMessages)
 		owners := make(map[uint64]string)
-		for id := next(); id != 0; id = next() {
-			b := msgs.Get(itob(id))
+		for id, b := next(); id != 0; id, b = next() {
 			if b == nil {
 				return fmt.Errorf("search: index points at missing message %d", id)
 			}
@@ -322,24 +322,26 @@ func (db *DB) SearchMessages(q SearchQuery) (*SearchPage, error) {
 	return page, nil
 }
 
-// newestFirst returns an iterator over candidate message IDs in descending
-// order, below q.BeforeID, using the owner index when the query names an
-// owner. It returns a nil iterator when nothing can match (unknown owner).
-func newestFirst(tx *bbolt.Tx, q SearchQuery) (func() uint64, error) {
+// newestFirst returns an iterator over candidate messages (ID and stored
+// record; ID 0 ends it) in descending ID order, below q.BeforeID. It walks
+// the owner index when the query names an owner, else the messages bucket
+// itself, whose cursor already holds each record. It returns a nil iterator
+// when nothing can match (unknown owner).
+func newestFirst(tx *bbolt.Tx, q SearchQuery) (func() (uint64, []byte), error) {
 	before := q.BeforeID
 	if before == 0 {
 		before = math.MaxUint64
 	}
 	if q.OwnerEmail == "" {
 		c := tx.Bucket(bucketMessages).Cursor()
-		k := seekBelow(c, itob(before))
-		return func() uint64 {
+		k, v := seekBelow(c, itob(before))
+		return func() (uint64, []byte) {
 			if k == nil {
-				return 0
+				return 0, nil
 			}
-			id := btoi(k)
-			k, _ = c.Prev()
-			return id
+			id, rec := btoi(k), v
+			k, v = c.Prev()
+			return id, rec
 		}, nil
 	}
 	ownerID := tx.Bucket(bucketUsersByEmail).Get(emailKey(q.OwnerEmail))
@@ -347,26 +349,25 @@ func newestFirst(tx *bbolt.Tx, q SearchQuery) (func() uint64, error) {
 		return nil, nil
 	}
 	prefix := bytes.Clone(ownerID)
+	msgs := tx.Bucket(bucketMessages)
 	c := tx.Bucket(bucketMsgsByOwner).Cursor()
-	k := seekBelow(c, compositeKey(btoi(prefix), itob(before)))
-	return func() uint64 {
+	k, _ := seekBelow(c, compositeKey(btoi(prefix), itob(before)))
+	return func() (uint64, []byte) {
 		if k == nil || !bytes.HasPrefix(k, prefix) {
-			return 0
+			return 0, nil
 		}
-		id := btoi(k[8:])
+		id, rec := btoi(k[8:]), msgs.Get(k[8:])
 		k, _ = c.Prev()
-		return id
+		return id, rec
 	}, nil
 }
 
 // seekBelow positions c on the greatest key strictly less than bound.
-func seekBelow(c *bbolt.Cursor, bound []byte) []byte {
+func seekBelow(c *bbolt.Cursor, bound []byte) (key, value []byte) {
 	if k, _ := c.Seek(bound); k == nil {
-		k, _ = c.Last() // every key is below bound
-		return k
+		return c.Last() // every key is below bound
 	}
-	k, _ := c.Prev()
-	return k
+	return c.Prev()
 }
 
 func inTimeRange(t, since, until time.Time) bool {

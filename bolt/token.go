@@ -45,10 +45,22 @@ func decodeToken(hash TokenHash, b []byte) (*Token, error) {
 	}, nil
 }
 
-// putToken writes a token and its per-user index entry; callers hold the
-// write transaction.
+// expiry is when a token issued at created with lifetime ttl stops working,
+// at the precision the store keeps, so the time a client is told is the
+// time that is enforced.
+func expiry(created time.Time, ttl time.Duration) time.Time {
+	return created.Add(ttl).Truncate(time.Microsecond)
+}
+
+// putToken writes a new token and its per-user index entry; callers hold
+// the write transaction. A hash already present is refused rather than
+// overwritten, which would orphan the other user's index entry.
 func putToken(tx *bbolt.Tx, t *Token) error {
-	if err := tx.Bucket(bucketTokens).Put(t.Hash[:], encodeToken(t)); err != nil {
+	tokens := tx.Bucket(bucketTokens)
+	if tokens.Get(t.Hash[:]) != nil {
+		return fmt.Errorf("token already issued: %w", ErrConflict)
+	}
+	if err := tokens.Put(t.Hash[:], encodeToken(t)); err != nil {
 		return err
 	}
 	return tx.Bucket(bucketTokensByUser).Put(compositeKey(t.UserID, t.Hash[:]), nil)
@@ -63,7 +75,7 @@ func (db *DB) CreateToken(userID uint64, hash TokenHash, ttl time.Duration) (*To
 			return err
 		}
 		now := db.clock()
-		tok = &Token{Hash: hash, UserID: userID, CreatedAt: now, ExpiresAt: now.Add(ttl)}
+		tok = &Token{Hash: hash, UserID: userID, CreatedAt: now, ExpiresAt: expiry(now, ttl)}
 		return putToken(tx, tok)
 	})
 	if err != nil {
@@ -123,8 +135,8 @@ func (db *DB) RevokeToken(hash TokenHash) error {
 	})
 }
 
-// Tokens lists the tokens a user holds, expired ones included, oldest index
-// key first. It exists so listing and sweeping can build on the index.
+// Tokens lists the tokens a user holds, expired ones included, in order of
+// their hashes. It exists so listing and sweeping can build on the index.
 func (db *DB) Tokens(userID uint64) ([]*Token, error) {
 	var out []*Token
 	err := db.bolt.View(func(tx *bbolt.Tx) error {

@@ -74,7 +74,7 @@ func NormalizeEmail(s string) string { return strings.TrimSpace(s) }
 
 // emailKey is the form an address is indexed and compared in, so that
 // Ada@Example.com and ada@example.com are one account.
-func emailKey(email string) []byte { return []byte(strings.ToLower(NormalizeEmail(email))) }
+func emailKey(email string) []byte { return []byte(Fold(NormalizeEmail(email))) }
 
 // validateEmail accepts any plausible address: one '@' with something on each
 // side, no spaces or control characters. Deliverability is not ours to judge.
@@ -137,21 +137,22 @@ func decodeUser(id uint64, b []byte) (*User, error) {
 // u.Roles and u.CreatedAt. Errors: ErrInvalid for a bad e-mail or missing
 // hash, ErrConflict when the e-mail is taken (in any letter case).
 func (db *DB) CreateUser(u *User, tokenHash TokenHash, ttl time.Duration) (*Token, error) {
-	u.Email = NormalizeEmail(u.Email)
+	nu := *u
+	nu.Email = NormalizeEmail(nu.Email)
 	var v ValidationError
-	validateEmail(&v, "email", u.Email)
+	validateEmail(&v, "email", nu.Email)
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	if u.PasswordHash == "" {
+	if nu.PasswordHash == "" {
 		return nil, fmt.Errorf("create user: empty password hash")
 	}
 	var tok *Token
 	err := db.bolt.Update(func(tx *bbolt.Tx) error {
 		byEmail := tx.Bucket(bucketUsersByEmail)
-		key := emailKey(u.Email)
+		key := emailKey(nu.Email)
 		if byEmail.Get(key) != nil {
-			return fmt.Errorf("e-mail %q is already registered: %w", u.Email, ErrConflict)
+			return fmt.Errorf("e-mail %q is already registered: %w", nu.Email, ErrConflict)
 		}
 		users := tx.Bucket(bucketUsers)
 		id, err := users.NextSequence()
@@ -159,7 +160,6 @@ func (db *DB) CreateUser(u *User, tokenHash TokenHash, ttl time.Duration) (*Toke
 			return err
 		}
 		created := db.clock()
-		nu := *u
 		nu.ID, nu.Roles, nu.CreatedAt = id, []string{RoleUser}, created
 		rec, err := encodeUser(&nu)
 		if err != nil {
@@ -171,18 +171,14 @@ func (db *DB) CreateUser(u *User, tokenHash TokenHash, ttl time.Duration) (*Toke
 		if err := byEmail.Put(key, itob(id)); err != nil {
 			return err
 		}
-		tok = &Token{Hash: tokenHash, UserID: id, CreatedAt: created, ExpiresAt: created.Add(ttl)}
-		if err := putToken(tx, tok); err != nil {
-			return err
-		}
-		// Assign only after the transaction body succeeded, so a failed
-		// commit leaves the caller's value untouched.
-		*u = nu
-		return nil
+		tok = &Token{Hash: tokenHash, UserID: id, CreatedAt: created, ExpiresAt: expiry(created, ttl)}
+		return putToken(tx, tok)
 	})
 	if err != nil {
 		return nil, err
 	}
+	// Only now, after the commit, so a failed write leaves u untouched.
+	*u = nu
 	return tok, nil
 }
 

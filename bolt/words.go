@@ -7,19 +7,36 @@ import (
 )
 
 // A word is a maximal run of Unicode letters and digits; everything else
-// separates words. Words compare case-insensitively, in their lower-case
-// form. The same rule splits queries and content, and will key the inverted
+// separates words. Words compare case-insensitively, in their folded form
+// (see foldRune). The same rule splits queries and content, and will key the inverted
 // index, so a query can only ever ask for words the content can contain.
 
 func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 
-// Terms splits a search query into its distinct lower-case words, in order of
+// foldRune maps a rune to the form compared by case-insensitive matching.
+// Lower-casing alone is not enough: Σ lowers to σ but never to the final ς,
+// and the Kelvin sign or long s have no lower-case twin of their letter.
+// Going through upper case first joins those, as strings.EqualFold does.
+func foldRune(r rune) rune {
+	if r < utf8.RuneSelf {
+		if 'A' <= r && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		return r
+	}
+	return unicode.ToLower(unicode.ToUpper(r))
+}
+
+// Fold returns s in its case-folded form, rune by rune.
+func Fold(s string) string { return strings.Map(foldRune, s) }
+
+// Terms splits a search query into its distinct folded words, in order of
 // first appearance.
 func Terms(q string) []string {
 	var terms []string
 	seen := make(map[string]bool)
 	for w := range strings.FieldsFuncSeq(q, func(r rune) bool { return !isWordRune(r) }) {
-		w = strings.ToLower(w)
+		w = Fold(w)
 		if !seen[w] {
 			seen[w] = true
 			terms = append(terms, w)
@@ -29,34 +46,27 @@ func Terms(q string) []string {
 }
 
 // ContainsTerms reports whether content holds every term as a whole word.
-// terms must come from Terms. It walks content once without allocating for
-// words that are not candidates.
+// terms must come from Terms. Search calls it for every message it scans, so
+// it walks content once and, for up to 64 terms and words of up to 64 bytes,
+// allocates nothing.
 func ContainsTerms(content []byte, terms []string) bool {
 	if len(terms) == 0 {
 		return true
 	}
-	found := make([]bool, len(terms))
-	missing := len(terms)
-	var lower []byte
-	for i := 0; i < len(content); {
-		r, size := utf8.DecodeRune(content[i:])
-		if !isWordRune(r) {
-			i += size
-			continue
-		}
-		start := i
-		for i < len(content) {
-			r, size = utf8.DecodeRune(content[i:])
-			if !isWordRune(r) {
-				break
-			}
-			i += size
-		}
-		lower = appendLower(lower[:0], content[start:i])
+	if len(terms) > 64 {
+		return containsManyTerms(content, terms)
+	}
+	var found uint64
+	all := uint64(1)<<len(terms) - 1
+	if len(terms) == 64 {
+		all = ^uint64(0)
+	}
+	var buf [64]byte
+	for word := range words(content) {
+		folded := appendFolded(buf[:0], word)
 		for t, term := range terms {
-			if !found[t] && string(lower) == term {
-				found[t] = true
-				if missing--; missing == 0 {
+			if found&(1<<t) == 0 && string(folded) == term {
+				if found |= 1 << t; found == all {
 					return true
 				}
 			}
@@ -65,19 +75,45 @@ func ContainsTerms(content []byte, terms []string) bool {
 	return false
 }
 
-// appendLower appends the lower-case form of word to dst, matching
-// strings.ToLower rune for rune.
-func appendLower(dst, word []byte) []byte {
+// containsManyTerms is ContainsTerms without the 64-term bitmask.
+func containsManyTerms(content []byte, terms []string) bool {
+	for _, term := range terms {
+		if !ContainsTerms(content, []string{term}) {
+			return false
+		}
+	}
+	return true
+}
+
+// words yields each word of content in order, as sub-slices of content.
+func words(content []byte) func(yield func([]byte) bool) {
+	return func(yield func([]byte) bool) {
+		for i := 0; i < len(content); {
+			r, size := utf8.DecodeRune(content[i:])
+			if !isWordRune(r) {
+				i += size
+				continue
+			}
+			start := i
+			for i < len(content) {
+				r, size = utf8.DecodeRune(content[i:])
+				if !isWordRune(r) {
+					break
+				}
+				i += size
+			}
+			if !yield(content[start:i]) {
+				return
+			}
+		}
+	}
+}
+
+// appendFolded appends the folded form of word to dst, matching Fold.
+func appendFolded(dst, word []byte) []byte {
 	for i := 0; i < len(word); {
 		r, size := utf8.DecodeRune(word[i:])
-		if r < utf8.RuneSelf {
-			if 'A' <= r && r <= 'Z' {
-				r += 'a' - 'A'
-			}
-			dst = append(dst, byte(r))
-		} else {
-			dst = utf8.AppendRune(dst, unicode.ToLower(r))
-		}
+		dst = utf8.AppendRune(dst, foldRune(r))
 		i += size
 	}
 	return dst

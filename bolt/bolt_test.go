@@ -1,0 +1,585 @@
+package bolt
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// testEpoch is where every test clock starts. It carries nanoseconds on
+// purpose: the store must cut them to the microseconds the API shows.
+var testEpoch = time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
+
+// testClock is a settable clock for Options.Now. It only moves when a test
+// moves it.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+func (c *testClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// testDB is an open database in a test's temporary directory with the clock
+// it was opened with.
+type testDB struct {
+	*DB
+	Path  string
+	Clock *testClock
+}
+
+// mustOpen opens a database in t.TempDir() with a fixed, settable clock. When
+// the test ends it checks bbolt's page consistency and our secondary indexes,
+// then closes the database.
+func mustOpen(tb testing.TB) *testDB {
+	tb.Helper()
+	clk := &testClock{now: testEpoch}
+	path := filepath.Join(tb.TempDir(), "herald.db")
+	db, err := Open(path, Options{Now: clk.Now})
+	if err != nil {
+		tb.Fatalf("Open(%q) = %v", path, err)
+	}
+	tb.Cleanup(func() {
+		if err := db.Check(); err != nil {
+			tb.Errorf("Check() = %v, want nil", err)
+		}
+		checkIndexes(tb, db)
+		if err := db.Close(); err != nil {
+			tb.Errorf("Close() = %v, want nil", err)
+		}
+	})
+	return &testDB{DB: db, Path: path, Clock: clk}
+}
+
+// tokenHash derives a distinct token hash from a name, as auth would from a
+// minted token.
+func tokenHash(name string) TokenHash { return sha256.Sum256([]byte(name)) }
+
+// fakePasswordHash stands in for an argon2id string; the store never looks
+// inside it.
+const fakePasswordHash = "$argon2id$v=19$m=65536,t=1,p=4$c2FsdA$aGFzaA"
+
+// defaultTTL is the token lifetime tests use unless they care.
+const defaultTTL = 30 * 24 * time.Hour
+
+// mustCreateUser registers email and returns the user and the token hash
+// registration stored for it.
+func mustCreateUser(tb testing.TB, db *testDB, email string) (*User, TokenHash) {
+	tb.Helper()
+	u := &User{Email: email, PasswordHash: fakePasswordHash}
+	h := tokenHash("register:" + email)
+	if _, err := db.CreateUser(u, h, defaultTTL); err != nil {
+		tb.Fatalf("CreateUser(%q) = %v", email, err)
+	}
+	return u, h
+}
+
+// mustCreateMessage stores content for owner and returns the stored message.
+func mustCreateMessage(tb testing.TB, db *testDB, owner uint64, content string) *Message {
+	tb.Helper()
+	m := &Message{OwnerID: owner, Content: content}
+	if err := db.CreateMessage(m); err != nil {
+		tb.Fatalf("CreateMessage(owner %d, %q) = %v", owner, content, err)
+	}
+	return m
+}
+
+// mustMessage reads a message that must exist.
+func mustMessage(tb testing.TB, db *testDB, id uint64) *Message {
+	tb.Helper()
+	m, err := db.Message(id)
+	if err != nil {
+		tb.Fatalf("Message(%d) = %v", id, err)
+	}
+	return m
+}
+
+// mustCounts reads the record counts.
+func mustCounts(tb testing.TB, db *testDB) Counts {
+	tb.Helper()
+	c, err := db.Counts()
+	if err != nil {
+		tb.Fatalf("Counts() = %v", err)
+	}
+	return c
+}
+
+// messageString renders every field, so two messages compare with ==
+// regardless of time.Time's location and monotonic reading.
+func messageString(m *Message) string {
+	if m == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("{ID:%d OwnerID:%d OwnerEmail:%q Content:%q CreatedAt:%s UpdatedAt:%s Revision:%d}",
+		m.ID, m.OwnerID, m.OwnerEmail, m.Content,
+		m.CreatedAt.UTC().Format(time.RFC3339Nano), m.UpdatedAt.UTC().Format(time.RFC3339Nano), m.Revision)
+}
+
+// assertUnchanged fails when message want.ID no longer reads back as want.
+func assertUnchanged(tb testing.TB, db *testDB, want *Message) {
+	tb.Helper()
+	got, err := db.Message(want.ID)
+	if err != nil {
+		tb.Fatalf("Message(%d) = %v, want it unchanged", want.ID, err)
+	}
+	if g, w := messageString(got), messageString(want); g != w {
+		tb.Errorf("Message(%d) = %s, want unchanged %s", want.ID, g, w)
+	}
+}
+
+// violationFields asserts err is a *ValidationError matching ErrInvalid and
+// returns the fields it names, in order.
+func violationFields(tb testing.TB, err error) []string {
+	tb.Helper()
+	if !errors.Is(err, ErrInvalid) {
+		tb.Fatalf("err = %v, want ErrInvalid", err)
+	}
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		tb.Fatalf("err = %T %v, want *ValidationError", err, err)
+	}
+	fields := make([]string, len(ve.Violations))
+	for i, v := range ve.Violations {
+		fields[i] = v.Field
+		if v.Message == "" {
+			tb.Errorf("violation of %q has an empty message", v.Field)
+		}
+	}
+	return fields
+}
+
+// checkIndexes walks every bucket and fails the test when a secondary index
+// disagrees with the records it points at:
+//   - users_by_email holds exactly one entry per user, keyed by the
+//     lower-cased e-mail, pointing at that user;
+//   - msgs_by_owner holds exactly one owner‖id entry per message, and every
+//     entry points at an existing message with that owner;
+//   - tokens_by_user holds exactly one user‖hash entry per token, and every
+//     entry points at an existing token of that user.
+func checkIndexes(tb testing.TB, db *DB) {
+	tb.Helper()
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		users := tx.Bucket(bucketUsers)
+		byEmail := tx.Bucket(bucketUsersByEmail)
+		tokens := tx.Bucket(bucketTokens)
+		tokensByUser := tx.Bucket(bucketTokensByUser)
+		msgs := tx.Bucket(bucketMessages)
+		msgsByOwner := tx.Bucket(bucketMsgsByOwner)
+
+		// Users ↔ users_by_email.
+		nUsers := 0
+		err := users.ForEach(func(k, v []byte) error {
+			nUsers++
+			if len(k) != 8 {
+				tb.Errorf("users: key %x is not an 8-byte ID", k)
+				return nil
+			}
+			u, err := decodeUser(btoi(k), v)
+			if err != nil {
+				tb.Errorf("users: %v", err)
+				return nil
+			}
+			key := emailKey(u.Email)
+			if got := byEmail.Get(key); !bytes.Equal(got, k) {
+				tb.Errorf("users_by_email[%q] = %x, want user %d", key, got, u.ID)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		nByEmail := 0
+		err = byEmail.ForEach(func(k, v []byte) error {
+			nByEmail++
+			if len(v) != 8 {
+				tb.Errorf("users_by_email[%q] = %x, not an 8-byte ID", k, v)
+				return nil
+			}
+			b := users.Get(v)
+			if b == nil {
+				tb.Errorf("users_by_email[%q] points at missing user %d", k, btoi(v))
+				return nil
+			}
+			u, err := decodeUser(btoi(v), b)
+			if err != nil {
+				tb.Errorf("users_by_email[%q]: %v", k, err)
+				return nil
+			}
+			if got := emailKey(u.Email); !bytes.Equal(got, k) {
+				tb.Errorf("users_by_email[%q] points at user %d with key %q", k, u.ID, got)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if nUsers != nByEmail {
+			tb.Errorf("users holds %d records, users_by_email %d entries", nUsers, nByEmail)
+		}
+
+		// Messages ↔ msgs_by_owner.
+		nMsgs := 0
+		err = msgs.ForEach(func(k, v []byte) error {
+			nMsgs++
+			if len(k) != 8 {
+				tb.Errorf("messages: key %x is not an 8-byte ID", k)
+				return nil
+			}
+			m, err := decodeMessage(btoi(k), v)
+			if err != nil {
+				tb.Errorf("messages: %v", err)
+				return nil
+			}
+			if users.Get(itob(m.OwnerID)) == nil {
+				tb.Errorf("message %d: owner %d does not exist", m.ID, m.OwnerID)
+			}
+			if msgsByOwner.Get(compositeKey(m.OwnerID, k)) == nil {
+				tb.Errorf("message %d: no msgs_by_owner entry for owner %d", m.ID, m.OwnerID)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		nByOwner := 0
+		err = msgsByOwner.ForEach(func(k, _ []byte) error {
+			nByOwner++
+			if len(k) != 16 {
+				tb.Errorf("msgs_by_owner: key %x is not owner‖id", k)
+				return nil
+			}
+			owner, id := btoi(k[:8]), btoi(k[8:])
+			b := msgs.Get(k[8:])
+			if b == nil {
+				tb.Errorf("msgs_by_owner: %d‖%d points at a missing message", owner, id)
+				return nil
+			}
+			m, err := decodeMessage(id, b)
+			if err != nil {
+				tb.Errorf("msgs_by_owner: %v", err)
+				return nil
+			}
+			if m.OwnerID != owner {
+				tb.Errorf("msgs_by_owner: %d‖%d points at a message owned by %d", owner, id, m.OwnerID)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if nMsgs != nByOwner {
+			tb.Errorf("messages holds %d records, msgs_by_owner %d entries", nMsgs, nByOwner)
+		}
+
+		// Tokens ↔ tokens_by_user.
+		nTokens := 0
+		err = tokens.ForEach(func(k, v []byte) error {
+			nTokens++
+			if len(k) != len(TokenHash{}) {
+				tb.Errorf("tokens: key %x is not a SHA-256", k)
+				return nil
+			}
+			var h TokenHash
+			copy(h[:], k)
+			tok, err := decodeToken(h, v)
+			if err != nil {
+				tb.Errorf("tokens: %v", err)
+				return nil
+			}
+			if users.Get(itob(tok.UserID)) == nil {
+				tb.Errorf("token %x: user %d does not exist", k[:4], tok.UserID)
+			}
+			if tokensByUser.Get(compositeKey(tok.UserID, k)) == nil {
+				tb.Errorf("token %x: no tokens_by_user entry for user %d", k[:4], tok.UserID)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		nByUser := 0
+		err = tokensByUser.ForEach(func(k, _ []byte) error {
+			nByUser++
+			if len(k) != 8+len(TokenHash{}) {
+				tb.Errorf("tokens_by_user: key %x is not user‖hash", k)
+				return nil
+			}
+			userID := btoi(k[:8])
+			b := tokens.Get(k[8:])
+			if b == nil {
+				tb.Errorf("tokens_by_user: %d‖%x points at a missing token", userID, k[8:12])
+				return nil
+			}
+			var h TokenHash
+			copy(h[:], k[8:])
+			tok, err := decodeToken(h, b)
+			if err != nil {
+				tb.Errorf("tokens_by_user: %v", err)
+				return nil
+			}
+			if tok.UserID != userID {
+				tb.Errorf("tokens_by_user: %d‖%x points at a token of user %d", userID, k[8:12], tok.UserID)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if nTokens != nByUser {
+			tb.Errorf("tokens holds %d records, tokens_by_user %d entries", nTokens, nByUser)
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatalf("checkIndexes: %v", err)
+	}
+}
+
+func TestOpen(t *testing.T) {
+	t.Run("OK", func(t *testing.T) {
+		db := mustOpen(t)
+		err := db.bolt.View(func(tx *bbolt.Tx) error {
+			for _, name := range allBuckets {
+				if tx.Bucket(name) == nil {
+					t.Errorf("bucket %q does not exist after Open", name)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := mustCounts(t, db), (Counts{}); got != want {
+			t.Errorf("Counts() = %+v, want %+v", got, want)
+		}
+	})
+
+	t.Run("ErrLocked", func(t *testing.T) {
+		db := mustOpen(t)
+		const timeout = 100 * time.Millisecond
+		start := time.Now()
+		other, err := Open(db.Path, Options{LockTimeout: timeout})
+		elapsed := time.Since(start)
+		if err == nil {
+			other.Close()
+			t.Fatalf("Open(%q) while open elsewhere = nil error, want ErrLocked", db.Path)
+		}
+		if !errors.Is(err, ErrLocked) {
+			t.Errorf("Open(%q) while open elsewhere = %v, want ErrLocked", db.Path, err)
+		}
+		// Generous bound: the point is that it gives up rather than hangs.
+		if elapsed > 10*time.Second {
+			t.Errorf("Open gave up after %v with LockTimeout %v", elapsed, timeout)
+		}
+		// The first handle is unaffected.
+		if err := db.Ping(); err != nil {
+			t.Errorf("Ping() on the first handle = %v, want nil", err)
+		}
+	})
+
+	t.Run("ReopenKeepsData", func(t *testing.T) {
+		clk := &testClock{now: testEpoch}
+		path := filepath.Join(t.TempDir(), "herald.db")
+		db, err := Open(path, Options{Now: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tdb := &testDB{DB: db, Path: path, Clock: clk}
+		u, h := mustCreateUser(t, tdb, "ada@example.com")
+		m := mustCreateMessage(t, tdb, u.ID, "persisted")
+		if err := db.Close(); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+
+		db2, err := Open(path, Options{Now: clk.Now})
+		if err != nil {
+			t.Fatalf("reopen: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := db2.Check(); err != nil {
+				t.Errorf("Check() = %v", err)
+			}
+			checkIndexes(t, db2)
+			db2.Close()
+		})
+		got, err := db2.Message(m.ID)
+		if err != nil {
+			t.Fatalf("Message(%d) after reopen = %v", m.ID, err)
+		}
+		if g, w := messageString(got), messageString(m); g != w {
+			t.Errorf("Message(%d) after reopen = %s, want %s", m.ID, g, w)
+		}
+		au, _, err := db2.Authenticate(h)
+		if err != nil {
+			t.Fatalf("Authenticate after reopen = %v", err)
+		}
+		if got, want := au.ID, u.ID; got != want {
+			t.Errorf("Authenticate after reopen: user ID = %d, want %d", got, want)
+		}
+		// Sequences survive too: the next message gets a fresh ID.
+		m2 := &Message{OwnerID: u.ID, Content: "after reopen"}
+		if err := db2.CreateMessage(m2); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := m2.ID, m.ID+1; got != want {
+			t.Errorf("ID after reopen = %d, want %d", got, want)
+		}
+	})
+
+	t.Run("Directory", func(t *testing.T) {
+		dir := t.TempDir()
+		db, err := Open(dir, Options{LockTimeout: 100 * time.Millisecond})
+		if err == nil {
+			db.Close()
+			t.Fatalf("Open(%q) on a directory = nil error, want an error", dir)
+		}
+		if errors.Is(err, ErrLocked) {
+			t.Errorf("Open(directory) = %v, want an error other than ErrLocked", err)
+		}
+	})
+
+	t.Run("NotADatabase", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "junk.db")
+		if err := os.WriteFile(path, bytes.Repeat([]byte("not a bolt file "), 1024), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		db, err := Open(path, Options{LockTimeout: 100 * time.Millisecond})
+		if err == nil {
+			db.Close()
+			t.Fatalf("Open(%q) on a non-database file = nil error, want an error", path)
+		}
+	})
+}
+
+func TestPing(t *testing.T) {
+	t.Run("OK", func(t *testing.T) {
+		db := mustOpen(t)
+		if err := db.Ping(); err != nil {
+			t.Errorf("Ping() = %v, want nil", err)
+		}
+	})
+	t.Run("Closed", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "herald.db")
+		db, err := Open(path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Ping(); err == nil {
+			t.Errorf("Ping() after Close = nil, want an error")
+		}
+	})
+}
+
+func TestCounts(t *testing.T) {
+	db := mustOpen(t)
+	if got, want := mustCounts(t, db), (Counts{}); got != want {
+		t.Errorf("Counts() on a new database = %+v, want %+v", got, want)
+	}
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	bob, _ := mustCreateUser(t, db, "bob@example.com")
+	if _, err := db.CreateToken(ada.ID, tokenHash("ada phone"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	m1 := mustCreateMessage(t, db, ada.ID, "one")
+	mustCreateMessage(t, db, bob.ID, "two")
+	mustCreateMessage(t, db, bob.ID, "three")
+	if got, want := mustCounts(t, db), (Counts{Users: 2, Tokens: 3, Messages: 3}); got != want {
+		t.Errorf("Counts() = %+v, want %+v", got, want)
+	}
+	if _, err := db.DeleteMessage(m1.ID, ada.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RevokeToken(tokenHash("ada phone")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mustCounts(t, db), (Counts{Users: 2, Tokens: 2, Messages: 2}); got != want {
+		t.Errorf("Counts() after delete and revoke = %+v, want %+v", got, want)
+	}
+}
+
+// TestConcurrentWrites runs writers in parallel (meaningful under -race) and
+// checks IDs stay unique and a contested e-mail goes to exactly one caller.
+func TestConcurrentWrites(t *testing.T) {
+	db := mustOpen(t)
+	owner, _ := mustCreateUser(t, db, "ada@example.com")
+
+	const writers, perWriter = 4, 5
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		ids       []uint64
+		conflicts int
+		created   int
+	)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWriter {
+				m := &Message{OwnerID: owner.ID, Content: fmt.Sprintf("writer %d message %d", w, i)}
+				if err := db.CreateMessage(m); err != nil {
+					t.Errorf("CreateMessage = %v", err)
+					return
+				}
+				mu.Lock()
+				ids = append(ids, m.ID)
+				mu.Unlock()
+			}
+			u := &User{Email: "  Contested@Example.com ", PasswordHash: fakePasswordHash}
+			_, err := db.CreateUser(u, tokenHash(fmt.Sprint("contested", w)), time.Hour)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				created++
+			case errors.Is(err, ErrConflict):
+				conflicts++
+			default:
+				t.Errorf("CreateUser(contested) = %v, want nil or ErrConflict", err)
+			}
+		}()
+	}
+	wg.Wait()
+
+	slices.Sort(ids)
+	if got, want := len(slices.Compact(slices.Clone(ids))), writers*perWriter; got != want {
+		t.Errorf("%d distinct message IDs, want %d", got, want)
+	}
+	if got, want := created, 1; got != want {
+		t.Errorf("contested e-mail registered %d times, want %d", got, want)
+	}
+	if got, want := conflicts, writers-1; got != want {
+		t.Errorf("contested e-mail conflicts = %d, want %d", got, want)
+	}
+	if got, want := mustCounts(t, db), (Counts{Users: 2, Tokens: 2, Messages: writers * perWriter}); got != want {
+		t.Errorf("Counts() = %+v, want %+v", got, want)
+	}
+	checkIndexes(t, db.DB)
+}

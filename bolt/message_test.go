@@ -1,0 +1,495 @@
+package bolt
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// ownerIndexed reports whether msgs_by_owner holds owner‖id.
+func ownerIndexed(t *testing.T, db *testDB, owner, id uint64) bool {
+	t.Helper()
+	var ok bool
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		ok = tx.Bucket(bucketMsgsByOwner).Get(compositeKey(owner, itob(id))) != nil
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+func TestMessageValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		ok      bool
+	}{
+		{"OK", "hello", true},
+		{"OneChar", "a", true},
+		{"SurroundingSpaces", "  hello  ", true},
+		{"Multiline", "line one\nline two", true},
+		{"Emoji", "😀", true},
+		{"10000ASCII", strings.Repeat("a", MaxContentChars), true},
+		{"10000TwoByteRunes", strings.Repeat("é", MaxContentChars), true},
+		{"10000ThreeByteRunes", strings.Repeat("日", MaxContentChars), true},
+		{"10000FourByteRunes", strings.Repeat("😀", MaxContentChars), true},
+		{"Blank", "", false},
+		{"Spaces", "     ", false},
+		{"ASCIIWhitespace", " \t\n\v\f\r ", false},
+		{"UnicodeSpaces", "\u00a0\u1680\u2003\u2028\u2029\u202f\u205f\u3000\u0085", false},
+		{"10001ASCII", strings.Repeat("a", MaxContentChars+1), false},
+		{"10001ThreeByteRunes", strings.Repeat("日", MaxContentChars+1), false},
+		{"InvalidUTF8", "hello \xff world", false},
+		{"TruncatedRune", "hello \xe6\x97", false},
+		{"Surrogate", "\xed\xa0\x80", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &Message{Content: tt.content}
+			err := m.Validate()
+			if tt.ok {
+				if err != nil {
+					t.Errorf("Validate(%d bytes) = %v, want nil", len(tt.content), err)
+				}
+				return
+			}
+			if got, want := violationFields(t, err), []string{"content"}; !slices.Equal(got, want) {
+				t.Errorf("Validate(%d bytes) fields = %q, want %q", len(tt.content), got, want)
+			}
+		})
+	}
+}
+
+func TestCreateMessage(t *testing.T) {
+	t.Run("OK", func(t *testing.T) {
+		db := mustOpen(t)
+		ada, _ := mustCreateUser(t, db, "Ada@Example.com")
+		// A clock in another zone with nanoseconds: the store keeps UTC
+		// microseconds.
+		zone := time.FixedZone("UTC+5:30", 5*3600+1800)
+		db.Clock.Set(time.Date(2026, 3, 4, 10, 11, 12, 987654321, zone))
+		want := time.Date(2026, 3, 4, 4, 41, 12, 987654000, time.UTC)
+
+		const content = "  Hello, wörld! 日本語 😀\n"
+		m := &Message{
+			OwnerID: ada.ID, Content: content,
+			// Fields the store sets itself; the caller's values are ignored.
+			ID: 99, OwnerEmail: "mallory@example.com", Revision: 42,
+			CreatedAt: time.Unix(1, 0), UpdatedAt: time.Unix(2, 0),
+		}
+		if err := db.CreateMessage(m); err != nil {
+			t.Fatalf("CreateMessage = %v", err)
+		}
+		if got, want := m.ID, uint64(1); got != want {
+			t.Errorf("ID = %d, want %d", got, want)
+		}
+		if got, want := m.OwnerID, ada.ID; got != want {
+			t.Errorf("OwnerID = %d, want %d", got, want)
+		}
+		if got, want := m.OwnerEmail, "Ada@Example.com"; got != want {
+			t.Errorf("OwnerEmail = %q, want %q", got, want)
+		}
+		if got, want := m.Content, content; got != want {
+			t.Errorf("Content = %q, want %q", got, want)
+		}
+		if got, want := m.Revision, uint64(1); got != want {
+			t.Errorf("Revision = %d, want %d", got, want)
+		}
+		if got := m.CreatedAt; !got.Equal(want) {
+			t.Errorf("CreatedAt = %v, want %v", got, want)
+		}
+		if got, want := m.CreatedAt.Location(), time.UTC; got != want {
+			t.Errorf("CreatedAt location = %v, want %v", got, want)
+		}
+		if got, want := m.UpdatedAt, m.CreatedAt; !got.Equal(want) {
+			t.Errorf("UpdatedAt = %v, want CreatedAt %v", got, want)
+		}
+		if got, want := m.CreatedAt.Nanosecond()%1000, 0; got != want {
+			t.Errorf("CreatedAt has %d ns below the microsecond, want %d", got, want)
+		}
+
+		// Read back: identical, including the joined e-mail and the
+		// microsecond timestamps.
+		got := mustMessage(t, db, m.ID)
+		if g, w := messageString(got), messageString(m); g != w {
+			t.Errorf("Message(%d) = %s, want %s", m.ID, g, w)
+		}
+		if !got.CreatedAt.Equal(m.CreatedAt) || !got.UpdatedAt.Equal(m.UpdatedAt) {
+			t.Errorf("read-back timestamps %v/%v, want %v/%v", got.CreatedAt, got.UpdatedAt, m.CreatedAt, m.UpdatedAt)
+		}
+		if !ownerIndexed(t, db, ada.ID, m.ID) {
+			t.Errorf("msgs_by_owner has no entry %d‖%d", ada.ID, m.ID)
+		}
+		if got, want := mustCounts(t, db), (Counts{Users: 1, Tokens: 1, Messages: 1}); got != want {
+			t.Errorf("Counts() = %+v, want %+v", got, want)
+		}
+
+		// IDs grow with every message, whoever owns it.
+		bob, _ := mustCreateUser(t, db, "bob@example.com")
+		m2 := mustCreateMessage(t, db, bob.ID, "second")
+		m3 := mustCreateMessage(t, db, ada.ID, "third")
+		if m2.ID <= m.ID || m3.ID <= m2.ID {
+			t.Errorf("IDs %d, %d, %d are not increasing", m.ID, m2.ID, m3.ID)
+		}
+		if got, want := m2.OwnerEmail, "bob@example.com"; got != want {
+			t.Errorf("second message OwnerEmail = %q, want %q", got, want)
+		}
+		checkIndexes(t, db.DB)
+	})
+
+	t.Run("MaxContent", func(t *testing.T) {
+		db := mustOpen(t)
+		ada, _ := mustCreateUser(t, db, "ada@example.com")
+		content := strings.Repeat("😀", MaxContentChars)
+		m := mustCreateMessage(t, db, ada.ID, content)
+		if got := mustMessage(t, db, m.ID); got.Content != content {
+			t.Errorf("Message(%d).Content is %d bytes, want %d", m.ID, len(got.Content), len(content))
+		}
+	})
+
+	t.Run("ErrNotFound", func(t *testing.T) {
+		db := mustOpen(t)
+		ada, _ := mustCreateUser(t, db, "ada@example.com")
+		before := mustCounts(t, db)
+		for _, owner := range []uint64{0, ada.ID + 1} {
+			m := &Message{OwnerID: owner, Content: "orphan"}
+			if err := db.CreateMessage(m); !errors.Is(err, ErrNotFound) {
+				t.Errorf("CreateMessage(owner %d) = %v, want ErrNotFound", owner, err)
+			}
+			if got, want := m.ID, uint64(0); got != want {
+				t.Errorf("ID after failed create = %d, want %d", got, want)
+			}
+		}
+		if got, want := mustCounts(t, db), before; got != want {
+			t.Errorf("Counts() = %+v, want %+v", got, want)
+		}
+		// A refused create does not burn an ID.
+		if got, want := mustCreateMessage(t, db, ada.ID, "first").ID, uint64(1); got != want {
+			t.Errorf("first stored message ID = %d, want %d", got, want)
+		}
+	})
+
+	t.Run("ErrInvalid", func(t *testing.T) {
+		db := mustOpen(t)
+		ada, _ := mustCreateUser(t, db, "ada@example.com")
+		before := mustCounts(t, db)
+		for _, content := range []string{"", " \n\t", "\u3000", "bad \xff", strings.Repeat("x", MaxContentChars+1)} {
+			m := &Message{OwnerID: ada.ID, Content: content}
+			err := db.CreateMessage(m)
+			if got, want := violationFields(t, err), []string{"content"}; !slices.Equal(got, want) {
+				t.Errorf("CreateMessage(%d bytes) fields = %q, want %q", len(content), got, want)
+			}
+		}
+		// Validation comes before the owner lookup.
+		err := db.CreateMessage(&Message{OwnerID: 999, Content: ""})
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("CreateMessage(missing owner, blank) = %v, want ErrInvalid", err)
+		}
+		if got, want := mustCounts(t, db), before; got != want {
+			t.Errorf("Counts() = %+v, want %+v", got, want)
+		}
+	})
+}
+
+func TestMessage(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	m := mustCreateMessage(t, db, ada.ID, "hello")
+	gone := mustCreateMessage(t, db, ada.ID, "soon gone")
+	if _, err := db.DeleteMessage(gone.ID, ada.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("OK", func(t *testing.T) {
+		got, err := db.Message(m.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := messageString(got), messageString(m); g != w {
+			t.Errorf("Message(%d) = %s, want %s", m.ID, g, w)
+		}
+	})
+	t.Run("ErrNotFound", func(t *testing.T) {
+		for _, id := range []uint64{0, gone.ID, gone.ID + 1, 1<<64 - 1} {
+			got, err := db.Message(id)
+			if !errors.Is(err, ErrNotFound) {
+				t.Errorf("Message(%d) = %v, want ErrNotFound", id, err)
+			}
+			if got != nil {
+				t.Errorf("Message(%d) = %s, want nil", id, messageString(got))
+			}
+		}
+	})
+}
+
+func TestUpdateMessage(t *testing.T) {
+	ptr := func(s string) *string { return &s }
+	// setup creates two users and one message of ada's, then moves the clock
+	// so an update's UpdatedAt differs from CreatedAt.
+	setup := func(t *testing.T) (db *testDB, ada, bob *User, m *Message) {
+		db = mustOpen(t)
+		ada, _ = mustCreateUser(t, db, "Ada@Example.com")
+		bob, _ = mustCreateUser(t, db, "bob@example.com")
+		m = mustCreateMessage(t, db, ada.ID, "original")
+		db.Clock.Add(90 * time.Second)
+		return db, ada, bob, m
+	}
+
+	t.Run("OK", func(t *testing.T) {
+		db, ada, _, m := setup(t)
+		var seen string // what the precondition saw, before the write
+		pre := func(cur *Message) bool { seen = messageString(cur); return cur.Revision == 1 }
+		got, err := db.UpdateMessage(m.ID, ada.ID, MessageUpdate{Content: ptr("edited ✓")}, pre)
+		if err != nil {
+			t.Fatalf("UpdateMessage = %v", err)
+		}
+		if g, w := seen, messageString(m); g != w {
+			t.Errorf("precondition saw %s, want the current %s", g, w)
+		}
+		wantUpdated := db.Clock.Now().Truncate(time.Microsecond)
+		if got, want := got.Content, "edited ✓"; got != want {
+			t.Errorf("Content = %q, want %q", got, want)
+		}
+		if got, want := got.Revision, uint64(2); got != want {
+			t.Errorf("Revision = %d, want %d", got, want)
+		}
+		if got, want := got.UpdatedAt, wantUpdated; !got.Equal(want) {
+			t.Errorf("UpdatedAt = %v, want %v", got, want)
+		}
+		if got, want := got.CreatedAt, m.CreatedAt; !got.Equal(want) {
+			t.Errorf("CreatedAt = %v, want unchanged %v", got, want)
+		}
+		if got, want := got.ID, m.ID; got != want {
+			t.Errorf("ID = %d, want %d", got, want)
+		}
+		if got, want := got.OwnerID, ada.ID; got != want {
+			t.Errorf("OwnerID = %d, want %d", got, want)
+		}
+		if got, want := got.OwnerEmail, "Ada@Example.com"; got != want {
+			t.Errorf("OwnerEmail = %q, want %q", got, want)
+		}
+		// What UpdateMessage returned is what is stored.
+		assertUnchanged(t, db, got)
+
+		// A second change bumps the revision again.
+		db.Clock.Add(time.Second)
+		got2, err := db.UpdateMessage(m.ID, ada.ID, MessageUpdate{Content: ptr("edited twice")}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := got2.Revision, uint64(3); got != want {
+			t.Errorf("Revision after second update = %d, want %d", got, want)
+		}
+		if !got2.UpdatedAt.After(got.UpdatedAt) {
+			t.Errorf("UpdatedAt %v not after previous %v", got2.UpdatedAt, got.UpdatedAt)
+		}
+		if got, want := mustCounts(t, db).Messages, 1; got != want {
+			t.Errorf("Counts().Messages = %d, want %d", got, want)
+		}
+		checkIndexes(t, db.DB)
+	})
+
+	t.Run("NoOp", func(t *testing.T) {
+		db, ada, _, m := setup(t)
+		for _, tt := range []struct {
+			name string
+			upd  MessageUpdate
+		}{
+			{"NilContent", MessageUpdate{}},
+			{"SameContent", MessageUpdate{Content: ptr("original")}},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				got, err := db.UpdateMessage(m.ID, ada.ID, tt.upd, nil)
+				if err != nil {
+					t.Fatalf("UpdateMessage = %v", err)
+				}
+				if g, w := messageString(got), messageString(m); g != w {
+					t.Errorf("UpdateMessage = %s, want unchanged %s", g, w)
+				}
+				assertUnchanged(t, db, m)
+			})
+		}
+		checkIndexes(t, db.DB)
+	})
+
+	t.Run("ErrForbidden", func(t *testing.T) {
+		db, _, bob, m := setup(t)
+		for _, pre := range []Precondition{nil, func(*Message) bool { return false }} {
+			got, err := db.UpdateMessage(m.ID, bob.ID, MessageUpdate{Content: ptr("hijacked")}, pre)
+			if !errors.Is(err, ErrForbidden) {
+				t.Errorf("UpdateMessage(other owner) = %v, want ErrForbidden", err)
+			}
+			if got != nil {
+				t.Errorf("UpdateMessage(other owner) = %s, want nil", messageString(got))
+			}
+			assertUnchanged(t, db, m)
+		}
+		checkIndexes(t, db.DB)
+	})
+
+	t.Run("ErrNotFound", func(t *testing.T) {
+		db, ada, _, m := setup(t)
+		gone := mustCreateMessage(t, db, ada.ID, "gone")
+		if _, err := db.DeleteMessage(gone.ID, ada.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []uint64{0, gone.ID, gone.ID + 1} {
+			got, err := db.UpdateMessage(id, ada.ID, MessageUpdate{Content: ptr("x")}, nil)
+			if !errors.Is(err, ErrNotFound) {
+				t.Errorf("UpdateMessage(%d) = %v, want ErrNotFound", id, err)
+			}
+			if got != nil {
+				t.Errorf("UpdateMessage(%d) = %s, want nil", id, messageString(got))
+			}
+		}
+		assertUnchanged(t, db, m)
+		if got, want := mustCounts(t, db).Messages, 1; got != want {
+			t.Errorf("Counts().Messages = %d, want %d", got, want)
+		}
+		checkIndexes(t, db.DB)
+	})
+
+	t.Run("ErrPrecondition", func(t *testing.T) {
+		db, ada, _, m := setup(t)
+		stale := func(cur *Message) bool { return cur.Revision == 0 }
+		got, err := db.UpdateMessage(m.ID, ada.ID, MessageUpdate{Content: ptr("lost update")}, stale)
+		if !errors.Is(err, ErrPrecondition) {
+			t.Errorf("UpdateMessage(stale precondition) = %v, want ErrPrecondition", err)
+		}
+		if got != nil {
+			t.Errorf("UpdateMessage(stale precondition) = %s, want nil", messageString(got))
+		}
+		assertUnchanged(t, db, m)
+		// A no-op update still honours the precondition.
+		if _, err := db.UpdateMessage(m.ID, ada.ID, MessageUpdate{}, stale); !errors.Is(err, ErrPrecondition) {
+			t.Errorf("UpdateMessage(no-op, stale precondition) = %v, want ErrPrecondition", err)
+		}
+		assertUnchanged(t, db, m)
+		checkIndexes(t, db.DB)
+	})
+
+	t.Run("ErrInvalid", func(t *testing.T) {
+		db, ada, _, m := setup(t)
+		for _, content := range []string{"", "  \t", "\u00a0\u3000", "bad \xff", strings.Repeat("日", MaxContentChars+1)} {
+			got, err := db.UpdateMessage(m.ID, ada.ID, MessageUpdate{Content: ptr(content)}, nil)
+			if got, want := violationFields(t, err), []string{"content"}; !slices.Equal(got, want) {
+				t.Errorf("UpdateMessage(%d bytes) fields = %q, want %q", len(content), got, want)
+			}
+			if got != nil {
+				t.Errorf("UpdateMessage(%d bytes) = %s, want nil", len(content), messageString(got))
+			}
+			assertUnchanged(t, db, m)
+		}
+		checkIndexes(t, db.DB)
+	})
+}
+
+func TestDeleteMessage(t *testing.T) {
+	setup := func(t *testing.T) (db *testDB, ada, bob *User, m, keep *Message) {
+		db = mustOpen(t)
+		ada, _ = mustCreateUser(t, db, "Ada@Example.com")
+		bob, _ = mustCreateUser(t, db, "bob@example.com")
+		m = mustCreateMessage(t, db, ada.ID, "delete me")
+		keep = mustCreateMessage(t, db, ada.ID, "keep me")
+		mustCreateMessage(t, db, bob.ID, "bob's")
+		return db, ada, bob, m, keep
+	}
+
+	t.Run("OK", func(t *testing.T) {
+		db, ada, _, m, keep := setup(t)
+		var seen string
+		got, err := db.DeleteMessage(m.ID, ada.ID, func(cur *Message) bool { seen = messageString(cur); return true })
+		if err != nil {
+			t.Fatalf("DeleteMessage = %v", err)
+		}
+		if g, w := messageString(got), messageString(m); g != w {
+			t.Errorf("DeleteMessage returned %s, want the message as it was %s", g, w)
+		}
+		if g, w := seen, messageString(m); g != w {
+			t.Errorf("precondition saw %s, want %s", g, w)
+		}
+		if _, err := db.Message(m.ID); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Message(deleted) = %v, want ErrNotFound", err)
+		}
+		if ownerIndexed(t, db, ada.ID, m.ID) {
+			t.Errorf("msgs_by_owner still holds %d‖%d", ada.ID, m.ID)
+		}
+		if !ownerIndexed(t, db, ada.ID, keep.ID) {
+			t.Errorf("msgs_by_owner lost %d‖%d", ada.ID, keep.ID)
+		}
+		assertUnchanged(t, db, keep)
+		if got, want := mustCounts(t, db).Messages, 2; got != want {
+			t.Errorf("Counts().Messages = %d, want %d", got, want)
+		}
+		// The owner's search no longer finds it.
+		page, err := db.SearchMessages(SearchQuery{OwnerEmail: "ada@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := pageIDs(page), []uint64{keep.ID}; !slices.Equal(got, want) {
+			t.Errorf("owner search after delete = %v, want %v", got, want)
+		}
+		checkIndexes(t, db.DB)
+	})
+
+	t.Run("ErrForbidden", func(t *testing.T) {
+		db, ada, bob, m, _ := setup(t)
+		got, err := db.DeleteMessage(m.ID, bob.ID, nil)
+		if !errors.Is(err, ErrForbidden) {
+			t.Errorf("DeleteMessage(other owner) = %v, want ErrForbidden", err)
+		}
+		if got != nil {
+			t.Errorf("DeleteMessage(other owner) = %s, want nil", messageString(got))
+		}
+		assertUnchanged(t, db, m)
+		if !ownerIndexed(t, db, ada.ID, m.ID) {
+			t.Errorf("msgs_by_owner lost %d‖%d after a refused delete", ada.ID, m.ID)
+		}
+		if got, want := mustCounts(t, db).Messages, 3; got != want {
+			t.Errorf("Counts().Messages = %d, want %d", got, want)
+		}
+		checkIndexes(t, db.DB)
+	})
+
+	t.Run("ErrNotFound", func(t *testing.T) {
+		db, ada, _, m, _ := setup(t)
+		if _, err := db.DeleteMessage(m.ID, ada.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []uint64{0, m.ID, 999} {
+			got, err := db.DeleteMessage(id, ada.ID, nil)
+			if !errors.Is(err, ErrNotFound) {
+				t.Errorf("DeleteMessage(%d) = %v, want ErrNotFound", id, err)
+			}
+			if got != nil {
+				t.Errorf("DeleteMessage(%d) = %s, want nil", id, messageString(got))
+			}
+		}
+		if got, want := mustCounts(t, db).Messages, 2; got != want {
+			t.Errorf("Counts().Messages = %d, want %d", got, want)
+		}
+		checkIndexes(t, db.DB)
+	})
+
+	t.Run("ErrPrecondition", func(t *testing.T) {
+		db, ada, _, m, _ := setup(t)
+		got, err := db.DeleteMessage(m.ID, ada.ID, func(*Message) bool { return false })
+		if !errors.Is(err, ErrPrecondition) {
+			t.Errorf("DeleteMessage(false precondition) = %v, want ErrPrecondition", err)
+		}
+		if got != nil {
+			t.Errorf("DeleteMessage(false precondition) = %s, want nil", messageString(got))
+		}
+		assertUnchanged(t, db, m)
+		if !ownerIndexed(t, db, ada.ID, m.ID) {
+			t.Errorf("msgs_by_owner lost %d‖%d after a refused delete", ada.ID, m.ID)
+		}
+		checkIndexes(t, db.DB)
+	})
+}

@@ -1,0 +1,367 @@
+package bolt
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRegistrationValidate(t *testing.T) {
+	const okPassword = "correct horse"
+	// 121 two-byte runes + "@example.com" (12 bytes) = 254 bytes.
+	email254 := strings.Repeat("é", 121) + "@example.com"
+	email255 := "x" + email254
+	if len(email254) != MaxEmailBytes || len(email255) != MaxEmailBytes+1 {
+		t.Fatalf("test e-mails are %d and %d bytes", len(email254), len(email255))
+	}
+
+	tests := []struct {
+		name     string
+		email    string
+		password string
+		want     []string // fields named by the violations, in order
+	}{
+		{"OK", "ada@example.com", okPassword, nil},
+		{"UnicodeEmail", "ünïcödé@例え.jp", okPassword, nil},
+		{"Email254BytesMultiByte", email254, okPassword, nil},
+		{"Email255Bytes", email255, okPassword, []string{"email"}},
+		{"EmailBlank", "", okPassword, []string{"email"}},
+		{"EmailSpacesOnly", "   ", okPassword, []string{"email"}},
+		{"EmailNoAt", "ada.example.com", okPassword, []string{"email"}},
+		{"EmailTwoAt", "ada@lovelace@example.com", okPassword, []string{"email"}},
+		{"EmailEmptyLocal", "@example.com", okPassword, []string{"email"}},
+		{"EmailEmptyDomain", "ada@", okPassword, []string{"email"}},
+		{"EmailInnerSpace", "ada lovelace@example.com", okPassword, []string{"email"}},
+		{"EmailInnerUnicodeSpace", "ada\u00a0lovelace@example.com", okPassword, []string{"email"}},
+		{"EmailTab", "ada\t@example.com", okPassword, []string{"email"}},
+		{"EmailNUL", "ada\x00@example.com", okPassword, []string{"email"}},
+		{"EmailDEL", "ada\x7f@example.com", okPassword, []string{"email"}},
+		{"EmailC1Control", "ada\u0085@example.com", okPassword, []string{"email"}},
+		{"EmailInvalidUTF8", "ada\xff@example.com", okPassword, []string{"email"}},
+		{"EmailUntrimmed", " ada@example.com ", okPassword, []string{"email"}},
+
+		{"PasswordBlank", "ada@example.com", "", []string{"password"}},
+		{"Password7Chars", "ada@example.com", "1234567", []string{"password"}},
+		{"Password8Chars", "ada@example.com", "12345678", nil},
+		{"Password7MultiByteChars14Bytes", "ada@example.com", "ééééééé", []string{"password"}},
+		{"Password8MultiByteChars16Bytes", "ada@example.com", "éééééééé", nil},
+		{"Password8Spaces", "ada@example.com", "        ", nil},
+		{"Password1024Bytes", "ada@example.com", strings.Repeat("a", 1024), nil},
+		{"Password1024BytesMultiByte", "ada@example.com", strings.Repeat("é", 512), nil},
+		{"Password1025Bytes", "ada@example.com", strings.Repeat("a", 1025), []string{"password"}},
+		{"Password1025BytesMultiByte", "ada@example.com", "a" + strings.Repeat("é", 512), []string{"password"}},
+		{"PasswordInvalidUTF8", "ada@example.com", "abcdefgh\xff", []string{"password"}},
+
+		{"BothInvalid", "nobody", "short", []string{"email", "password"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Registration{Email: tt.email, Password: tt.password}
+			err := r.Validate()
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Validate(%q, %d-byte password) = %v, want nil", tt.email, len(tt.password), err)
+				}
+				return
+			}
+			if got := violationFields(t, err); !slices.Equal(got, tt.want) {
+				t.Errorf("Validate(%q, %d-byte password) fields = %q, want %q", tt.email, len(tt.password), got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRegistrationNormalize(t *testing.T) {
+	r := Registration{Email: " \t Ada@Example.com\n ", Password: "  spaces are kept  "}
+	r.Normalize()
+	if got, want := r.Email, "Ada@Example.com"; got != want {
+		t.Errorf("Email = %q, want %q", got, want)
+	}
+	if got, want := r.Password, "  spaces are kept  "; got != want {
+		t.Errorf("Password = %q, want %q", got, want)
+	}
+	if err := r.Validate(); err != nil {
+		t.Errorf("Validate() after Normalize = %v, want nil", err)
+	}
+}
+
+func TestUserHasRole(t *testing.T) {
+	u := &User{Roles: []string{"ROLE_ADMIN", RoleUser}}
+	if got, want := u.HasRole(RoleUser), true; got != want {
+		t.Errorf("HasRole(%q) = %v, want %v", RoleUser, got, want)
+	}
+	if got, want := u.HasRole("ROLE_NOPE"), false; got != want {
+		t.Errorf("HasRole(ROLE_NOPE) = %v, want %v", got, want)
+	}
+	if got, want := (&User{}).HasRole(RoleUser), false; got != want {
+		t.Errorf("HasRole on no roles = %v, want %v", got, want)
+	}
+}
+
+func TestCreateUser(t *testing.T) {
+	t.Run("OK", func(t *testing.T) {
+		db := mustOpen(t)
+		u := &User{Email: "  Ada@Example.com\t", PasswordHash: fakePasswordHash}
+		h := tokenHash("first")
+		tok, err := db.CreateUser(u, h, time.Hour)
+		if err != nil {
+			t.Fatalf("CreateUser = %v", err)
+		}
+		wantCreated := testEpoch.Truncate(time.Microsecond)
+		if got, want := u.ID, uint64(1); got != want {
+			t.Errorf("ID = %d, want %d", got, want)
+		}
+		if got, want := u.Email, "Ada@Example.com"; got != want {
+			t.Errorf("Email = %q, want %q (trimmed, case kept)", got, want)
+		}
+		if got, want := u.Roles, []string{RoleUser}; !slices.Equal(got, want) {
+			t.Errorf("Roles = %q, want %q", got, want)
+		}
+		if got, want := u.CreatedAt, wantCreated; !got.Equal(want) {
+			t.Errorf("CreatedAt = %v, want %v", got, want)
+		}
+		if got, want := u.PasswordHash, fakePasswordHash; got != want {
+			t.Errorf("PasswordHash = %q, want %q", got, want)
+		}
+		if got, want := tok.Hash, h; got != want {
+			t.Errorf("token Hash = %x, want %x", got, want)
+		}
+		if got, want := tok.UserID, u.ID; got != want {
+			t.Errorf("token UserID = %d, want %d", got, want)
+		}
+		if got, want := tok.CreatedAt, wantCreated; !got.Equal(want) {
+			t.Errorf("token CreatedAt = %v, want %v", got, want)
+		}
+		if got, want := tok.ExpiresAt, wantCreated.Add(time.Hour); !got.Equal(want) {
+			t.Errorf("token ExpiresAt = %v, want %v", got, want)
+		}
+
+		// The stored account reads back the same way.
+		got, err := db.UserByID(u.ID)
+		if err != nil {
+			t.Fatalf("UserByID = %v", err)
+		}
+		if got.Email != u.Email || got.PasswordHash != u.PasswordHash ||
+			!slices.Equal(got.Roles, u.Roles) || !got.CreatedAt.Equal(u.CreatedAt) {
+			t.Errorf("UserByID = %+v, want %+v", got, u)
+		}
+
+		// The registration token authenticates the new account.
+		au, atok, err := db.Authenticate(h)
+		if err != nil {
+			t.Fatalf("Authenticate(registration token) = %v", err)
+		}
+		if got, want := au.ID, u.ID; got != want {
+			t.Errorf("Authenticate user ID = %d, want %d", got, want)
+		}
+		if got, want := atok.ExpiresAt, tok.ExpiresAt; !got.Equal(want) {
+			t.Errorf("Authenticate token ExpiresAt = %v, want %v", got, want)
+		}
+		if got, want := mustCounts(t, db), (Counts{Users: 1, Tokens: 1}); got != want {
+			t.Errorf("Counts() = %+v, want %+v", got, want)
+		}
+
+		// IDs keep counting.
+		bob, _ := mustCreateUser(t, db, "bob@example.com")
+		if got, want := bob.ID, uint64(2); got != want {
+			t.Errorf("second user ID = %d, want %d", got, want)
+		}
+	})
+
+	t.Run("ErrConflict", func(t *testing.T) {
+		for _, email := range []string{
+			"ada@example.com",
+			"ADA@EXAMPLE.COM",
+			"Ada@Example.Com",
+			"  ada@example.com  ",
+			"\tADA@example.com\n",
+		} {
+			t.Run(email, func(t *testing.T) {
+				db := mustOpen(t)
+				orig, origHash := mustCreateUser(t, db, "Ada@Example.com")
+				before := mustCounts(t, db)
+
+				u := &User{Email: email, PasswordHash: "other"}
+				tok, err := db.CreateUser(u, tokenHash("intruder"), time.Hour)
+				if !errors.Is(err, ErrConflict) {
+					t.Fatalf("CreateUser(%q) = %v, want ErrConflict", email, err)
+				}
+				if tok != nil {
+					t.Errorf("CreateUser(%q) token = %+v, want nil", email, tok)
+				}
+				if got, want := u.ID, uint64(0); got != want {
+					t.Errorf("ID after conflict = %d, want %d", got, want)
+				}
+				if got, want := mustCounts(t, db), before; got != want {
+					t.Errorf("Counts() after conflict = %+v, want %+v", got, want)
+				}
+				if _, _, err := db.Authenticate(tokenHash("intruder")); !errors.Is(err, ErrUnauthorized) {
+					t.Errorf("Authenticate(refused registration's token) = %v, want ErrUnauthorized", err)
+				}
+				// The original account is untouched.
+				got, err := db.UserByEmail("ada@example.com")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.ID != orig.ID || got.Email != orig.Email || got.PasswordHash != orig.PasswordHash {
+					t.Errorf("UserByEmail = %+v, want %+v", got, orig)
+				}
+				if _, _, err := db.Authenticate(origHash); err != nil {
+					t.Errorf("Authenticate(original token) = %v, want nil", err)
+				}
+			})
+		}
+	})
+
+	// Greek capital Σ lower-cases to σ, never to the final ς, so lower-casing
+	// alone keeps ΟΔΥΣΣΕΥΣ@… and οδυσσευς@… apart although they differ only
+	// in letter case (strings.EqualFold says they are equal).
+	t.Run("ErrConflictGreekFinalSigma", func(t *testing.T) {
+		db := mustOpen(t)
+		const lower, upper = "οδυσσευς@example.gr", "ΟΔΥΣΣΕΥΣ@example.gr"
+		if !strings.EqualFold(lower, upper) {
+			t.Fatalf("strings.EqualFold(%q, %q) = false", lower, upper)
+		}
+		mustCreateUser(t, db, lower)
+		u := &User{Email: upper, PasswordHash: fakePasswordHash}
+		if _, err := db.CreateUser(u, tokenHash("upper"), time.Hour); !errors.Is(err, ErrConflict) {
+			t.Errorf("CreateUser(%q) after %q = %v, want ErrConflict", upper, lower, err)
+		}
+		if got, err := db.UserByEmail(upper); err != nil || got.Email != lower {
+			t.Errorf("UserByEmail(%q) = %v, %v; want the account %q", upper, got, err, lower)
+		}
+	})
+
+	t.Run("ErrInvalid", func(t *testing.T) {
+		for _, email := range []string{"", "   ", "nobody", "a@b@c", "@example.com", "ada@", "a b@example.com", "ada\xff@example.com", strings.Repeat("a", 250) + "@b.co"} {
+			t.Run(email, func(t *testing.T) {
+				db := mustOpen(t)
+				u := &User{Email: email, PasswordHash: fakePasswordHash}
+				tok, err := db.CreateUser(u, tokenHash("t"), time.Hour)
+				if got, want := violationFields(t, err), []string{"email"}; !slices.Equal(got, want) {
+					t.Errorf("CreateUser(%q) fields = %q, want %q", email, got, want)
+				}
+				if tok != nil {
+					t.Errorf("CreateUser(%q) token = %+v, want nil", email, tok)
+				}
+				if got, want := mustCounts(t, db), (Counts{}); got != want {
+					t.Errorf("Counts() = %+v, want %+v", got, want)
+				}
+			})
+		}
+	})
+
+	t.Run("EmptyPasswordHash", func(t *testing.T) {
+		db := mustOpen(t)
+		u := &User{Email: "ada@example.com"}
+		if _, err := db.CreateUser(u, tokenHash("t"), time.Hour); err == nil {
+			t.Fatalf("CreateUser without a password hash = nil, want an error")
+		}
+		if got, want := mustCounts(t, db), (Counts{}); got != want {
+			t.Errorf("Counts() = %+v, want %+v", got, want)
+		}
+	})
+}
+
+func TestUserByEmail(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "Ada@Example.com")
+	mustCreateUser(t, db, "bob@example.com")
+	uni, _ := mustCreateUser(t, db, "Ünïcödé@Example.com")
+
+	t.Run("OK", func(t *testing.T) {
+		for _, tt := range []struct {
+			query string
+			want  *User
+		}{
+			{"Ada@Example.com", ada},
+			{"ada@example.com", ada},
+			{"ADA@EXAMPLE.COM", ada},
+			{"  ada@example.com\t", ada},
+			{"ünïcödé@example.com", uni},
+			{"ÜNÏCÖDÉ@EXAMPLE.COM", uni},
+		} {
+			got, err := db.UserByEmail(tt.query)
+			if err != nil {
+				t.Errorf("UserByEmail(%q) = %v", tt.query, err)
+				continue
+			}
+			if got.ID != tt.want.ID || got.Email != tt.want.Email {
+				t.Errorf("UserByEmail(%q) = %d %q, want %d %q", tt.query, got.ID, got.Email, tt.want.ID, tt.want.Email)
+			}
+		}
+	})
+	t.Run("ErrNotFound", func(t *testing.T) {
+		for _, q := range []string{"", "   ", "carol@example.com", "ada@example.co", "ada"} {
+			u, err := db.UserByEmail(q)
+			if !errors.Is(err, ErrNotFound) {
+				t.Errorf("UserByEmail(%q) = %v, want ErrNotFound", q, err)
+			}
+			if u != nil {
+				t.Errorf("UserByEmail(%q) user = %+v, want nil", q, u)
+			}
+		}
+	})
+}
+
+func TestUserByID(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	t.Run("OK", func(t *testing.T) {
+		got, err := db.UserByID(ada.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := got.Email, ada.Email; got != want {
+			t.Errorf("Email = %q, want %q", got, want)
+		}
+	})
+	t.Run("ErrNotFound", func(t *testing.T) {
+		for _, id := range []uint64{0, ada.ID + 1, 1 << 63} {
+			if _, err := db.UserByID(id); !errors.Is(err, ErrNotFound) {
+				t.Errorf("UserByID(%d) = %v, want ErrNotFound", id, err)
+			}
+		}
+	})
+}
+
+func TestSetPasswordHash(t *testing.T) {
+	t.Run("OK", func(t *testing.T) {
+		db := mustOpen(t)
+		ada, h := mustCreateUser(t, db, "Ada@Example.com")
+		const newHash = "$argon2id$v=19$m=131072,t=2,p=4$bmV3$bmV3"
+		if err := db.SetPasswordHash(ada.ID, newHash); err != nil {
+			t.Fatalf("SetPasswordHash = %v", err)
+		}
+		got, err := db.UserByEmail("ada@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := got.PasswordHash, newHash; got != want {
+			t.Errorf("PasswordHash = %q, want %q", got, want)
+		}
+		// Nothing else about the account moves.
+		if got.ID != ada.ID || got.Email != ada.Email || !slices.Equal(got.Roles, ada.Roles) || !got.CreatedAt.Equal(ada.CreatedAt) {
+			t.Errorf("user after SetPasswordHash = %+v, want %+v with a new hash", got, ada)
+		}
+		if _, _, err := db.Authenticate(h); err != nil {
+			t.Errorf("Authenticate after SetPasswordHash = %v, want nil", err)
+		}
+		if got, want := mustCounts(t, db), (Counts{Users: 1, Tokens: 1}); got != want {
+			t.Errorf("Counts() = %+v, want %+v", got, want)
+		}
+		checkIndexes(t, db.DB)
+	})
+	t.Run("ErrNotFound", func(t *testing.T) {
+		db := mustOpen(t)
+		ada, _ := mustCreateUser(t, db, "ada@example.com")
+		if err := db.SetPasswordHash(ada.ID+1, "x"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("SetPasswordHash(missing) = %v, want ErrNotFound", err)
+		}
+		if got, want := mustCounts(t, db), (Counts{Users: 1, Tokens: 1}); got != want {
+			t.Errorf("Counts() = %+v, want %+v", got, want)
+		}
+	})
+}

@@ -1,0 +1,188 @@
+package bolt
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+)
+
+func TestTerms(t *testing.T) {
+	tests := []struct {
+		q    string
+		want []string
+	}{
+		{"", nil},
+		{"   ", nil},
+		{"...!?—", nil},
+		{"\xff\xfe", nil},
+		{"hello", []string{"hello"}},
+		{"Hello World", []string{"hello", "world"}},
+		{"hello hello HELLO Hello", []string{"hello"}},
+		{"world hello world", []string{"world", "hello"}},
+		{"  leading and trailing  ", []string{"leading", "and", "trailing"}},
+		{"foo-bar_baz.qux", []string{"foo", "bar", "baz", "qux"}},
+		{"ada@example.com", []string{"ada", "example", "com"}},
+		{"x2 2x 42", []string{"x2", "2x", "42"}},
+		{"Ünïcödé", []string{"ünïcödé"}},
+		{"日本語、テキスト", []string{"日本語", "テキスト"}},
+		{"ÑANDÚ", []string{"ñandú"}},
+		{"hello\u00a0world\u3000again", []string{"hello", "world", "again"}},
+		{"tab\tnew\nline", []string{"tab", "new", "line"}},
+		{"bad\xffbyte", []string{"bad", "byte"}},
+		{"٣ ١٢", []string{"٣", "١٢"}}, // Arabic-Indic digits are digits
+		{"😀hello😀", []string{"hello"}},
+	}
+	for _, tt := range tests {
+		if got := Terms(tt.q); !slices.Equal(got, tt.want) {
+			t.Errorf("Terms(%q) = %q, want %q", tt.q, got, tt.want)
+		}
+	}
+}
+
+func TestContainsTerms(t *testing.T) {
+	tests := []struct {
+		content, q string
+		want       bool
+	}{
+		{"anything", "", true},
+		{"", "", true},
+		{"", "hello", false},
+		{"hello", "hello", true},
+		{"Hello, World!", "hello world", true},
+		{"Hello, World!", "world hello", true},
+		{"helloworld", "hello", false},
+		{"hello world", "helloworld", false},
+		{"hellow", "hello", false},
+		{"ohello", "hello", false},
+		{"hello", "hell", false},
+		{"say hello", "hello there", false},
+		{"HELLO", "hello", true},
+		{"ÜNÏCÖDÉ", "ünïcödé", true},
+		{"ünïcödé", "ÜNÏCÖDÉ", true},
+		{"unicode", "ünïcödé", false},
+		{"私は 日本語、テキスト", "日本語", true},
+		{"日本語テキスト", "日本語", false},
+		{"foo-bar", "bar", true},
+		{"foo_bar", "foo", true},
+		{"(hello)", "hello", true},
+		{"\"hello\"", "hello", true},
+		{"hello\u00a0world", "world", true},
+		{"x2", "x", false},
+		{"x 2", "x2", false},
+		{"a\xffb", "a b", true},
+		{"a\xffb", "ab", false},
+		{"😀hello😀", "hello", true},
+		{"hello hello", "hello", true},
+		{"ΚΑΛΗΜΕΡΑ", "καλημερα", true},
+	}
+	for _, tt := range tests {
+		if got := ContainsTerms([]byte(tt.content), Terms(tt.q)); got != tt.want {
+			t.Errorf("ContainsTerms(%q, Terms(%q)) = %v, want %v", tt.content, tt.q, got, tt.want)
+		}
+		if got, want := ContainsTerms([]byte(tt.content), Terms(tt.q)), refContainsTerms(tt.content, tt.q); got != want {
+			t.Errorf("ContainsTerms(%q, Terms(%q)) = %v, reference says %v", tt.content, tt.q, got, want)
+		}
+	}
+}
+
+// notWordRune is the reference definition of a separator: anything that is
+// neither a Unicode letter nor a digit.
+func notWordRune(r rune) bool { return !(unicode.IsLetter(r) || unicode.IsDigit(r)) }
+
+// refContainsTerms is the obvious implementation of the search rule: split
+// both sides into words, lower-case them, and require every query word in the
+// content's set.
+func refContainsTerms(content, query string) bool {
+	words := make(map[string]bool)
+	for _, w := range strings.FieldsFunc(content, notWordRune) {
+		words[Fold(w)] = true
+	}
+	for _, w := range strings.FieldsFunc(query, notWordRune) {
+		if !words[Fold(w)] {
+			return false
+		}
+	}
+	return true
+}
+
+func FuzzTerms(f *testing.F) {
+	for _, s := range []string{
+		"", "hello", "Hello, World!", "hello hello HELLO", "helloworld",
+		"Ünïcödé 日本語", "foo-bar_baz", "İstanbul", "ΣΊΣΥΦΟΣ σίσυφος", "\xff\xfe",
+		"a\xffb", "x2 ٣", "😀hello😀", "\u00a0\u3000", "ǅungla ǈ", "K\u212a",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		terms := Terms(s)
+		seen := make(map[string]bool)
+		for _, term := range terms {
+			if term == "" {
+				t.Fatalf("Terms(%q) = %q, holds an empty term", s, terms)
+			}
+			if seen[term] {
+				t.Fatalf("Terms(%q) = %q, holds %q twice", s, terms, term)
+			}
+			seen[term] = true
+			if !utf8.ValidString(term) {
+				t.Fatalf("Terms(%q) = %q, holds invalid UTF-8 %q", s, terms, term)
+			}
+		}
+		// Every word of the input is one of its terms, in lower case.
+		words := strings.FieldsFunc(s, notWordRune)
+		for _, w := range words {
+			if !seen[Fold(w)] {
+				t.Fatalf("Terms(%q) = %q, misses word %q", s, terms, w)
+			}
+		}
+		if len(terms) > len(words) {
+			t.Fatalf("Terms(%q) = %q, more terms than the %d words", s, terms, len(words))
+		}
+		// A text always contains its own words.
+		if !ContainsTerms([]byte(s), terms) {
+			t.Fatalf("ContainsTerms(%q, Terms(itself) = %q) = false", s, terms)
+		}
+		// Terms is deterministic.
+		if again := Terms(s); !slices.Equal(again, terms) {
+			t.Fatalf("Terms(%q) = %q then %q", s, terms, again)
+		}
+	})
+}
+
+func FuzzContainsTerms(f *testing.F) {
+	for _, s := range [][2]string{
+		{"hello world", "hello"},
+		{"helloworld", "hello"},
+		{"Hello, World!", "WORLD hello"},
+		{"ÜNÏCÖDÉ text", "ünïcödé"},
+		{"私は 日本語、テキスト", "日本語"},
+		{"日本語テキスト", "日本語"},
+		{"a\xffb", "a b"},
+		{"İstanbul", "i̇stanbul"},
+		{"ΣΊΣΥΦΟΣ", "σίσυφος"},
+		{"", ""},
+		{"x", ""},
+		{"", "x"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, content, query string) {
+		terms := Terms(query)
+		got := ContainsTerms([]byte(content), terms)
+		if want := refContainsTerms(content, query); got != want {
+			t.Fatalf("ContainsTerms(%q, Terms(%q) = %q) = %v, reference says %v", content, query, terms, got, want)
+		}
+		// The order of the terms does not matter.
+		rev := slices.Clone(terms)
+		slices.Reverse(rev)
+		if again := ContainsTerms([]byte(content), rev); again != got {
+			t.Fatalf("ContainsTerms(%q, %q) = %v but reversed terms give %v", content, terms, got, again)
+		}
+		// Appending the query as separate words makes the content match.
+		if !ContainsTerms([]byte(content+" "+query), terms) {
+			t.Fatalf("ContainsTerms(%q, Terms(%q)) = false after appending the query", content+" "+query, query)
+		}
+	})
+}
