@@ -6,12 +6,16 @@ import (
 	"unicode/utf8"
 )
 
-// A word is a maximal run of Unicode letters and digits; everything else
-// separates words. Words compare case-insensitively, in their folded form
+// A word is a maximal run of Unicode letters, digits and combining marks;
+// everything else separates words. Marks belong to the word they sit in:
+// without them Hindi "नमस्ते" or a decomposed "cafe\u0301" would split into
+// pieces that match as if they were whole words. Words compare case-insensitively, in their folded form
 // (see foldRune). The same rule splits queries and content, and will key the inverted
 // index, so a query can only ever ask for words the content can contain.
 
-func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+func isWordRune(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)
+}
 
 // foldRune maps a rune to the form compared by case-insensitive matching.
 // Lower-casing alone is not enough: Σ lowers to σ but never to the final ς,

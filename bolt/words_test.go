@@ -65,6 +65,12 @@ func TestContainsTerms(t *testing.T) {
 		{"私は 日本語、テキスト", "日本語", true},
 		{"日本語テキスト", "日本語", false},
 		{"foo-bar", "bar", true},
+		// Combining marks belong to their word.
+		{"cafe\u0301 au lait", "cafe", false},
+		{"cafe\u0301 au lait", "CAFE\u0301", true},
+		{"नमस्ते दुनिया", "नमस", false},
+		{"नमस्ते दुनिया", "त", false},
+		{"नमस्ते दुनिया", "नमस्ते", true},
 		{"foo_bar", "foo", true},
 		{"(hello)", "hello", true},
 		{"\"hello\"", "hello", true},
@@ -89,7 +95,7 @@ func TestContainsTerms(t *testing.T) {
 
 // notWordRune is the reference definition of a separator: anything that is
 // neither a Unicode letter nor a digit.
-func notWordRune(r rune) bool { return !(unicode.IsLetter(r) || unicode.IsDigit(r)) }
+func notWordRune(r rune) bool { return !(unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)) }
 
 // refContainsTerms is the obvious implementation of the search rule: split
 // both sides into words, lower-case them, and require every query word in the

@@ -215,9 +215,10 @@ func parseSearch(params url.Values) (bolt.SearchQuery, error) {
 
 // parseTimeParam reads an RFC 3339 timestamp. An unescaped '+' in a query
 // string arrives as a space, so a space before the zone offset is taken back
-// to '+' rather than refused.
+// to '+' rather than refused. RFC 3339 allows lower-case 't' and 'z', which
+// Go's parser does not; nothing else in a timestamp has a case.
 func parseTimeParam(params url.Values, name string) (time.Time, error) {
-	v := params.Get(name)
+	v := strings.ToUpper(params.Get(name))
 	if v == "" {
 		return time.Time{}, nil
 	}

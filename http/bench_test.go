@@ -1,0 +1,179 @@
+package http_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"herald/auth"
+	"herald/bolt"
+	heraldhttp "herald/http"
+)
+
+// Benchmarks go through the whole stack: a real HTTP connection (kept
+// alive), the router, authentication, decoding, bbolt on disk (with its
+// fsync per write) and encoding. Setup happens before b.Loop, so only the
+// requests are timed. They report; they never assert timings.
+
+// benchEnv is a running server for benchmarks; env needs a *testing.T.
+type benchEnv struct {
+	b      *testing.B
+	url    string
+	client *http.Client
+	db     *bolt.DB
+}
+
+func newBenchEnv(b *testing.B) *benchEnv {
+	b.Helper()
+	db, err := bolt.Open(filepath.Join(b.TempDir(), "herald.db"), bolt.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(heraldhttp.NewServer(db, auth.NewHasher(fastParams, 4), heraldhttp.Config{}))
+	b.Cleanup(func() {
+		srv.Close()
+		if err := db.Close(); err != nil {
+			b.Errorf("close db: %v", err)
+		}
+	})
+	return &benchEnv{b: b, url: srv.URL, client: srv.Client(), db: db}
+}
+
+// send makes one request, drains the body so the connection is reused, and
+// fails the benchmark on an unexpected status.
+func (be *benchEnv) send(method, path, token, contentType, body string, want int) {
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, be.url+path, r)
+	if err != nil {
+		be.b.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := be.client.Do(req)
+	if err != nil {
+		be.b.Fatal(err)
+	}
+	_, copyErr := io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if copyErr != nil {
+		be.b.Fatal(copyErr)
+	}
+	if res.StatusCode != want {
+		be.b.Fatalf("%s %s: status %d, want %d", method, path, res.StatusCode, want)
+	}
+}
+
+// register creates an account through the store (no HTTP, no timing) and
+// returns a valid bearer token for it.
+func (be *benchEnv) register(email string) (string, *bolt.User) {
+	be.b.Helper()
+	hash, err := auth.NewHasher(fastParams, 1).Hash(be.b.Context(), "correct horse battery")
+	if err != nil {
+		be.b.Fatal(err)
+	}
+	token, tokenHash, err := auth.MintToken()
+	if err != nil {
+		be.b.Fatal(err)
+	}
+	u := &bolt.User{Email: email, PasswordHash: hash}
+	if _, err := be.db.CreateUser(u, bolt.TokenHash(tokenHash), heraldhttp.DefaultTokenTTL); err != nil {
+		be.b.Fatal(err)
+	}
+	return token, u
+}
+
+// seed stores n messages for u directly in the store; every rareEvery-th
+// one contains the word "zebra".
+func (be *benchEnv) seed(u *bolt.User, n, rareEvery int) {
+	be.b.Helper()
+	for i := range n {
+		content := fmt.Sprintf("message %d about the quick brown fox and the lazy dog, nothing unusual here", i)
+		if i%rareEvery == 0 {
+			content += " zebra"
+		}
+		if err := be.db.CreateMessage(&bolt.Message{OwnerID: u.ID, Content: content}); err != nil {
+			be.b.Fatal(err)
+		}
+	}
+}
+
+const benchMessages = 5000
+
+func BenchmarkCreateMessage(b *testing.B) {
+	be := newBenchEnv(b)
+	token, _ := be.register("ada@example.com")
+	body := `{"content":"a typical short message, with a few words in it"}`
+	b.ReportAllocs()
+	for b.Loop() {
+		be.send("POST", "/api/messages", token, "application/json", body, http.StatusCreated)
+	}
+}
+
+func BenchmarkGetMessage(b *testing.B) {
+	be := newBenchEnv(b)
+	token, u := be.register("ada@example.com")
+	be.seed(u, 100, 1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		be.send("GET", "/api/messages/50", token, "", "", http.StatusOK)
+	}
+}
+
+// BenchmarkSearchFirstPage is the default listing: the newest 20 of 5,000.
+func BenchmarkSearchFirstPage(b *testing.B) {
+	be := newBenchEnv(b)
+	token, u := be.register("ada@example.com")
+	be.seed(u, benchMessages, 1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		be.send("GET", "/api/messages", token, "", "", http.StatusOK)
+	}
+}
+
+// BenchmarkSearchRareWord searches for a word in 5 of 5,000 messages: with
+// no term index, every message is scanned.
+func BenchmarkSearchRareWord(b *testing.B) {
+	be := newBenchEnv(b)
+	token, u := be.register("ada@example.com")
+	be.seed(u, benchMessages, 1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		be.send("GET", "/api/messages?q=zebra", token, "", "", http.StatusOK)
+	}
+}
+
+// BenchmarkAuthenticatedMe measures the token lookup path: bearer parsing,
+// token hashing and the store lookup of token and user.
+func BenchmarkAuthenticatedMe(b *testing.B) {
+	be := newBenchEnv(b)
+	token, _ := be.register("ada@example.com")
+	b.ReportAllocs()
+	for b.Loop() {
+		be.send("GET", "/api/me", token, "", "", http.StatusOK)
+	}
+}
+
+// BenchmarkLogin uses the cheap test parameters (fastParams), so it measures
+// the HTTP, decoding and token-issuing overhead (a token write and fsync per
+// login). With production parameters argon2id dominates; that cost is
+// measured by the benchmarks in package auth.
+func BenchmarkLogin(b *testing.B) {
+	be := newBenchEnv(b)
+	be.register("ada@example.com")
+	body := `{"username":"ada@example.com","password":"correct horse battery"}`
+	b.ReportAllocs()
+	for b.Loop() {
+		be.send("POST", "/api/login", "", "application/json", body, http.StatusOK)
+	}
+}
