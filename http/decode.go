@@ -105,23 +105,47 @@ func checkFieldNames(names []string, spec fieldSpec) error {
 }
 
 // decodeJSON accepts exactly one JSON object whose values are strings or
-// null. Field names are checked before value types, so {"id": 3} is refused
-// as read-only rather than as "not a string".
+// null. It walks the object token by token so a repeated key is refused, as
+// a repeated form field is, instead of the last one silently winning. Field
+// names are checked before value types, so {"id": 3} is refused as
+// read-only rather than as "not a string".
 func decodeJSON(body io.Reader, spec fieldSpec) (fields, error) {
 	dec := json.NewDecoder(body)
-	var raw map[string]json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
+	malformed := func(err error) error {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, err
+		switch {
+		case errors.As(err, &tooLarge):
+			return err
+		case errors.Is(err, io.EOF):
+			return badRequest("", "request body is empty or cut short; send a JSON object")
 		}
-		if errors.Is(err, io.EOF) {
-			return nil, badRequest("", "request body is empty; send a JSON object")
-		}
-		return nil, badRequest("", "request body is not a valid JSON object")
+		return badRequest("", "request body is not a valid JSON object")
 	}
-	if raw == nil {
-		return nil, badRequest("", "request body must be a JSON object, not null")
+	if tok, err := dec.Token(); err != nil {
+		return nil, malformed(err)
+	} else if tok != json.Delim('{') {
+		return nil, badRequest("", "request body must be a JSON object")
+	}
+	raw := make(map[string]json.RawMessage)
+	var names []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, malformed(err)
+		}
+		name := tok.(string) // inside an object, the decoder only yields string keys here
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, malformed(err)
+		}
+		if _, dup := raw[name]; dup {
+			return nil, badRequest(name, "field %q is given more than once", name)
+		}
+		raw[name] = value
+		names = append(names, name)
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return nil, malformed(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		var tooLarge *http.MaxBytesError
@@ -130,7 +154,7 @@ func decodeJSON(body io.Reader, spec fieldSpec) (fields, error) {
 		}
 		return nil, badRequest("", "request body has data after the JSON object")
 	}
-	if err := checkFieldNames(slices.Collect(maps.Keys(raw)), spec); err != nil {
+	if err := checkFieldNames(names, spec); err != nil {
 		return nil, err
 	}
 	f := make(fields, len(raw))
@@ -168,25 +192,31 @@ func decodeForm(body io.Reader) (fields, error) {
 	return f, nil
 }
 
-// decodeMultipart reads a multipart/form-data body part by part, so memory
-// stays bounded by the body limit and no temporary files are written. A file
-// part counts as a field whose value is the file's text.
+// decodeMultipart reads a multipart/form-data body. A file part counts as a
+// field whose value is the file's text. The body is already capped by
+// decodeBody, so it is read whole: that lets us insist on the closing
+// delimiter, which Go's multipart reader does not check (a body cut short
+// after a part looks to it like a finished form).
 func decodeMultipart(body io.Reader, boundary string) (fields, error) {
 	if boundary == "" {
 		return nil, badRequest("", "multipart body has no boundary parameter")
 	}
-	mr := multipart.NewReader(body, boundary)
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	closing := []byte("--" + boundary + "--")
+	if !bytes.HasPrefix(b, closing) && !bytes.Contains(b, append([]byte("\n"), closing...)) {
+		return nil, badRequest("", "multipart body is incomplete: its closing boundary is missing")
+	}
+	mr := multipart.NewReader(bytes.NewReader(b), boundary)
 	f := make(fields)
 	for {
 		part, err := mr.NextPart()
-		if errors.Is(err, io.EOF) {
+		if err == io.EOF { // exactly EOF: a wrapped EOF means the body was cut short
 			return f, nil
 		}
 		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				return nil, err
-			}
 			return nil, badRequest("", "request body is not valid multipart/form-data")
 		}
 		name := part.FormName()
@@ -196,15 +226,11 @@ func decodeMultipart(body io.Reader, boundary string) (fields, error) {
 		if _, dup := f[name]; dup {
 			return nil, badRequest(name, "field %q is given more than once", name)
 		}
-		b, err := io.ReadAll(part)
+		value, err := io.ReadAll(part)
 		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				return nil, err
-			}
 			return nil, badRequest("", "request body is not valid multipart/form-data")
 		}
-		s := string(b)
+		s := string(value)
 		f[name] = &s
 	}
 }

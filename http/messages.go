@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -174,7 +175,9 @@ func (s *Server) searchMessages(w http.ResponseWriter, r *http.Request, _ httpro
 // a typo does not silently widen a search.
 func parseSearch(params url.Values) (bolt.SearchQuery, error) {
 	q := bolt.SearchQuery{Limit: bolt.DefaultSearchLimit}
-	for name, values := range params {
+	// Sorted, so a query with several bad parameters always names the same one.
+	for _, name := range slices.Sorted(maps.Keys(params)) {
+		values := params[name]
 		if !slices.Contains(searchParams, name) {
 			return q, badRequest(name, "unknown parameter %q; search takes %s", name, strings.Join(searchParams, ", "))
 		}
