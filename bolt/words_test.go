@@ -95,7 +95,9 @@ func TestContainsTerms(t *testing.T) {
 
 // notWordRune is the reference definition of a separator: anything that is
 // neither a Unicode letter nor a digit.
-func notWordRune(r rune) bool { return !(unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)) }
+func notWordRune(r rune) bool {
+	return !(unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r))
+}
 
 // refContainsTerms is the obvious implementation of the search rule: split
 // both sides into words, lower-case them, and require every query word in the

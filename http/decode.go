@@ -12,6 +12,9 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
+
+	"herald/bolt"
 )
 
 // fieldSpec says which body fields an operation takes. Fields the client may
@@ -158,18 +161,34 @@ func decodeJSON(body io.Reader, spec fieldSpec) (fields, error) {
 		return nil, err
 	}
 	f := make(fields, len(raw))
+	var invalid bolt.ValidationError
 	for name, value := range raw {
 		if bytes.Equal(value, []byte("null")) {
 			f[name] = nil
 			continue
 		}
+		// encoding/json quietly turns invalid UTF-8 and lone surrogate
+		// escapes into U+FFFD; we would store a string the client never
+		// sent. Raw bytes that are not UTF-8 make the JSON text malformed.
+		if !utf8.Valid(value) {
+			return nil, badRequest(name, "field %q is not valid UTF-8", name)
+		}
 		var s string
 		if err := json.Unmarshal(value, &s); err != nil {
 			return nil, badRequest(name, "field %q must be a string", name)
 		}
+		if strings.ContainsRune(s, utf8.RuneError) && !sentReplacementChar(value) {
+			invalid.Add(name, "must be valid UTF-8 (it has an unpaired surrogate escape)")
+		}
 		f[name] = &s
 	}
-	return f, nil
+	return f, invalid.Err()
+}
+
+// sentReplacementChar reports whether a raw JSON string itself carries
+// U+FFFD, literally or escaped, so a decoded U+FFFD was the client's own.
+func sentReplacementChar(raw []byte) bool {
+	return bytes.Contains(raw, []byte("\uFFFD")) || bytes.Contains(bytes.ToLower(raw), []byte(`\ufffd`))
 }
 
 // decodeForm reads an application/x-www-form-urlencoded body.

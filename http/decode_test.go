@@ -1,6 +1,7 @@
 package http_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -107,6 +108,7 @@ func TestDecode_FieldNames(t *testing.T) {
 		{"e-mail as object", "/api/register", decJSON, `{"email":{"address":"ada@example.com"},"password":"correct horse"}`, "email", "string"},
 		{"password as bool", "/api/register", decJSON, `{"email":"ada@example.com","password":true}`, "password", "string"},
 		{"password as number", "/api/register", decJSON, `{"email":"ada@example.com","password":12345678}`, "password", "string"},
+		{"invalid UTF-8 e-mail (JSON)", "/api/register", decJSON, "{\"email\":\"m7\xff@b.c\",\"password\":\"correct horse\"}", "email", "UTF-8"},
 		{"repeated e-mail (JSON)", "/api/register", decJSON, `{"email":"ada@example.com","password":"correct horse","email":"eve@example.com"}`, "email", "more than once"},
 		{"repeated unknown key (JSON)", "/api/register", decJSON, `{"email":"ada@example.com","password":"correct horse","x":1,"x":2}`, "x", "more than once"},
 		// Register, form.
@@ -425,5 +427,50 @@ func TestDecode_TextEncodings(t *testing.T) {
 			}
 			acctMustLogin(t, e, tt.email, tt.password)
 		})
+	}
+}
+
+// TestDecode_JSONInvalidUTF8: encoding/json would silently turn bad bytes and
+// lone surrogate escapes into U+FFFD, storing text the client never sent.
+// Raw bytes that are not UTF-8 are a malformed body (400); a lone surrogate
+// escape is well-formed JSON naming no character (422). A U+FFFD the client
+// really sent is kept.
+func TestDecode_JSONInvalidUTF8(t *testing.T) {
+	e := newEnv(t)
+	token := e.register("ada@example.com", "correct horse")
+	msg := e.post(token, "original")
+	path := fmt.Sprintf("/api/messages/%v", msg["id"])
+	tests := []struct {
+		name, method, path, contentType, body string
+		status                                int
+	}{
+		{"create, raw bytes", "POST", "/api/messages", decJSON, "{\"content\":\"bad \xff\xfe here\"}", http.StatusBadRequest},
+		{"create, lone surrogate", "POST", "/api/messages", decJSON, `{"content":"lone \udc00 surrogate"}`, http.StatusUnprocessableEntity},
+		{"patch, raw bytes", "PATCH", path, "application/merge-patch+json", "{\"content\":\"x\xffy\"}", http.StatusBadRequest},
+		{"patch, lone surrogate", "PATCH", path, decJSON, `{"content":"\ud800"}`, http.StatusUnprocessableEntity},
+		{"register, raw bytes", "POST", "/api/register", decJSON, "{\"email\":\"m7\xff@b.c\",\"password\":\"correct horse\"}", http.StatusBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := e.counts()
+			res := e.do(request{Method: tt.method, Path: tt.path, Token: token, ContentType: tt.contentType, Body: tt.body})
+			p := assertProblem(t, res, tt.status)
+			if got := strings.Join(violationPaths(p), ","); got != "content" && got != "email" {
+				t.Errorf("violation paths = %q, want the field named", got)
+			}
+			acctAssertUnchanged(t, e, before)
+		})
+	}
+	if got, want := e.do(request{Method: "GET", Path: path, Token: token}).JSON(t)["content"], "original"; got != want {
+		t.Errorf("content after refused patches = %q, want %q", got, want)
+	}
+	for _, body := range []string{`{"content":"keep \ufffd"}`, `{"content":"keep \uFFFD"}`, "{\"content\":\"keep \uFFFD\"}"} {
+		res := e.do(request{Method: "POST", Path: "/api/messages", Token: token, ContentType: decJSON, Body: body})
+		if got, want := res.Status, http.StatusCreated; got != want {
+			t.Fatalf("%s: status = %d, want %d: %s", body, got, want, res.Body)
+		}
+		if got, want := res.JSON(t)["content"], "keep \uFFFD"; got != want {
+			t.Errorf("%s: content = %q, want %q", body, got, want)
+		}
 	}
 }
