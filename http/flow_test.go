@@ -49,3 +49,42 @@ func TestWalkthrough(t *testing.T) {
 	}
 	assertProblem(t, e.do(request{Method: "GET", Path: "/api/me", Token: token}), http.StatusUnauthorized)
 }
+
+// TestHead: HEAD is answered wherever GET is (RFC 9110 §9.1), with GET's
+// status and headers and no body, auth included. It is sent with the plain
+// client: HEAD mirrors GET in the router and is not a documented operation.
+func TestHead(t *testing.T) {
+	e := newEnv(t)
+	token := e.register("ada@example.com", "correct horse")
+	e.post(token, "hello")
+	tests := []struct {
+		path, token string
+		status      int
+	}{
+		{"/healthz", "", http.StatusOK},
+		{"/api/messages/1", token, http.StatusOK},
+		{"/api/messages/1", "", http.StatusUnauthorized},
+		{"/api/messages/2", token, http.StatusNotFound},
+		{"/api/messages?limit=1", token, http.StatusOK},
+	}
+	for _, tt := range tests {
+		req, err := http.NewRequest(http.MethodHead, e.URL+tt.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tt.token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if got, want := res.StatusCode, tt.status; got != want {
+			t.Errorf("HEAD %s: status = %d, want %d", tt.path, got, want)
+		}
+		if tt.status == http.StatusOK && tt.path == "/api/messages/1" && res.Header.Get("ETag") == "" {
+			t.Errorf("HEAD %s: no ETag", tt.path)
+		}
+	}
+}

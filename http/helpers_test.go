@@ -164,7 +164,9 @@ func (e *env) do(req request) *response {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return &response{Status: res.StatusCode, Header: res.Header, Body: b}
+	out := &response{Status: res.StatusCode, Header: res.Header, Body: b}
+	e.checkContract(hr, req.Body, out)
+	return out
 }
 
 // jsonBody encodes v as a JSON request body.

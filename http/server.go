@@ -75,8 +75,14 @@ func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
 			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		s.writeError(w, r, fmt.Errorf("panic: %v", v))
 	}
-	for _, rt2 := range s.routes() {
-		rt.Handle(rt2.method, rt2.path, s.wrap(rt2))
+	for _, r := range s.routes() {
+		h := s.wrap(r)
+		rt.Handle(r.method, r.path, h)
+		if r.method == http.MethodGet {
+			// RFC 9110 requires HEAD wherever GET is served; net/http drops
+			// the body, so the same handler answers both.
+			rt.Handle(http.MethodHead, r.path, h)
+		}
 	}
 	s.router = rt
 	return s
@@ -103,6 +109,7 @@ type route struct {
 
 // routes is the one route table: everything Herald answers is listed here.
 func (s *Server) routes() []route {
+	docs := newDocsUI()
 	return []route{
 		{http.MethodPost, "/api/register", public, s.register},
 		{http.MethodPost, "/api/login", public, s.login},
@@ -117,6 +124,10 @@ func (s *Server) routes() []route {
 		{http.MethodDelete, "/api/messages/:id", authenticated, s.deleteMessage},
 
 		{http.MethodGet, "/healthz", public, s.health},
+
+		{http.MethodGet, docsJSONPath, public, serveOpenAPI},
+		{http.MethodGet, docsPagePath, public, docs.page},
+		{http.MethodGet, docsPagePath + "/:asset", public, docs.asset},
 	}
 }
 
