@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	bbolt "go.etcd.io/bbolt"
+	"golang.org/x/text/unicode/norm"
 )
 
 // RoleUser is the role every registered account holds; creating messages
@@ -73,8 +74,12 @@ func (r *Registration) Validate() error {
 func NormalizeEmail(s string) string { return strings.TrimSpace(s) }
 
 // emailKey is the form an address is indexed and compared in, so that
-// Ada@Example.com and ada@example.com are one account.
-func emailKey(email string) []byte { return []byte(Fold(NormalizeEmail(email))) }
+// Ada@Example.com and ada@example.com are one account. NFC first: "é" may
+// arrive as one code point or as "e" plus a combining accent, and two
+// spellings of one address must not become two accounts.
+func emailKey(email string) []byte {
+	return []byte(Fold(norm.NFC.String(NormalizeEmail(email))))
+}
 
 // validateEmail accepts any plausible address: one '@' with something on each
 // side, no spaces or control characters. Deliverability is not ours to judge.

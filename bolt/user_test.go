@@ -218,6 +218,18 @@ func TestCreateUser(t *testing.T) {
 	// Greek capital Σ lower-cases to σ, never to the final ς, so lower-casing
 	// alone keeps ΟΔΥΣΣΕΥΣ@… and οδυσσευς@… apart although they differ only
 	// in letter case (strings.EqualFold says they are equal).
+	t.Run("ErrConflictCanonicalEquivalent", func(t *testing.T) {
+		db := mustOpen(t)
+		const composed, decomposed = "jos\u00e9@example.com", "JOSE\u0301@example.com"
+		mustCreateUser(t, db, composed)
+		u := &User{Email: decomposed, PasswordHash: fakePasswordHash}
+		if _, err := db.CreateUser(u, tokenHash("decomposed"), time.Hour); !errors.Is(err, ErrConflict) {
+			t.Errorf("CreateUser(%q) after %q = %v, want ErrConflict", decomposed, composed, err)
+		}
+		if got, err := db.UserByEmail(decomposed); err != nil || got.Email != composed {
+			t.Errorf("UserByEmail(%q) = %v, %v; want the account %q", decomposed, got, err, composed)
+		}
+	})
 	t.Run("ErrConflictGreekFinalSigma", func(t *testing.T) {
 		db := mustOpen(t)
 		const lower, upper = "οδυσσευς@example.gr", "ΟΔΥΣΣΕΥΣ@example.gr"
