@@ -74,13 +74,19 @@ func decodeBody(w http.ResponseWriter, r *http.Request, maxBytes int64, spec fie
 		return nil, unsupportedMediaType("Content-Type %s is not supported here; send %s", media, strings.Join(acceptedMedia(spec), ", "))
 	}
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		if isTooLarge(err) {
 			return nil, bodyTooLarge(maxBytes)
 		}
 		return nil, err
 	}
 	return f, checkFieldNames(slices.Collect(maps.Keys(f)), spec)
+}
+
+// isTooLarge reports whether err came from the body cap; decoders pass it up
+// untouched so decodeBody can answer 413 rather than 400.
+func isTooLarge(err error) bool {
+	var tooLarge *http.MaxBytesError
+	return errors.As(err, &tooLarge)
 }
 
 func acceptedMedia(spec fieldSpec) []string {
@@ -115,9 +121,8 @@ func checkFieldNames(names []string, spec fieldSpec) error {
 func decodeJSON(body io.Reader, spec fieldSpec) (fields, error) {
 	dec := json.NewDecoder(body)
 	malformed := func(err error) error {
-		var tooLarge *http.MaxBytesError
 		switch {
-		case errors.As(err, &tooLarge):
+		case isTooLarge(err):
 			return err
 		case errors.Is(err, io.EOF):
 			return badRequest("", "request body is empty or cut short; send a JSON object")
@@ -151,8 +156,7 @@ func decodeJSON(body io.Reader, spec fieldSpec) (fields, error) {
 		return nil, malformed(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		if isTooLarge(err) {
 			return nil, err
 		}
 		return nil, badRequest("", "request body has data after the JSON object")
