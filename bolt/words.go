@@ -9,9 +9,10 @@ import (
 // A word is a maximal run of Unicode letters, digits and combining marks;
 // everything else separates words. Marks belong to the word they sit in:
 // without them Hindi "नमस्ते" or a decomposed "cafe\u0301" would split into
-// pieces that match as if they were whole words. Words compare case-insensitively, in their folded form
-// (see foldRune). The same rule splits queries and content, and will key the inverted
-// index, so a query can only ever ask for words the content can contain.
+// pieces that match as if they were whole words. Words compare
+// case-insensitively, in their folded form (see foldRune). One splitter,
+// words, serves queries and content alike (and will key the inverted index),
+// so a query can only ever ask for words the content can contain.
 
 func isWordRune(r rune) bool {
 	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)
@@ -39,8 +40,8 @@ func Fold(s string) string { return strings.Map(foldRune, s) }
 func Terms(q string) []string {
 	var terms []string
 	seen := make(map[string]bool)
-	for w := range strings.FieldsFuncSeq(q, func(r rune) bool { return !isWordRune(r) }) {
-		w = Fold(w)
+	for word := range words([]byte(q)) {
+		w := string(appendFolded(nil, word))
 		if !seen[w] {
 			seen[w] = true
 			terms = append(terms, w)

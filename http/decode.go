@@ -67,19 +67,16 @@ func decodeBody(w http.ResponseWriter, r *http.Request, maxBytes int64, spec fie
 	case media == mediaJSON, media == mediaMergePatch && spec.mergePatch:
 		f, err = decodeJSON(r.Body, spec)
 	case media == mediaForm:
-		f, err = decodeForm(r.Body)
+		f, err = decodeForm(r.Body, spec)
 	case media == mediaMultipart:
-		f, err = decodeMultipart(r.Body, params["boundary"])
+		f, err = decodeMultipart(r.Body, params["boundary"], spec)
 	default:
 		return nil, unsupportedMediaType("Content-Type %s is not supported here; send %s", media, strings.Join(acceptedMedia(spec), ", "))
 	}
-	if err != nil {
-		if isTooLarge(err) {
-			return nil, bodyTooLarge(maxBytes)
-		}
-		return nil, err
+	if isTooLarge(err) {
+		return nil, bodyTooLarge(maxBytes)
 	}
-	return f, checkFieldNames(slices.Collect(maps.Keys(f)), spec)
+	return f, err
 }
 
 // isTooLarge reports whether err came from the body cap; decoders pass it up
@@ -98,7 +95,8 @@ func acceptedMedia(spec fieldSpec) []string {
 }
 
 // checkFieldNames refuses the first field, in name order so the answer is
-// stable, that the operation does not take.
+// stable, that the operation does not take. Each decoder calls it once it
+// knows the names, before it judges any value.
 func checkFieldNames(names []string, spec fieldSpec) error {
 	slices.Sort(names)
 	for _, name := range names {
@@ -196,7 +194,7 @@ func sentReplacementChar(raw []byte) bool {
 }
 
 // decodeForm reads an application/x-www-form-urlencoded body.
-func decodeForm(body io.Reader) (fields, error) {
+func decodeForm(body io.Reader, spec fieldSpec) (fields, error) {
 	b, err := io.ReadAll(body)
 	if err != nil {
 		return nil, err
@@ -212,7 +210,7 @@ func decodeForm(body io.Reader) (fields, error) {
 		}
 		f[name] = &vs[0]
 	}
-	return f, nil
+	return f, checkFieldNames(slices.Collect(maps.Keys(f)), spec)
 }
 
 // decodeMultipart reads a multipart/form-data body. A file part counts as a
@@ -220,7 +218,7 @@ func decodeForm(body io.Reader) (fields, error) {
 // decodeBody, so it is read whole: that lets us insist on the closing
 // delimiter, which Go's multipart reader does not check (a body cut short
 // after a part looks to it like a finished form).
-func decodeMultipart(body io.Reader, boundary string) (fields, error) {
+func decodeMultipart(body io.Reader, boundary string, spec fieldSpec) (fields, error) {
 	if boundary == "" {
 		return nil, badRequest("", "multipart body has no boundary parameter")
 	}
@@ -237,7 +235,7 @@ func decodeMultipart(body io.Reader, boundary string) (fields, error) {
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF { // exactly EOF: a wrapped EOF means the body was cut short
-			return f, nil
+			return f, checkFieldNames(slices.Collect(maps.Keys(f)), spec)
 		}
 		if err != nil {
 			return nil, badRequest("", "request body is not valid multipart/form-data")
