@@ -443,20 +443,22 @@ func TestDecode_JSONInvalidUTF8(t *testing.T) {
 	tests := []struct {
 		name, method, path, contentType, body string
 		status                                int
+		field                                 string
 	}{
-		{"create, raw bytes", "POST", "/api/messages", decJSON, "{\"content\":\"bad \xff\xfe here\"}", http.StatusBadRequest},
-		{"create, lone surrogate", "POST", "/api/messages", decJSON, `{"content":"lone \udc00 surrogate"}`, http.StatusUnprocessableEntity},
-		{"patch, raw bytes", "PATCH", path, "application/merge-patch+json", "{\"content\":\"x\xffy\"}", http.StatusBadRequest},
-		{"patch, lone surrogate", "PATCH", path, decJSON, `{"content":"\ud800"}`, http.StatusUnprocessableEntity},
-		{"register, raw bytes", "POST", "/api/register", decJSON, "{\"email\":\"m7\xff@b.c\",\"password\":\"correct horse\"}", http.StatusBadRequest},
+		{"create, raw bytes", "POST", "/api/messages", decJSON, "{\"content\":\"bad \xff\xfe here\"}", http.StatusBadRequest, "content"},
+		{"create, lone surrogate", "POST", "/api/messages", decJSON, `{"content":"lone \udc00 surrogate"}`, http.StatusUnprocessableEntity, "content"},
+		{"patch, raw bytes", "PATCH", path, "application/merge-patch+json", "{\"content\":\"x\xffy\"}", http.StatusBadRequest, "content"},
+		{"patch, lone surrogate", "PATCH", path, decJSON, `{"content":"\ud800"}`, http.StatusUnprocessableEntity, "content"},
+		{"register, raw bytes", "POST", "/api/register", decJSON, "{\"email\":\"m7\xff@b.c\",\"password\":\"correct horse\"}", http.StatusBadRequest, "email"},
+		{"register, lone surrogate", "POST", "/api/register", decJSON, `{"email":"m7\udfff@b.c","password":"correct horse"}`, http.StatusUnprocessableEntity, "email"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := e.counts()
 			res := e.do(request{Method: tt.method, Path: tt.path, Token: token, ContentType: tt.contentType, Body: tt.body})
 			p := assertProblem(t, res, tt.status)
-			if got := strings.Join(violationPaths(p), ","); got != "content" && got != "email" {
-				t.Errorf("violation paths = %q, want the field named", got)
+			if got, want := strings.Join(violationPaths(p), ","), tt.field; got != want {
+				t.Errorf("violation paths = %q, want %q", got, want)
 			}
 			acctAssertUnchanged(t, e, before)
 		})

@@ -1,8 +1,15 @@
 package http_test
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"testing"
+
+	"herald/auth"
+	"herald/bolt"
+	heraldhttp "herald/http"
 )
 
 // TestWalkthrough follows the README's path through the API: register, log
@@ -87,4 +94,36 @@ func TestHead(t *testing.T) {
 			t.Errorf("HEAD %s: no ETag", tt.path)
 		}
 	}
+}
+
+// TestHealthUnavailable: /healthz answers 200 only while the database is
+// usable; once it is closed the answer is a 503 problem, so a supervisor
+// can tell. It builds its own server because newEnv's cleanup needs the
+// database open.
+func TestHealthUnavailable(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(heraldhttp.NewServer(db, auth.NewHasher(fastParams, 1), heraldhttp.Config{}))
+	defer srv.Close()
+	get := func() *response {
+		res, err := http.Get(srv.URL + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &response{Status: res.StatusCode, Header: res.Header, Body: b}
+	}
+	if got, want := get().Status, http.StatusOK; got != want {
+		t.Fatalf("open database: status = %d, want %d", got, want)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	assertProblem(t, get(), http.StatusServiceUnavailable)
 }
