@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -75,7 +76,7 @@ func BenchmarkCreateMessage(b *testing.B) {
 	content := benchContent(1)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := db.CreateMessage(&Message{OwnerID: u.ID, Content: content}); err != nil {
+		if _, err := db.CreateMessage(ByUser(u.ID), content); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -124,12 +125,12 @@ func BenchmarkSearchMessages(b *testing.B) {
 		{"Owner", SearchQuery{OwnerEmail: "USER3@example.com"}},
 		{"OwnerRareWord", SearchQuery{OwnerEmail: "user0@example.com", Terms: Terms("zeppelin")}},
 		{"DeepPage", SearchQuery{BeforeID: 500}},
-		{"Since", SearchQuery{Since: db.clock().Add(9990 * time.Second)}},
+		{"Since", SearchQuery{Since: ptr(db.clock().Add(9990 * time.Second))}},
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := db.SearchMessages(bb.q); err != nil {
+				if _, err := db.SearchMessages(context.Background(), bb.q); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -23,11 +24,15 @@ var (
 	bucketTokensByUser = []byte("tokens_by_user") // userID‖sha256(token) → nil
 	bucketMessages     = []byte("messages")       // messageID → message record
 	bucketMsgsByOwner  = []byte("msgs_by_owner")  // userID‖messageID → nil
+	bucketMsgsByTime   = []byte("msgs_by_time")   // createdAt‖messageID → nil
+	bucketTerms        = []byte("terms")          // term‖0x00‖messageID → nil
+	bucketMeta         = []byte("meta")           // layout version, upgrade progress
 
 	allBuckets = [][]byte{
 		bucketUsers, bucketUsersByEmail,
 		bucketTokens, bucketTokensByUser,
-		bucketMessages, bucketMsgsByOwner,
+		bucketMessages, bucketMsgsByOwner, bucketMsgsByTime, bucketTerms,
+		bucketMeta,
 	}
 )
 
@@ -35,18 +40,30 @@ var (
 // the file lock before giving up; failing fast beats hanging forever.
 const DefaultLockTimeout = time.Second
 
+// DefaultInitialMmapSize is the address space mapped at open. bbolt remaps
+// when the file outgrows its mapping, and a remap waits for every open read
+// transaction; mapping generously up front (address space, not memory) makes
+// that rare for any database a small server holds.
+const DefaultInitialMmapSize = 1 << 30
+
 // Options tune Open. The zero value is usable.
 type Options struct {
 	// LockTimeout bounds the wait for the file lock; zero means DefaultLockTimeout.
 	LockTimeout time.Duration
+	// InitialMmapSize is passed to bbolt; zero means DefaultInitialMmapSize.
+	InitialMmapSize int
 	// Now is the clock; nil means time.Now. Tests pass a fixed clock.
 	Now func() time.Time
+	// Logger reports layout upgrades; nil discards.
+	Logger *slog.Logger
 }
 
 // DB is an open Herald database. It is safe for concurrent use.
 type DB struct {
-	bolt *bbolt.DB
-	now  func() time.Time
+	bolt   *bbolt.DB
+	now    func() time.Time
+	log    *slog.Logger
+	writes *committer
 }
 
 // ErrLocked is returned by Open when another process holds the database.
@@ -59,34 +76,39 @@ func Open(path string, opts Options) (*DB, error) {
 	if timeout <= 0 {
 		timeout = DefaultLockTimeout
 	}
-	now := opts.Now
-	if now == nil {
-		now = time.Now
+	mmapSize := opts.InitialMmapSize
+	if mmapSize <= 0 {
+		mmapSize = DefaultInitialMmapSize
 	}
-	bdb, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: timeout})
+	db := &DB{now: opts.Now, log: opts.Logger}
+	if db.now == nil {
+		db.now = time.Now
+	}
+	if db.log == nil {
+		db.log = slog.New(slog.DiscardHandler)
+	}
+	bdb, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: timeout, InitialMmapSize: mmapSize})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	err = bdb.Update(func(tx *bbolt.Tx) error {
-		for _, name := range allBuckets {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return fmt.Errorf("create bucket %s: %w", name, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	db.bolt = bdb
+	if err := db.prepareLayout(); err != nil {
 		_ = bdb.Close()
-		return nil, err
+		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return &DB{bolt: bdb, now: now}, nil
+	db.writes = newCommitter(bdb)
+	return db, nil
 }
 
-// Close releases the file. Transactions in flight finish first.
-func (db *DB) Close() error { return db.bolt.Close() }
+// Close waits for queued writes to commit, then releases the file.
+// Transactions in flight finish first.
+func (db *DB) Close() error {
+	db.writes.close()
+	return db.bolt.Close()
+}
 
 // Ping reports whether the database can still serve a read transaction.
 func (db *DB) Ping() error {

@@ -63,16 +63,18 @@ func mustOpen(tb testing.TB) *testDB {
 	if err != nil {
 		tb.Fatalf("Open(%q) = %v", path, err)
 	}
+	tdb := &testDB{DB: db, Path: path, Clock: clk}
+	// Through tdb, so a test that reopens the file gets the new handle checked.
 	tb.Cleanup(func() {
-		if err := db.Check(); err != nil {
+		if err := tdb.Check(); err != nil {
 			tb.Errorf("Check() = %v, want nil", err)
 		}
-		checkIndexes(tb, db)
-		if err := db.Close(); err != nil {
+		checkIndexes(tb, tdb.DB)
+		if err := tdb.Close(); err != nil {
 			tb.Errorf("Close() = %v, want nil", err)
 		}
 	})
-	return &testDB{DB: db, Path: path, Clock: clk}
+	return tdb
 }
 
 // tokenHash derives a distinct token hash from a name, as auth would from a
@@ -101,8 +103,8 @@ func mustCreateUser(tb testing.TB, db *testDB, email string) (*User, TokenHash) 
 // mustCreateMessage stores content for owner and returns the stored message.
 func mustCreateMessage(tb testing.TB, db *testDB, owner uint64, content string) *Message {
 	tb.Helper()
-	m := &Message{OwnerID: owner, Content: content}
-	if err := db.CreateMessage(m); err != nil {
+	m, err := db.CreateMessage(ByUser(owner), content)
+	if err != nil {
 		tb.Fatalf("CreateMessage(owner %d, %q) = %v", owner, content, err)
 	}
 	return m
@@ -172,190 +174,17 @@ func violationFields(tb testing.TB, err error) []string {
 	return fields
 }
 
-// checkIndexes walks every bucket and fails the test when a secondary index
-// disagrees with the records it points at:
-//   - users_by_email holds exactly one entry per user, keyed by the
-//     lower-cased e-mail, pointing at that user;
-//   - msgs_by_owner holds exactly one owner‖id entry per message, and every
-//     entry points at an existing message with that owner;
-//   - tokens_by_user holds exactly one user‖hash entry per token, and every
-//     entry points at an existing token of that user.
+// checkIndexes fails the test for every problem CheckInvariants finds: each
+// index entry must point at its record and each record must be indexed, in
+// every index, both ways.
 func checkIndexes(tb testing.TB, db *DB) {
 	tb.Helper()
-	err := db.bolt.View(func(tx *bbolt.Tx) error {
-		users := tx.Bucket(bucketUsers)
-		byEmail := tx.Bucket(bucketUsersByEmail)
-		tokens := tx.Bucket(bucketTokens)
-		tokensByUser := tx.Bucket(bucketTokensByUser)
-		msgs := tx.Bucket(bucketMessages)
-		msgsByOwner := tx.Bucket(bucketMsgsByOwner)
-
-		// Users ↔ users_by_email.
-		nUsers := 0
-		err := users.ForEach(func(k, v []byte) error {
-			nUsers++
-			if len(k) != 8 {
-				tb.Errorf("users: key %x is not an 8-byte ID", k)
-				return nil
-			}
-			u, err := decodeUser(btoi(k), v)
-			if err != nil {
-				tb.Errorf("users: %v", err)
-				return nil
-			}
-			key := emailKey(u.Email)
-			if got := byEmail.Get(key); !bytes.Equal(got, k) {
-				tb.Errorf("users_by_email[%q] = %x, want user %d", key, got, u.ID)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		nByEmail := 0
-		err = byEmail.ForEach(func(k, v []byte) error {
-			nByEmail++
-			if len(v) != 8 {
-				tb.Errorf("users_by_email[%q] = %x, not an 8-byte ID", k, v)
-				return nil
-			}
-			b := users.Get(v)
-			if b == nil {
-				tb.Errorf("users_by_email[%q] points at missing user %d", k, btoi(v))
-				return nil
-			}
-			u, err := decodeUser(btoi(v), b)
-			if err != nil {
-				tb.Errorf("users_by_email[%q]: %v", k, err)
-				return nil
-			}
-			if got := emailKey(u.Email); !bytes.Equal(got, k) {
-				tb.Errorf("users_by_email[%q] points at user %d with key %q", k, u.ID, got)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if nUsers != nByEmail {
-			tb.Errorf("users holds %d records, users_by_email %d entries", nUsers, nByEmail)
-		}
-
-		// Messages ↔ msgs_by_owner.
-		nMsgs := 0
-		err = msgs.ForEach(func(k, v []byte) error {
-			nMsgs++
-			if len(k) != 8 {
-				tb.Errorf("messages: key %x is not an 8-byte ID", k)
-				return nil
-			}
-			m, err := decodeMessage(btoi(k), v)
-			if err != nil {
-				tb.Errorf("messages: %v", err)
-				return nil
-			}
-			if users.Get(itob(m.OwnerID)) == nil {
-				tb.Errorf("message %d: owner %d does not exist", m.ID, m.OwnerID)
-			}
-			if msgsByOwner.Get(compositeKey(m.OwnerID, k)) == nil {
-				tb.Errorf("message %d: no msgs_by_owner entry for owner %d", m.ID, m.OwnerID)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		nByOwner := 0
-		err = msgsByOwner.ForEach(func(k, _ []byte) error {
-			nByOwner++
-			if len(k) != 16 {
-				tb.Errorf("msgs_by_owner: key %x is not owner‖id", k)
-				return nil
-			}
-			owner, id := btoi(k[:8]), btoi(k[8:])
-			b := msgs.Get(k[8:])
-			if b == nil {
-				tb.Errorf("msgs_by_owner: %d‖%d points at a missing message", owner, id)
-				return nil
-			}
-			m, err := decodeMessage(id, b)
-			if err != nil {
-				tb.Errorf("msgs_by_owner: %v", err)
-				return nil
-			}
-			if m.OwnerID != owner {
-				tb.Errorf("msgs_by_owner: %d‖%d points at a message owned by %d", owner, id, m.OwnerID)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if nMsgs != nByOwner {
-			tb.Errorf("messages holds %d records, msgs_by_owner %d entries", nMsgs, nByOwner)
-		}
-
-		// Tokens ↔ tokens_by_user.
-		nTokens := 0
-		err = tokens.ForEach(func(k, v []byte) error {
-			nTokens++
-			if len(k) != len(TokenHash{}) {
-				tb.Errorf("tokens: key %x is not a SHA-256", k)
-				return nil
-			}
-			var h TokenHash
-			copy(h[:], k)
-			tok, err := decodeToken(h, v)
-			if err != nil {
-				tb.Errorf("tokens: %v", err)
-				return nil
-			}
-			if users.Get(itob(tok.UserID)) == nil {
-				tb.Errorf("token %x: user %d does not exist", k[:4], tok.UserID)
-			}
-			if tokensByUser.Get(compositeKey(tok.UserID, k)) == nil {
-				tb.Errorf("token %x: no tokens_by_user entry for user %d", k[:4], tok.UserID)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		nByUser := 0
-		err = tokensByUser.ForEach(func(k, _ []byte) error {
-			nByUser++
-			if len(k) != 8+len(TokenHash{}) {
-				tb.Errorf("tokens_by_user: key %x is not user‖hash", k)
-				return nil
-			}
-			userID := btoi(k[:8])
-			b := tokens.Get(k[8:])
-			if b == nil {
-				tb.Errorf("tokens_by_user: %d‖%x points at a missing token", userID, k[8:12])
-				return nil
-			}
-			var h TokenHash
-			copy(h[:], k[8:])
-			tok, err := decodeToken(h, b)
-			if err != nil {
-				tb.Errorf("tokens_by_user: %v", err)
-				return nil
-			}
-			if tok.UserID != userID {
-				tb.Errorf("tokens_by_user: %d‖%x points at a token of user %d", userID, k[8:12], tok.UserID)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if nTokens != nByUser {
-			tb.Errorf("tokens holds %d records, tokens_by_user %d entries", nTokens, nByUser)
-		}
-		return nil
-	})
+	problems, err := db.CheckInvariants()
 	if err != nil {
-		tb.Fatalf("checkIndexes: %v", err)
+		tb.Fatalf("CheckInvariants() = %v", err)
+	}
+	for _, p := range problems {
+		tb.Errorf("CheckInvariants: %s", p)
 	}
 }
 
@@ -441,8 +270,8 @@ func TestOpen(t *testing.T) {
 			t.Errorf("Authenticate after reopen: user ID = %d, want %d", got, want)
 		}
 		// Sequences survive too: the next message gets a fresh ID.
-		m2 := &Message{OwnerID: u.ID, Content: "after reopen"}
-		if err := db2.CreateMessage(m2); err != nil {
+		m2, err := db2.CreateMessage(ByUser(u.ID), "after reopen")
+		if err != nil {
 			t.Fatal(err)
 		}
 		if got, want := m2.ID, m.ID+1; got != want {
@@ -513,7 +342,7 @@ func TestCounts(t *testing.T) {
 	if got, want := mustCounts(t, db), (Counts{Users: 2, Tokens: 3, Messages: 3}); got != want {
 		t.Errorf("Counts() = %+v, want %+v", got, want)
 	}
-	if _, err := db.DeleteMessage(m1.ID, ada.ID, nil); err != nil {
+	if _, err := db.DeleteMessage(m1.ID, ByUser(ada.ID), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.RevokeToken(tokenHash("ada phone")); err != nil {
@@ -543,8 +372,8 @@ func TestConcurrentWrites(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range perWriter {
-				m := &Message{OwnerID: owner.ID, Content: fmt.Sprintf("writer %d message %d", w, i)}
-				if err := db.CreateMessage(m); err != nil {
+				m, err := db.CreateMessage(ByUser(owner.ID), fmt.Sprintf("writer %d message %d", w, i))
+				if err != nil {
 					t.Errorf("CreateMessage = %v", err)
 					return
 				}
@@ -583,3 +412,6 @@ func TestConcurrentWrites(t *testing.T) {
 	}
 	checkIndexes(t, db.DB)
 }
+
+// ptr returns a pointer to a copy of v, for optional fields.
+func ptr[T any](v T) *T { return &v }

@@ -1,10 +1,8 @@
 package bolt
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -92,12 +90,6 @@ func decodeMessage(id uint64, b []byte) (*Message, error) {
 	}, nil
 }
 
-// messageCreatedAt reads only the timestamp, so a search can skip records by
-// date without copying their content.
-func messageCreatedAt(b []byte) time.Time {
-	return microsToTime(int64(binary.BigEndian.Uint64(b[9:])))
-}
-
 // messageByID loads a message and joins its owner's e-mail.
 func messageByID(tx *bbolt.Tx, id uint64) (*Message, error) {
 	b := tx.Bucket(bucketMessages).Get(itob(id))
@@ -129,16 +121,42 @@ func joinOwner(tx *bbolt.Tx, m *Message, cache map[uint64]string) error {
 	return nil
 }
 
-// CreateMessage stores m as a new message owned by m.OwnerID. It sets ID,
-// timestamps, Revision and OwnerEmail. Errors: ErrInvalid for bad content,
-// ErrNotFound when the owner does not exist.
-func (db *DB) CreateMessage(m *Message) error {
-	if err := m.Validate(); err != nil {
-		return err
+// Caller is who a write is made for. Writes resolve it inside their own
+// transaction, so a token revoked while the write waited cannot complete it.
+type Caller struct {
+	userID uint64
+	token  *TokenHash
+}
+
+// ByToken is the caller holding the bearer token with this hash: every write
+// a client asks for. The token is checked again inside the write's
+// transaction, so a logout that committed first wins.
+func ByToken(hash TokenHash) Caller { return Caller{token: &hash} }
+
+// ByUser is user id acting without a token: for tools and tests that act
+// for an account directly.
+func ByUser(id uint64) Caller { return Caller{userID: id} }
+
+// user resolves the caller inside tx. Errors: ErrUnauthorized for a token
+// that no longer works, ErrNotFound for an unknown user ID.
+func (c Caller) user(tx *bbolt.Tx, now time.Time) (*User, error) {
+	if c.token != nil {
+		u, _, err := authenticate(tx, *c.token, now)
+		return u, err
 	}
-	var nm Message
-	err := db.bolt.Update(func(tx *bbolt.Tx) error {
-		owner, err := userByID(tx, m.OwnerID)
+	return userByID(tx, c.userID)
+}
+
+// CreateMessage stores content as a new message owned by the caller and
+// returns it as stored. Errors: ErrInvalid for bad content, ErrUnauthorized
+// or ErrNotFound when the caller does not resolve to a user.
+func (db *DB) CreateMessage(by Caller, content string) (*Message, error) {
+	if err := (&Message{Content: content}).Validate(); err != nil {
+		return nil, err
+	}
+	var out *Message
+	err := db.writes.update(func(tx *bbolt.Tx) error {
+		owner, err := by.user(tx, db.clock())
 		if err != nil {
 			return err
 		}
@@ -147,20 +165,35 @@ func (db *DB) CreateMessage(m *Message) error {
 		if err != nil {
 			return err
 		}
-		nm = *m
-		nm.ID, nm.OwnerEmail, nm.Revision = id, owner.Email, 1
-		nm.CreatedAt = db.clock()
-		nm.UpdatedAt = nm.CreatedAt
-		if err := msgs.Put(itob(id), encodeMessage(&nm)); err != nil {
+		m := &Message{ID: id, OwnerID: owner.ID, OwnerEmail: owner.Email, Content: content, Revision: 1}
+		m.CreatedAt = db.creationTime(tx)
+		m.UpdatedAt = m.CreatedAt
+		if err := msgs.Put(itob(id), encodeMessage(m)); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketMsgsByOwner).Put(compositeKey(nm.OwnerID, itob(id)), nil)
+		if err := indexMessage(tx, m); err != nil {
+			return err
+		}
+		out = m
+		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	*m = nm // only after the commit, so a failed write leaves m untouched
-	return nil
+	return out, nil
+}
+
+// creationTime is now, or the newest message's creation time if the clock
+// has gone back since (an NTP step, say). Search relies on creation times
+// never falling as IDs rise: it turns since/until into ID bounds.
+func (db *DB) creationTime(tx *bbolt.Tx) time.Time {
+	now := db.clock()
+	if k, _ := tx.Bucket(bucketMsgsByTime).Cursor().Last(); len(k) >= 8 {
+		if newest := timeFromKey(k); now.Before(newest) {
+			return newest
+		}
+	}
+	return now
 }
 
 // Message finds a message by ID. Errors: ErrNotFound.
@@ -174,15 +207,39 @@ func (db *DB) Message(id uint64) (*Message, error) {
 	return m, err
 }
 
-// ownedMessage loads a message for a write by callerID, checking existence,
-// ownership and the caller's precondition in that order, all inside the
-// write transaction so nothing can change between check and write.
-func ownedMessage(tx *bbolt.Tx, id, callerID uint64, pre Precondition) (*Message, error) {
+// MessageFor authenticates a bearer token and reads a message in the same
+// read transaction: the hot path of GET /api/messages/{id}. Errors:
+// ErrUnauthorized, ErrNotFound.
+func (db *DB) MessageFor(hash TokenHash, id uint64) (*User, *Message, error) {
+	var (
+		u   *User
+		m   *Message
+		err error
+	)
+	err = db.bolt.View(func(tx *bbolt.Tx) error {
+		if u, _, err = authenticate(tx, hash, db.clock()); err != nil {
+			return err
+		}
+		m, err = messageByID(tx, id)
+		return err
+	})
+	return u, m, err
+}
+
+// ownedMessage loads a message for a write, resolving the caller and
+// checking existence, ownership and the caller's precondition in that order,
+// all inside the write transaction so nothing can change between check and
+// write.
+func (db *DB) ownedMessage(tx *bbolt.Tx, id uint64, by Caller, pre Precondition) (*Message, error) {
+	u, err := by.user(tx, db.clock())
+	if err != nil {
+		return nil, err
+	}
 	m, err := messageByID(tx, id)
 	if err != nil {
 		return nil, err
 	}
-	if m.OwnerID != callerID {
+	if m.OwnerID != u.ID {
 		return nil, fmt.Errorf("message %d belongs to another user: %w", id, ErrForbidden)
 	}
 	if pre != nil && !pre(m) {
@@ -191,11 +248,12 @@ func ownedMessage(tx *bbolt.Tx, id, callerID uint64, pre Precondition) (*Message
 	return m, nil
 }
 
-// UpdateMessage applies upd to message id on behalf of callerID and returns
-// the message as stored. An update that changes nothing leaves the message,
-// its UpdatedAt and its Revision alone. Errors: ErrInvalid, ErrNotFound,
-// ErrForbidden (not the owner), ErrPrecondition (pre refused).
-func (db *DB) UpdateMessage(id, callerID uint64, upd MessageUpdate, pre Precondition) (*Message, error) {
+// UpdateMessage applies upd to message id on behalf of the caller and
+// returns the message as stored. An update that changes nothing leaves the
+// message, its UpdatedAt and its Revision alone. Errors: ErrInvalid,
+// ErrUnauthorized, ErrNotFound, ErrForbidden (not the owner),
+// ErrPrecondition (pre refused).
+func (db *DB) UpdateMessage(id uint64, by Caller, upd MessageUpdate, pre Precondition) (*Message, error) {
 	if upd.Content != nil {
 		var v ValidationError
 		validateContent(&v, *upd.Content)
@@ -204,14 +262,17 @@ func (db *DB) UpdateMessage(id, callerID uint64, upd MessageUpdate, pre Precondi
 		}
 	}
 	var out *Message
-	err := db.bolt.Update(func(tx *bbolt.Tx) error {
-		m, err := ownedMessage(tx, id, callerID, pre)
+	err := db.writes.update(func(tx *bbolt.Tx) error {
+		m, err := db.ownedMessage(tx, id, by, pre)
 		if err != nil {
 			return err
 		}
 		out = m
 		if upd.Content == nil || *upd.Content == m.Content {
 			return nil
+		}
+		if err := reindexContent(tx, id, m.Content, *upd.Content); err != nil {
+			return err
 		}
 		m.Content = *upd.Content
 		m.UpdatedAt = db.clock()
@@ -224,19 +285,20 @@ func (db *DB) UpdateMessage(id, callerID uint64, upd MessageUpdate, pre Precondi
 	return out, nil
 }
 
-// DeleteMessage removes message id on behalf of callerID and returns it as
-// it was. Errors: ErrNotFound, ErrForbidden, ErrPrecondition.
-func (db *DB) DeleteMessage(id, callerID uint64, pre Precondition) (*Message, error) {
+// DeleteMessage removes message id and its index entries on behalf of the
+// caller and returns it as it was. Errors: ErrUnauthorized, ErrNotFound,
+// ErrForbidden, ErrPrecondition.
+func (db *DB) DeleteMessage(id uint64, by Caller, pre Precondition) (*Message, error) {
 	var out *Message
-	err := db.bolt.Update(func(tx *bbolt.Tx) error {
-		m, err := ownedMessage(tx, id, callerID, pre)
+	err := db.writes.update(func(tx *bbolt.Tx) error {
+		m, err := db.ownedMessage(tx, id, by, pre)
 		if err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketMessages).Delete(itob(id)); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketMsgsByOwner).Delete(compositeKey(m.OwnerID, itob(id))); err != nil {
+		if err := unindexMessage(tx, m); err != nil {
 			return err
 		}
 		out = m
@@ -246,136 +308,4 @@ func (db *DB) DeleteMessage(id, callerID uint64, pre Precondition) (*Message, er
 		return nil, err
 	}
 	return out, nil
-}
-
-// Search limits.
-const (
-	DefaultSearchLimit = 20
-	MaxSearchLimit     = 100
-)
-
-// SearchQuery selects messages, newest first. Zero values mean "no filter".
-type SearchQuery struct {
-	// Terms must all occur in the content as whole words; see Terms.
-	Terms []string
-	// OwnerEmail restricts results to one author, matched case-insensitively.
-	OwnerEmail string
-	// Since (inclusive) and Until (exclusive) bound CreatedAt.
-	Since, Until time.Time
-	// BeforeID resumes a previous page: only messages with smaller IDs.
-	BeforeID uint64
-	// Limit is the page size; zero means DefaultSearchLimit.
-	Limit int
-}
-
-// SearchPage is one page of results. NextBeforeID is zero on the last page.
-type SearchPage struct {
-	Messages     []*Message
-	NextBeforeID uint64
-}
-
-// SearchMessages pages through messages newest first. Order is by ID, which
-// NextSequence hands out in commit order, so a cursor (the last ID seen)
-// neither skips nor repeats a message while others are created or deleted.
-func (db *DB) SearchMessages(q SearchQuery) (*SearchPage, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = DefaultSearchLimit
-	}
-	if limit > MaxSearchLimit {
-		limit = MaxSearchLimit
-	}
-	page := &SearchPage{}
-	err := db.bolt.View(func(tx *bbolt.Tx) error {
-		next, err := newestFirst(tx, q)
-		if err != nil || next == nil {
-			return err
-		}
-		owners := make(map[uint64]string)
-		for id, b := next(); id != 0; id, b = next() {
-			if b == nil {
-				return fmt.Errorf("search: index points at missing message %d", id)
-			}
-			if !inTimeRange(messageCreatedAt(b), q.Since, q.Until) ||
-				!ContainsTerms(b[messageHeaderLen:], q.Terms) {
-				continue
-			}
-			if len(page.Messages) == limit {
-				// One match beyond the page proves there is a next page.
-				page.NextBeforeID = page.Messages[limit-1].ID
-				return nil
-			}
-			m, err := decodeMessage(id, b)
-			if err != nil {
-				return err
-			}
-			if err := joinOwner(tx, m, owners); err != nil {
-				return err
-			}
-			page.Messages = append(page.Messages, m)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return page, nil
-}
-
-// newestFirst returns an iterator over candidate messages (ID and stored
-// record; ID 0 ends it) in descending ID order, below q.BeforeID. It walks
-// the owner index when the query names an owner, else the messages bucket
-// itself, whose cursor already holds each record. It returns a nil iterator
-// when nothing can match (unknown owner).
-func newestFirst(tx *bbolt.Tx, q SearchQuery) (func() (uint64, []byte), error) {
-	before := q.BeforeID
-	if before == 0 {
-		before = math.MaxUint64
-	}
-	if q.OwnerEmail == "" {
-		c := tx.Bucket(bucketMessages).Cursor()
-		k, v := seekBelow(c, itob(before))
-		return func() (uint64, []byte) {
-			if k == nil {
-				return 0, nil
-			}
-			id, rec := btoi(k), v
-			k, v = c.Prev()
-			return id, rec
-		}, nil
-	}
-	ownerID := tx.Bucket(bucketUsersByEmail).Get(emailKey(q.OwnerEmail))
-	if ownerID == nil {
-		return nil, nil
-	}
-	prefix := bytes.Clone(ownerID)
-	msgs := tx.Bucket(bucketMessages)
-	c := tx.Bucket(bucketMsgsByOwner).Cursor()
-	k, _ := seekBelow(c, compositeKey(btoi(prefix), itob(before)))
-	return func() (uint64, []byte) {
-		if k == nil || !bytes.HasPrefix(k, prefix) {
-			return 0, nil
-		}
-		id, rec := btoi(k[8:]), msgs.Get(k[8:])
-		k, _ = c.Prev()
-		return id, rec
-	}, nil
-}
-
-// seekBelow positions c on the greatest key strictly less than bound.
-func seekBelow(c *bbolt.Cursor, bound []byte) (key, value []byte) {
-	if k, _ := c.Seek(bound); k == nil {
-		return c.Last() // every key is below bound
-	}
-	return c.Prev()
-}
-
-func inTimeRange(t, since, until time.Time) bool {
-	if !since.IsZero() && t.Before(since) {
-		return false
-	}
-	if !until.IsZero() && !t.Before(until) {
-		return false
-	}
-	return true
 }

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -77,13 +78,8 @@ func TestCreateMessage(t *testing.T) {
 		want := time.Date(2026, 3, 4, 4, 41, 12, 987654000, time.UTC)
 
 		const content = "  Hello, wörld! 日本語 😀\n"
-		m := &Message{
-			OwnerID: ada.ID, Content: content,
-			// Fields the store sets itself; the caller's values are ignored.
-			ID: 99, OwnerEmail: "mallory@example.com", Revision: 42,
-			CreatedAt: time.Unix(1, 0), UpdatedAt: time.Unix(2, 0),
-		}
-		if err := db.CreateMessage(m); err != nil {
+		m, err := db.CreateMessage(ByUser(ada.ID), content)
+		if err != nil {
 			t.Fatalf("CreateMessage = %v", err)
 		}
 		if got, want := m.ID, uint64(1); got != want {
@@ -158,12 +154,8 @@ func TestCreateMessage(t *testing.T) {
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
 		before := mustCounts(t, db)
 		for _, owner := range []uint64{0, ada.ID + 1} {
-			m := &Message{OwnerID: owner, Content: "orphan"}
-			if err := db.CreateMessage(m); !errors.Is(err, ErrNotFound) {
-				t.Errorf("CreateMessage(owner %d) = %v, want ErrNotFound", owner, err)
-			}
-			if got, want := m.ID, uint64(0); got != want {
-				t.Errorf("ID after failed create = %d, want %d", got, want)
+			if m, err := db.CreateMessage(ByUser(owner), "orphan"); !errors.Is(err, ErrNotFound) || m != nil {
+				t.Errorf("CreateMessage(owner %d) = %v, %v, want nil, ErrNotFound", owner, m, err)
 			}
 		}
 		if got, want := mustCounts(t, db), before; got != want {
@@ -180,14 +172,13 @@ func TestCreateMessage(t *testing.T) {
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
 		before := mustCounts(t, db)
 		for _, content := range []string{"", " \n\t", "\u3000", "bad \xff", strings.Repeat("x", MaxContentChars+1)} {
-			m := &Message{OwnerID: ada.ID, Content: content}
-			err := db.CreateMessage(m)
+			_, err := db.CreateMessage(ByUser(ada.ID), content)
 			if got, want := violationFields(t, err), []string{"content"}; !slices.Equal(got, want) {
 				t.Errorf("CreateMessage(%d bytes) fields = %q, want %q", len(content), got, want)
 			}
 		}
 		// Validation comes before the owner lookup.
-		err := db.CreateMessage(&Message{OwnerID: 999, Content: ""})
+		_, err := db.CreateMessage(ByUser(999), "")
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("CreateMessage(missing owner, blank) = %v, want ErrInvalid", err)
 		}
@@ -202,7 +193,7 @@ func TestMessage(t *testing.T) {
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
 	m := mustCreateMessage(t, db, ada.ID, "hello")
 	gone := mustCreateMessage(t, db, ada.ID, "soon gone")
-	if _, err := db.DeleteMessage(gone.ID, ada.ID, nil); err != nil {
+	if _, err := db.DeleteMessage(gone.ID, ByUser(ada.ID), nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -229,7 +220,6 @@ func TestMessage(t *testing.T) {
 }
 
 func TestUpdateMessage(t *testing.T) {
-	ptr := func(s string) *string { return &s }
 	// setup creates two users and one message of ada's, then moves the clock
 	// so an update's UpdatedAt differs from CreatedAt.
 	setup := func(t *testing.T) (db *testDB, ada, bob *User, m *Message) {
@@ -245,7 +235,7 @@ func TestUpdateMessage(t *testing.T) {
 		db, ada, _, m := setup(t)
 		var seen string // what the precondition saw, before the write
 		pre := func(cur *Message) bool { seen = messageString(cur); return cur.Revision == 1 }
-		got, err := db.UpdateMessage(m.ID, ada.ID, MessageUpdate{Content: ptr("edited ✓")}, pre)
+		got, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{Content: ptr("edited ✓")}, pre)
 		if err != nil {
 			t.Fatalf("UpdateMessage = %v", err)
 		}
@@ -279,7 +269,7 @@ func TestUpdateMessage(t *testing.T) {
 
 		// A second change bumps the revision again.
 		db.Clock.Add(time.Second)
-		got2, err := db.UpdateMessage(m.ID, ada.ID, MessageUpdate{Content: ptr("edited twice")}, nil)
+		got2, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{Content: ptr("edited twice")}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +295,7 @@ func TestUpdateMessage(t *testing.T) {
 			{"SameContent", MessageUpdate{Content: ptr("original")}},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				got, err := db.UpdateMessage(m.ID, ada.ID, tt.upd, nil)
+				got, err := db.UpdateMessage(m.ID, ByUser(ada.ID), tt.upd, nil)
 				if err != nil {
 					t.Fatalf("UpdateMessage = %v", err)
 				}
@@ -321,7 +311,7 @@ func TestUpdateMessage(t *testing.T) {
 	t.Run("ErrForbidden", func(t *testing.T) {
 		db, _, bob, m := setup(t)
 		for _, pre := range []Precondition{nil, func(*Message) bool { return false }} {
-			got, err := db.UpdateMessage(m.ID, bob.ID, MessageUpdate{Content: ptr("hijacked")}, pre)
+			got, err := db.UpdateMessage(m.ID, ByUser(bob.ID), MessageUpdate{Content: ptr("hijacked")}, pre)
 			if !errors.Is(err, ErrForbidden) {
 				t.Errorf("UpdateMessage(other owner) = %v, want ErrForbidden", err)
 			}
@@ -336,11 +326,11 @@ func TestUpdateMessage(t *testing.T) {
 	t.Run("ErrNotFound", func(t *testing.T) {
 		db, ada, _, m := setup(t)
 		gone := mustCreateMessage(t, db, ada.ID, "gone")
-		if _, err := db.DeleteMessage(gone.ID, ada.ID, nil); err != nil {
+		if _, err := db.DeleteMessage(gone.ID, ByUser(ada.ID), nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range []uint64{0, gone.ID, gone.ID + 1} {
-			got, err := db.UpdateMessage(id, ada.ID, MessageUpdate{Content: ptr("x")}, nil)
+			got, err := db.UpdateMessage(id, ByUser(ada.ID), MessageUpdate{Content: ptr("x")}, nil)
 			if !errors.Is(err, ErrNotFound) {
 				t.Errorf("UpdateMessage(%d) = %v, want ErrNotFound", id, err)
 			}
@@ -358,7 +348,7 @@ func TestUpdateMessage(t *testing.T) {
 	t.Run("ErrPrecondition", func(t *testing.T) {
 		db, ada, _, m := setup(t)
 		stale := func(cur *Message) bool { return cur.Revision == 0 }
-		got, err := db.UpdateMessage(m.ID, ada.ID, MessageUpdate{Content: ptr("lost update")}, stale)
+		got, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{Content: ptr("lost update")}, stale)
 		if !errors.Is(err, ErrPrecondition) {
 			t.Errorf("UpdateMessage(stale precondition) = %v, want ErrPrecondition", err)
 		}
@@ -367,7 +357,7 @@ func TestUpdateMessage(t *testing.T) {
 		}
 		assertUnchanged(t, db, m)
 		// A no-op update still honours the precondition.
-		if _, err := db.UpdateMessage(m.ID, ada.ID, MessageUpdate{}, stale); !errors.Is(err, ErrPrecondition) {
+		if _, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{}, stale); !errors.Is(err, ErrPrecondition) {
 			t.Errorf("UpdateMessage(no-op, stale precondition) = %v, want ErrPrecondition", err)
 		}
 		assertUnchanged(t, db, m)
@@ -377,7 +367,7 @@ func TestUpdateMessage(t *testing.T) {
 	t.Run("ErrInvalid", func(t *testing.T) {
 		db, ada, _, m := setup(t)
 		for _, content := range []string{"", "  \t", "\u00a0\u3000", "bad \xff", strings.Repeat("日", MaxContentChars+1)} {
-			got, err := db.UpdateMessage(m.ID, ada.ID, MessageUpdate{Content: ptr(content)}, nil)
+			got, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{Content: ptr(content)}, nil)
 			if got, want := violationFields(t, err), []string{"content"}; !slices.Equal(got, want) {
 				t.Errorf("UpdateMessage(%d bytes) fields = %q, want %q", len(content), got, want)
 			}
@@ -404,7 +394,7 @@ func TestDeleteMessage(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		db, ada, _, m, keep := setup(t)
 		var seen string
-		got, err := db.DeleteMessage(m.ID, ada.ID, func(cur *Message) bool { seen = messageString(cur); return true })
+		got, err := db.DeleteMessage(m.ID, ByUser(ada.ID), func(cur *Message) bool { seen = messageString(cur); return true })
 		if err != nil {
 			t.Fatalf("DeleteMessage = %v", err)
 		}
@@ -428,7 +418,7 @@ func TestDeleteMessage(t *testing.T) {
 			t.Errorf("Counts().Messages = %d, want %d", got, want)
 		}
 		// The owner's search no longer finds it.
-		page, err := db.SearchMessages(SearchQuery{OwnerEmail: "ada@example.com"})
+		page, err := db.SearchMessages(context.Background(), SearchQuery{OwnerEmail: "ada@example.com"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,7 +430,7 @@ func TestDeleteMessage(t *testing.T) {
 
 	t.Run("ErrForbidden", func(t *testing.T) {
 		db, ada, bob, m, _ := setup(t)
-		got, err := db.DeleteMessage(m.ID, bob.ID, nil)
+		got, err := db.DeleteMessage(m.ID, ByUser(bob.ID), nil)
 		if !errors.Is(err, ErrForbidden) {
 			t.Errorf("DeleteMessage(other owner) = %v, want ErrForbidden", err)
 		}
@@ -459,11 +449,11 @@ func TestDeleteMessage(t *testing.T) {
 
 	t.Run("ErrNotFound", func(t *testing.T) {
 		db, ada, _, m, _ := setup(t)
-		if _, err := db.DeleteMessage(m.ID, ada.ID, nil); err != nil {
+		if _, err := db.DeleteMessage(m.ID, ByUser(ada.ID), nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range []uint64{0, m.ID, 999} {
-			got, err := db.DeleteMessage(id, ada.ID, nil)
+			got, err := db.DeleteMessage(id, ByUser(ada.ID), nil)
 			if !errors.Is(err, ErrNotFound) {
 				t.Errorf("DeleteMessage(%d) = %v, want ErrNotFound", id, err)
 			}
@@ -479,7 +469,7 @@ func TestDeleteMessage(t *testing.T) {
 
 	t.Run("ErrPrecondition", func(t *testing.T) {
 		db, ada, _, m, _ := setup(t)
-		got, err := db.DeleteMessage(m.ID, ada.ID, func(*Message) bool { return false })
+		got, err := db.DeleteMessage(m.ID, ByUser(ada.ID), func(*Message) bool { return false })
 		if !errors.Is(err, ErrPrecondition) {
 			t.Errorf("DeleteMessage(false precondition) = %v, want ErrPrecondition", err)
 		}

@@ -23,8 +23,8 @@ func TestMessageRecordRoundTrip(t *testing.T) {
 		if g, w := messageString(got), messageString(m); g != w {
 			t.Errorf("decodeMessage(encodeMessage(m)) = %s, want %s", g, w)
 		}
-		if got, want := messageCreatedAt(b), m.CreatedAt; !got.Equal(want) {
-			t.Errorf("messageCreatedAt = %v, want %v", got, want)
+		if got, want := timeFromKey(timeIndexKey(m.CreatedAt, m.ID)), m.CreatedAt; !got.Equal(want) {
+			t.Errorf("timeFromKey(timeIndexKey(%v)) = %v", want, got)
 		}
 	}
 }
@@ -71,10 +71,7 @@ func TestTokenRecordRoundTrip(t *testing.T) {
 
 func TestUserRecordRoundTrip(t *testing.T) {
 	u := &User{ID: 3, Email: "Ünïcödé@Example.com", PasswordHash: fakePasswordHash, Roles: []string{RoleUser}, CreatedAt: testEpoch.Truncate(time.Microsecond)}
-	b, err := encodeUser(u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := encodeUser(u)
 	got, err := decodeUser(u.ID, b)
 	if err != nil {
 		t.Fatal(err)
@@ -83,8 +80,15 @@ func TestUserRecordRoundTrip(t *testing.T) {
 		!slices.Equal(got.Roles, u.Roles) || !got.CreatedAt.Equal(u.CreatedAt) {
 		t.Errorf("decodeUser(encodeUser(u)) = %+v, want %+v", got, u)
 	}
-	if _, err := decodeUser(1, []byte("{not json")); err == nil {
-		t.Errorf("decodeUser(garbage) = nil error, want an error")
+	for n := range b {
+		if _, err := decodeUser(1, b[:n]); err == nil {
+			t.Errorf("decodeUser(first %d of %d bytes) = nil error, want an error", n, len(b))
+		}
+	}
+	for _, garbage := range []string{"{not json", `{"email":"a@b"}`, string(append(b, 0))} {
+		if _, err := decodeUser(1, []byte(garbage)); err == nil {
+			t.Errorf("decodeUser(%q) = nil error, want an error", garbage)
+		}
 	}
 }
 
@@ -120,11 +124,14 @@ func FuzzDecodeMessage(f *testing.F) {
 			if got, want := m.OwnerEmail, ""; got != want {
 				t.Fatalf("OwnerEmail = %q, want %q (joined on read, not stored)", got, want)
 			}
-			if got, want := messageCreatedAt(b), m.CreatedAt; !got.Equal(want) {
-				t.Fatalf("messageCreatedAt = %v, decodeMessage CreatedAt = %v", got, want)
-			}
 			if got := encodeMessage(m); !bytes.Equal(got, b) {
 				t.Fatalf("encodeMessage(decodeMessage(%x)) = %x", b, got)
+			}
+		}
+
+		if u, err := decodeUser(id, b); err == nil {
+			if got := encodeUser(u); !bytes.Equal(got, b) {
+				t.Fatalf("encodeUser(decodeUser(%x)) = %x", b, got)
 			}
 		}
 

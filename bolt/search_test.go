@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,7 +21,7 @@ func pageIDs(p *SearchPage) []uint64 {
 // mustSearch runs q and fails the test on error.
 func mustSearch(tb testing.TB, db *testDB, q SearchQuery) *SearchPage {
 	tb.Helper()
-	p, err := db.SearchMessages(q)
+	p, err := db.SearchMessages(context.Background(), q)
 	if err != nil {
 		tb.Fatalf("SearchMessages(%+v) = %v", q, err)
 	}
@@ -237,24 +238,31 @@ func TestSearchMessages(t *testing.T) {
 		}
 		at := func(i int) time.Time { return msgs[i].CreatedAt }
 		zone := time.FixedZone("UTC-7", -7*3600)
+		year1 := time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC) // the zero time.Time: still a real bound
+		far := time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
 		tests := []struct {
 			name         string
-			since, until time.Time
+			since, until *time.Time
 			want         []uint64
 		}{
-			{"None", time.Time{}, time.Time{}, idsOf(msgs...)},
-			{"SinceInclusive", at(2), time.Time{}, idsOf(msgs[2:]...)},
-			{"SinceOtherZone", at(2).In(zone), time.Time{}, idsOf(msgs[2:]...)},
-			{"SinceJustAfter", at(2).Add(time.Nanosecond), time.Time{}, idsOf(msgs[3:]...)},
-			{"SinceJustBefore", at(2).Add(-time.Microsecond), time.Time{}, idsOf(msgs[2:]...)},
-			{"UntilExclusive", time.Time{}, at(2), idsOf(msgs[:2]...)},
-			{"UntilOtherZone", time.Time{}, at(2).In(zone), idsOf(msgs[:2]...)},
-			{"UntilJustAfter", time.Time{}, at(2).Add(time.Nanosecond), idsOf(msgs[:3]...)},
-			{"Both", at(1), at(4), idsOf(msgs[1:4]...)},
-			{"SameInstant", at(1), at(1), nil},
-			{"Reversed", at(4), at(1), nil},
-			{"AllBefore", time.Time{}, at(0), nil},
-			{"AllAfter", at(4).Add(time.Microsecond), time.Time{}, nil},
+			{"None", nil, nil, idsOf(msgs...)},
+			{"SinceInclusive", ptr(at(2)), nil, idsOf(msgs[2:]...)},
+			{"SinceOtherZone", ptr(at(2).In(zone)), nil, idsOf(msgs[2:]...)},
+			{"SinceJustAfter", ptr(at(2).Add(time.Nanosecond)), nil, idsOf(msgs[3:]...)},
+			{"SinceJustBefore", ptr(at(2).Add(-time.Microsecond)), nil, idsOf(msgs[2:]...)},
+			{"UntilExclusive", nil, ptr(at(2)), idsOf(msgs[:2]...)},
+			{"UntilOtherZone", nil, ptr(at(2).In(zone)), idsOf(msgs[:2]...)},
+			{"UntilJustAfter", nil, ptr(at(2).Add(time.Nanosecond)), idsOf(msgs[:3]...)},
+			{"Both", ptr(at(1)), ptr(at(4)), idsOf(msgs[1:4]...)},
+			{"SameInstant", ptr(at(1)), ptr(at(1)), nil},
+			{"Reversed", ptr(at(4)), ptr(at(1)), nil},
+			{"AllBefore", nil, ptr(at(0)), nil},
+			{"AllAfter", ptr(at(4).Add(time.Microsecond)), nil, nil},
+			{"UntilYear1", nil, ptr(year1), nil},
+			{"SinceYear1", ptr(year1), nil, idsOf(msgs...)},
+			{"UntilBefore1970", nil, ptr(time.Unix(-1, 0)), nil},
+			{"SinceYear9999", ptr(far), nil, nil},
+			{"UntilYear9999", nil, ptr(far), idsOf(msgs...)},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -266,7 +274,7 @@ func TestSearchMessages(t *testing.T) {
 		}
 		// Time bounds page correctly: one match per page.
 		var got []uint64
-		q := SearchQuery{Since: at(1), Until: at(4), Limit: 1}
+		q := SearchQuery{Since: ptr(at(1)), Until: ptr(at(4)), Limit: 1}
 		for range 10 {
 			p := mustSearch(t, db, q)
 			got = append(got, pageIDs(p)...)
@@ -344,7 +352,7 @@ func TestSearchMessages(t *testing.T) {
 		}
 		// Delete one in the middle and the oldest: cursors may name them.
 		for _, i := range []int{0, 3} {
-			if _, err := db.DeleteMessage(msgs[i].ID, ada.ID, nil); err != nil {
+			if _, err := db.DeleteMessage(msgs[i].ID, ByUser(ada.ID), nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -503,7 +511,7 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 			}
 			del := func(id uint64, unseen bool) {
 				r := live[id]
-				if _, err := db.DeleteMessage(id, r.owner, nil); err != nil {
+				if _, err := db.DeleteMessage(id, ByUser(r.owner), nil); err != nil {
 					t.Fatalf("DeleteMessage(%d) = %v", id, err)
 				}
 				delete(live, id)
@@ -567,7 +575,7 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 					if tt.terms == "" {
 						content = "edited"
 					}
-					if _, err := db.UpdateMessage(id, r.owner, MessageUpdate{Content: &content}, nil); err != nil {
+					if _, err := db.UpdateMessage(id, ByUser(r.owner), MessageUpdate{Content: &content}, nil); err != nil {
 						t.Fatalf("UpdateMessage(%d) = %v", id, err)
 					}
 				}

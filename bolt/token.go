@@ -92,25 +92,33 @@ func (db *DB) Authenticate(hash TokenHash) (*User, *Token, error) {
 		tok *Token
 	)
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(bucketTokens).Get(hash[:])
-		if b == nil {
-			return fmt.Errorf("token is unknown or revoked: %w", ErrUnauthorized)
-		}
 		var err error
-		if tok, err = decodeToken(hash, b); err != nil {
-			return err
-		}
-		if !db.clock().Before(tok.ExpiresAt) {
-			return fmt.Errorf("token has expired: %w", ErrUnauthorized)
-		}
-		u, err = userByID(tx, tok.UserID)
-		if err != nil {
-			return fmt.Errorf("token's account no longer exists: %w", ErrUnauthorized)
-		}
-		return nil
+		u, tok, err = authenticate(tx, hash, db.clock())
+		return err
 	})
 	if err != nil {
 		return nil, nil, err
+	}
+	return u, tok, nil
+}
+
+// authenticate is Authenticate inside a transaction the caller holds, so
+// that reads and writes can check their token in their own transaction.
+func authenticate(tx *bbolt.Tx, hash TokenHash, now time.Time) (*User, *Token, error) {
+	b := tx.Bucket(bucketTokens).Get(hash[:])
+	if b == nil {
+		return nil, nil, fmt.Errorf("token is unknown or revoked: %w", ErrUnauthorized)
+	}
+	tok, err := decodeToken(hash, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !now.Before(tok.ExpiresAt) {
+		return nil, nil, fmt.Errorf("token has expired: %w", ErrUnauthorized)
+	}
+	u, err := userByID(tx, tok.UserID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("token's account no longer exists: %w", ErrUnauthorized)
 	}
 	return u, tok, nil
 }

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -105,28 +106,86 @@ func validateEmail(v *ValidationError, field, email string) {
 	}
 }
 
-// userRecord is the stored form of a User. JSON keeps it easy to extend with
-// new account fields; users are read once per request, never scanned in bulk.
-type userRecord struct {
+// User record layout (layout 2): a version byte, createdAt (8 bytes), then
+// the e-mail and the password hash each with a 2-byte length, then a role
+// count and each role with a 1-byte length. Users are read on every
+// authenticated request and joined onto every message returned, so the
+// record is binary, as messages and tokens are.
+const userRecordVersion = 1
+
+func encodeUser(u *User) []byte {
+	n := 1 + 8 + 2 + len(u.Email) + 2 + len(u.PasswordHash) + 1
+	for _, r := range u.Roles {
+		n += 1 + len(r)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, userRecordVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(timeToMicros(u.CreatedAt)))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(u.Email)))
+	b = append(b, u.Email...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(u.PasswordHash)))
+	b = append(b, u.PasswordHash...)
+	b = append(b, byte(len(u.Roles)))
+	for _, r := range u.Roles {
+		b = append(b, byte(len(r)))
+		b = append(b, r...)
+	}
+	return b
+}
+
+// decodeUser copies everything out of b, which bbolt only lends for the
+// life of the transaction.
+func decodeUser(id uint64, b []byte) (*User, error) {
+	r := recordReader{b: b}
+	if r.byte() != userRecordVersion {
+		return nil, fmt.Errorf("decode user %d: unknown record version", id)
+	}
+	u := &User{ID: id, CreatedAt: microsToTime(int64(r.uint64()))}
+	u.Email = string(r.bytes(int(r.uint16())))
+	u.PasswordHash = string(r.bytes(int(r.uint16())))
+	u.Roles = make([]string, r.byte())
+	for i := range u.Roles {
+		u.Roles[i] = string(r.bytes(int(r.byte())))
+	}
+	if r.short || len(r.b) != 0 {
+		return nil, fmt.Errorf("decode user %d: bad record", id)
+	}
+	return u, nil
+}
+
+// recordReader reads fixed-width fields off the front of a record; reading
+// past the end sets short and yields zeros, so a decoder checks once.
+type recordReader struct {
+	b     []byte
+	short bool
+}
+
+func (r *recordReader) bytes(n int) []byte {
+	if n > len(r.b) {
+		r.short, r.b = true, nil
+		return make([]byte, n)
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *recordReader) byte() byte     { return r.bytes(1)[0] }
+func (r *recordReader) uint16() uint16 { return binary.BigEndian.Uint16(r.bytes(2)) }
+func (r *recordReader) uint64() uint64 { return binary.BigEndian.Uint64(r.bytes(8)) }
+
+// userRecordJSON is the layout-1 user record, read only to upgrade it.
+type userRecordJSON struct {
 	Email        string   `json:"email"`
 	PasswordHash string   `json:"pw"`
 	Roles        []string `json:"roles"`
 	CreatedAt    int64    `json:"created"`
 }
 
-func encodeUser(u *User) ([]byte, error) {
-	return json.Marshal(userRecord{
-		Email:        u.Email,
-		PasswordHash: u.PasswordHash,
-		Roles:        u.Roles,
-		CreatedAt:    timeToMicros(u.CreatedAt),
-	})
-}
-
-func decodeUser(id uint64, b []byte) (*User, error) {
-	var r userRecord
+func decodeUserJSON(id uint64, b []byte) (*User, error) {
+	var r userRecordJSON
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("decode user %d: %w", id, err)
+		return nil, fmt.Errorf("decode layout-1 user %d: %w", id, err)
 	}
 	return &User{
 		ID:           id,
@@ -166,11 +225,7 @@ func (db *DB) CreateUser(u *User, tokenHash TokenHash, ttl time.Duration) (*Toke
 		}
 		created := db.clock()
 		nu.ID, nu.Roles, nu.CreatedAt = id, []string{RoleUser}, created
-		rec, err := encodeUser(&nu)
-		if err != nil {
-			return err
-		}
-		if err := users.Put(itob(id), rec); err != nil {
+		if err := users.Put(itob(id), encodeUser(&nu)); err != nil {
 			return err
 		}
 		if err := byEmail.Put(key, itob(id)); err != nil {
@@ -231,10 +286,6 @@ func (db *DB) SetPasswordHash(id uint64, hash string) error {
 			return err
 		}
 		u.PasswordHash = hash
-		rec, err := encodeUser(u)
-		if err != nil {
-			return err
-		}
-		return tx.Bucket(bucketUsers).Put(itob(id), rec)
+		return tx.Bucket(bucketUsers).Put(itob(id), encodeUser(u))
 	})
 }

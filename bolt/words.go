@@ -1,18 +1,22 @@
 package bolt
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // A word is a maximal run of Unicode letters, digits and combining marks;
 // everything else separates words. Marks belong to the word they sit in:
 // without them Hindi "नमस्ते" or a decomposed "cafe\u0301" would split into
 // pieces that match as if they were whole words. Words compare
-// case-insensitively, in their folded form (see foldRune). One splitter,
-// words, serves queries and content alike (and will key the inverted index),
-// so a query can only ever ask for words the content can contain.
+// case-insensitively and in any Unicode normalisation form, as their index
+// term (see termKey). One splitter, words, serves queries and content alike,
+// so a query can only ever ask for terms the index can hold.
 
 func isWordRune(r rune) bool {
 	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)
@@ -35,13 +39,22 @@ func foldRune(r rune) rune {
 // Fold returns s in its case-folded form, rune by rune.
 func Fold(s string) string { return strings.Map(foldRune, s) }
 
-// Terms splits a search query into its distinct folded words, in order of
-// first appearance.
+// MaxQueryTerms bounds the distinct words of one search: each word is a
+// posting list the search intersects, so more words means more seeks.
+const MaxQueryTerms = 16
+
+// maxTermBytes bounds an index key's word part. A word longer than that is
+// keyed by its first bytes plus a digest of the whole (see termKey), so keys
+// stay far below bbolt's key-size limit while matching stays exact.
+const maxTermBytes = 64
+
+// Terms splits a search query into its distinct index terms (see termKey), in
+// order of first appearance.
 func Terms(q string) []string {
 	var terms []string
 	seen := make(map[string]bool)
 	for word := range words([]byte(q)) {
-		w := string(appendFolded(nil, word))
+		w := string(termKey(nil, word))
 		if !seen[w] {
 			seen[w] = true
 			terms = append(terms, w)
@@ -50,40 +63,74 @@ func Terms(q string) []string {
 	return terms
 }
 
-// ContainsTerms reports whether content holds every term as a whole word.
-// terms must come from Terms. Search calls it for every message it scans, so
-// it walks content once and, for up to 64 terms and words of up to 64 bytes,
-// allocates nothing.
+// contentTerms is the set of index terms of content: what the inverted index
+// holds for a message, and the only thing search compares queries with.
+func contentTerms(content string) map[string]struct{} {
+	set := make(map[string]struct{})
+	var buf []byte
+	for word := range words([]byte(content)) {
+		buf = termKey(buf[:0], word)
+		if _, ok := set[string(buf)]; !ok {
+			set[string(buf)] = struct{}{}
+		}
+	}
+	return set
+}
+
+// ContainsTerms reports whether content holds every term as a whole word;
+// terms must come from Terms. It is the index's rule applied to one text,
+// for filtering a single message without a lookup.
 func ContainsTerms(content []byte, terms []string) bool {
 	if len(terms) == 0 {
 		return true
 	}
-	if len(terms) > 64 {
-		return containsManyTerms(content, terms)
-	}
-	var found uint64
-	all := uint64(1)<<len(terms) - 1
-	if len(terms) == 64 {
-		all = ^uint64(0)
-	}
-	var buf [64]byte
-	for word := range words(content) {
-		folded := appendFolded(buf[:0], word)
-		for t, term := range terms {
-			if found&(1<<t) == 0 && string(folded) == term {
-				if found |= 1 << t; found == all {
-					return true
-				}
-			}
+	have := contentTerms(string(content))
+	for _, t := range terms {
+		if _, ok := have[t]; !ok {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
-// containsManyTerms is ContainsTerms without the 64-term bitmask.
-func containsManyTerms(content []byte, terms []string) bool {
-	for _, term := range terms {
-		if !ContainsTerms(content, []string{term}) {
+// termKey appends the index form of word to dst: NFC-normalised and
+// case-folded, so "café" typed as one code point or as "e" plus a combining
+// accent, in any letter case, is one term. Folding can leave a sequence
+// that is no longer composed, hence NFC on both sides of it. Words longer
+// than maxTermBytes keep a prefix and a digest of the whole folded word.
+func termKey(dst, word []byte) []byte {
+	start := len(dst)
+	if isASCII(word) {
+		dst = appendFolded(dst, word)
+	} else {
+		dst = appendFolded(dst, norm.NFC.Bytes(word))
+		if !norm.NFC.IsNormal(dst[start:]) {
+			composed := norm.NFC.Bytes(dst[start:])
+			dst = append(dst[:start], composed...)
+		}
+	}
+	if len(dst)-start <= maxTermBytes {
+		return dst
+	}
+	sum := sha256.Sum256(dst[start:])
+	cut := start + maxTermBytes - 1 - 2*digestBytes
+	for cut > start && !utf8.RuneStart(dst[cut]) {
+		cut--
+	}
+	dst = append(dst[:cut], longTermMark)
+	return hex.AppendEncode(dst, sum[:digestBytes])
+}
+
+// longTermMark separates a long word's prefix from its digest. It is not a
+// word rune, so no ordinary term can contain it.
+const (
+	longTermMark = 0x01
+	digestBytes  = 8
+)
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
 			return false
 		}
 	}

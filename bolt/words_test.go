@@ -6,6 +6,8 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 func TestTerms(t *testing.T) {
@@ -82,6 +84,15 @@ func TestContainsTerms(t *testing.T) {
 		{"😀hello😀", "hello", true},
 		{"hello hello", "hello", true},
 		{"ΚΑΛΗΜΕΡΑ", "καλημερα", true},
+		// NFC and NFD spellings are one word, in either direction.
+		{"café au lait", "cafe\u0301", true},
+		{"cafe\u0301 au lait", "CAFÉ", true},
+		{"Ångström", "A\u030angstro\u0308m", true},
+		{"café", "cafe", false},
+		// Words too long for an index key still match exactly.
+		{strings.Repeat("ab", 100) + " x", strings.Repeat("AB", 100), true},
+		{strings.Repeat("ab", 100) + " x", strings.Repeat("ab", 99), false},
+		{strings.Repeat("ab", 100) + "c", strings.Repeat("ab", 100) + "d", false},
 	}
 	for _, tt := range tests {
 		if got := ContainsTerms([]byte(tt.content), Terms(tt.q)); got != tt.want {
@@ -105,15 +116,19 @@ func notWordRune(r rune) bool {
 func refContainsTerms(content, query string) bool {
 	words := make(map[string]bool)
 	for _, w := range strings.FieldsFunc(content, notWordRune) {
-		words[Fold(w)] = true
+		words[refTerm(w)] = true
 	}
 	for _, w := range strings.FieldsFunc(query, notWordRune) {
-		if !words[Fold(w)] {
+		if !words[refTerm(w)] {
 			return false
 		}
 	}
 	return true
 }
+
+// refTerm is the reference form a word is compared in: composed (NFC),
+// folded, and composed again, since folding can undo a composition.
+func refTerm(w string) string { return norm.NFC.String(Fold(norm.NFC.String(w))) }
 
 func FuzzTerms(f *testing.F) {
 	for _, s := range []string{
@@ -138,11 +153,19 @@ func FuzzTerms(f *testing.F) {
 				t.Fatalf("Terms(%q) = %q, holds invalid UTF-8 %q", s, terms, term)
 			}
 		}
-		// Every word of the input is one of its terms, in lower case.
+		// Every word of the input is one of its terms, folded and composed;
+		// words too long for an index key are keyed by prefix and digest.
 		words := strings.FieldsFunc(s, notWordRune)
 		for _, w := range words {
-			if !seen[Fold(w)] {
+			key := string(termKey(nil, []byte(w)))
+			if !seen[key] {
 				t.Fatalf("Terms(%q) = %q, misses word %q", s, terms, w)
+			}
+			if ref := refTerm(w); len(ref) <= maxTermBytes && key != ref {
+				t.Fatalf("termKey(%q) = %q, want %q", w, key, ref)
+			}
+			if len(key) > maxTermBytes {
+				t.Fatalf("termKey(%q) = %q, longer than %d bytes", w, key, maxTermBytes)
 			}
 		}
 		if len(terms) > len(words) {

@@ -102,7 +102,7 @@ func (be *benchEnv) seed(u *bolt.User, n, rareEvery int) {
 		if i%rareEvery == 0 {
 			content += " zebra"
 		}
-		if err := be.db.CreateMessage(&bolt.Message{OwnerID: u.ID, Content: content}); err != nil {
+		if _, err := be.db.CreateMessage(bolt.ByUser(u.ID), content); err != nil {
 			be.b.Fatal(err)
 		}
 	}

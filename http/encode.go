@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"herald/bolt"
 )
@@ -116,4 +117,106 @@ func writeBody(w http.ResponseWriter, contentType string, status int, body []byt
 	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// Messages are the bulk of what Herald sends — a search page is up to a
+// hundred of them — so they are written by hand rather than through
+// encoding/json's reflection. The output is byte for byte what marshal
+// gives for messageJSON and pageJSON (a test holds them to it).
+
+// appendMessageJSON appends m in the message_basic shape.
+func appendMessageJSON(b []byte, m *bolt.Message) []byte {
+	b = append(b, `{"id":`...)
+	b = strconv.AppendUint(b, m.ID, 10)
+	b = append(b, `,"content":`...)
+	b = appendJSONString(b, m.Content)
+	b = append(b, `,"user":{"email":`...)
+	b = appendJSONString(b, m.OwnerEmail)
+	b = append(b, `},"createdAt":"`...)
+	b = m.CreatedAt.UTC().AppendFormat(b, timeLayout)
+	b = append(b, `","updatedAt":"`...)
+	b = m.UpdatedAt.UTC().AppendFormat(b, timeLayout)
+	return append(b, `"}`...)
+}
+
+// appendPageJSON appends a search page and the newline marshal ends with;
+// next is "" on the last page.
+func appendPageJSON(b []byte, msgs []*bolt.Message, next string) []byte {
+	b = append(b, `{"items":[`...)
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendMessageJSON(b, m)
+	}
+	b = append(b, `],"next":`...)
+	if next == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSONString(b, next)
+	}
+	return append(b, "}\n"...)
+}
+
+// writeMessage writes one message as the response body.
+func writeMessage(w http.ResponseWriter, status int, m *bolt.Message) {
+	writeBody(w, "application/json", status, append(appendMessageJSON(make([]byte, 0, 256+len(m.Content)), m), '\n'))
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string the way encoding/json writes
+// it without HTML escaping: quotes, backslashes and control characters
+// escaped, U+2028 and U+2029 escaped (JavaScript treats them as line ends),
+// invalid UTF-8 replaced by U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }

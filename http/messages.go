@@ -37,13 +37,13 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, _ httprou
 	if err != nil {
 		return err
 	}
-	m := &bolt.Message{OwnerID: caller(r).user.ID, Content: f.str("content")}
-	if err := s.db.CreateMessage(m); err != nil {
+	m, err := s.db.CreateMessage(bolt.ByToken(caller(r).tokenHash), f.str("content"))
+	if err != nil {
 		return err
 	}
 	w.Header().Set("Location", messagePath(m.ID))
 	w.Header().Set("ETag", etag(m))
-	s.writeJSON(w, r, http.StatusCreated, newMessageJSON(m))
+	writeMessage(w, http.StatusCreated, m)
 	return nil
 }
 
@@ -52,12 +52,13 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request, ps httproute
 	if err != nil {
 		return err
 	}
-	m, err := s.db.Message(id)
+	u, m, err := s.db.MessageFor(caller(r).tokenHash, id)
 	if err != nil {
 		return err
 	}
+	noteCaller(r, u)
 	w.Header().Set("ETag", etag(m))
-	s.writeJSON(w, r, http.StatusOK, newMessageJSON(m))
+	writeMessage(w, http.StatusOK, m)
 	return nil
 }
 
@@ -81,12 +82,12 @@ func (s *Server) updateMessage(w http.ResponseWriter, r *http.Request, ps httpro
 		}
 		upd.Content = content
 	}
-	m, err := s.db.UpdateMessage(id, caller(r).user.ID, upd, ifMatch(r))
+	m, err := s.db.UpdateMessage(id, bolt.ByToken(caller(r).tokenHash), upd, ifMatch(r))
 	if err != nil {
 		return err
 	}
 	w.Header().Set("ETag", etag(m))
-	s.writeJSON(w, r, http.StatusOK, newMessageJSON(m))
+	writeMessage(w, http.StatusOK, m)
 	return nil
 }
 
@@ -95,7 +96,7 @@ func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request, ps httpro
 	if err != nil {
 		return err
 	}
-	m, err := s.db.DeleteMessage(id, caller(r).user.ID, ifMatch(r))
+	m, err := s.db.DeleteMessage(id, bolt.ByToken(caller(r).tokenHash), ifMatch(r))
 	if err != nil {
 		return err
 	}
@@ -142,7 +143,8 @@ const maxQueryBytes = 1024
 var searchParams = []string{"q", "owner", "since", "until", "limit", "cursor"}
 
 // searchMessages answers GET /api/messages: a page of messages, newest
-// first, with an opaque cursor to the next page.
+// first, with an opaque cursor to the next page. The request's context
+// reaches the store, so a client that goes away stops its search.
 func (s *Server) searchMessages(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	params, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
@@ -152,21 +154,18 @@ func (s *Server) searchMessages(w http.ResponseWriter, r *http.Request, _ httpro
 	if err != nil {
 		return err
 	}
-	page, err := s.db.SearchMessages(q)
+	u, page, err := s.db.SearchFor(r.Context(), caller(r).tokenHash, q)
 	if err != nil {
 		return err
 	}
-	out := pageJSON{Items: make([]messageJSON, len(page.Messages))}
-	for i, m := range page.Messages {
-		out.Items[i] = newMessageJSON(m)
-	}
+	noteCaller(r, u)
+	var next string
 	if page.NextBeforeID != 0 {
-		next := encodeCursor(page.NextBeforeID)
-		out.Next = &next
+		next = encodeCursor(page.NextBeforeID, q.Fingerprint())
 		params.Set("cursor", next)
 		w.Header().Set("Link", "</api/messages?"+params.Encode()+`>; rel="next"`)
 	}
-	s.writeJSON(w, r, http.StatusOK, out)
+	writeBody(w, "application/json", http.StatusOK, appendPageJSON(make([]byte, 0, 512*len(page.Messages)+64), page.Messages, next))
 	return nil
 }
 
@@ -190,6 +189,14 @@ func parseSearch(params url.Values) (bolt.SearchQuery, error) {
 			return q, badRequest("q", "q must be valid UTF-8 of at most %d bytes", maxQueryBytes)
 		}
 		q.Terms = bolt.Terms(v)
+		switch {
+		case len(q.Terms) == 0:
+			// Matching everything would be a surprising answer to a search
+			// for "!!!"; say what a word is instead.
+			return q, badRequest("q", "q has no word to search for: words are letters, digits and combining marks")
+		case len(q.Terms) > bolt.MaxQueryTerms:
+			return q, badRequest("q", "q has %d distinct words; at most %d are allowed", len(q.Terms), bolt.MaxQueryTerms)
+		}
 	}
 	q.OwnerEmail = bolt.NormalizeEmail(params.Get("owner"))
 	var err error
@@ -207,47 +214,59 @@ func parseSearch(params url.Values) (bolt.SearchQuery, error) {
 		q.Limit = n
 	}
 	if v := params.Get("cursor"); v != "" {
-		id, ok := decodeCursor(v)
+		id, fingerprint, ok := decodeCursor(v)
 		if !ok {
 			return q, badRequest("cursor", "cursor is not one this server issued; use the next value of a previous page")
+		}
+		if fingerprint != q.Fingerprint() {
+			return q, badRequest("cursor", "cursor belongs to a search with other q, owner, since or until; send those unchanged, or drop the cursor to start over")
 		}
 		q.BeforeID = id
 	}
 	return q, nil
 }
 
-// parseTimeParam reads an RFC 3339 timestamp. An unescaped '+' in a query
-// string arrives as a space, so a space before the zone offset is taken back
-// to '+' rather than refused. RFC 3339 allows lower-case 't' and 'z', which
-// Go's parser does not; nothing else in a timestamp has a case.
-func parseTimeParam(params url.Values, name string) (time.Time, error) {
+// parseTimeParam reads an RFC 3339 timestamp; nil when the parameter is
+// absent. An unescaped '+' in a query string arrives as a space, so a space
+// before the zone offset is taken back to '+' rather than refused. RFC 3339
+// allows lower-case 't' and 'z', which Go's parser does not; nothing else in
+// a timestamp has a case.
+func parseTimeParam(params url.Values, name string) (*time.Time, error) {
 	v := strings.ToUpper(params.Get(name))
 	if v == "" {
-		return time.Time{}, nil
+		return nil, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
 		t, err = time.Parse(time.RFC3339Nano, strings.Replace(v, " ", "+", 1))
 	}
 	if err != nil {
-		return time.Time{}, badRequest(name, "%s must be an RFC 3339 timestamp such as 2026-01-02T15:04:05Z", name)
+		return nil, badRequest(name, "%s must be an RFC 3339 timestamp such as 2026-01-02T15:04:05Z", name)
 	}
-	return t.UTC(), nil
+	t = t.UTC()
+	return &t, nil
 }
 
-// A cursor is the ID of the last message on the previous page, base64url
-// encoded so clients treat it as opaque and we may change it later.
-func encodeCursor(beforeID uint64) string {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], beforeID)
+// A cursor is a format byte, the ID the next page starts below, and the
+// fingerprint of the filters of the search that issued it, base64url
+// encoded so clients treat it as opaque. The fingerprint binds a cursor to
+// its query: reused with other filters it would page through a different
+// result set from a position chosen for this one.
+const cursorFormat = 2
+
+func encodeCursor(beforeID, fingerprint uint64) string {
+	var b [17]byte
+	b[0] = cursorFormat
+	binary.BigEndian.PutUint64(b[1:], beforeID)
+	binary.BigEndian.PutUint64(b[9:], fingerprint)
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-func decodeCursor(s string) (uint64, bool) {
+func decodeCursor(s string) (beforeID, fingerprint uint64, ok bool) {
 	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil || len(b) != 8 {
-		return 0, false
+	if err != nil || len(b) != 17 || b[0] != cursorFormat {
+		return 0, 0, false
 	}
-	id := binary.BigEndian.Uint64(b)
-	return id, id != 0
+	beforeID = binary.BigEndian.Uint64(b[1:])
+	return beforeID, binary.BigEndian.Uint64(b[9:]), beforeID != 0
 }

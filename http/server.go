@@ -95,6 +95,10 @@ const (
 	public        access = iota // anyone
 	authenticated               // any valid bearer token
 	roleUser                    // a valid bearer token whose user has bolt.RoleUser
+	// bearer: a well-formed bearer token, which the handler's store call
+	// checks in the same read transaction as the data it guards — one
+	// transaction instead of two on the hottest read paths.
+	bearer
 )
 
 // handler is the shape of every endpoint: errors are returned, and written
@@ -118,8 +122,8 @@ func (s *Server) routes() []route {
 
 		{http.MethodPost, "/api/message", roleUser, s.createMessage}, // the seed's path
 		{http.MethodPost, "/api/messages", roleUser, s.createMessage},
-		{http.MethodGet, "/api/messages", authenticated, s.searchMessages},
-		{http.MethodGet, "/api/messages/:id", authenticated, s.getMessage},
+		{http.MethodGet, "/api/messages", bearer, s.searchMessages},
+		{http.MethodGet, "/api/messages/:id", bearer, s.getMessage},
 		{http.MethodPatch, "/api/messages/:id", authenticated, s.updateMessage},
 		{http.MethodDelete, "/api/messages/:id", authenticated, s.deleteMessage},
 
@@ -135,7 +139,16 @@ func (s *Server) routes() []route {
 // returned error.
 func (s *Server) wrap(rt route) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		if rt.access != public {
+		switch rt.access {
+		case public:
+		case bearer:
+			hash, err := presentedToken(r)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, &principal{tokenHash: hash}))
+		default:
 			p, err := s.authenticate(r)
 			if err == nil && rt.access == roleUser && !p.user.HasRole(bolt.RoleUser) {
 				err = missingRole(bolt.RoleUser)
@@ -155,10 +168,21 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 	}
 }
 
-// principal is the authenticated caller of a request.
+// principal is the authenticated caller of a request. On bearer routes
+// user is nil until the handler's store call has checked the token; the
+// handler reports it with authenticated.
 type principal struct {
 	user      *bolt.User
 	tokenHash bolt.TokenHash
+}
+
+// noteCaller records the user a bearer route's store call resolved, for
+// the access log.
+func noteCaller(r *http.Request, u *bolt.User) {
+	caller(r).user = u
+	if info := requestInfoFrom(r.Context()); info != nil {
+		info.userID = u.ID
+	}
 }
 
 // principalKey is the context key for *principal; unexported so no other
@@ -173,19 +197,29 @@ func caller(r *http.Request) *principal {
 
 // authenticate resolves the request's bearer token to its user.
 func (s *Server) authenticate(r *http.Request) (*principal, error) {
-	token, ok := bearerToken(r.Header.Get("Authorization"))
-	if !ok {
-		return nil, missingToken()
+	hash, err := presentedToken(r)
+	if err != nil {
+		return nil, err
 	}
-	if !auth.WellFormedToken(token) {
-		return nil, fmt.Errorf("malformed token: %w", bolt.ErrUnauthorized)
-	}
-	hash := bolt.TokenHash(auth.HashToken(token))
 	u, _, err := s.db.Authenticate(hash)
 	if err != nil {
 		return nil, err
 	}
 	return &principal{user: u, tokenHash: hash}, nil
+}
+
+// presentedToken reads the request's bearer token and returns its hash,
+// the only form the store knows. A missing token and a malformed one are
+// refused here, before any storage is touched.
+func presentedToken(r *http.Request) (bolt.TokenHash, error) {
+	token, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
+		return bolt.TokenHash{}, missingToken()
+	}
+	if !auth.WellFormedToken(token) {
+		return bolt.TokenHash{}, fmt.Errorf("malformed token: %w", bolt.ErrUnauthorized)
+	}
+	return bolt.TokenHash(auth.HashToken(token)), nil
 }
 
 // bearerToken extracts the token from an Authorization header value. The

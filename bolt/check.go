@@ -1,0 +1,229 @@
+package bolt
+
+import (
+	"bytes"
+	"fmt"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// maxProblems bounds a report: a badly damaged file should not produce a
+// report larger than the file.
+const maxProblems = 100
+
+// CheckInvariants walks every record and index and reports each way they
+// disagree: an index entry pointing at nothing or at the wrong record, a
+// record missing from an index, two accounts with one e-mail, a token of a
+// missing user, a sequence behind its highest ID. It reads one consistent
+// snapshot. An empty list means the database is sound.
+func (db *DB) CheckInvariants() ([]string, error) {
+	var c checker
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		c.tx = tx
+		c.layout()
+		c.users()
+		c.tokens()
+		c.messages()
+		return nil
+	})
+	return c.problems, err
+}
+
+type checker struct {
+	tx       *bbolt.Tx
+	problems []string
+}
+
+func (c *checker) addf(format string, args ...any) {
+	switch {
+	case len(c.problems) < maxProblems:
+		c.problems = append(c.problems, fmt.Sprintf(format, args...))
+	case len(c.problems) == maxProblems:
+		c.problems = append(c.problems, "… further problems not listed")
+	}
+}
+
+func (c *checker) layout() {
+	for _, name := range allBuckets {
+		if c.tx.Bucket(name) == nil {
+			c.addf("bucket %s is missing", name)
+		}
+	}
+	if v := c.tx.Bucket(bucketMeta).Get(metaLayout); len(v) != 8 || btoi(v) != currentLayout {
+		c.addf("meta/layout is %x, want %d", v, currentLayout)
+	}
+}
+
+// sequenceAhead reports a bucket whose next ID would reuse a stored one.
+func (c *checker) sequenceAhead(name []byte) {
+	b := c.tx.Bucket(name)
+	if k, _ := b.Cursor().Last(); len(k) == 8 && b.Sequence() < btoi(k) {
+		c.addf("%s: sequence %d is behind the highest ID %d", name, b.Sequence(), btoi(k))
+	}
+}
+
+func (c *checker) users() {
+	users, byEmail := c.tx.Bucket(bucketUsers), c.tx.Bucket(bucketUsersByEmail)
+	c.sequenceAhead(bucketUsers)
+	n := 0
+	_ = users.ForEach(func(k, v []byte) error {
+		n++
+		if len(k) != 8 {
+			c.addf("users: key %x is not an 8-byte ID", k)
+			return nil
+		}
+		u, err := decodeUser(btoi(k), v)
+		if err != nil {
+			c.addf("users: %v", err)
+			return nil
+		}
+		if got := byEmail.Get(emailKey(u.Email)); !bytes.Equal(got, k) {
+			c.addf("user %d: users_by_email[%q] is %x, not this user", u.ID, emailKey(u.Email), got)
+		}
+		return nil
+	})
+	if got := byEmail.Stats().KeyN; got != n {
+		// Each user accounts for one entry above; any other is dangling.
+		_ = byEmail.ForEach(func(k, v []byte) error {
+			b := users.Get(v)
+			if b == nil {
+				c.addf("users_by_email[%q] points at missing user %x", k, v)
+				return nil
+			}
+			if u, err := decodeUser(btoi(v), b); err == nil && !bytes.Equal(emailKey(u.Email), k) {
+				c.addf("users_by_email[%q] points at user %d, whose e-mail is %q", k, u.ID, u.Email)
+			}
+			return nil
+		})
+	}
+}
+
+func (c *checker) tokens() {
+	users, tokens, byUser := c.tx.Bucket(bucketUsers), c.tx.Bucket(bucketTokens), c.tx.Bucket(bucketTokensByUser)
+	n := 0
+	_ = tokens.ForEach(func(k, v []byte) error {
+		n++
+		var h TokenHash
+		if len(k) != len(h) {
+			c.addf("tokens: key %x is not a SHA-256", k)
+			return nil
+		}
+		copy(h[:], k)
+		tok, err := decodeToken(h, v)
+		if err != nil {
+			c.addf("tokens: %v", err)
+			return nil
+		}
+		// Token hashes are secrets' digests: report a short prefix only.
+		if users.Get(itob(tok.UserID)) == nil {
+			c.addf("token %x…: its user %d does not exist", k[:4], tok.UserID)
+		}
+		if byUser.Get(compositeKey(tok.UserID, k)) == nil {
+			c.addf("token %x…: no tokens_by_user entry for user %d", k[:4], tok.UserID)
+		}
+		return nil
+	})
+	if got := byUser.Stats().KeyN; got != n {
+		_ = byUser.ForEach(func(k, _ []byte) error {
+			if len(k) != 8+len(TokenHash{}) {
+				c.addf("tokens_by_user: key %x is not user‖hash", k)
+				return nil
+			}
+			b := tokens.Get(k[8:])
+			if b == nil || len(b) < 8 || btoi(b[:8]) != btoi(k[:8]) {
+				c.addf("tokens_by_user: entry %d‖%x… points at no token of that user", btoi(k[:8]), k[8:12])
+			}
+			return nil
+		})
+	}
+}
+
+// messages checks every message against its three indexes. Each message
+// must have its entries (checked one by one); an index then holds no other
+// entry exactly when its size equals the number expected, so the slower
+// hunt for dangling entries runs only when the sizes differ.
+func (c *checker) messages() {
+	users := c.tx.Bucket(bucketUsers)
+	msgs := c.tx.Bucket(bucketMessages)
+	byOwner, byTime, terms := c.tx.Bucket(bucketMsgsByOwner), c.tx.Bucket(bucketMsgsByTime), c.tx.Bucket(bucketTerms)
+	c.sequenceAhead(bucketMessages)
+	n, nTerms := 0, 0
+	_ = msgs.ForEach(func(k, v []byte) error {
+		n++
+		if len(k) != 8 {
+			c.addf("messages: key %x is not an 8-byte ID", k)
+			return nil
+		}
+		m, err := decodeMessage(btoi(k), v)
+		if err != nil {
+			c.addf("messages: %v", err)
+			return nil
+		}
+		if users.Get(itob(m.OwnerID)) == nil {
+			c.addf("message %d: its owner %d does not exist", m.ID, m.OwnerID)
+		}
+		if byOwner.Get(compositeKey(m.OwnerID, k)) == nil {
+			c.addf("message %d: missing from msgs_by_owner", m.ID)
+		}
+		if byTime.Get(timeIndexKey(m.CreatedAt, m.ID)) == nil {
+			c.addf("message %d: missing from msgs_by_time", m.ID)
+		}
+		for term := range contentTerms(m.Content) {
+			nTerms++
+			if terms.Get(termIndexKey(term, m.ID)) == nil {
+				c.addf("message %d: word %q missing from the search index", m.ID, term)
+			}
+		}
+		return nil
+	})
+	if byOwner.Stats().KeyN != n {
+		_ = byOwner.ForEach(func(k, _ []byte) error {
+			if len(k) != 16 {
+				c.addf("msgs_by_owner: key %x is not owner‖id", k)
+			} else if m := c.message(k[8:]); m == nil || m.OwnerID != btoi(k[:8]) {
+				c.addf("msgs_by_owner: entry %d‖%d points at no message of that owner", btoi(k[:8]), btoi(k[8:]))
+			}
+			return nil
+		})
+	}
+	if byTime.Stats().KeyN != n {
+		_ = byTime.ForEach(func(k, _ []byte) error {
+			if len(k) != 16 {
+				c.addf("msgs_by_time: key %x is not time‖id", k)
+			} else if m := c.message(k[8:]); m == nil || !m.CreatedAt.Equal(timeFromKey(k)) {
+				c.addf("msgs_by_time: entry %s‖%d points at no message created then", timeFromKey(k).Format("2006-01-02T15:04:05.000000Z"), btoi(k[8:]))
+			}
+			return nil
+		})
+	}
+	if terms.Stats().KeyN != nTerms {
+		_ = terms.ForEach(func(k, _ []byte) error {
+			sep := len(k) - 9
+			if sep < 1 || k[sep] != termSeparator {
+				c.addf("terms: key %x is not term‖0‖id", k)
+				return nil
+			}
+			m := c.message(k[sep+1:])
+			if m == nil {
+				c.addf("search index: word %q points at missing message %d", k[:sep], btoi(k[sep+1:]))
+				return nil
+			}
+			if _, ok := contentTerms(m.Content)[string(k[:sep])]; !ok {
+				c.addf("search index: word %q points at message %d, which does not contain it", k[:sep], m.ID)
+			}
+			return nil
+		})
+	}
+}
+
+func (c *checker) message(id []byte) *Message {
+	b := c.tx.Bucket(bucketMessages).Get(id)
+	if b == nil {
+		return nil
+	}
+	m, err := decodeMessage(btoi(id), b)
+	if err != nil {
+		return nil
+	}
+	return m
+}

@@ -1,0 +1,159 @@
+package bolt
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// Group commit. Every bbolt commit ends in fsync, and on small machines the
+// fsync is most of a write's cost. Writers therefore queue their work and a
+// single committer goroutine runs everything queued in one transaction: one
+// fsync for all of it. Nobody waits for a timer — a lone writer is committed
+// at once — and under load the queue fills while the previous fsync runs, so
+// batches grow exactly when they pay off. bbolt's own db.Batch does the same
+// with a delay timer, which a lone writer would pay on every request.
+//
+// A write function may run more than once: when one function of a batch
+// fails, the whole transaction is rolled back and the batch is retried
+// without it. Functions must therefore be idempotent — they recompute
+// everything they report from the transaction they are given.
+
+// maxBatchOps bounds one transaction's work so a burst cannot make a commit
+// (and the read transactions it copies pages for) arbitrarily large.
+const maxBatchOps = 256
+
+// errClosed is returned to writes queued after Close.
+var errClosed = errors.New("database is closed")
+
+type writeOp struct {
+	fn   func(*bbolt.Tx) error
+	done chan error
+}
+
+type committer struct {
+	bolt *bbolt.DB
+
+	mu      sync.Mutex
+	queue   []*writeOp
+	closed  bool
+	wake    chan struct{}
+	stopped chan struct{}
+
+	commits atomic.Uint64 // successful write transactions, so each an fsync
+	ops     atomic.Uint64 // write functions committed
+}
+
+func newCommitter(bdb *bbolt.DB) *committer {
+	c := &committer{bolt: bdb, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	go c.run()
+	return c
+}
+
+// update runs fn in a write transaction shared with other concurrent
+// writers, and returns once that transaction is on disk (or has failed).
+func (c *committer) update(fn func(*bbolt.Tx) error) error {
+	op := &writeOp{fn: fn, done: make(chan error, 1)}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return errClosed
+	}
+	c.queue = append(c.queue, op)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // the committer is already due to look at the queue
+	}
+	return <-op.done
+}
+
+// close commits what is queued and stops the committer.
+func (c *committer) close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.mu.Unlock()
+	close(c.wake)
+	<-c.stopped
+}
+
+func (c *committer) run() {
+	defer close(c.stopped)
+	for range c.wake {
+		for {
+			c.mu.Lock()
+			n := min(len(c.queue), maxBatchOps)
+			batch := c.queue[:n:n]
+			c.queue = c.queue[n:]
+			c.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			c.commit(batch)
+		}
+	}
+	// The wake channel is closed only once closed is set, so nothing can be
+	// queued behind this final drain.
+	c.mu.Lock()
+	rest := c.queue
+	c.queue = nil
+	c.mu.Unlock()
+	for len(rest) > 0 {
+		n := min(len(rest), maxBatchOps)
+		c.commit(rest[:n])
+		rest = rest[n:]
+	}
+}
+
+// commit runs batch in one transaction. A function that fails gets its own
+// error and is dropped; the rest are retried in a fresh transaction, so one
+// writer's refusal never undoes or blocks another's write.
+func (c *committer) commit(batch []*writeOp) {
+	for len(batch) > 0 {
+		failed := -1
+		var failure error
+		err := c.bolt.Update(func(tx *bbolt.Tx) error {
+			for i, op := range batch {
+				if err := op.fn(tx); err != nil {
+					failed, failure = i, err
+					return err
+				}
+			}
+			return nil
+		})
+		switch {
+		case err == nil:
+			c.commits.Add(1)
+			c.ops.Add(uint64(len(batch)))
+			for _, op := range batch {
+				op.done <- nil
+			}
+			return
+		case failed < 0: // the commit itself failed: nothing was written
+			for _, op := range batch {
+				op.done <- err
+			}
+			return
+		default:
+			batch[failed].done <- failure
+			batch = append(batch[:failed:failed], batch[failed+1:]...)
+		}
+	}
+}
+
+// WriteStats counts committed write transactions and the writes they held;
+// Ops/Commits is the average number of writes sharing one fsync.
+type WriteStats struct {
+	Commits, Ops uint64
+}
+
+// WriteStats reports group-commit counters since Open.
+func (db *DB) WriteStats() WriteStats {
+	return WriteStats{Commits: db.writes.commits.Load(), Ops: db.writes.ops.Load()}
+}

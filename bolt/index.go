@@ -1,0 +1,123 @@
+package bolt
+
+import (
+	"encoding/binary"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// Secondary indexes of messages. Each is written by the same transaction as
+// the record it indexes, through the functions below, so no reader can ever
+// see a message without its index entries or an entry without its message.
+//
+//   msgs_by_owner  ownerID‖messageID        a user's messages, newest last
+//   msgs_by_time   createdAt‖messageID      turns since/until into ID bounds
+//   terms          term‖0x00‖messageID      the inverted index of content
+//
+// IDs are big-endian, so within one owner or one term the entries sort by ID,
+// which is creation order.
+
+// termSeparator ends the term part of a terms key. Terms are made of word
+// runes only (see termKey), and no UTF-8 encoding of one contains a zero
+// byte, so the term‖0x00 prefix of one term is never a prefix of another's.
+const termSeparator = 0x00
+
+// termPrefix is the key prefix of a term's postings.
+func termPrefix(term []byte) []byte {
+	k := make([]byte, 0, len(term)+1+8)
+	k = append(k, term...)
+	return append(k, termSeparator)
+}
+
+func termIndexKey(term string, id uint64) []byte {
+	k := make([]byte, 0, len(term)+1+8)
+	k = append(k, term...)
+	k = append(k, termSeparator)
+	return binary.BigEndian.AppendUint64(k, id)
+}
+
+// timeKey encodes an instant so that byte order is time order, negative
+// Unix times (before 1970, down to year 1) included: flipping the sign bit
+// of the two's complement value orders int64s as unsigned bytes.
+func timeKey(t time.Time) []byte {
+	return binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(timeToMicros(t))^(1<<63))
+}
+
+// timeBoundKey is timeKey of the first stored instant at or after t. The
+// store keeps microseconds, so a bound with a finer part rounds up: a
+// message at 12:00:00.000001 is after since=12:00:00.0000005 and before
+// until=12:00:00.0000015.
+func timeBoundKey(t time.Time) []byte {
+	if t.Truncate(time.Microsecond).Before(t) {
+		t = t.Truncate(time.Microsecond).Add(time.Microsecond)
+	}
+	return timeKey(t)
+}
+
+func timeIndexKey(t time.Time, id uint64) []byte {
+	return binary.BigEndian.AppendUint64(timeKey(t), id)
+}
+
+// indexMessage adds every index entry of m.
+func indexMessage(tx *bbolt.Tx, m *Message) error {
+	id := itob(m.ID)
+	if err := tx.Bucket(bucketMsgsByOwner).Put(compositeKey(m.OwnerID, id), nil); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketMsgsByTime).Put(timeIndexKey(m.CreatedAt, m.ID), nil); err != nil {
+		return err
+	}
+	terms := tx.Bucket(bucketTerms)
+	for term := range contentTerms(m.Content) {
+		if err := terms.Put(termIndexKey(term, m.ID), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unindexMessage removes every index entry of m, as stored.
+func unindexMessage(tx *bbolt.Tx, m *Message) error {
+	id := itob(m.ID)
+	if err := tx.Bucket(bucketMsgsByOwner).Delete(compositeKey(m.OwnerID, id)); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketMsgsByTime).Delete(timeIndexKey(m.CreatedAt, m.ID)); err != nil {
+		return err
+	}
+	terms := tx.Bucket(bucketTerms)
+	for term := range contentTerms(m.Content) {
+		if err := terms.Delete(termIndexKey(term, m.ID)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reindexContent moves message id's term entries from the words of
+// oldContent to those of newContent, touching only the terms that differ.
+func reindexContent(tx *bbolt.Tx, id uint64, oldContent, newContent string) error {
+	before, after := contentTerms(oldContent), contentTerms(newContent)
+	terms := tx.Bucket(bucketTerms)
+	for term := range before {
+		if _, kept := after[term]; !kept {
+			if err := terms.Delete(termIndexKey(term, id)); err != nil {
+				return err
+			}
+		}
+	}
+	for term := range after {
+		if _, had := before[term]; !had {
+			if err := terms.Put(termIndexKey(term, id), nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// timeFromKey reads the instant at the start of a msgs_by_time key.
+func timeFromKey(k []byte) time.Time {
+	return microsToTime(int64(binary.BigEndian.Uint64(k) ^ (1 << 63)))
+}

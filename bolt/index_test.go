@@ -1,0 +1,565 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// termEntries lists the terms indexed for message id.
+func termEntries(t *testing.T, db *testDB, id uint64) []string {
+	t.Helper()
+	var got []string
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketTerms).ForEach(func(k, _ []byte) error {
+			if btoi(k[len(k)-8:]) == id {
+				got = append(got, string(k[:len(k)-9]))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	return got
+}
+
+func TestTermIndex(t *testing.T) {
+	t.Run("CreateUpdateDelete", func(t *testing.T) {
+		db := mustOpen(t)
+		ada, _ := mustCreateUser(t, db, "ada@example.com")
+		m := mustCreateMessage(t, db, ada.ID, "Hello, hello WORLD! Café")
+		if got, want := termEntries(t, db, m.ID), []string{"café", "hello", "world"}; !slices.Equal(got, want) {
+			t.Errorf("after create: terms = %q, want %q", got, want)
+		}
+		content := "world peace"
+		if _, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{Content: &content}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := termEntries(t, db, m.ID), []string{"peace", "world"}; !slices.Equal(got, want) {
+			t.Errorf("after update: terms = %q, want %q", got, want)
+		}
+		if got := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms("hello")})); len(got) != 0 {
+			t.Errorf("search for a word the edit removed = %v, want nothing", got)
+		}
+		if got, want := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms("PEACE")})), []uint64{m.ID}; !slices.Equal(got, want) {
+			t.Errorf("search for a word the edit added = %v, want %v", got, want)
+		}
+		if _, err := db.DeleteMessage(m.ID, ByUser(ada.ID), nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := termEntries(t, db, m.ID); len(got) != 0 {
+			t.Errorf("after delete: terms = %q, want none", got)
+		}
+	})
+
+	t.Run("NFCAndNFD", func(t *testing.T) {
+		db := mustOpen(t)
+		ada, _ := mustCreateUser(t, db, "ada@example.com")
+		nfd := mustCreateMessage(t, db, ada.ID, "un cafe\u0301 noir")
+		nfc := mustCreateMessage(t, db, ada.ID, "un CAFÉ crème")
+		want := []uint64{nfc.ID, nfd.ID}
+		for _, q := range []string{"café", "cafe\u0301", "CAFE\u0301", "Café"} {
+			if got := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms(q)})); !slices.Equal(got, want) {
+				t.Errorf("search %q = %v, want %v", q, got, want)
+			}
+		}
+		if got := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms("cafe")})); len(got) != 0 {
+			t.Errorf("search %q = %v, want nothing: the accent is part of the word", "cafe", got)
+		}
+	})
+
+	t.Run("LongWords", func(t *testing.T) {
+		db := mustOpen(t)
+		ada, _ := mustCreateUser(t, db, "ada@example.com")
+		// 10,000 four-byte letters: one word far beyond bbolt's key limit.
+		huge := strings.Repeat("𝒜", MaxContentChars)
+		m := mustCreateMessage(t, db, ada.ID, huge)
+		if got, want := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms(huge)})), []uint64{m.ID}; !slices.Equal(got, want) {
+			t.Errorf("search for the whole long word = %v, want %v", got, want)
+		}
+		if got := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms(huge[:400])})); len(got) != 0 {
+			t.Errorf("search for a prefix of the long word = %v, want nothing", got)
+		}
+	})
+}
+
+func TestSearchQueryRules(t *testing.T) {
+	db := mustOpen(t)
+	var words []string
+	for i := range MaxQueryTerms + 1 {
+		words = append(words, fmt.Sprint("w", i))
+	}
+	if _, err := db.SearchMessages(context.Background(), SearchQuery{Terms: Terms(strings.Join(words[:MaxQueryTerms], " "))}); err != nil {
+		t.Errorf("search with %d words = %v, want nil", MaxQueryTerms, err)
+	}
+	_, err := db.SearchMessages(context.Background(), SearchQuery{Terms: Terms(strings.Join(words, " "))})
+	if got, want := violationFields(t, err), []string{"q"}; !slices.Equal(got, want) {
+		t.Errorf("search with %d words: fields = %q, want %q", len(words), got, want)
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	at := func(s int64) *time.Time { tm := time.Unix(s, 0).UTC(); return &tm }
+	base := SearchQuery{Terms: Terms("hello world"), OwnerEmail: "ada@example.com", Since: at(10), Until: at(20)}
+	same := []SearchQuery{
+		{Terms: Terms("WORLD hello"), OwnerEmail: " ADA@example.com ", Since: at(10), Until: at(20)},
+		{Terms: Terms("hello world"), OwnerEmail: "ada@example.com", Since: at(10), Until: at(20), BeforeID: 99, Limit: 3},
+	}
+	for _, q := range same {
+		if q.Fingerprint() != base.Fingerprint() {
+			t.Errorf("Fingerprint(%+v) differs from Fingerprint(%+v)", q, base)
+		}
+	}
+	differ := []SearchQuery{
+		{},
+		{Terms: Terms("hello"), OwnerEmail: "ada@example.com", Since: at(10), Until: at(20)},
+		{Terms: Terms("hello world"), OwnerEmail: "bob@example.com", Since: at(10), Until: at(20)},
+		{Terms: Terms("hello world"), OwnerEmail: "ada@example.com", Until: at(20)},
+		{Terms: Terms("hello world"), OwnerEmail: "ada@example.com", Since: at(10)},
+		{Terms: Terms("hello world"), OwnerEmail: "ada@example.com", Since: at(20), Until: at(10)},
+		{Terms: Terms("hello world"), OwnerEmail: "ada@example.com", Since: at(10), Until: at(21)},
+		{Terms: Terms("helloworld"), OwnerEmail: "ada@example.com", Since: at(10), Until: at(20)},
+		{Terms: Terms("hello"), OwnerEmail: "world ada@example.com", Since: at(10), Until: at(20)},
+	}
+	for _, q := range differ {
+		if q.Fingerprint() == base.Fingerprint() {
+			t.Errorf("Fingerprint(%+v) equals Fingerprint(%+v)", q, base)
+		}
+	}
+}
+
+// TestSearchAgainstModel pages through random queries over random messages
+// and compares every result with a brute-force filter of the same data: the
+// index, the leapfrog intersection, the ID bounds from time and the paging
+// must together give exactly what reading every message would.
+func TestSearchAgainstModel(t *testing.T) {
+	db := mustOpen(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	vocab := []string{"alpha", "beta", "gamma", "delta", "Épsilon", "epsilon", "zeta", "eta", "theta", "iota"}
+	var users []*User
+	for i := range 4 {
+		u, _ := mustCreateUser(t, db, fmt.Sprintf("user%d@example.com", i))
+		users = append(users, u)
+	}
+	var all []*Message
+	withoutSync(t, db, func() {
+		for range 600 {
+			db.Clock.Add(time.Duration(rng.IntN(3)) * time.Second)
+			n := 1 + rng.IntN(6)
+			words := make([]string, n)
+			for i := range words {
+				// Skewed: early words are common, late ones rare.
+				words[i] = vocab[min(rng.IntN(len(vocab)), rng.IntN(len(vocab)))]
+			}
+			all = append(all, mustCreateMessage(t, db, users[rng.IntN(len(users))].ID, strings.Join(words, " ")))
+		}
+		for _, m := range all {
+			if rng.IntN(5) == 0 {
+				if _, err := db.DeleteMessage(m.ID, ByUser(m.OwnerID), nil); err != nil {
+					t.Fatal(err)
+				}
+				m.ID = 0 // gone
+			}
+		}
+	})
+	first, last := all[0].CreatedAt, all[len(all)-1].CreatedAt
+	span := last.Sub(first)
+	for trial := range 300 {
+		var q SearchQuery
+		for range rng.IntN(4) {
+			q.Terms = append(q.Terms, Terms(vocab[rng.IntN(len(vocab))])...)
+		}
+		if rng.IntN(3) == 0 {
+			q.OwnerEmail = users[rng.IntN(len(users))].Email
+		}
+		if rng.IntN(3) == 0 {
+			s := first.Add(time.Duration(rng.Int64N(int64(span) + 1)))
+			q.Since = &s
+		}
+		if rng.IntN(3) == 0 {
+			u := first.Add(time.Duration(rng.Int64N(int64(span) + 1)))
+			q.Until = &u
+		}
+		q.Limit = 1 + rng.IntN(30)
+
+		var want []uint64
+		for i := len(all) - 1; i >= 0; i-- {
+			m := all[i]
+			if m.ID == 0 || !ContainsTerms([]byte(m.Content), q.Terms) ||
+				(q.OwnerEmail != "" && m.OwnerEmail != q.OwnerEmail) ||
+				(q.Since != nil && m.CreatedAt.Before(*q.Since)) ||
+				(q.Until != nil && !m.CreatedAt.Before(*q.Until)) {
+				continue
+			}
+			want = append(want, m.ID)
+		}
+		var got []uint64
+		for pages := 0; ; pages++ {
+			p := mustSearch(t, db, q)
+			if len(p.Messages) > q.Limit {
+				t.Fatalf("trial %d: page of %d, limit %d", trial, len(p.Messages), q.Limit)
+			}
+			got = append(got, pageIDs(p)...)
+			if p.NextBeforeID == 0 {
+				break
+			}
+			if pages > len(all) {
+				t.Fatalf("trial %d: paging does not end", trial)
+			}
+			q.BeforeID = p.NextBeforeID
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d (%+v):\n got %v\nwant %v", trial, q, got, want)
+		}
+	}
+}
+
+// TestSearchBudget builds the worst case for an intersection — two common
+// words that never occur together — and checks that a search gives up after
+// its step budget with a cursor, rather than walking both lists whole, and
+// that following the cursors still finds exactly the matches.
+func TestSearchBudget(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	var both []uint64
+	const n = 3 * stepsPerPage
+	withoutSync(t, db, func() {
+		for i := range n {
+			content := "left"
+			if i%2 == 1 {
+				content = "right"
+			}
+			if i == 7 || i == n-100 {
+				content = "left right"
+			}
+			m := mustCreateMessage(t, db, ada.ID, content)
+			if strings.Contains(m.Content, " ") {
+				both = append([]uint64{m.ID}, both...)
+			}
+		}
+	})
+	q := SearchQuery{Terms: Terms("left right")}
+	var got []uint64
+	pages := 0
+	for {
+		p := mustSearch(t, db, q)
+		pages++
+		got = append(got, pageIDs(p)...)
+		if p.NextBeforeID == 0 {
+			break
+		}
+		q.BeforeID = p.NextBeforeID
+	}
+	if !slices.Equal(got, both) {
+		t.Errorf("matches = %v, want %v", got, both)
+	}
+	if pages < 3 {
+		t.Errorf("found in %d pages; a walk over %d postings within one page's budget of %d steps is not possible", pages, n, stepsPerPage)
+	}
+}
+
+// countdownContext reports itself cancelled after a number of Err calls, so
+// a test can cancel a search at a known point in its walk.
+type countdownContext struct {
+	context.Context
+	left  atomic.Int64
+	calls atomic.Int64
+}
+
+func (c *countdownContext) Err() error {
+	c.calls.Add(1)
+	if c.left.Add(-1) < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+func TestSearchCancellation(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	withoutSync(t, db, func() {
+		for i := range 4 * stepsPerTransaction {
+			mustCreateMessage(t, db, ada.ID, []string{"left", "right"}[i%2])
+		}
+	})
+	t.Run("BeforeStart", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := db.SearchMessages(ctx, SearchQuery{}); !errors.Is(err, context.Canceled) {
+			t.Errorf("search with a cancelled context = %v, want context.Canceled", err)
+		}
+	})
+	t.Run("MidWalk", func(t *testing.T) {
+		// Three checks pass, then the client is gone: the search must stop at
+		// the next check instead of finishing its walk.
+		ctx := &countdownContext{Context: context.Background()}
+		ctx.left.Store(3)
+		_, err := db.SearchMessages(ctx, SearchQuery{Terms: Terms("left right")})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("search = %v, want context.Canceled", err)
+		}
+		if got, max := ctx.calls.Load(), int64(4); got != max {
+			t.Errorf("context checked %d times, want it to stop at check %d", got, max)
+		}
+	})
+}
+
+func TestCreationTimeNeverFalls(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	m1 := mustCreateMessage(t, db, ada.ID, "first")
+	db.Clock.Add(-time.Hour) // the wall clock steps back
+	m2 := mustCreateMessage(t, db, ada.ID, "second")
+	if m2.CreatedAt.Before(m1.CreatedAt) {
+		t.Errorf("second message created at %v, before the first at %v", m2.CreatedAt, m1.CreatedAt)
+	}
+	since := m1.CreatedAt
+	if got, want := pageIDs(mustSearch(t, db, SearchQuery{Since: &since})), []uint64{m2.ID, m1.ID}; !slices.Equal(got, want) {
+		t.Errorf("since the first message = %v, want %v", got, want)
+	}
+}
+
+// TestGroupCommit runs many concurrent writers and counts commits: they
+// must share transactions (fewer commits than writes), every write must be
+// on disk once it returned (reopen and look), and a writer refused inside a
+// shared transaction must not undo the others.
+func TestGroupCommit(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	bob, _ := mustCreateUser(t, db, "bob@example.com")
+	victim := mustCreateMessage(t, db, ada.ID, "bob may not touch this")
+	before := db.WriteStats()
+
+	const writers, perWriter = 32, 20
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		created []*Message
+	)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWriter {
+				if w%4 == 0 && i%2 == 0 {
+					// Refused inside the transaction it shares with others.
+					if _, err := db.DeleteMessage(victim.ID, ByUser(bob.ID), nil); !errors.Is(err, ErrForbidden) {
+						t.Errorf("DeleteMessage(not owner) = %v, want ErrForbidden", err)
+					}
+					continue
+				}
+				m, err := db.CreateMessage(ByUser(ada.ID), fmt.Sprintf("writer %d message %d", w, i))
+				if err != nil {
+					t.Errorf("CreateMessage = %v", err)
+					return
+				}
+				mu.Lock()
+				created = append(created, m)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	stats := db.WriteStats()
+	commits, ops := stats.Commits-before.Commits, stats.Ops-before.Ops
+	if ops != uint64(len(created)) {
+		t.Errorf("committed writes = %d, want %d", ops, len(created))
+	}
+	if commits >= ops {
+		t.Errorf("%d writes took %d commits; concurrent writers should share fsyncs", ops, commits)
+	}
+	t.Logf("%d writes in %d commits", ops, commits)
+
+	// Reopen: everything acknowledged is there.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db2, err := Open(db.Path, Options{Now: db.Clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.DB = db2 // the cleanup checks and closes the reopened database
+	for _, m := range append(created, victim) {
+		got := mustMessage(t, db, m.ID)
+		if got.Content != m.Content {
+			t.Errorf("message %d after reopen = %q, want %q", m.ID, got.Content, m.Content)
+		}
+	}
+}
+
+func TestCheckInvariantsFindsDamage(t *testing.T) {
+	tests := []struct {
+		name   string
+		damage func(tx *bbolt.Tx, m *Message) error
+		want   string
+	}{
+		{"DanglingTerm", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketTerms).Put(termIndexKey("ghost", m.ID), nil)
+		}, `word "ghost" points at message 1, which does not contain it`},
+		{"MissingTerm", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketTerms).Delete(termIndexKey("hello", m.ID))
+		}, `message 1: word "hello" missing from the search index`},
+		{"TermOfMissingMessage", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketTerms).Put(termIndexKey("hello", 99), nil)
+		}, `word "hello" points at missing message 99`},
+		{"MissingOwnerEntry", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketMsgsByOwner).Delete(compositeKey(m.OwnerID, itob(m.ID)))
+		}, "message 1: missing from msgs_by_owner"},
+		{"DanglingOwnerEntry", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketMsgsByOwner).Put(compositeKey(m.OwnerID, itob(42)), nil)
+		}, "msgs_by_owner: entry 1‖42 points at no message of that owner"},
+		{"MissingTimeEntry", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketMsgsByTime).Delete(timeIndexKey(m.CreatedAt, m.ID))
+		}, "message 1: missing from msgs_by_time"},
+		{"DanglingEmail", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketUsersByEmail).Put([]byte("ghost@example.com"), itob(77))
+		}, `users_by_email["ghost@example.com"] points at missing user`},
+		{"SequenceBehind", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketMessages).SetSequence(0)
+		}, "messages: sequence 0 is behind the highest ID 1"},
+		{"OrphanMessage", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketUsers).Delete(itob(m.OwnerID))
+		}, "message 1: its owner 1 does not exist"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "damaged.db")
+			db, err := Open(path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			u := &User{Email: "ada@example.com", PasswordHash: fakePasswordHash}
+			if _, err := db.CreateUser(u, tokenHash("t"), time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			m, err := db.CreateMessage(ByUser(u.ID), "hello world")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if problems, err := db.CheckInvariants(); err != nil || len(problems) != 0 {
+				t.Fatalf("CheckInvariants() before damage = %q, %v; want none", problems, err)
+			}
+			if err := db.bolt.Update(func(tx *bbolt.Tx) error { return tt.damage(tx, m) }); err != nil {
+				t.Fatal(err)
+			}
+			problems, err := db.CheckInvariants()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, tt.want) }) {
+				t.Errorf("CheckInvariants() = %q, want a problem containing %q", problems, tt.want)
+			}
+		})
+	}
+}
+
+// TestUpgradeFromLayout1 opens a file written by the first release (see
+// testdata/layout1.db) and checks that it is upgraded once, with a log line,
+// and that everything in it is then found through the new indexes.
+func TestUpgradeFromLayout1(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("testdata", "layout1.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "old.db")
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	db, err := Open(path, Options{Logger: logger})
+	if err != nil {
+		t.Fatalf("Open(layout 1) = %v", err)
+	}
+	if !strings.Contains(log.String(), "upgrading database layout 1 to 2") || !strings.Contains(log.String(), "messages_indexed=5") {
+		t.Errorf("log = %q, want an upgrade line and 5 messages indexed", log.String())
+	}
+	tdb := &testDB{DB: db, Path: path}
+	checkIndexes(t, db)
+
+	// Users were re-encoded and still authenticate with their old tokens.
+	u, _, err := db.Authenticate(tokenHash("ada-2"))
+	if err != nil || u.Email != "Ada@Example.com" || !u.HasRole(RoleUser) {
+		t.Fatalf("Authenticate(old token) = %+v, %v", u, err)
+	}
+	search := func(q string) []string {
+		p := mustSearch(t, tdb, SearchQuery{Terms: Terms(q)})
+		var out []string
+		for _, m := range p.Messages {
+			out = append(out, m.Content)
+		}
+		return out
+	}
+	for q, want := range map[string][]string{
+		"hello":    {"Bob says hello too", "hello world from Ada"},
+		"café":     {"cafe\u0301 au lait, NFD spelling"},
+		"edited":   {"edited text after the change"},
+		"original": nil,
+		"deleted":  nil,
+		"日本語":      {"Ünïcödé 日本語 mixed words"},
+	} {
+		if got := search(q); !slices.Equal(got, want) {
+			t.Errorf("search %q after upgrade = %q, want %q", q, got, want)
+		}
+	}
+	if p := mustSearch(t, tdb, SearchQuery{OwnerEmail: "bob@example.org"}); len(p.Messages) != 2 {
+		t.Errorf("owner search after upgrade = %d messages, want 2", len(p.Messages))
+	}
+	// New writes go on from the old sequences.
+	m := mustCreateMessage(t, tdb, u.ID, "after the upgrade")
+	if got, want := m.ID, uint64(7); got != want {
+		t.Errorf("first new message ID = %d, want %d", got, want)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The second open finds layout 2 and does nothing.
+	log.Reset()
+	db, err = Open(path, Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if log.Len() != 0 {
+		t.Errorf("second open logged %q, want nothing", log.String())
+	}
+	checkIndexes(t, db)
+}
+
+func TestOpenRefusesNewerLayout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "future.db")
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(metaLayout, itob(currentLayout+1))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(path, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err == nil || !strings.Contains(err.Error(), "newer Herald") {
+		t.Errorf("Open(layout %d) = %v, want an error naming a newer Herald", currentLayout+1, err)
+	}
+}

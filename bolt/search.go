@@ -1,0 +1,336 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// Search limits.
+const (
+	DefaultSearchLimit = 20
+	MaxSearchLimit     = 100
+)
+
+// Search cost bounds. A step is one cursor move or seek. Every query walks
+// indexes and stops when its page is full, so ordinary queries take a few
+// dozen steps; these bounds are for the ones that cannot fill a page fast —
+// two common words that seldom meet, say — which would otherwise walk whole
+// posting lists. Such a walk is cut into read transactions of
+// stepsPerTransaction (so writers that grow the file never wait long for
+// readers), checks its context every ctxCheckSteps (a client that goes away
+// stops its search), and after stepsPerPage returns what it has with a
+// cursor to go on from.
+const (
+	stepsPerTransaction = 2048
+	stepsPerPage        = 16384
+	ctxCheckSteps       = 128
+)
+
+// SearchQuery selects messages, newest first. Zero values mean "no filter".
+type SearchQuery struct {
+	// Terms must all occur in the content as whole words; see Terms. At most
+	// MaxQueryTerms.
+	Terms []string
+	// OwnerEmail restricts results to one author, matched case-insensitively.
+	OwnerEmail string
+	// Since (inclusive) and Until (exclusive) bound CreatedAt when set; any
+	// instant is a real bound, year 1 included.
+	Since, Until *time.Time
+	// BeforeID resumes a previous page: only messages with smaller IDs.
+	BeforeID uint64
+	// Limit is the page size; zero means DefaultSearchLimit.
+	Limit int
+}
+
+// Fingerprint identifies the query's filters — terms (in any order),
+// owner, since and until — but not its page position or size. A cursor
+// carries it so that it is only ever used with the query it came from.
+func (q *SearchQuery) Fingerprint() uint64 {
+	h := sha256.New()
+	terms := slices.Clone(q.Terms)
+	slices.Sort(terms)
+	for _, t := range slices.Compact(terms) {
+		h.Write([]byte(t))
+		h.Write([]byte{0})
+	}
+	h.Write([]byte{0xff})
+	if q.OwnerEmail != "" {
+		h.Write(emailKey(q.OwnerEmail))
+	}
+	for _, bound := range []*time.Time{q.Since, q.Until} {
+		h.Write([]byte{0xff})
+		if bound != nil {
+			h.Write(timeKey(*bound))
+		}
+	}
+	return binary.BigEndian.Uint64(h.Sum(nil))
+}
+
+// SearchPage is one page of results. NextBeforeID is zero on the last page.
+// A page can hold fewer than Limit messages and still have a next page when
+// the search reached its step budget (see stepsPerPage).
+type SearchPage struct {
+	Messages     []*Message
+	NextBeforeID uint64
+}
+
+// SearchMessages pages through messages newest first. Order is by ID, which
+// NextSequence hands out in commit order, so a cursor (the last ID seen)
+// neither skips nor repeats a message while others are created or deleted.
+// Errors: ErrInvalid for too many terms, the context's error when it ends.
+func (db *DB) SearchMessages(ctx context.Context, q SearchQuery) (*SearchPage, error) {
+	_, page, err := db.search(ctx, nil, q)
+	return page, err
+}
+
+// SearchFor authenticates a bearer token in the search's first read
+// transaction: the hot path of GET /api/messages. Errors: as
+// SearchMessages, and ErrUnauthorized.
+func (db *DB) SearchFor(ctx context.Context, hash TokenHash, q SearchQuery) (*User, *SearchPage, error) {
+	return db.search(ctx, &hash, q)
+}
+
+func (db *DB) search(ctx context.Context, hash *TokenHash, q SearchQuery) (*User, *SearchPage, error) {
+	if len(q.Terms) > MaxQueryTerms {
+		var v ValidationError
+		v.Add("q", fmt.Sprintf("must have at most %d distinct words", MaxQueryTerms))
+		return nil, nil, v.Err()
+	}
+	s := &searcher{q: q, limit: q.Limit, page: &SearchPage{}}
+	if s.limit <= 0 {
+		s.limit = DefaultSearchLimit
+	}
+	s.limit = min(s.limit, MaxSearchLimit)
+	var user *User
+	for first := true; !s.done; first = false {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		if !first && s.steps >= stepsPerPage {
+			// Out of budget: hand back what was found and where to go on.
+			s.page.NextBeforeID = s.next + 1
+			break
+		}
+		err := db.bolt.View(func(tx *bbolt.Tx) error {
+			if first {
+				if hash != nil {
+					var err error
+					if user, _, err = authenticate(tx, *hash, db.clock()); err != nil {
+						return err
+					}
+				}
+				s.plan(tx)
+			}
+			return s.walk(ctx, tx)
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return user, s.page, nil
+}
+
+// searcher is one search's state across its read transactions.
+type searcher struct {
+	q     SearchQuery
+	limit int
+	page  *SearchPage
+
+	ownerID uint64 // 0: any owner
+	lo      uint64 // smallest ID that can match (from Since)
+	next    uint64 // every ID above next has been ruled out
+	steps   int
+	done    bool
+}
+
+// plan turns the filters into ID bounds, inside the first transaction. IDs
+// rise with creation time (see DB.creationTime), so since and until become
+// seeks in msgs_by_time rather than a filter applied to every message.
+func (s *searcher) plan(tx *bbolt.Tx) {
+	s.lo, s.next = 1, math.MaxUint64
+	if s.q.BeforeID != 0 {
+		s.next = s.q.BeforeID - 1
+	}
+	if s.q.OwnerEmail != "" {
+		id := tx.Bucket(bucketUsersByEmail).Get(emailKey(s.q.OwnerEmail))
+		if id == nil {
+			s.done = true // no such author, so no such messages
+			return
+		}
+		s.ownerID = btoi(id)
+	}
+	byTime := tx.Bucket(bucketMsgsByTime).Cursor()
+	if s.q.Since != nil {
+		k, _ := byTime.Seek(timeBoundKey(*s.q.Since))
+		if k == nil {
+			s.done = true // nothing was created at or after since
+			return
+		}
+		s.lo = btoi(k[8:])
+	}
+	if s.q.Until != nil {
+		if k, _ := byTime.Seek(timeBoundKey(*s.q.Until)); k != nil {
+			s.next = min(s.next, btoi(k[8:])-1)
+		}
+	}
+	if s.next < s.lo {
+		s.done = true
+	}
+}
+
+// walk intersects the query's posting lists newest first, leapfrogging: each
+// list in turn seeks to the largest ID not above the current candidate, and
+// a candidate every list agrees on is a match. It stops when the page is
+// full plus one (which proves a next page), when a list runs out, or when
+// this transaction's share of steps is spent.
+func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
+	if s.done {
+		return nil
+	}
+	lists := s.postingLists(tx)
+	msgs := tx.Bucket(bucketMessages)
+	owners := make(map[uint64]string)
+	txSteps := 0
+	for {
+		agreed := 0
+		for i := 0; agreed < len(lists); i = (i + 1) % len(lists) {
+			if s.next < s.lo {
+				s.done = true
+				return nil
+			}
+			if txSteps == stepsPerTransaction {
+				return nil // s.next is where the next transaction goes on
+			}
+			id, ok := lists[i].seekAtMost(s.next)
+			s.steps++
+			txSteps++
+			if s.steps%ctxCheckSteps == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			switch {
+			case !ok || id < s.lo:
+				s.done = true
+				return nil
+			case id == s.next:
+				agreed++
+			default:
+				s.next, agreed = id, 1
+			}
+		}
+		id := s.next
+		b := msgs.Get(itob(id))
+		if b == nil {
+			return fmt.Errorf("search: index points at missing message %d", id)
+		}
+		m, err := decodeMessage(id, b)
+		if err != nil {
+			return err
+		}
+		if s.inTimeRange(m.CreatedAt) {
+			if len(s.page.Messages) == s.limit {
+				// One match beyond the page proves there is a next page.
+				s.page.NextBeforeID = s.page.Messages[s.limit-1].ID
+				s.done = true
+				return nil
+			}
+			if err := joinOwner(tx, m, owners); err != nil {
+				return err
+			}
+			s.page.Messages = append(s.page.Messages, m)
+		}
+		if id == 1 {
+			s.done = true
+			return nil
+		}
+		s.next = id - 1
+	}
+}
+
+// inTimeRange re-checks a match against since and until. The ID bounds from
+// plan already hold it there, unless a database written before creation
+// times were kept monotonic has a message out of order.
+func (s *searcher) inTimeRange(t time.Time) bool {
+	if s.q.Since != nil && t.Before(*s.q.Since) {
+		return false
+	}
+	if s.q.Until != nil && !t.Before(*s.q.Until) {
+		return false
+	}
+	return true
+}
+
+// postingLists opens one list per term, plus the owner's messages when the
+// query names an owner; with neither, every message is a candidate.
+func (s *searcher) postingLists(tx *bbolt.Tx) []*postingList {
+	var lists []*postingList
+	terms := tx.Bucket(bucketTerms)
+	for _, t := range s.q.Terms {
+		lists = append(lists, newPostingList(terms.Cursor(), termPrefix([]byte(t))))
+	}
+	if s.ownerID != 0 {
+		lists = append(lists, newPostingList(tx.Bucket(bucketMsgsByOwner).Cursor(), itob(s.ownerID)))
+	}
+	if len(lists) == 0 {
+		lists = append(lists, newPostingList(tx.Bucket(bucketMessages).Cursor(), nil))
+	}
+	return lists
+}
+
+// postingList is the set of message IDs under one key prefix (prefix‖id),
+// read through a cursor.
+type postingList struct {
+	c      *bbolt.Cursor
+	prefix []byte
+	key    []byte // scratch for prefix‖id
+	at     uint64 // ID under the cursor after a successful seek
+	placed bool
+}
+
+func newPostingList(c *bbolt.Cursor, prefix []byte) *postingList {
+	key := make([]byte, len(prefix), len(prefix)+8)
+	copy(key, prefix)
+	return &postingList{c: c, prefix: key[:len(prefix):len(prefix)], key: key}
+}
+
+// seekAtMost returns the largest ID in the list that is at most id.
+func (p *postingList) seekAtMost(id uint64) (uint64, bool) {
+	if p.placed && id < p.at {
+		// Walking down a list one match at a time is the common case: the
+		// previous key is one step away, no seek from the root needed.
+		k, _ := p.c.Prev()
+		if got, ok := p.idOf(k); !ok || got <= id {
+			p.at, p.placed = got, ok
+			return got, ok
+		}
+	}
+	p.key = binary.BigEndian.AppendUint64(p.key[:len(p.prefix)], id)
+	k, _ := p.c.Seek(p.key)
+	if k == nil || !bytes.Equal(k, p.key) {
+		if k == nil {
+			k, _ = p.c.Last()
+		} else {
+			k, _ = p.c.Prev()
+		}
+	}
+	got, ok := p.idOf(k)
+	p.at, p.placed = got, ok
+	return got, ok
+}
+
+// idOf reads the ID of a key of this list; false for a key of another list.
+func (p *postingList) idOf(k []byte) (uint64, bool) {
+	if len(k) != len(p.prefix)+8 || !bytes.HasPrefix(k, p.prefix) {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[len(p.prefix):]), true
+}

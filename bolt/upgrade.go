@@ -1,0 +1,132 @@
+package bolt
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// Layout versions. A database records the layout it was written in under
+// meta/layout; Open upgrades older layouts in place, once, and logs it.
+//
+//	1  the first release: users as JSON, messages indexed by owner only
+//	   (no meta bucket at all).
+//	2  users in a compact binary record; messages also indexed by creation
+//	   time and by the words of their content.
+const currentLayout = 2
+
+var (
+	metaLayout      = []byte("layout")
+	metaUpgradeNext = []byte("upgrade_next") // first message ID not yet indexed
+)
+
+// upgradeChunk is how many messages one upgrade transaction indexes: small
+// enough that the transaction's dirty pages stay a few MiB, large enough
+// that a million messages take a few hundred commits.
+const upgradeChunk = 5000
+
+// prepareLayout creates a new database's buckets, or brings an existing one
+// up to currentLayout. A crash during an upgrade leaves the progress
+// recorded, and the next Open goes on from there.
+func (db *DB) prepareLayout() error {
+	var layout uint64
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		fresh := tx.Bucket(bucketUsers) == nil
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		switch v := meta.Get(metaLayout); {
+		case v != nil && len(v) != 8:
+			return fmt.Errorf("meta/layout is %d bytes, want 8", len(v))
+		case v != nil:
+			layout = btoi(v)
+		case fresh:
+			layout = currentLayout
+			return meta.Put(metaLayout, itob(currentLayout))
+		default:
+			layout = 1
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case layout == currentLayout:
+		return nil
+	case layout > currentLayout:
+		return fmt.Errorf("the database was written by a newer Herald (layout %d; this one reads up to %d)", layout, currentLayout)
+	}
+	return db.upgradeFrom1()
+}
+
+// upgradeFrom1 re-encodes users and builds the time and word indexes of
+// every message, in chunks, then records layout 2.
+func (db *DB) upgradeFrom1() error {
+	start := time.Now()
+	db.log.Info("upgrading database layout 1 to 2: building the search index; this runs once")
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		users := tx.Bucket(bucketUsers)
+		c := users.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if len(v) > 0 && v[0] == userRecordVersion {
+				continue // already binary: an earlier, interrupted upgrade did it
+			}
+			u, err := decodeUserJSON(btoi(k), v)
+			if err != nil {
+				return err
+			}
+			if err := users.Put(k, encodeUser(u)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("upgrading users: %w", err)
+	}
+	indexed := 0
+	for done := false; !done; {
+		err := db.bolt.Update(func(tx *bbolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			next := uint64(1)
+			if v := meta.Get(metaUpgradeNext); len(v) == 8 {
+				next = btoi(v)
+			}
+			c := tx.Bucket(bucketMessages).Cursor()
+			n := 0
+			k, v := c.Seek(itob(next))
+			for ; k != nil && n < upgradeChunk; k, v = c.Next() {
+				m, err := decodeMessage(btoi(k), v)
+				if err != nil {
+					return err
+				}
+				// The owner entry exists already; indexMessage rewrites it
+				// as it is, which costs little and keeps one code path.
+				if err := indexMessage(tx, m); err != nil {
+					return err
+				}
+				n++
+			}
+			indexed += n
+			if k == nil {
+				done = true
+				if err := meta.Delete(metaUpgradeNext); err != nil {
+					return err
+				}
+				return meta.Put(metaLayout, itob(2))
+			}
+			return meta.Put(metaUpgradeNext, binary.BigEndian.AppendUint64(nil, btoi(k)))
+		})
+		if err != nil {
+			return fmt.Errorf("upgrading messages: %w", err)
+		}
+	}
+	db.log.Info("database upgraded to layout 2", "messages_indexed", indexed, "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
