@@ -148,7 +148,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // serve opens the database and answers HTTP until ctx ends.
 func serve(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
-	db, err := bolt.Open(cfg.dbPath, bolt.Options{})
+	db, err := bolt.Open(cfg.dbPath, bolt.Options{Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -168,8 +168,14 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		MaxBodyBytes: cfg.maxBody,
 		Logger:       logger,
 	})
+	// Every request's context descends from requestsCtx, so cancelling it
+	// reaches every handler still running: searches stop at their next
+	// check, waits for a hashing slot end.
+	requestsCtx, cancelRequests := context.WithCancel(context.Background())
+	defer cancelRequests()
 	srv := &http.Server{
 		Handler:           handler,
+		BaseContext:       func(net.Listener) context.Context { return requestsCtx },
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -194,7 +200,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+		// Out of patience: cancel what still runs and drop its connections,
+		// so closing the database below does not wait on it.
+		cancelRequests()
+		_ = srv.Close()
+		return fmt.Errorf("shutdown: %w; requests still running were cancelled", err)
 	}
 	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
 		return err

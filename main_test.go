@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -854,6 +855,11 @@ func TestRunShutdownTimeout(t *testing.T) {
 	}
 	if got, want := in.stop(t), 1; got != want {
 		t.Errorf("run with a request outliving the shutdown timeout = %d, want %d", got, want)
+	}
+	// The request was cancelled and its connection closed, not left open
+	// until the client gives up.
+	if _, err := conn.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("reading the abandoned connection after shutdown = %v, want it closed by the server", err)
 	}
 	logs := in.stderr.String()
 	if !strings.Contains(logs, "context deadline exceeded") {

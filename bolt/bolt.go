@@ -40,11 +40,12 @@ var (
 // the file lock before giving up; failing fast beats hanging forever.
 const DefaultLockTimeout = time.Second
 
-// DefaultInitialMmapSize is the address space mapped at open. bbolt remaps
-// when the file outgrows its mapping, and a remap waits for every open read
-// transaction; mapping generously up front (address space, not memory) makes
-// that rare for any database a small server holds.
-const DefaultInitialMmapSize = 1 << 30
+// DefaultInitialMmapSize is the address space mapped at open: 1 GiB, or
+// 256 MiB where pointers are 32 bits (a Raspberry Pi on armv7 has only a
+// few GiB of address space in all). bbolt remaps when the file outgrows its
+// mapping, and a remap waits for every open read transaction; mapping
+// generously up front (address space, not memory) makes that rare.
+const DefaultInitialMmapSize = 256 << 20 << (2 * (^uint(0) >> 63))
 
 // Options tune Open. The zero value is usable.
 type Options struct {

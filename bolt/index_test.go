@@ -237,23 +237,22 @@ func TestSearchAgainstModel(t *testing.T) {
 func TestSearchBudget(t *testing.T) {
 	db := mustOpen(t)
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
-	var both []uint64
 	const n = 3 * stepsPerPage
-	withoutSync(t, db, func() {
-		for i := range n {
-			content := "left"
-			if i%2 == 1 {
-				content = "right"
-			}
-			if i == 7 || i == n-100 {
-				content = "left right"
-			}
-			m := mustCreateMessage(t, db, ada.ID, content)
-			if strings.Contains(m.Content, " ") {
-				both = append([]uint64{m.ID}, both...)
-			}
+	msgs := bulkMessages(t, db, ada.ID, 0, func(i int) string {
+		switch {
+		case i == 7 || i == n-100:
+			return "left right"
+		case i%2 == 1:
+			return "right"
 		}
-	})
+		return "left"
+	}, n)
+	var both []uint64
+	for _, m := range msgs {
+		if m.Content == "left right" {
+			both = append([]uint64{m.ID}, both...)
+		}
+	}
 	q := SearchQuery{Terms: Terms("left right")}
 	var got []uint64
 	pages := 0
@@ -293,11 +292,7 @@ func (c *countdownContext) Err() error {
 func TestSearchCancellation(t *testing.T) {
 	db := mustOpen(t)
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
-	withoutSync(t, db, func() {
-		for i := range 4 * stepsPerTransaction {
-			mustCreateMessage(t, db, ada.ID, []string{"left", "right"}[i%2])
-		}
-	})
+	bulkMessages(t, db, ada.ID, 0, func(i int) string { return []string{"left", "right"}[i%2] }, 4*stepsPerTransaction)
 	t.Run("BeforeStart", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -561,5 +556,46 @@ func TestOpenRefusesNewerLayout(t *testing.T) {
 	_, err = Open(path, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err == nil || !strings.Contains(err.Error(), "newer Herald") {
 		t.Errorf("Open(layout %d) = %v, want an error naming a newer Herald", currentLayout+1, err)
+	}
+}
+
+// Writes made with a token check it inside their own transaction: once a
+// revocation or expiry has happened, no write made with it completes.
+func TestWritesRecheckToken(t *testing.T) {
+	db := mustOpen(t)
+	ada, adaToken := mustCreateUser(t, db, "ada@example.com")
+	m, err := db.CreateMessage(ByToken(adaToken), "mine")
+	if err != nil || m.OwnerID != ada.ID {
+		t.Fatalf("CreateMessage(ByToken) = %+v, %v", m, err)
+	}
+	content := "edited"
+	writes := map[string]func(Caller) error{
+		"Create": func(by Caller) error { _, err := db.CreateMessage(by, "x"); return err },
+		"Update": func(by Caller) error {
+			_, err := db.UpdateMessage(m.ID, by, MessageUpdate{Content: &content}, nil)
+			return err
+		},
+		"Delete": func(by Caller) error { _, err := db.DeleteMessage(m.ID, by, nil); return err },
+	}
+	expiring := tokenHash("short-lived")
+	if _, err := db.CreateToken(ada.ID, expiring, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RevokeToken(adaToken); err != nil {
+		t.Fatal(err)
+	}
+	db.Clock.Add(time.Minute)
+	for name, write := range writes {
+		for _, token := range []TokenHash{adaToken, expiring, tokenHash("never issued")} {
+			if err := write(ByToken(token)); !errors.Is(err, ErrUnauthorized) {
+				t.Errorf("%s with a dead token = %v, want ErrUnauthorized", name, err)
+			}
+		}
+	}
+	if got := mustMessage(t, db, m.ID); got.Content != "mine" {
+		t.Errorf("message after refused writes = %q, want it unchanged", got.Content)
+	}
+	if got, want := mustCounts(t, db).Messages, 1; got != want {
+		t.Errorf("messages = %d, want %d", got, want)
 	}
 }

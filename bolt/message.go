@@ -160,27 +160,32 @@ func (db *DB) CreateMessage(by Caller, content string) (*Message, error) {
 		if err != nil {
 			return err
 		}
-		msgs := tx.Bucket(bucketMessages)
-		id, err := msgs.NextSequence()
-		if err != nil {
-			return err
-		}
-		m := &Message{ID: id, OwnerID: owner.ID, OwnerEmail: owner.Email, Content: content, Revision: 1}
-		m.CreatedAt = db.creationTime(tx)
-		m.UpdatedAt = m.CreatedAt
-		if err := msgs.Put(itob(id), encodeMessage(m)); err != nil {
-			return err
-		}
-		if err := indexMessage(tx, m); err != nil {
-			return err
-		}
-		out = m
-		return nil
+		out, err = db.insertMessage(tx, owner, content)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// insertMessage stores a new message of owner with its index entries.
+func (db *DB) insertMessage(tx *bbolt.Tx, owner *User, content string) (*Message, error) {
+	msgs := tx.Bucket(bucketMessages)
+	id, err := msgs.NextSequence()
+	if err != nil {
+		return nil, err
+	}
+	m := &Message{ID: id, OwnerID: owner.ID, OwnerEmail: owner.Email, Content: content, Revision: 1}
+	m.CreatedAt = db.creationTime(tx)
+	m.UpdatedAt = m.CreatedAt
+	if err := msgs.Put(itob(id), encodeMessage(m)); err != nil {
+		return nil, err
+	}
+	if err := indexMessage(tx, m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // creationTime is now, or the newest message's creation time if the clock

@@ -515,6 +515,13 @@ func TestSearchTimeRange(t *testing.T) {
 		// An unescaped '+' in a query string arrives as a space.
 		{"since +01:00 unescaped", "since=" + times[1].In(plusOne).Format(msgTimeLayout), newestFirst(ids[1:]...)},
 		{"until +01:00 unescaped", "until=" + times[1].In(plusOne).Format(msgTimeLayout), ids[:1]},
+		// Every value is a real bound, the zero time.Time (year 1) included.
+		{"until year 1", "until=0001-01-01T00:00:00Z", nil},
+		{"since year 1", "since=0001-01-01T00:00:00Z", newestFirst(ids...)},
+		{"until before 1970", "until=1969-12-31T23:59:59Z", nil},
+		{"since year 9999", "since=9999-12-31T23:59:59Z", nil},
+		{"until year 9999", "until=9999-12-31T23:59:59.999999Z", newestFirst(ids...)},
+		{"since and until year 1", "since=0001-01-01T00:00:00Z&until=0001-01-01T00:00:00Z", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -560,6 +567,12 @@ func TestSearchBadParams(t *testing.T) {
 		{"until bad offset", "until=2026-01-02T15:04:05%2B25:00", "until"},
 		{"q invalid UTF-8", "q=%FF", "q"},
 		{"q too long", "q=" + strings.Repeat("a", 1025), "q"},
+		{"q without a word", "q=" + url.QueryEscape("!? -- ..."), "q"},
+		{"q only spaces", "q=%20%20%20", "q"},
+		{"q only emoji", "q=" + url.QueryEscape("😀🎉"), "q"},
+		{"q with 17 distinct words", "q=" + url.QueryEscape("a b c d e f g h i j k l m n o p q"), "q"},
+		{"cursor of the previous format", "cursor=AAAAAAAAAAc", "cursor"},
+		{"cursor with a forged format", "cursor=AwAAAAAAAAAHq5s2c0lG7hI", "cursor"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -673,4 +686,47 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 	if len(deletedUnseen) == 0 {
 		t.Error("test deleted nothing while paging")
 	}
+}
+
+// A cursor carries the filters of the search that issued it: with other
+// filters it is refused, with the same ones (in any spelling) it pages on,
+// and the page size may change between pages.
+func TestSearchCursorBoundToQuery(t *testing.T) {
+	e := newEnv(t)
+	token := msgUser(e, "ada@example.com")
+	msgUser(e, "bob@example.com")
+	ids := searchPostN(e, token, 5, func(i int) string { return fmt.Sprint("hello world ", i) })
+	first := e.do(request{Method: "GET", Path: "/api/messages?q=hello+world&owner=ada%40example.com&since=2020-01-01T00:00:00Z&limit=2", Token: token})
+	link, err := url.Parse(searchNext(t, first))
+	if err != nil || link.Query().Get("cursor") == "" {
+		t.Fatalf("first page has no next cursor: %v", err)
+	}
+	c := url.QueryEscape(link.Query().Get("cursor"))
+	t.Run("other filters", func(t *testing.T) {
+		for _, query := range []string{
+			"q=hello&owner=ada%40example.com&since=2020-01-01T00:00:00Z",
+			"q=hello+world&since=2020-01-01T00:00:00Z",
+			"q=hello+world&owner=bob%40example.com&since=2020-01-01T00:00:00Z",
+			"q=hello+world&owner=ada%40example.com",
+			"q=hello+world&owner=ada%40example.com&since=2020-01-01T00:00:01Z",
+			"q=hello+world&owner=ada%40example.com&since=2020-01-01T00:00:00Z&until=2030-01-01T00:00:00Z",
+			"",
+		} {
+			e := e.msgEnvFor(t)
+			res := e.do(request{Method: "GET", Path: "/api/messages?" + query + "&cursor=" + c, Token: token})
+			p := assertProblem(t, res, http.StatusBadRequest)
+			assertViolation(t, p, "cursor")
+			if detail, _ := p["detail"].(string); !strings.Contains(detail, "other q, owner, since or until") {
+				t.Errorf("%s: detail = %q, want it to say the cursor belongs to other filters", query, detail)
+			}
+		}
+	})
+	t.Run("same filters", func(t *testing.T) {
+		// Word order and case, the owner's letter case and the time zone of
+		// since do not change the search, nor does the page size.
+		res := e.do(request{Method: "GET", Path: "/api/messages?q=WORLD+Hello&owner=ADA%40Example.com&since=2020-01-01T01:00:00%2B01:00&limit=10&cursor=" + c, Token: token})
+		if got, want := searchIDs(t, res), newestFirst(ids[:3]...); !slices.Equal(got, want) {
+			t.Errorf("second page = %v, want %v", got, want)
+		}
+	})
 }
