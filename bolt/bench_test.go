@@ -1,12 +1,9 @@
 package bolt
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
-
-	bbolt "go.etcd.io/bbolt"
 )
 
 // benchWords is the vocabulary of generated messages; "zeppelin" is placed
@@ -33,40 +30,19 @@ func benchContent(i int) string {
 	return string(b)
 }
 
-// seedMessages stores n messages spread over owners users in one write
-// transaction per 1000 messages, exactly as CreateMessage lays them out, and
-// returns the users. The benchmarks time reads, not this setup.
+// seedMessages stores n benchContent messages spread over owners users,
+// thousands per transaction, and returns the users.
 func seedMessages(b *testing.B, db *testDB, owners, n int) []*User {
 	b.Helper()
 	users := make([]*User, owners)
 	for i := range users {
 		users[i], _ = mustCreateUser(b, db, fmt.Sprintf("user%d@example.com", i))
 	}
-	for start := 0; start < n; start += 1000 {
-		err := db.bolt.Update(func(tx *bbolt.Tx) error {
-			msgs := tx.Bucket(bucketMessages)
-			byOwner := tx.Bucket(bucketMsgsByOwner)
-			for i := start; i < min(start+1000, n); i++ {
-				id, err := msgs.NextSequence()
-				if err != nil {
-					return err
-				}
-				owner := users[i%owners].ID
-				now := db.clock().Add(time.Duration(i) * time.Second)
-				m := &Message{OwnerID: owner, Content: benchContent(i), CreatedAt: now, UpdatedAt: now, Revision: 1}
-				if err := msgs.Put(itob(id), encodeMessage(m)); err != nil {
-					return err
-				}
-				if err := byOwner.Put(compositeKey(owner, itob(id)), nil); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
+	ids := make([]uint64, owners)
+	for i, u := range users {
+		ids[i] = u.ID
 	}
+	bulkMessages(b, db, ids, time.Second, benchContent, n)
 	return users
 }
 
@@ -109,32 +85,6 @@ func BenchmarkAuthenticate(b *testing.B) {
 			b.Fatal(err)
 		}
 		i++
-	}
-}
-
-func BenchmarkSearchMessages(b *testing.B) {
-	db := mustOpen(b)
-	seedMessages(b, db, 10, 10000)
-	for _, bb := range []struct {
-		name string
-		q    SearchQuery
-	}{
-		{"NoFilterFirstPage", SearchQuery{}},
-		{"RareWord", SearchQuery{Terms: Terms("zeppelin")}},
-		{"CommonWords", SearchQuery{Terms: Terms("hello world")}},
-		{"Owner", SearchQuery{OwnerEmail: "USER3@example.com"}},
-		{"OwnerRareWord", SearchQuery{OwnerEmail: "user0@example.com", Terms: Terms("zeppelin")}},
-		{"DeepPage", SearchQuery{BeforeID: 500}},
-		{"Since", SearchQuery{Since: ptr(db.clock().Add(9990 * time.Second))}},
-	} {
-		b.Run(bb.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := db.SearchMessages(context.Background(), bb.q); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }
 

@@ -416,22 +416,27 @@ func TestConcurrentWrites(t *testing.T) {
 // ptr returns a pointer to a copy of v, for optional fields.
 func ptr[T any](v T) *T { return &v }
 
-// bulkMessages stores len(contents) messages of owner the way CreateMessage
-// does (insertMessage), but thousands per transaction, for tests and
-// benchmarks that need a large database quickly. clockStep moves the clock
-// before each message.
-func bulkMessages(tb testing.TB, db *testDB, owner uint64, clockStep time.Duration, contents func(i int) string, n int) []*Message {
+// bulkMessages stores n messages, the i-th with contents(i) and owned by
+// owners[i%len(owners)], the way CreateMessage does (insertMessage) but
+// thousands per transaction, for tests and benchmarks that need a large
+// database quickly. clockStep moves the clock before each message.
+func bulkMessages(tb testing.TB, db *testDB, owners []uint64, clockStep time.Duration, contents func(i int) string, n int) []*Message {
 	tb.Helper()
 	out := make([]*Message, 0, n)
 	for start := 0; start < n; start += 5000 {
 		err := db.bolt.Update(func(tx *bbolt.Tx) error {
-			u, err := userByID(tx, owner)
-			if err != nil {
-				return err
+			users := make([]*User, len(owners))
+			for i, id := range owners {
+				var err error
+				if users[i], err = userByID(tx, id); err != nil {
+					return err
+				}
 			}
 			for i := start; i < min(start+5000, n); i++ {
-				db.Clock.Add(clockStep)
-				m, err := db.insertMessage(tx, u, contents(i))
+				if db.Clock != nil {
+					db.Clock.Add(clockStep)
+				}
+				m, err := db.insertMessage(tx, users[i%len(users)], contents(i))
 				if err != nil {
 					return err
 				}

@@ -238,7 +238,7 @@ func TestSearchBudget(t *testing.T) {
 	db := mustOpen(t)
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
 	const n = 3 * stepsPerPage
-	msgs := bulkMessages(t, db, ada.ID, 0, func(i int) string {
+	msgs := bulkMessages(t, db, []uint64{ada.ID}, 0, func(i int) string {
 		switch {
 		case i == 7 || i == n-100:
 			return "left right"
@@ -292,7 +292,7 @@ func (c *countdownContext) Err() error {
 func TestSearchCancellation(t *testing.T) {
 	db := mustOpen(t)
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
-	bulkMessages(t, db, ada.ID, 0, func(i int) string { return []string{"left", "right"}[i%2] }, 4*stepsPerTransaction)
+	bulkMessages(t, db, []uint64{ada.ID}, 0, func(i int) string { return []string{"left", "right"}[i%2] }, 4*stepsPerTransaction)
 	t.Run("BeforeStart", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()

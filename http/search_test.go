@@ -396,6 +396,7 @@ func TestSearchWordsWithCombiningMarks(t *testing.T) {
 	token := msgUser(e, "ada@example.com")
 	namaste := msgID(t, e.post(token, "नमस्ते दुनिया"))   // "hello world" in Hindi
 	cafe := msgID(t, e.post(token, "cafe\u0301 au lait")) // café, decomposed (NFD)
+	cafeNFC := msgID(t, e.post(token, "CAFÉ noir"))        // café, composed (NFC)
 	cases := []struct {
 		q    string
 		want []uint64
@@ -404,7 +405,10 @@ func TestSearchWordsWithCombiningMarks(t *testing.T) {
 		{"दुनिया", []uint64{namaste}},
 		{"नमस", nil}, // the word up to the virama: not a whole word
 		{"त", nil},   // a lone consonant from inside the word
-		{"cafe\u0301", []uint64{cafe}},
+		// NFC and NFD spellings are the same word, in content and in q.
+		{"cafe\u0301", []uint64{cafeNFC, cafe}},
+		{"café", []uint64{cafeNFC, cafe}},
+		{"CAFE\u0301", []uint64{cafeNFC, cafe}},
 		{"cafe", nil}, // the base letters of café without its accent
 	}
 	for _, tc := range cases {
