@@ -423,7 +423,7 @@ func ptr[T any](v T) *T { return &v }
 func bulkMessages(tb testing.TB, db *testDB, owners []uint64, clockStep time.Duration, contents func(i int) string, n int) []*Message {
 	tb.Helper()
 	out := make([]*Message, 0, n)
-	for start := 0; start < n; start += 5000 {
+	for start := 0; start < n; start += bulkChunk {
 		err := db.bolt.Update(func(tx *bbolt.Tx) error {
 			users := make([]*User, len(owners))
 			for i, id := range owners {
@@ -432,7 +432,7 @@ func bulkMessages(tb testing.TB, db *testDB, owners []uint64, clockStep time.Dur
 					return err
 				}
 			}
-			for i := start; i < min(start+5000, n); i++ {
+			for i := start; i < min(start+bulkChunk, n); i++ {
 				if db.Clock != nil {
 					db.Clock.Add(clockStep)
 				}
@@ -450,3 +450,9 @@ func bulkMessages(tb testing.TB, db *testDB, owners []uint64, clockStep time.Dur
 	}
 	return out
 }
+
+// bulkChunk is how many messages bulkMessages writes per transaction. bbolt
+// splits nodes only at commit, so a transaction that inserts many keys into
+// one node pays a memmove that grows with every key: a few hundred
+// messages per transaction is the fast middle.
+const bulkChunk = 500

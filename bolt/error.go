@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -59,4 +60,23 @@ func (e *ValidationError) Err() error {
 		return nil
 	}
 	return e
+}
+
+// Error is a refusal a client may be told about: its kind (ErrNotFound,
+// ErrConflict, ...) and a sentence written for the client, such as
+// "message 7 does not exist". errors.Is matches the kind; the HTTP layer
+// shows Detail as it is, so Detail never holds internals.
+type Error struct {
+	Kind   error
+	Detail string
+}
+
+func (e *Error) Error() string { return e.Detail }
+
+// Unwrap makes errors.Is(err, e.Kind) true.
+func (e *Error) Unwrap() error { return e.Kind }
+
+// refuse returns an *Error of kind with a detail built like fmt.Sprintf.
+func refuse(kind error, format string, args ...any) error {
+	return &Error{Kind: kind, Detail: fmt.Sprintf(format, args...)}
 }

@@ -94,7 +94,7 @@ func decodeMessage(id uint64, b []byte) (*Message, error) {
 func messageByID(tx *bbolt.Tx, id uint64) (*Message, error) {
 	b := tx.Bucket(bucketMessages).Get(itob(id))
 	if b == nil {
-		return nil, fmt.Errorf("message %d: %w", id, ErrNotFound)
+		return nil, refuse(ErrNotFound, "message %d does not exist", id)
 	}
 	m, err := decodeMessage(id, b)
 	if err != nil {
@@ -245,10 +245,10 @@ func (db *DB) ownedMessage(tx *bbolt.Tx, id uint64, by Caller, pre Precondition)
 		return nil, err
 	}
 	if m.OwnerID != u.ID {
-		return nil, fmt.Errorf("message %d belongs to another user: %w", id, ErrForbidden)
+		return nil, refuse(ErrForbidden, "message %d belongs to another user; only its owner may change or delete it", id)
 	}
 	if pre != nil && !pre(m) {
-		return nil, fmt.Errorf("message %d has changed: %w", id, ErrPrecondition)
+		return nil, refuse(ErrPrecondition, "message %d has changed since the version in If-Match; fetch it again for its current ETag", id)
 	}
 	return m, nil
 }

@@ -58,7 +58,7 @@ func expiry(created time.Time, ttl time.Duration) time.Time {
 func putToken(tx *bbolt.Tx, t *Token) error {
 	tokens := tx.Bucket(bucketTokens)
 	if tokens.Get(t.Hash[:]) != nil {
-		return fmt.Errorf("token already issued: %w", ErrConflict)
+		return refuse(ErrConflict, "this token was already issued")
 	}
 	if err := tokens.Put(t.Hash[:], encodeToken(t)); err != nil {
 		return err
@@ -107,18 +107,18 @@ func (db *DB) Authenticate(hash TokenHash) (*User, *Token, error) {
 func authenticate(tx *bbolt.Tx, hash TokenHash, now time.Time) (*User, *Token, error) {
 	b := tx.Bucket(bucketTokens).Get(hash[:])
 	if b == nil {
-		return nil, nil, fmt.Errorf("token is unknown or revoked: %w", ErrUnauthorized)
+		return nil, nil, refuse(ErrUnauthorized, "the bearer token is unknown or was revoked")
 	}
 	tok, err := decodeToken(hash, b)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !now.Before(tok.ExpiresAt) {
-		return nil, nil, fmt.Errorf("token has expired: %w", ErrUnauthorized)
+		return nil, nil, refuse(ErrUnauthorized, "the bearer token has expired; log in again")
 	}
 	u, err := userByID(tx, tok.UserID)
 	if err != nil {
-		return nil, nil, fmt.Errorf("token's account no longer exists: %w", ErrUnauthorized)
+		return nil, nil, refuse(ErrUnauthorized, "the bearer token's account no longer exists")
 	}
 	return u, tok, nil
 }
@@ -130,7 +130,7 @@ func (db *DB) RevokeToken(hash TokenHash) error {
 		tokens := tx.Bucket(bucketTokens)
 		b := tokens.Get(hash[:])
 		if b == nil {
-			return fmt.Errorf("token: %w", ErrNotFound)
+			return refuse(ErrNotFound, "the token does not exist")
 		}
 		tok, err := decodeToken(hash, b)
 		if err != nil {

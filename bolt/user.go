@@ -216,7 +216,7 @@ func (db *DB) CreateUser(u *User, tokenHash TokenHash, ttl time.Duration) (*Toke
 		byEmail := tx.Bucket(bucketUsersByEmail)
 		key := emailKey(nu.Email)
 		if byEmail.Get(key) != nil {
-			return fmt.Errorf("e-mail %q is already registered: %w", nu.Email, ErrConflict)
+			return refuse(ErrConflict, "the e-mail %s is already registered", nu.Email)
 		}
 		users := tx.Bucket(bucketUsers)
 		id, err := users.NextSequence()
@@ -249,7 +249,7 @@ func (db *DB) UserByEmail(email string) (*User, error) {
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		id := tx.Bucket(bucketUsersByEmail).Get(emailKey(email))
 		if id == nil {
-			return fmt.Errorf("user: %w", ErrNotFound)
+			return refuse(ErrNotFound, "no account has this e-mail")
 		}
 		var err error
 		u, err = userByID(tx, btoi(id))
@@ -272,7 +272,7 @@ func (db *DB) UserByID(id uint64) (*User, error) {
 func userByID(tx *bbolt.Tx, id uint64) (*User, error) {
 	b := tx.Bucket(bucketUsers).Get(itob(id))
 	if b == nil {
-		return nil, fmt.Errorf("user %d: %w", id, ErrNotFound)
+		return nil, refuse(ErrNotFound, "account %d does not exist", id)
 	}
 	return decodeUser(id, b)
 }

@@ -111,7 +111,7 @@ func messageID(ps httprouter.Params) (uint64, error) {
 	raw := ps.ByName("id")
 	id, err := strconv.ParseUint(raw, 10, 64)
 	if err != nil || id == 0 {
-		return 0, fmt.Errorf("message %q: %w", raw, bolt.ErrNotFound)
+		return 0, &bolt.Error{Kind: bolt.ErrNotFound, Detail: fmt.Sprintf("message %q does not exist: message IDs are positive integers", raw)}
 	}
 	return id, nil
 }

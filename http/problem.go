@@ -117,16 +117,16 @@ func problemFor(err error) (problem, http.Header, bool) {
 	case errors.As(err, &tooLarge):
 		p.Status, p.Detail = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit)
 	case errors.Is(err, bolt.ErrUnauthorized):
-		p.Status, p.Detail = http.StatusUnauthorized, "the bearer token is invalid, expired or revoked"
+		p.Status, p.Detail = http.StatusUnauthorized, clientDetail(err, "the bearer token is invalid, expired or revoked")
 		header = http.Header{"Www-Authenticate": {bearerChallenge + `, error="invalid_token", error_description="The access token is invalid, expired or revoked"`}}
 	case errors.Is(err, bolt.ErrNotFound):
-		p.Status, p.Detail = http.StatusNotFound, err.Error()
+		p.Status, p.Detail = http.StatusNotFound, clientDetail(err, "the resource does not exist")
 	case errors.Is(err, bolt.ErrForbidden):
-		p.Status, p.Detail = http.StatusForbidden, err.Error()
+		p.Status, p.Detail = http.StatusForbidden, clientDetail(err, "you may not do this")
 	case errors.Is(err, bolt.ErrConflict):
-		p.Status, p.Detail = http.StatusConflict, err.Error()
+		p.Status, p.Detail = http.StatusConflict, clientDetail(err, "the request conflicts with what is stored")
 	case errors.Is(err, bolt.ErrPrecondition):
-		p.Status, p.Detail = http.StatusPreconditionFailed, err.Error()+"; fetch it again for the current ETag"
+		p.Status, p.Detail = http.StatusPreconditionFailed, clientDetail(err, "the resource has changed since the version in If-Match")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client left or the server is shutting down while the request
 		// waited (for a hashing slot, say): not a fault of ours to log as one.
@@ -155,4 +155,15 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		body = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500}`)
 	}
 	writeBody(w, problemContentType, p.Status, body)
+}
+
+// clientDetail is the sentence a *bolt.Error carries for the client, or
+// fallback when err is a bare kind: never the text of an error chain, which
+// may end in internals ("...: not found").
+func clientDetail(err error, fallback string) string {
+	var e *bolt.Error
+	if errors.As(err, &e) && e.Detail != "" {
+		return e.Detail
+	}
+	return fallback
 }

@@ -217,7 +217,7 @@ func presentedToken(r *http.Request) (bolt.TokenHash, error) {
 		return bolt.TokenHash{}, missingToken()
 	}
 	if !auth.WellFormedToken(token) {
-		return bolt.TokenHash{}, fmt.Errorf("malformed token: %w", bolt.ErrUnauthorized)
+		return bolt.TokenHash{}, &bolt.Error{Kind: bolt.ErrUnauthorized, Detail: "the bearer token is malformed"}
 	}
 	return bolt.TokenHash(auth.HashToken(token)), nil
 }

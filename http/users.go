@@ -2,7 +2,6 @@ package http
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/julienschmidt/httprouter"
@@ -141,7 +140,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	err := s.db.RevokeToken(caller(r).tokenHash)
 	if errors.Is(err, bolt.ErrNotFound) {
 		// A concurrent logout with the same token got there first.
-		err = fmt.Errorf("token already revoked: %w", bolt.ErrUnauthorized)
+		err = &bolt.Error{Kind: bolt.ErrUnauthorized, Detail: "the bearer token was already revoked"}
 	}
 	if err != nil {
 		return err
