@@ -396,7 +396,7 @@ func TestSearchWordsWithCombiningMarks(t *testing.T) {
 	token := msgUser(e, "ada@example.com")
 	namaste := msgID(t, e.post(token, "नमस्ते दुनिया"))   // "hello world" in Hindi
 	cafe := msgID(t, e.post(token, "cafe\u0301 au lait")) // café, decomposed (NFD)
-	cafeNFC := msgID(t, e.post(token, "CAFÉ noir"))        // café, composed (NFC)
+	cafeNFC := msgID(t, e.post(token, "CAFÉ noir"))       // café, composed (NFC)
 	cases := []struct {
 		q    string
 		want []uint64
