@@ -59,8 +59,8 @@ func (r *Registration) Validate() error {
 	var v ValidationError
 	validateEmail(&v, "email", r.Email)
 	switch {
-	case r.Password == "":
-		v.Add("password", "must not be blank")
+	case strings.TrimSpace(r.Password) == "":
+		v.Add("password", "must not be blank or only spaces")
 	case !utf8.ValidString(r.Password):
 		v.Add("password", "must be valid UTF-8")
 	case utf8.RuneCountInString(r.Password) < MinPasswordChars:
@@ -103,7 +103,74 @@ func validateEmail(v *ValidationError, field, email string) {
 	}
 	if strings.IndexFunc(email, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
 		v.Add(field, "must not contain spaces or control characters")
+		return
 	}
+	// The owner's e-mail is what other people see on every message, so it
+	// must look like what it is.
+	if i := strings.IndexFunc(email, isInvisible); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(email[i:])
+		v.Add(field, fmt.Sprintf("must not contain invisible characters (U+%04X)", r))
+		return
+	}
+	for _, part := range append([]string{local}, strings.Split(domain, ".")...) {
+		if a, b, mixed := mixedScripts(part); mixed {
+			v.Add(field, fmt.Sprintf("must not mix %s and %s letters in one part (%q), a common way to imitate another address", a, b, part))
+			return
+		}
+	}
+}
+
+// isInvisible reports runes that render as nothing or as blank space, the
+// raw material of an address that looks like someone else's: format
+// characters (zero-width spaces and joiners, bidirectional overrides, the
+// soft hyphen), private-use, surrogate and unassigned code points, variation
+// selectors, and the fillers that draw as blanks.
+func isInvisible(r rune) bool {
+	// Not printable: format, control, private-use, surrogate and unassigned
+	// code points, and every space but U+0020 (refused before this).
+	if !unicode.IsPrint(r) || unicode.Is(unicode.Variation_Selector, r) {
+		return true
+	}
+	switch r {
+	case '\u034F', // combining grapheme joiner
+		'\u115F', '\u1160', '\u3164', '\uFFA0', // Hangul fillers
+		'\u2800': // braille blank
+		return true
+	}
+	return false
+}
+
+// confusableScripts are the scripts whose letters imitate each other most
+// (Latin a, Cyrillic а, Greek α); one part of an address may use only one
+// of them. Other scripts may mix freely: Japanese mixes Han, Hiragana and
+// Katakana by design, and a whole-script look-alike (every letter
+// Cyrillic) cannot be told from a real Cyrillic address by any simple rule.
+var confusableScripts = []struct {
+	name  string
+	table *unicode.RangeTable
+}{
+	{"Latin", unicode.Latin},
+	{"Cyrillic", unicode.Cyrillic},
+	{"Greek", unicode.Greek},
+}
+
+// mixedScripts reports whether part has letters from two confusable
+// scripts, and which.
+func mixedScripts(part string) (first, second string, mixed bool) {
+	for _, r := range part {
+		for _, s := range confusableScripts {
+			if !unicode.Is(s.table, r) {
+				continue
+			}
+			switch {
+			case first == "":
+				first = s.name
+			case first != s.name:
+				return first, s.name, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 // User record layout (layout 2): a version byte, createdAt (8 bytes), then
