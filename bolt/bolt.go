@@ -27,12 +27,13 @@ var (
 	bucketMsgsByTime   = []byte("msgs_by_time")   // createdAt‖messageID → nil
 	bucketTerms        = []byte("terms")          // term‖0x00‖messageID → nil
 	bucketMeta         = []byte("meta")           // layout version, upgrade progress
+	bucketDeleting     = []byte("deleting")       // userID → nil: deleted accounts whose messages are being removed
 
 	allBuckets = [][]byte{
 		bucketUsers, bucketUsersByEmail,
 		bucketTokens, bucketTokensByUser,
 		bucketMessages, bucketMsgsByOwner, bucketMsgsByTime, bucketTerms,
-		bucketMeta,
+		bucketMeta, bucketDeleting,
 	}
 )
 
@@ -65,6 +66,7 @@ type DB struct {
 	now    func() time.Time
 	log    *slog.Logger
 	writes *committer
+	uses   tokenUses
 }
 
 // ErrLocked is returned by Open when another process holds the database.
@@ -101,12 +103,19 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db.writes = newCommitter(bdb)
+	if err := db.resumePurges(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	return db, nil
 }
 
 // Close waits for queued writes to commit, then releases the file.
 // Transactions in flight finish first.
 func (db *DB) Close() error {
+	if _, err := db.FlushTokenUses(); err != nil {
+		db.log.Warn("recording token use at close", "err", err)
+	}
 	db.writes.close()
 	return db.bolt.Close()
 }

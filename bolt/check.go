@@ -65,6 +65,12 @@ func (c *checker) sequenceAhead(name []byte) {
 func (c *checker) users() {
 	users, byEmail := c.tx.Bucket(bucketUsers), c.tx.Bucket(bucketUsersByEmail)
 	c.sequenceAhead(bucketUsers)
+	_ = c.tx.Bucket(bucketDeleting).ForEach(func(k, _ []byte) error {
+		if users.Get(k) != nil {
+			c.addf("account %d is marked as being deleted but still exists", btoi(k))
+		}
+		return nil
+	})
 	n := 0
 	_ = users.ForEach(func(k, v []byte) error {
 		n++
@@ -159,7 +165,7 @@ func (c *checker) messages() {
 			c.addf("messages: %v", err)
 			return nil
 		}
-		if users.Get(itob(m.OwnerID)) == nil {
+		if users.Get(itob(m.OwnerID)) == nil && c.tx.Bucket(bucketDeleting).Get(itob(m.OwnerID)) == nil {
 			c.addf("message %d: its owner %d does not exist", m.ID, m.OwnerID)
 		}
 		if byOwner.Get(compositeKey(m.OwnerID, k)) == nil {

@@ -100,25 +100,35 @@ func messageByID(tx *bbolt.Tx, id uint64) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m, joinOwner(tx, m, nil)
+	if !joinOwner(tx, m, nil) {
+		return nil, refuse(ErrNotFound, "message %d does not exist", id)
+	}
+	return m, nil
 }
 
 // joinOwner fills OwnerEmail, memoising per transaction when cache is given
-// so a page of one author's posts reads that user once.
-func joinOwner(tx *bbolt.Tx, m *Message, cache map[uint64]string) error {
+// so a page of one author's posts reads that user once. It reports false
+// for a message whose owner is gone: the account was deleted and its
+// messages are being removed (see DeleteAccount), so the message no longer
+// exists for anyone.
+func joinOwner(tx *bbolt.Tx, m *Message, cache map[uint64]string) bool {
 	if email, ok := cache[m.OwnerID]; ok {
 		m.OwnerEmail = email
-		return nil
+		return true
 	}
-	u, err := userByID(tx, m.OwnerID)
+	b := tx.Bucket(bucketUsers).Get(itob(m.OwnerID))
+	if b == nil {
+		return false
+	}
+	u, err := decodeUser(m.OwnerID, b)
 	if err != nil {
-		return fmt.Errorf("message %d: owner: %w", m.ID, err)
+		return false
 	}
 	m.OwnerEmail = u.Email
 	if cache != nil {
 		cache[m.OwnerID] = u.Email
 	}
-	return nil
+	return true
 }
 
 // Caller is who a write is made for. Writes resolve it inside their own
@@ -139,9 +149,9 @@ func ByUser(id uint64) Caller { return Caller{userID: id} }
 
 // user resolves the caller inside tx. Errors: ErrUnauthorized for a token
 // that no longer works, ErrNotFound for an unknown user ID.
-func (c Caller) user(tx *bbolt.Tx, now time.Time) (*User, error) {
+func (c Caller) user(tx *bbolt.Tx, db *DB) (*User, error) {
 	if c.token != nil {
-		u, _, err := authenticate(tx, *c.token, now)
+		u, _, err := db.authenticate(tx, *c.token)
 		return u, err
 	}
 	return userByID(tx, c.userID)
@@ -156,7 +166,7 @@ func (db *DB) CreateMessage(by Caller, content string) (*Message, error) {
 	}
 	var out *Message
 	err := db.writes.update(func(tx *bbolt.Tx) error {
-		owner, err := by.user(tx, db.clock())
+		owner, err := by.user(tx, db)
 		if err != nil {
 			return err
 		}
@@ -222,7 +232,7 @@ func (db *DB) MessageFor(hash TokenHash, id uint64) (*User, *Message, error) {
 		err error
 	)
 	err = db.bolt.View(func(tx *bbolt.Tx) error {
-		if u, _, err = authenticate(tx, hash, db.clock()); err != nil {
+		if u, _, err = db.authenticate(tx, hash); err != nil {
 			return err
 		}
 		m, err = messageByID(tx, id)
@@ -236,7 +246,7 @@ func (db *DB) MessageFor(hash TokenHash, id uint64) (*User, *Message, error) {
 // all inside the write transaction so nothing can change between check and
 // write.
 func (db *DB) ownedMessage(tx *bbolt.Tx, id uint64, by Caller, pre Precondition) (*Message, error) {
-	u, err := by.user(tx, db.clock())
+	u, err := by.user(tx, db)
 	if err != nil {
 		return nil, err
 	}

@@ -123,7 +123,7 @@ func (db *DB) search(ctx context.Context, hash *TokenHash, q SearchQuery) (*User
 			if first {
 				if hash != nil {
 					var err error
-					if user, _, err = authenticate(tx, *hash, db.clock()); err != nil {
+					if user, _, err = db.authenticate(tx, *hash); err != nil {
 						return err
 					}
 				}
@@ -236,15 +236,12 @@ func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
 		if err != nil {
 			return err
 		}
-		if s.inTimeRange(m.CreatedAt) {
+		if s.inTimeRange(m.CreatedAt) && joinOwner(tx, m, owners) {
 			if len(s.page.Messages) == s.limit {
 				// One match beyond the page proves there is a next page.
 				s.page.NextBeforeID = s.page.Messages[s.limit-1].ID
 				s.done = true
 				return nil
-			}
-			if err := joinOwner(tx, m, owners); err != nil {
-				return err
 			}
 			s.page.Messages = append(s.page.Messages, m)
 		}

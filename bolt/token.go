@@ -2,8 +2,12 @@ package bolt
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -15,21 +19,55 @@ type TokenHash [32]byte
 
 // Token is one issued bearer token; a user may hold several (one per device).
 type Token struct {
-	Hash      TokenHash
-	UserID    uint64
-	CreatedAt time.Time
-	ExpiresAt time.Time
+	Hash TokenHash
+	// ID is the token's public handle, shown in the list of a user's tokens
+	// and used to revoke one. It is random, not derived from the secret.
+	ID         TokenID
+	UserID     uint64
+	CreatedAt  time.Time
+	LastUsedAt time.Time
+	ExpiresAt  time.Time
 }
 
-// tokenRecordLen: userID, createdAt, expiresAt, 8 bytes each. Tokens are read
-// on every authenticated request, so the record is fixed-size binary.
-const tokenRecordLen = 24
+// TokenID is a token's public handle.
+type TokenID [8]byte
+
+// String is the handle as the API shows it.
+func (id TokenID) String() string { return hex.EncodeToString(id[:]) }
+
+// ParseTokenID reads a handle as String writes it.
+func ParseTokenID(s string) (TokenID, bool) {
+	var id TokenID
+	if len(s) != 2*len(id) {
+		return id, false
+	}
+	_, err := hex.Decode(id[:], []byte(s))
+	return id, err == nil && s == id.String() // lower case only: one spelling per ID
+}
+
+// Token limits.
+const (
+	// MaxTokensPerUser bounds the devices a user is logged in on; a login
+	// beyond it drops the oldest token.
+	MaxTokensPerUser = 50
+	// TokenUseGranularity is how stale a token's LastUsedAt may get: a use
+	// is recorded at most once per this interval, so reads do not turn into
+	// writes.
+	TokenUseGranularity = time.Minute
+)
+
+// Token record: userID, createdAt, expiresAt, lastUsedAt (8 bytes each),
+// then the public ID. Tokens are read on every authenticated request, so
+// the record is fixed-size binary.
+const tokenRecordLen = 8*4 + len(TokenID{})
 
 func encodeToken(t *Token) []byte {
 	b := make([]byte, tokenRecordLen)
 	binary.BigEndian.PutUint64(b[0:], t.UserID)
 	binary.BigEndian.PutUint64(b[8:], uint64(timeToMicros(t.CreatedAt)))
 	binary.BigEndian.PutUint64(b[16:], uint64(timeToMicros(t.ExpiresAt)))
+	binary.BigEndian.PutUint64(b[24:], uint64(timeToMicros(t.LastUsedAt)))
+	copy(b[32:], t.ID[:])
 	return b
 }
 
@@ -37,12 +75,26 @@ func decodeToken(hash TokenHash, b []byte) (*Token, error) {
 	if len(b) != tokenRecordLen {
 		return nil, fmt.Errorf("decode token: record is %d bytes, want %d", len(b), tokenRecordLen)
 	}
-	return &Token{
-		Hash:      hash,
-		UserID:    binary.BigEndian.Uint64(b[0:]),
-		CreatedAt: microsToTime(int64(binary.BigEndian.Uint64(b[8:]))),
-		ExpiresAt: microsToTime(int64(binary.BigEndian.Uint64(b[16:]))),
-	}, nil
+	t := &Token{
+		Hash:       hash,
+		UserID:     binary.BigEndian.Uint64(b[0:]),
+		CreatedAt:  microsToTime(int64(binary.BigEndian.Uint64(b[8:]))),
+		ExpiresAt:  microsToTime(int64(binary.BigEndian.Uint64(b[16:]))),
+		LastUsedAt: microsToTime(int64(binary.BigEndian.Uint64(b[24:]))),
+	}
+	copy(t.ID[:], b[32:])
+	return t, nil
+}
+
+// layout1TokenLen is the first release's token record: userID, createdAt,
+// expiresAt. Read only to upgrade it.
+const layout1TokenLen = 24
+
+// newTokenID draws a random public handle.
+func newTokenID() TokenID {
+	var id TokenID
+	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails on supported platforms
+	return id
 }
 
 // expiry is when a token issued at created with lifetime ttl stops working,
@@ -52,31 +104,76 @@ func expiry(created time.Time, ttl time.Duration) time.Time {
 	return created.Add(ttl).Truncate(time.Microsecond)
 }
 
-// putToken writes a new token and its per-user index entry; callers hold
+// issueToken writes a new token for userID and its per-user index entry,
+// dropping the user's oldest tokens beyond MaxTokensPerUser; callers hold
 // the write transaction. A hash already present is refused rather than
 // overwritten, which would orphan the other user's index entry.
-func putToken(tx *bbolt.Tx, t *Token) error {
+func issueToken(tx *bbolt.Tx, hash TokenHash, userID uint64, now time.Time, ttl time.Duration) (*Token, error) {
 	tokens := tx.Bucket(bucketTokens)
-	if tokens.Get(t.Hash[:]) != nil {
-		return refuse(ErrConflict, "this token was already issued")
+	if tokens.Get(hash[:]) != nil {
+		return nil, refuse(ErrConflict, "this token was already issued")
 	}
-	if err := tokens.Put(t.Hash[:], encodeToken(t)); err != nil {
+	held, err := userTokens(tx, userID)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(held, func(a, b *Token) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	for len(held) >= MaxTokensPerUser {
+		if err := deleteToken(tx, held[0]); err != nil {
+			return nil, err
+		}
+		held = held[1:]
+	}
+	t := &Token{Hash: hash, ID: newTokenID(), UserID: userID, CreatedAt: now, LastUsedAt: now, ExpiresAt: expiry(now, ttl)}
+	if err := tokens.Put(hash[:], encodeToken(t)); err != nil {
+		return nil, err
+	}
+	if err := tx.Bucket(bucketTokensByUser).Put(compositeKey(userID, hash[:]), nil); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func deleteToken(tx *bbolt.Tx, t *Token) error {
+	if err := tx.Bucket(bucketTokens).Delete(t.Hash[:]); err != nil {
 		return err
 	}
-	return tx.Bucket(bucketTokensByUser).Put(compositeKey(t.UserID, t.Hash[:]), nil)
+	return tx.Bucket(bucketTokensByUser).Delete(compositeKey(t.UserID, t.Hash[:]))
+}
+
+// userTokens lists every token of a user, expired ones included.
+func userTokens(tx *bbolt.Tx, userID uint64) ([]*Token, error) {
+	var out []*Token
+	tokens := tx.Bucket(bucketTokens)
+	prefix := itob(userID)
+	c := tx.Bucket(bucketTokensByUser).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		var h TokenHash
+		copy(h[:], k[8:])
+		b := tokens.Get(h[:])
+		if b == nil {
+			return nil, fmt.Errorf("tokens of user %d: index points at missing token", userID)
+		}
+		t, err := decodeToken(h, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // CreateToken issues a token for an existing user, valid for ttl from now.
 // Errors: ErrNotFound when the user does not exist.
 func (db *DB) CreateToken(userID uint64, hash TokenHash, ttl time.Duration) (*Token, error) {
 	var tok *Token
-	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+	err := db.writes.update(func(tx *bbolt.Tx) error {
 		if _, err := userByID(tx, userID); err != nil {
 			return err
 		}
-		now := db.clock()
-		tok = &Token{Hash: hash, UserID: userID, CreatedAt: now, ExpiresAt: expiry(now, ttl)}
-		return putToken(tx, tok)
+		var err error
+		tok, err = issueToken(tx, hash, userID, db.clock(), ttl)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -93,7 +190,7 @@ func (db *DB) Authenticate(hash TokenHash) (*User, *Token, error) {
 	)
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		var err error
-		u, tok, err = authenticate(tx, hash, db.clock())
+		u, tok, err = db.authenticate(tx, hash)
 		return err
 	})
 	if err != nil {
@@ -103,8 +200,10 @@ func (db *DB) Authenticate(hash TokenHash) (*User, *Token, error) {
 }
 
 // authenticate is Authenticate inside a transaction the caller holds, so
-// that reads and writes can check their token in their own transaction.
-func authenticate(tx *bbolt.Tx, hash TokenHash, now time.Time) (*User, *Token, error) {
+// that reads and writes can check their token in their own transaction. A
+// successful use is noted for LastUsedAt.
+func (db *DB) authenticate(tx *bbolt.Tx, hash TokenHash) (*User, *Token, error) {
+	now := db.clock()
 	b := tx.Bucket(bucketTokens).Get(hash[:])
 	if b == nil {
 		return nil, nil, refuse(ErrUnauthorized, "the bearer token is unknown or was revoked")
@@ -120,15 +219,15 @@ func authenticate(tx *bbolt.Tx, hash TokenHash, now time.Time) (*User, *Token, e
 	if err != nil {
 		return nil, nil, refuse(ErrUnauthorized, "the bearer token's account no longer exists")
 	}
+	db.uses.note(tok, now)
 	return u, tok, nil
 }
 
 // RevokeToken deletes a token so it stops working at once. Errors:
 // ErrNotFound when no such token exists.
 func (db *DB) RevokeToken(hash TokenHash) error {
-	return db.bolt.Update(func(tx *bbolt.Tx) error {
-		tokens := tx.Bucket(bucketTokens)
-		b := tokens.Get(hash[:])
+	return db.writes.update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketTokens).Get(hash[:])
 		if b == nil {
 			return refuse(ErrNotFound, "the token does not exist")
 		}
@@ -136,35 +235,138 @@ func (db *DB) RevokeToken(hash TokenHash) error {
 		if err != nil {
 			return err
 		}
-		if err := tokens.Delete(hash[:]); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketTokensByUser).Delete(compositeKey(tok.UserID, hash[:]))
+		return deleteToken(tx, tok)
 	})
 }
 
-// Tokens lists the tokens a user holds, expired ones included, in order of
-// their hashes. It exists so listing and sweeping can build on the index.
+// RevokeTokenByID revokes the caller's token with public handle id, which
+// may be the one making the request. Errors: ErrUnauthorized, ErrNotFound
+// when the caller holds no token with that handle (another user's included).
+func (db *DB) RevokeTokenByID(by Caller, id TokenID) error {
+	return db.writes.update(func(tx *bbolt.Tx) error {
+		u, err := by.user(tx, db)
+		if err != nil {
+			return err
+		}
+		held, err := userTokens(tx, u.ID)
+		if err != nil {
+			return err
+		}
+		for _, t := range held {
+			if t.ID == id {
+				return deleteToken(tx, t)
+			}
+		}
+		return refuse(ErrNotFound, "you hold no token %s", id)
+	})
+}
+
+// RevokeAllTokens logs the caller out everywhere: every token of theirs
+// stops working, the one making the request included. Errors:
+// ErrUnauthorized, ErrNotFound.
+func (db *DB) RevokeAllTokens(by Caller) error {
+	return db.writes.update(func(tx *bbolt.Tx) error {
+		u, err := by.user(tx, db)
+		if err != nil {
+			return err
+		}
+		return revokeTokensExcept(tx, u.ID, nil)
+	})
+}
+
+// revokeTokensExcept deletes every token of userID but keep (nil: all).
+func revokeTokensExcept(tx *bbolt.Tx, userID uint64, keep *TokenHash) error {
+	held, err := userTokens(tx, userID)
+	if err != nil {
+		return err
+	}
+	for _, t := range held {
+		if keep != nil && t.Hash == *keep {
+			continue
+		}
+		if err := deleteToken(tx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Tokens lists the tokens a user holds that still work, newest first.
 func (db *DB) Tokens(userID uint64) ([]*Token, error) {
 	var out []*Token
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
-		tokens := tx.Bucket(bucketTokens)
-		prefix := itob(userID)
-		c := tx.Bucket(bucketTokensByUser).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			var h TokenHash
-			copy(h[:], k[8:])
-			b := tokens.Get(h[:])
-			if b == nil {
-				return fmt.Errorf("tokens of user %d: index points at missing token", userID)
-			}
-			tok, err := decodeToken(h, b)
-			if err != nil {
-				return err
-			}
-			out = append(out, tok)
-		}
-		return nil
+		var err error
+		out, err = userTokens(tx, userID)
+		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	now := db.clock()
+	out = slices.DeleteFunc(out, func(t *Token) bool { return !now.Before(t.ExpiresAt) })
+	for _, t := range out {
+		t.LastUsedAt = db.uses.lastUse(t)
+	}
+	slices.SortFunc(out, func(a, b *Token) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return out, nil
+}
+
+// sweepChunk bounds the tokens one sweep transaction looks at, so a sweep
+// never holds the writer for long.
+const sweepChunk = 500
+
+// SweepExpiredTokens deletes expired tokens, sweepChunk per transaction,
+// and returns how many it deleted. Expired tokens are refused anyway; the
+// sweep keeps them from piling up in the file.
+func (db *DB) SweepExpiredTokens(ctx context.Context) (int, error) {
+	deleted := 0
+	var from []byte
+	for {
+		if err := ctx.Err(); err != nil {
+			return deleted, err
+		}
+		var next []byte
+		n := 0
+		err := db.writes.update(func(tx *bbolt.Tx) error {
+			n, next = 0, nil
+			now := db.clock()
+			c := tx.Bucket(bucketTokens).Cursor()
+			k, v := c.First()
+			if from != nil {
+				k, v = c.Seek(from)
+			}
+			var expired []*Token
+			for seen := 0; k != nil; k, v = c.Next() {
+				if seen++; seen > sweepChunk {
+					next = bytes.Clone(k)
+					break
+				}
+				var h TokenHash
+				copy(h[:], k)
+				t, err := decodeToken(h, v)
+				if err != nil {
+					return err
+				}
+				if !now.Before(t.ExpiresAt) {
+					expired = append(expired, t)
+				}
+			}
+			// Deleting while the cursor walks would move it; delete after.
+			for _, t := range expired {
+				if err := deleteToken(tx, t); err != nil {
+					return err
+				}
+			}
+			n = len(expired)
+			return nil
+		})
+		if err != nil {
+			return deleted, err
+		}
+		deleted += n
+		if next == nil {
+			return deleted, nil
+		}
+		from = next
+	}
 }

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -13,8 +14,9 @@ import (
 //
 //	1  the first release: users as JSON, messages indexed by owner only
 //	   (no meta bucket at all).
-//	2  users in a compact binary record; messages also indexed by creation
-//	   time and by the words of their content.
+//	2  users in a compact binary record; tokens with a public handle and a
+//	   last-use time; messages also indexed by creation time and by the
+//	   words of their content.
 const currentLayout = 2
 
 var (
@@ -71,24 +73,58 @@ func (db *DB) upgradeFrom1() error {
 	start := time.Now()
 	db.log.Info("upgrading database layout 1 to 2: building the search index; this runs once")
 	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		// Records are collected first and rewritten after: bbolt cursors are
+		// not to be trusted across writes to their bucket.
+		type record struct{ k, v []byte }
+		var rewrite []record
 		users := tx.Bucket(bucketUsers)
-		c := users.Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
+		err := users.ForEach(func(k, v []byte) error {
 			if len(v) > 0 && v[0] == userRecordVersion {
-				continue // already binary: an earlier, interrupted upgrade did it
+				return nil // already binary: an earlier, interrupted upgrade did it
 			}
 			u, err := decodeUserJSON(btoi(k), v)
 			if err != nil {
 				return err
 			}
-			if err := users.Put(k, encodeUser(u)); err != nil {
+			rewrite = append(rewrite, record{bytes.Clone(k), encodeUser(u)})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range rewrite {
+			if err := users.Put(r.k, r.v); err != nil {
+				return err
+			}
+		}
+		// Tokens gain a public handle and a last-use time (their creation,
+		// the best guess there is).
+		rewrite = rewrite[:0]
+		tokens := tx.Bucket(bucketTokens)
+		_ = tokens.ForEach(func(k, v []byte) error {
+			if len(v) != layout1TokenLen {
+				return nil
+			}
+			created := microsToTime(int64(binary.BigEndian.Uint64(v[8:])))
+			t := &Token{
+				ID:         newTokenID(),
+				UserID:     binary.BigEndian.Uint64(v[0:]),
+				CreatedAt:  created,
+				LastUsedAt: created,
+				ExpiresAt:  microsToTime(int64(binary.BigEndian.Uint64(v[16:]))),
+			}
+			rewrite = append(rewrite, record{bytes.Clone(k), encodeToken(t)})
+			return nil
+		})
+		for _, r := range rewrite {
+			if err := tokens.Put(r.k, r.v); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("upgrading users: %w", err)
+		return fmt.Errorf("upgrading users and tokens: %w", err)
 	}
 	indexed := 0
 	for done := false; !done; {

@@ -279,7 +279,7 @@ func (db *DB) CreateUser(u *User, tokenHash TokenHash, ttl time.Duration) (*Toke
 		return nil, fmt.Errorf("create user: empty password hash")
 	}
 	var tok *Token
-	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+	err := db.writes.update(func(tx *bbolt.Tx) error {
 		byEmail := tx.Bucket(bucketUsersByEmail)
 		key := emailKey(nu.Email)
 		if byEmail.Get(key) != nil {
@@ -298,8 +298,8 @@ func (db *DB) CreateUser(u *User, tokenHash TokenHash, ttl time.Duration) (*Toke
 		if err := byEmail.Put(key, itob(id)); err != nil {
 			return err
 		}
-		tok = &Token{Hash: tokenHash, UserID: id, CreatedAt: created, ExpiresAt: expiry(created, ttl)}
-		return putToken(tx, tok)
+		tok, err = issueToken(tx, tokenHash, id, created, ttl)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -347,12 +347,33 @@ func userByID(tx *bbolt.Tx, id uint64) (*User, error) {
 // SetPasswordHash replaces an account's stored hash, used to upgrade old
 // hashing parameters on login. Errors: ErrNotFound.
 func (db *DB) SetPasswordHash(id uint64, hash string) error {
-	return db.bolt.Update(func(tx *bbolt.Tx) error {
+	return db.writes.update(func(tx *bbolt.Tx) error {
 		u, err := userByID(tx, id)
 		if err != nil {
 			return err
 		}
 		u.PasswordHash = hash
 		return tx.Bucket(bucketUsers).Put(itob(id), encodeUser(u))
+	})
+}
+
+// ChangePassword stores the caller's new password hash and revokes every
+// other token of theirs, in one transaction: whoever else held a session
+// loses it the moment the new password is in force. The token making the
+// request keeps working. Errors: ErrUnauthorized, ErrNotFound.
+func (db *DB) ChangePassword(by Caller, hash string) error {
+	if hash == "" {
+		return fmt.Errorf("change password: empty password hash")
+	}
+	return db.writes.update(func(tx *bbolt.Tx) error {
+		u, err := by.user(tx, db)
+		if err != nil {
+			return err
+		}
+		u.PasswordHash = hash
+		if err := tx.Bucket(bucketUsers).Put(itob(u.ID), encodeUser(u)); err != nil {
+			return err
+		}
+		return revokeTokensExcept(tx, u.ID, by.token)
 	})
 }

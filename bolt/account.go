@@ -1,0 +1,112 @@
+package bolt
+
+import (
+	"bytes"
+	"fmt"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// Deleting an account. The account itself — user record, e-mail index
+// entry, every token — goes in one transaction, and from that commit on
+// nothing of it is visible: its messages can no longer be read, found or
+// changed, since every read joins a message to its owner and a message
+// without one does not exist (see joinOwner). The messages and their index
+// entries are then removed purgeChunk at a time, so an account with a
+// hundred thousand messages never holds the writer for long. The account's
+// ID stays in the deleting bucket until its last message is gone, and Open
+// finishes any purge a crash interrupted.
+
+// purgeChunk is how many messages one purge transaction removes.
+const purgeChunk = 1000
+
+// DeleteAccount deletes the caller's account, its tokens and its messages.
+// When it returns nil, all of it is gone. Errors: ErrUnauthorized,
+// ErrNotFound.
+func (db *DB) DeleteAccount(by Caller) error {
+	var userID uint64
+	err := db.writes.update(func(tx *bbolt.Tx) error {
+		u, err := by.user(tx, db)
+		if err != nil {
+			return err
+		}
+		if err := revokeTokensExcept(tx, u.ID, nil); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketUsersByEmail).Delete(emailKey(u.Email)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketUsers).Delete(itob(u.ID)); err != nil {
+			return err
+		}
+		userID = u.ID
+		return tx.Bucket(bucketDeleting).Put(itob(u.ID), nil)
+	})
+	if err != nil {
+		return err
+	}
+	return db.purgeMessages(userID)
+}
+
+// purgeMessages removes a deleted account's messages with their index
+// entries, then its deleting mark.
+func (db *DB) purgeMessages(userID uint64) error {
+	for done := false; !done; {
+		err := db.writes.update(func(tx *bbolt.Tx) error {
+			done = false
+			prefix := itob(userID)
+			var ids [][]byte
+			c := tx.Bucket(bucketMsgsByOwner).Cursor()
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(ids) < purgeChunk; k, _ = c.Next() {
+				ids = append(ids, bytes.Clone(k[8:]))
+			}
+			msgs := tx.Bucket(bucketMessages)
+			for _, id := range ids {
+				b := msgs.Get(id)
+				if b == nil {
+					return fmt.Errorf("purge: owner index points at missing message %d", btoi(id))
+				}
+				m, err := decodeMessage(btoi(id), b)
+				if err != nil {
+					return err
+				}
+				if err := msgs.Delete(id); err != nil {
+					return err
+				}
+				if err := unindexMessage(tx, m); err != nil {
+					return err
+				}
+			}
+			if len(ids) < purgeChunk {
+				done = true
+				return tx.Bucket(bucketDeleting).Delete(prefix)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("removing the messages of deleted account %d: %w", userID, err)
+		}
+	}
+	return nil
+}
+
+// resumePurges finishes the purges a crash interrupted.
+func (db *DB) resumePurges() error {
+	var pending []uint64
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketDeleting).ForEach(func(k, _ []byte) error {
+			pending = append(pending, btoi(k))
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range pending {
+		db.log.Info("finishing the deletion of an account", "user", id)
+		if err := db.purgeMessages(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package bolt
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+func TestDeleteAccount(t *testing.T) {
+	db := mustOpen(t)
+	ada, adaReg := mustCreateUser(t, db, "Ada@Example.com")
+	bob, _ := mustCreateUser(t, db, "bob@example.com")
+	phone := tokenHash("ada phone")
+	if _, err := db.CreateToken(ada.ID, phone, defaultTTL); err != nil {
+		t.Fatal(err)
+	}
+	// More than one purge transaction's worth of messages.
+	adas := bulkMessages(t, db, []uint64{ada.ID}, time.Millisecond, func(i int) string { return fmt.Sprint("shared word ", i) }, 2*purgeChunk+3)
+	bobs := bulkMessages(t, db, []uint64{bob.ID}, time.Millisecond, func(i int) string { return fmt.Sprint("shared word bob ", i) }, 5)
+
+	if err := db.DeleteAccount(ByToken(phone)); err != nil {
+		t.Fatalf("DeleteAccount = %v", err)
+	}
+	for _, h := range []TokenHash{adaReg, phone} {
+		if _, _, err := db.Authenticate(h); !errors.Is(err, ErrUnauthorized) {
+			t.Errorf("Authenticate(a deleted account's token) = %v, want ErrUnauthorized", err)
+		}
+	}
+	if _, err := db.UserByID(ada.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("UserByID(deleted) = %v, want ErrNotFound", err)
+	}
+	for _, m := range adas[:3] {
+		if _, err := db.Message(m.ID); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Message(%d) of a deleted account = %v, want ErrNotFound", m.ID, err)
+		}
+	}
+	if got, want := mustCounts(t, db), (Counts{Users: 1, Tokens: 1, Messages: len(bobs)}); got != want {
+		t.Errorf("Counts() = %+v, want %+v", got, want)
+	}
+	if got := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms("shared word"), Limit: 100})); len(got) != len(bobs) {
+		t.Errorf("search after deletion = %d messages, want bob's %d", len(got), len(bobs))
+	}
+	// The e-mail can register again, as a new account with nothing of the old.
+	again, _ := mustCreateUser(t, db, "ada@example.com")
+	if again.ID == ada.ID {
+		t.Errorf("the new account reuses the deleted account's ID %d", ada.ID)
+	}
+	if p := mustSearch(t, db, SearchQuery{OwnerEmail: "ada@example.com"}); len(p.Messages) != 0 {
+		t.Errorf("owner search for the re-registered e-mail = %d messages, want none", len(p.Messages))
+	}
+	if err := db.DeleteAccount(ByToken(phone)); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("DeleteAccount with a deleted account's token = %v, want ErrUnauthorized", err)
+	}
+}
+
+// TestDeleteAccountInterrupted stops a deletion after the account's own
+// transaction, as a crash would: the messages must already be invisible,
+// and the next Open must finish removing them.
+func TestDeleteAccountInterrupted(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	bob, _ := mustCreateUser(t, db, "bob@example.com")
+	adas := bulkMessages(t, db, []uint64{ada.ID}, time.Millisecond, func(i int) string { return fmt.Sprint("ada says ", i) }, purgeChunk+10)
+	kept := mustCreateMessage(t, db, bob.ID, "bob says hello")
+	// The first half of DeleteAccount, then stop.
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		if err := revokeTokensExcept(tx, ada.ID, nil); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketUsersByEmail).Delete(emailKey(ada.Email)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketUsers).Delete(itob(ada.ID)); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketDeleting).Put(itob(ada.ID), nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIndexes(t, db.DB) // a half-purged account is a consistent state
+	m := adas[len(adas)-1]
+	if _, err := db.Message(m.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Message of an account being deleted = %v, want ErrNotFound", err)
+	}
+	content := "edited"
+	if _, err := db.UpdateMessage(m.ID, ByUser(bob.ID), MessageUpdate{Content: &content}, nil); !errors.Is(err, ErrNotFound) {
+		t.Errorf("UpdateMessage of an account being deleted = %v, want ErrNotFound", err)
+	}
+	p := mustSearch(t, db, SearchQuery{Terms: Terms("says"), Limit: 1})
+	if got := pageIDs(p); len(got) != 1 || got[0] != kept.ID || p.NextBeforeID != 0 {
+		t.Errorf("search while the account is being deleted = %v (next %d), want only bob's %d", got, p.NextBeforeID, kept.ID)
+	}
+
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reopened, err := Open(filepath.Join(filepath.Dir(db.Path), "herald.db"), Options{Now: db.Clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.DB = reopened
+	if got, want := mustCounts(t, db).Messages, 1; got != want {
+		t.Errorf("messages after reopening = %d, want %d", got, want)
+	}
+}
+
+func TestChangePassword(t *testing.T) {
+	db := mustOpen(t)
+	ada, adaReg := mustCreateUser(t, db, "ada@example.com")
+	_, bobReg := mustCreateUser(t, db, "bob@example.com")
+	laptop, phone := tokenHash("laptop"), tokenHash("phone")
+	for _, h := range []TokenHash{laptop, phone} {
+		if _, err := db.CreateToken(ada.ID, h, defaultTTL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.ChangePassword(ByToken(laptop), "$argon2id$new"); err != nil {
+		t.Fatal(err)
+	}
+	u, err := db.UserByID(ada.ID)
+	if err != nil || u.PasswordHash != "$argon2id$new" {
+		t.Errorf("after ChangePassword: %+v, %v", u, err)
+	}
+	if _, _, err := db.Authenticate(laptop); err != nil {
+		t.Errorf("the token that changed the password: %v", err)
+	}
+	for _, h := range []TokenHash{adaReg, phone} {
+		if _, _, err := db.Authenticate(h); !errors.Is(err, ErrUnauthorized) {
+			t.Errorf("another token after the change = %v, want ErrUnauthorized", err)
+		}
+	}
+	if _, _, err := db.Authenticate(bobReg); err != nil {
+		t.Errorf("bob's token after ada's change: %v", err)
+	}
+	if err := db.ChangePassword(ByToken(phone), "$argon2id$again"); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("ChangePassword with a revoked token = %v, want ErrUnauthorized", err)
+	}
+}

@@ -1,0 +1,119 @@
+package bolt
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// LastUsedAt is kept without turning reads into writes: a read that finds
+// its token's LastUsedAt older than TokenUseGranularity notes the use in
+// memory, and FlushTokenUses writes the notes in one transaction. A crash
+// loses at most the notes since the last flush, which only makes a
+// "last used" time read a little old.
+
+// maxPendingUses bounds the notes kept between flushes; beyond it new notes
+// are dropped until the next flush (they are advisory).
+const maxPendingUses = 100000
+
+type tokenUses struct {
+	mu      sync.Mutex
+	pending map[TokenHash]time.Time
+}
+
+// note records that t was used at now, if its stored LastUsedAt is stale.
+func (u *tokenUses) note(t *Token, now time.Time) {
+	if now.Sub(t.LastUsedAt) < TokenUseGranularity {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.pending == nil {
+		u.pending = make(map[TokenHash]time.Time)
+	}
+	if prev, ok := u.pending[t.Hash]; ok || len(u.pending) < maxPendingUses {
+		if now.After(prev) {
+			u.pending[t.Hash] = now
+		}
+	}
+}
+
+// lastUse is t's LastUsedAt including a use not yet flushed.
+func (u *tokenUses) lastUse(t *Token) time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if p, ok := u.pending[t.Hash]; ok && p.After(t.LastUsedAt) {
+		return p
+	}
+	return t.LastUsedAt
+}
+
+func (u *tokenUses) take() map[TokenHash]time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	p := u.pending
+	u.pending = nil
+	return p
+}
+
+// FlushTokenUses writes the noted token uses to their records, skipping
+// tokens revoked since. It returns how many records it updated.
+func (db *DB) FlushTokenUses() (int, error) {
+	pending := db.uses.take()
+	if len(pending) == 0 {
+		return 0, nil
+	}
+	n := 0
+	err := db.writes.update(func(tx *bbolt.Tx) error {
+		n = 0
+		tokens := tx.Bucket(bucketTokens)
+		for hash, at := range pending {
+			b := tokens.Get(hash[:])
+			if b == nil {
+				continue
+			}
+			t, err := decodeToken(hash, b)
+			if err != nil {
+				return err
+			}
+			if !at.After(t.LastUsedAt) {
+				continue
+			}
+			t.LastUsedAt = at
+			if err := tokens.Put(hash[:], encodeToken(t)); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+// Maintain runs the store's background chores until ctx ends: it flushes
+// token uses every interval and sweeps expired tokens every sweepEvery.
+// Each chore runs in small transactions so writers barely notice it.
+// Errors are reported to report and do not stop the loop.
+func (db *DB) Maintain(ctx context.Context, interval, sweepEvery time.Duration, report func(chore string, err error)) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	lastSweep := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if _, err := db.FlushTokenUses(); err != nil {
+			report("recording token use", err)
+		}
+		if time.Since(lastSweep) >= sweepEvery {
+			lastSweep = time.Now()
+			if _, err := db.SweepExpiredTokens(ctx); err != nil && ctx.Err() == nil {
+				report("sweeping expired tokens", err)
+			}
+		}
+	}
+}
