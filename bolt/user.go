@@ -58,21 +58,38 @@ func (r *Registration) Normalize() { r.Email = NormalizeEmail(r.Email) }
 func (r *Registration) Validate() error {
 	var v ValidationError
 	validateEmail(&v, "email", r.Email)
-	switch {
-	case strings.TrimSpace(r.Password) == "":
-		v.Add("password", "must not be blank or only spaces")
-	case !utf8.ValidString(r.Password):
-		v.Add("password", "must be valid UTF-8")
-	case utf8.RuneCountInString(r.Password) < MinPasswordChars:
-		v.Add("password", fmt.Sprintf("must be at least %d characters", MinPasswordChars))
-	case len(r.Password) > MaxPasswordBytes:
-		v.Add("password", fmt.Sprintf("must be at most %d bytes", MaxPasswordBytes))
-	}
+	validatePassword(&v, "password", r.Password)
 	return v.Err()
+}
+
+// ValidatePassword reports a password that breaks the rules for a new
+// password, naming field in the violation.
+func ValidatePassword(field, password string) error {
+	var v ValidationError
+	validatePassword(&v, field, password)
+	return v.Err()
+}
+
+func validatePassword(v *ValidationError, field, password string) {
+	switch {
+	case strings.TrimSpace(password) == "":
+		v.Add(field, "must not be blank or only spaces")
+	case !utf8.ValidString(password):
+		v.Add(field, "must be valid UTF-8")
+	case utf8.RuneCountInString(password) < MinPasswordChars:
+		v.Add(field, fmt.Sprintf("must be at least %d characters", MinPasswordChars))
+	case len(password) > MaxPasswordBytes:
+		v.Add(field, fmt.Sprintf("must be at most %d bytes", MaxPasswordBytes))
+	}
 }
 
 // NormalizeEmail is the form an address is stored and shown in.
 func NormalizeEmail(s string) string { return strings.TrimSpace(s) }
+
+// EmailKey is the form an address is compared in, as a string: the key for
+// anything that must treat two spellings of one address as one (the
+// guessing limits, say).
+func EmailKey(email string) string { return string(emailKey(email)) }
 
 // emailKey is the form an address is indexed and compared in, so that
 // Ada@Example.com and ada@example.com are one account. NFC first: "é" may

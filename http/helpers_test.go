@@ -58,6 +58,10 @@ func withMaxBody(n int64) envOption {
 	return func(c *heraldhttp.Config) { c.MaxBodyBytes = n }
 }
 
+func withLimits(l heraldhttp.Limits) envOption {
+	return func(c *heraldhttp.Config) { c.Limits = l }
+}
+
 func withTokenTTL(d time.Duration) envOption {
 	return func(c *heraldhttp.Config) { c.TokenTTL = d }
 }
@@ -72,7 +76,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	cfg := heraldhttp.Config{Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	cfg := heraldhttp.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)), Now: clock.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
+	"herald/auth"
 	"herald/bolt"
 )
 
@@ -85,6 +88,31 @@ func badCredentials() error {
 	}
 }
 
+// wrongPassword: a password confirming a sensitive change is not the
+// account's.
+func wrongPassword() error {
+	return &requestError{
+		status: http.StatusUnauthorized,
+		msg:    "the password is incorrect",
+		header: http.Header{"Www-Authenticate": {bearerChallenge}},
+	}
+}
+
+// tooManyAttempts: a guessing limit is spent; retry after wait.
+func tooManyAttempts(msg string, wait time.Duration) error {
+	return &requestError{
+		status: http.StatusTooManyRequests,
+		msg:    msg,
+		header: http.Header{"Retry-After": {retryAfterSeconds(wait)}},
+	}
+}
+
+// retryAfterSeconds renders wait as Retry-After wants it: whole seconds,
+// rounded up, at least one.
+func retryAfterSeconds(wait time.Duration) string {
+	return strconv.FormatInt(max(1, int64((wait+time.Second-1)/time.Second)), 10)
+}
+
 // missingRole: authenticated, but without the role an operation requires.
 func missingRole(role string) error {
 	return &requestError{status: http.StatusForbidden, msg: "this operation requires role " + role}
@@ -127,10 +155,16 @@ func problemFor(err error) (problem, http.Header, bool) {
 		p.Status, p.Detail = http.StatusConflict, clientDetail(err, "the request conflicts with what is stored")
 	case errors.Is(err, bolt.ErrPrecondition):
 		p.Status, p.Detail = http.StatusPreconditionFailed, clientDetail(err, "the resource has changed since the version in If-Match")
+	case errors.Is(err, auth.ErrBusy):
+		// Every hashing slot is taken and the queue is full: a burst of
+		// logins; a second later the queue has moved.
+		p.Status, p.Detail = http.StatusServiceUnavailable, "the server is busy checking passwords; try again in a moment"
+		header = http.Header{"Retry-After": {"1"}}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client left or the server is shutting down while the request
 		// waited (for a hashing slot, say): not a fault of ours to log as one.
 		p.Status, p.Detail = http.StatusServiceUnavailable, "the request was abandoned before it completed"
+		header = http.Header{"Retry-After": {"1"}}
 	default:
 		p.Status, p.Detail = http.StatusInternalServerError, "Internal error"
 		p.Title = http.StatusText(p.Status)

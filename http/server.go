@@ -29,6 +29,9 @@ type Config struct {
 	TokenTTL     time.Duration // lifetime of issued tokens
 	MaxBodyBytes int64         // larger request bodies get 413
 	Logger       *slog.Logger  // access and error log; nil discards
+	Limits       Limits        // guessing limits; zero values take defaults
+	// Now is the limiters' clock; nil means time.Now. Tests pass their own.
+	Now func() time.Time
 }
 
 // Server is Herald's HTTP handler.
@@ -38,6 +41,7 @@ type Server struct {
 	tokenTTL time.Duration
 	maxBody  int64
 	log      *slog.Logger
+	guard    *guard
 	router   *httprouter.Router
 }
 
@@ -59,6 +63,11 @@ func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	s.guard = newGuard(cfg.Limits, now)
 
 	rt := httprouter.New()
 	// An API answers the path it was asked, never a redirect to a guess.
@@ -119,6 +128,11 @@ func (s *Server) routes() []route {
 		{http.MethodPost, "/api/login", public, s.login},
 		{http.MethodGet, "/api/me", authenticated, s.me},
 		{http.MethodPost, "/api/logout", authenticated, s.logout},
+		{http.MethodDelete, "/api/me", authenticated, s.deleteAccount},
+		{http.MethodPost, "/api/me/password", authenticated, s.changePassword},
+		{http.MethodGet, "/api/me/tokens", authenticated, s.listTokens},
+		{http.MethodDelete, "/api/me/tokens", authenticated, s.revokeAllTokens},
+		{http.MethodDelete, "/api/me/tokens/:id", authenticated, s.revokeToken},
 
 		{http.MethodPost, "/api/message", roleUser, s.createMessage}, // the seed's path
 		{http.MethodPost, "/api/messages", roleUser, s.createMessage},

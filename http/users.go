@@ -29,6 +29,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	if err := reg.Validate(); err != nil {
 		return err
 	}
+	if err := s.guard.startRegistration(r); err != nil {
+		return err
+	}
 	hash, err := s.hasher.Hash(r.Context(), reg.Password)
 	if err != nil {
 		return err
@@ -88,28 +91,39 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 // Unknown e-mails cost the same argon2 work as wrong passwords, and both
 // get the same error, so neither the answer nor its timing tells them apart.
 func (s *Server) checkCredentials(r *http.Request, email, password string) (*bolt.User, error) {
+	attempt, err := s.guard.startLogin(r, email)
+	if err != nil {
+		return nil, err
+	}
 	if len(password) > bolt.MaxPasswordBytes {
 		// No stored password can be this long; refuse before hashing so a
-		// huge password cannot buy a long computation.
+		// huge password cannot buy a long computation. It still counts as
+		// a failed try.
 		return nil, badCredentials()
 	}
 	u, err := s.db.UserByEmail(email)
 	if errors.Is(err, bolt.ErrNotFound) {
+		// Unknown e-mails cost the same hashing and the same tries as
+		// wrong passwords.
 		if err := s.hasher.VerifyDummy(r.Context(), password); err != nil {
+			attempt.uncounted()
 			return nil, err
 		}
 		return nil, badCredentials()
 	}
 	if err != nil {
+		attempt.uncounted()
 		return nil, err
 	}
 	ok, stale, err := s.hasher.Verify(r.Context(), password, u.PasswordHash)
 	if err != nil {
+		attempt.uncounted()
 		return nil, err
 	}
 	if !ok {
 		return nil, badCredentials()
 	}
+	attempt.uncounted()
 	if stale {
 		s.rehash(r, u, password)
 	}

@@ -953,8 +953,11 @@ func TestRouter_MethodNotAllowed(t *testing.T) {
 		{"PATCH", "/api/register", "POST"},
 		{"GET", "/api/login", "POST"},
 		{"POST", "/api/me", "GET"},
-		{"DELETE", "/api/me", "GET"},
+		{"PUT", "/api/me", "DELETE"},
 		{"GET", "/api/logout", "POST"},
+		{"GET", "/api/me/password", "POST"},
+		{"POST", "/api/me/tokens", "GET"},
+		{"GET", "/api/me/tokens/0123456789abcdef", "DELETE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
