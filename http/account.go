@@ -154,4 +154,3 @@ func (s *Server) confirmPassword(r *http.Request, password string) error {
 	attempt.uncounted()
 	return nil
 }
-
