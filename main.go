@@ -11,9 +11,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,6 +41,11 @@ type config struct {
 	hashConcurrency int
 	shutdownTimeout time.Duration
 	logFormat       string
+	hashQueue       int
+	trustedProxies  string // comma-separated CIDRs, checked by validate
+	loginPerAccount auth.Rate
+	loginPerAddress auth.Rate
+	registerPerAddr auth.Rate
 }
 
 // parseConfig reads flags, falling back to HERALD_* variables, falling back
@@ -56,6 +63,12 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.IntVar(&c.hashConcurrency, "hash-concurrency", runtime.NumCPU(), "password hashes computed at once (`n`); each takes about 19 MiB")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to let requests in flight finish on SIGINT/SIGTERM (`duration`)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (`format`)")
+	fs.IntVar(&c.hashQueue, "hash-queue", 0, "logins that may wait for a hashing slot (`n`) before the rest get 503; 0 means 32 per slot")
+	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "reverse proxies whose X-Forwarded-For is believed, as comma-separated `CIDRs` (e.g. 127.0.0.1/32,::1/128)")
+	c.loginPerAccount, c.loginPerAddress, c.registerPerAddr = auth.LoginFailuresPerAccount(), auth.LoginFailuresPerAddress(), auth.RegistrationsPerAddress()
+	fs.Var(rateFlag{&c.loginPerAccount}, "login-failures-per-account", "failed logins allowed per account: a burst, then one more per interval (`burst/interval`)")
+	fs.Var(rateFlag{&c.loginPerAddress}, "login-failures-per-address", "failed logins allowed per client address (`burst/interval`)")
+	fs.Var(rateFlag{&c.registerPerAddr}, "registrations-per-address", "registrations allowed per client address (`burst/interval`)")
 	usage := func(out io.Writer) {
 		fmt.Fprintf(out, "Usage: herald [flags]\n\nHerald serves a messaging API with user accounts on one embedded database.\n\nFlags (each also read from the HERALD_* variable shown; a flag beats its variable):\n")
 		fs.VisitAll(func(f *flag.Flag) {
@@ -110,8 +123,71 @@ func (c *config) validate() error {
 		return configError("shutdown-timeout", "must not be negative")
 	case c.logFormat != "text" && c.logFormat != "json":
 		return configError("log-format", "must be text or json")
+	case c.hashQueue < 0:
+		return configError("hash-queue", "must not be negative")
+	}
+	if _, err := parsePrefixes(c.trustedProxies); err != nil {
+		return configError("trusted-proxies", err.Error())
 	}
 	return nil
+}
+
+// parsePrefixes reads comma-separated CIDRs; a bare address means just
+// that address.
+func parsePrefixes(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			a, aerr := netip.ParseAddr(part)
+			if aerr != nil {
+				return nil, fmt.Errorf("has %q, which is neither a CIDR like 10.0.0.0/8 nor an address", part)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// rateFlag reads an auth.Rate written as burst/interval, such as 10/5m.
+type rateFlag struct{ rate *auth.Rate }
+
+func (f rateFlag) String() string {
+	if f.rate == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d/%s", f.rate.Burst, shortDuration(f.rate.Every))
+}
+
+func (f rateFlag) Set(s string) error {
+	burst, every, ok := strings.Cut(s, "/")
+	n, err := strconv.Atoi(burst)
+	if !ok || err != nil || n < 1 {
+		return fmt.Errorf("want burst/interval such as 10/5m, with a burst of at least 1")
+	}
+	d, err := time.ParseDuration(every)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("want burst/interval such as 10/5m, with a positive interval")
+	}
+	*f.rate = auth.Rate{Burst: n, Every: d}
+	return nil
+}
+
+// shortDuration writes d the way people do: 5m, 720h, 1h30m, not 5m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func configError(flagName, problem string) error {
@@ -163,10 +239,33 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		}
 	}()
 
-	handler := heraldhttp.NewServer(db, auth.NewHasher(auth.DefaultParams(), cfg.hashConcurrency), heraldhttp.Config{
+	// The store's background chores: last-use times of tokens, the sweep
+	// of expired ones. They stop before the database closes.
+	choresCtx, stopChores := context.WithCancel(context.Background())
+	choresDone := make(chan struct{})
+	go func() {
+		defer close(choresDone)
+		db.Maintain(choresCtx, 30*time.Second, 10*time.Minute, func(chore string, err error) {
+			logger.Warn(chore, "err", err)
+		})
+	}()
+	defer func() { stopChores(); <-choresDone }()
+
+	proxies, _ := parsePrefixes(cfg.trustedProxies) // validated with the flags
+	hashQueue := cfg.hashQueue
+	if hashQueue == 0 {
+		hashQueue = auth.DefaultWaitingPerSlot * cfg.hashConcurrency
+	}
+	handler := heraldhttp.NewServer(db, auth.NewHasherQueue(auth.DefaultParams(), cfg.hashConcurrency, hashQueue), heraldhttp.Config{
 		TokenTTL:     cfg.tokenTTL,
 		MaxBodyBytes: cfg.maxBody,
 		Logger:       logger,
+		Limits: heraldhttp.Limits{
+			LoginFailuresPerAccount: cfg.loginPerAccount,
+			LoginFailuresPerAddress: cfg.loginPerAddress,
+			RegistrationsPerAddress: cfg.registerPerAddr,
+			TrustedProxies:          proxies,
+		},
 	})
 	// Every request's context descends from requestsCtx, so cancelling it
 	// reaches every handler still running: searches stop at their next

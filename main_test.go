@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"herald/auth"
 	"herald/bolt"
 )
 
@@ -437,6 +438,9 @@ func TestParseConfig(t *testing.T) {
 		hashConcurrency: runtime.NumCPU(),
 		shutdownTimeout: 10 * time.Second,
 		logFormat:       "text",
+		loginPerAccount: auth.LoginFailuresPerAccount(),
+		loginPerAddress: auth.LoginFailuresPerAddress(),
+		registerPerAddr: auth.RegistrationsPerAddress(),
 	}
 	with := func(f func(*config)) config {
 		c := defaults
@@ -464,7 +468,9 @@ func TestParseConfig(t *testing.T) {
 		{
 			name: "AllFlags",
 			args: []string{"--addr", ":1", "--db=x.db", "--token-ttl", "5m", "--max-body", "2048", "--hash-concurrency", "7", "--shutdown-timeout", "0s", "-log-format", "json"},
-			want: config{addr: ":1", dbPath: "x.db", tokenTTL: 5 * time.Minute, maxBody: 2048, hashConcurrency: 7, shutdownTimeout: 0, logFormat: "json"},
+			want: with(func(c *config) {
+				c.addr, c.dbPath, c.tokenTTL, c.maxBody, c.hashConcurrency, c.shutdownTimeout, c.logFormat = ":1", "x.db", 5*time.Minute, 2048, 7, 0, "json"
+			}),
 		},
 		{
 			name: "FlagsBeatVariables",
@@ -473,7 +479,9 @@ func TestParseConfig(t *testing.T) {
 				"HERALD_ADDR": ":2", "HERALD_DB": "y.db", "HERALD_TOKEN_TTL": "6m", "HERALD_MAX_BODY": "4096",
 				"HERALD_HASH_CONCURRENCY": "8", "HERALD_SHUTDOWN_TIMEOUT": "3s", "HERALD_LOG_FORMAT": "text",
 			},
-			want: config{addr: ":1", dbPath: "x.db", tokenTTL: 5 * time.Minute, maxBody: 2048, hashConcurrency: 7, shutdownTimeout: time.Second, logFormat: "json"},
+			want: with(func(c *config) {
+				c.addr, c.dbPath, c.tokenTTL, c.maxBody, c.hashConcurrency, c.shutdownTimeout, c.logFormat = ":1", "x.db", 5*time.Minute, 2048, 7, time.Second, "json"
+			}),
 		},
 		{
 			name: "FlagAndVariableMix",
@@ -514,6 +522,17 @@ func TestParseConfig(t *testing.T) {
 		{name: "EnvHashConcurrencyZero", vars: map[string]string{"HERALD_HASH_CONCURRENCY": "0"}, wantErr: "HERALD_HASH_CONCURRENCY"},
 		{name: "AddrEmpty", args: []string{"--addr="}, wantErr: "--addr (HERALD_ADDR) must not be empty"},
 		{name: "DBEmpty", args: []string{"--db="}, wantErr: "--db (HERALD_DB) must not be empty"},
+
+		{name: "LoginLimitFlag", args: []string{"--login-failures-per-account", "5/10m"}, want: with(func(c *config) { c.loginPerAccount = auth.Rate{Burst: 5, Every: 10 * time.Minute} })},
+		{name: "AddressLimitEnv", vars: map[string]string{"HERALD_LOGIN_FAILURES_PER_ADDRESS": "50/30s"}, want: with(func(c *config) { c.loginPerAddress = auth.Rate{Burst: 50, Every: 30 * time.Second} })},
+		{name: "RegisterLimitFlag", args: []string{"--registrations-per-address=3/1h"}, want: with(func(c *config) { c.registerPerAddr = auth.Rate{Burst: 3, Every: time.Hour} })},
+		{name: "TrustedProxies", args: []string{"--trusted-proxies", "127.0.0.1/32, ::1, 10.0.0.0/8"}, want: with(func(c *config) { c.trustedProxies = "127.0.0.1/32, ::1, 10.0.0.0/8" })},
+		{name: "HashQueue", vars: map[string]string{"HERALD_HASH_QUEUE": "8"}, want: with(func(c *config) { c.hashQueue = 8 })},
+		{name: "LimitWithoutInterval", args: []string{"--login-failures-per-account", "10"}, wantErr: "login-failures-per-account"},
+		{name: "LimitZeroBurst", args: []string{"--login-failures-per-account", "0/5m"}, wantErr: "login-failures-per-account"},
+		{name: "LimitBadInterval", vars: map[string]string{"HERALD_REGISTRATIONS_PER_ADDRESS": "10/soon"}, wantErr: "HERALD_REGISTRATIONS_PER_ADDRESS"},
+		{name: "TrustedProxiesGarbage", args: []string{"--trusted-proxies", "10.0.0.0/8,proxy.local"}, wantErr: `--trusted-proxies (HERALD_TRUSTED_PROXIES) has "proxy.local"`},
+		{name: "HashQueueNegative", args: []string{"--hash-queue", "-1"}, wantErr: "hash-queue"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -550,6 +569,12 @@ var flagNames = map[string]string{
 	"hash-concurrency": "HERALD_HASH_CONCURRENCY",
 	"shutdown-timeout": "HERALD_SHUTDOWN_TIMEOUT",
 	"log-format":       "HERALD_LOG_FORMAT",
+	"hash-queue":       "HERALD_HASH_QUEUE",
+	"trusted-proxies":  "HERALD_TRUSTED_PROXIES",
+
+	"login-failures-per-account": "HERALD_LOGIN_FAILURES_PER_ACCOUNT",
+	"login-failures-per-address": "HERALD_LOGIN_FAILURES_PER_ADDRESS",
+	"registrations-per-address":  "HERALD_REGISTRATIONS_PER_ADDRESS",
 }
 
 func TestRunHelp(t *testing.T) {
