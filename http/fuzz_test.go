@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"herald/auth"
 	"herald/bolt"
@@ -48,9 +49,13 @@ func fzNew(f *testing.F, maxBody int64) *fzTarget {
 		}
 	})
 	logs := &syncBuffer{}
+	// The guessing limits are opened wide: a fuzzer is one address making
+	// thousands of attempts, and should reach the code behind them.
+	wide := auth.Rate{Burst: 1 << 30, Every: time.Nanosecond}
 	cfg := heraldhttp.Config{
 		MaxBodyBytes: maxBody,
 		Logger:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Limits:       heraldhttp.Limits{LoginFailuresPerAccount: wide, LoginFailuresPerAddress: wide, RegistrationsPerAddress: wide},
 	}
 	return &fzTarget{srv: heraldhttp.NewServer(db, auth.NewHasher(fastParams, 0), cfg), db: db, logs: logs}
 }
@@ -436,4 +441,95 @@ func (z *fzTarget) checkPage(t *testing.T, rec *httptest.ResponseRecorder) {
 	default:
 		t.Errorf("next = %#v, want a string or null", page["next"])
 	}
+}
+
+// FuzzAuthorization sends arbitrary Authorization headers to a protected
+// read and a protected write: anything but the one valid token is a 401
+// problem with a Bearer challenge, and nothing is stored.
+func FuzzAuthorization(f *testing.F) {
+	z := fzNew(f, 0)
+	token := z.register(f, "ada@example.com")
+	for _, seed := range []string{
+		"", "Bearer", "Bearer ", "Bearer " + token, "bearer " + token, "BEARER  " + token + "  ",
+		"Basic YWRhOnB3", "Bearer " + token + "x", "Bearer " + token[:len(token)-1],
+		"Bearer herald_", "Bearer " + strings.Repeat("A", 4096), "Bearer\t" + token,
+		"Bearer " + token + "\r\nX-Evil: 1", "Token " + token, "Bearer " + strings.ToLower(token),
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		for _, r := range []*http.Request{
+			httptest.NewRequest("GET", "/api/me", nil),
+			fzBodyRequest("POST", "/api/messages", "application/json", []byte(`{"content":"fuzzed"}`)),
+		} {
+			r.Header["Authorization"] = []string{header}
+			before := z.counts(t)
+			rec := z.serve(r)
+			p := z.check(t, rec)
+			valid := false
+			if scheme, rest, ok := strings.Cut(header, " "); ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(rest) == token {
+				valid = true
+			}
+			switch {
+			case valid && p != nil:
+				t.Fatalf("%s %s with the valid token: %d %s", r.Method, r.URL.Path, rec.Code, rec.Body)
+			case !valid && p == nil:
+				t.Fatalf("%s %s with Authorization %q answered %d", r.Method, r.URL.Path, header, rec.Code)
+			case !valid:
+				if rec.Code != http.StatusUnauthorized || !strings.HasPrefix(rec.Header().Get("WWW-Authenticate"), "Bearer") {
+					t.Fatalf("Authorization %q: %d with challenge %q, want 401 Bearer", header, rec.Code, rec.Header().Get("WWW-Authenticate"))
+				}
+				if after := z.counts(t); after != before {
+					t.Fatalf("refused request changed the store: %+v → %+v", before, after)
+				}
+			}
+		}
+	})
+}
+
+// FuzzAccountBodies sends arbitrary bodies of arbitrary declared types to
+// login, password change and account deletion. None may fail inside, none
+// may change the store unless it is well formed and right, and the account
+// survives (its password is never the fuzzed one).
+func FuzzAccountBodies(f *testing.F) {
+	z := fzNew(f, 4096)
+	token := z.register(f, "ada@example.com")
+	for _, seed := range []struct{ ct, body string }{
+		{"application/json", `{"username":"ada@example.com","password":"wrong horse"}`},
+		{"application/json", `{"currentPassword":"wrong","newPassword":"a new password"}`},
+		{"application/json", `{"password":"wrong"}`},
+		{"application/x-www-form-urlencoded", "username=ada%40example.com&password=x"},
+		{"multipart/form-data; boundary=X", "--X\r\nContent-Disposition: form-data; name=\"password\"\r\n\r\nwrong\r\n--X--\r\n"},
+		{"application/json", `{"password":null}`},
+		{"application/json", `{"password":"x","password":"y"}`},
+		{"text/plain", "password=wrong"},
+	} {
+		f.Add(seed.ct, []byte(seed.body))
+	}
+	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
+		for _, target := range []struct{ method, path string }{
+			{"POST", "/api/login"},
+			{"POST", "/api/me/password"},
+			{"DELETE", "/api/me"},
+		} {
+			before := z.counts(t)
+			r := fzBodyRequest(target.method, target.path, contentType, body)
+			r.Header.Set("Authorization", "Bearer "+token)
+			rec := z.serve(r)
+			p := z.check(t, rec)
+			if p == nil && target.path != "/api/login" {
+				t.Fatalf("%s %s succeeded with a fuzzed password: %q", target.method, target.path, body)
+			}
+			after := z.counts(t)
+			if p == nil && !fzWellFormed(contentType, body) {
+				t.Errorf("%s %s accepted a body that is not a complete %q document: %q", target.method, target.path, contentType, body)
+			}
+			// A successful login adds a token; nothing else changes anything.
+			if p != nil || target.path != "/api/login" {
+				if after != before {
+					t.Fatalf("%s %s answered %d and changed the store: %+v → %+v", target.method, target.path, rec.Code, before, after)
+				}
+			}
+		}
+	})
 }

@@ -1007,6 +1007,8 @@ func TestNosniffOnEveryResponse(t *testing.T) {
 		{"too large", request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: `{"email":"` + strings.Repeat("a", 3000) + `"}`}, 413},
 		{"media type", request{Method: "POST", Path: "/api/register", ContentType: "text/plain", Body: "hi"}, 415},
 		{"invalid", request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: `{}`}, 422},
+		{"tokens", request{Method: "GET", Path: "/api/me/tokens", Token: token}, 200},
+		{"search", request{Method: "GET", Path: "/api/messages", Token: token}, 200},
 		{"logout", request{Method: "POST", Path: "/api/logout", Token: token}, 204},
 	}
 	for _, tt := range tests {
@@ -1023,6 +1025,12 @@ func TestNosniffOnEveryResponse(t *testing.T) {
 			}
 			if cookie := res.Header.Get("Set-Cookie"); cookie != "" {
 				t.Errorf("stateless API set a cookie: %q", cookie)
+			}
+			// No version banner for scanners to match against.
+			for _, banner := range []string{"Server", "X-Powered-By"} {
+				if v := res.Header.Get(banner); v != "" {
+					t.Errorf("%s = %q, want none", banner, v)
+				}
 			}
 		})
 	}
