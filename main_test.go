@@ -64,9 +64,16 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// environ returns a getenv over a fixed set of variables.
+// environ returns a getenv over a fixed set of variables. GOMEMLIMIT reads
+// as "off" unless a test sets it: run would otherwise put its soft memory
+// limit on the whole test process.
 func environ(vars map[string]string) func(string) string {
-	return func(k string) string { return vars[k] }
+	return func(k string) string {
+		if v, ok := vars[k]; ok || k != "GOMEMLIMIT" {
+			return v
+		}
+		return "off"
+	}
 }
 
 // instance is one run() in a goroutine.
@@ -533,6 +540,8 @@ func TestParseConfig(t *testing.T) {
 		{name: "LimitBadInterval", vars: map[string]string{"HERALD_REGISTRATIONS_PER_ADDRESS": "10/soon"}, wantErr: "HERALD_REGISTRATIONS_PER_ADDRESS"},
 		{name: "TrustedProxiesGarbage", args: []string{"--trusted-proxies", "10.0.0.0/8,proxy.local"}, wantErr: `--trusted-proxies (HERALD_TRUSTED_PROXIES) has "proxy.local"`},
 		{name: "HashQueueNegative", args: []string{"--hash-queue", "-1"}, wantErr: "hash-queue"},
+		{name: "MemoryLimit", args: []string{"--memory-limit", "200"}, want: with(func(c *config) { c.memoryLimitMiB = 200 })},
+		{name: "MemoryLimitNegative", vars: map[string]string{"HERALD_MEMORY_LIMIT": "-5"}, wantErr: "memory-limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -570,6 +579,7 @@ var flagNames = map[string]string{
 	"shutdown-timeout": "HERALD_SHUTDOWN_TIMEOUT",
 	"log-format":       "HERALD_LOG_FORMAT",
 	"hash-queue":       "HERALD_HASH_QUEUE",
+	"memory-limit":     "HERALD_MEMORY_LIMIT",
 	"trusted-proxies":  "HERALD_TRUSTED_PROXIES",
 
 	"login-failures-per-account": "HERALD_LOGIN_FAILURES_PER_ACCOUNT",
