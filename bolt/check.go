@@ -136,7 +136,7 @@ func (c *checker) tokens() {
 				return nil
 			}
 			b := tokens.Get(k[8:])
-			if b == nil || len(b) < 8 || btoi(b[:8]) != btoi(k[:8]) {
+			if len(b) < 8 || btoi(b[:8]) != btoi(k[:8]) {
 				c.addf("tokens_by_user: entry %d‖%x… points at no token of that user", btoi(k[:8]), k[8:12])
 			}
 			return nil
