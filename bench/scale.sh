@@ -1,0 +1,655 @@
+#!/usr/bin/env bash
+# bench/scale.sh: a reproducible load benchmark for Herald with a realistic
+# amount of data.
+#
+# It builds Herald and a do-nothing baseline server (bench/baseline), starts
+# both on 127.0.0.1 with ports the kernel picks and a fresh database in a
+# temp dir, fills Herald with MESSAGES messages THROUGH THE API (wrk +
+# bench/fill.lua, about 10 users, varied content from bench/content.lua),
+# then drives each workload with wrk at every connection count in CONNS_LIST
+# and prints one table per count: requests/s, p50 and p99 latency, non-2xx
+# answers and socket errors, throughput as a ratio to the baseline server and
+# p99 as a multiple of the baseline's p99. The baseline is measured at the
+# start and again at the end of each block; the ratios use the mean, and both
+# are printed so drift is visible. This machine is shared: ratios to the
+# baseline drift less than absolute numbers, and the script measures how much
+# CPU other processes took while it ran and warns when that is a lot.
+#
+# Usage (from a fresh clone; root, or sudo for apt-get, installs wrk if
+# missing):
+#   bench/scale.sh                               # defaults, a few minutes
+#   MESSAGES=5000 DURATION=2s bench/scale.sh     # quick check
+#   HERALD_REF=HEAD bench/scale.sh               # benchmark committed code,
+#                                                # not the working tree
+#
+# Environment:
+#   MESSAGES=100000     messages created through the API before the workloads
+#   DURATION=5s         length of every wrk run (wrk syntax: 5s, 1m)
+#   CONNS_LIST="16 64"  connection counts, one table each
+#   THREADS=2           wrk threads
+#   USERS=10            accounts that post the messages (1..20: registration
+#                       may be limited to 100 per address per hour)
+#   FILL_CONNS=64       wrk connections used for the fill
+#   FILL_MAX=300        seconds the fill may take at most; when it runs out the
+#                       workloads run on what was created, and the report
+#                       says so
+#   WRK_TIMEOUT=10s     wrk's per-request timeout; slower answers are errors
+#   SEED=1              seed for message content and random ids
+#   HERALD_SRC=DIR      Go module to build Herald from (default: the
+#                       repository this script is in)
+#   HERALD_REF=REV      build Herald from this git revision of the script's
+#                       repository instead (git archive into the temp dir;
+#                       nothing in the repository is touched)
+#   BUSY_WARN_PCT=15    warn when other processes used more than this
+#                       percentage of one core during the run
+#   SETTLE_MAX=15       seconds to wait at most, between runs, for Herald to
+#                       finish work that wrk abandoned
+#   KEEP_WORK=1         keep the temp dir (database, logs, wrk output)
+#
+# Workloads: create (POST /api/messages), list_newest_20
+# (GET /api/messages?limit=20), get_by_id (random ids in the filled range),
+# search_common (?q=apple, ~30% of messages), search_two_words
+# (?q=apple+river, ~6%), search_rare (?q=zephyr, ~1 in 10,000), owner_filter
+# (?owner=user3@example.com), deep_page_50 (the 50th page of limit=20,
+# reached by following "next" cursors), login (POST /api/login; argon2id, slow
+# by design, with an account of its own).
+#
+# Output: progress on stderr; the report (host, settings, fill rate, the
+# tables, Herald's peak RssAnon and VmRSS sampled every 200 ms through the
+# whole run, CPU used by other processes) on stdout and in
+# bench/out/scale-YYYYmmdd-HHMMSS.txt (gitignored). Table columns: req/s and
+# requests (answers that finished within the run), p50/p99 latency, non-2xx
+# (wrk's count of answers with status >= 400), errors (socket errors and
+# timeouts), ratio (req/s / the baseline's mean req/s), p99 x bl (p99 / the
+# baseline's mean p99), other% (CPU other processes used during that run,
+# in % of one core; above BUSY_WARN_PCT the figures are suspect).
+#
+# Only 127.0.0.1 is contacted, no port is fixed, every wrk run is bounded by
+# a duration, and the servers are stopped by PID on exit.
+set -euo pipefail
+
+bench=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$bench/.." && pwd)
+
+MESSAGES=${MESSAGES:-100000}
+DURATION=${DURATION:-5s}
+CONNS_LIST=${CONNS_LIST:-16 64}
+THREADS=${THREADS:-2}
+USERS=${USERS:-10}
+FILL_CONNS=${FILL_CONNS:-64}
+FILL_MAX=${FILL_MAX:-300}
+WRK_TIMEOUT=${WRK_TIMEOUT:-10s}
+SEED=${SEED:-1}
+HERALD_SRC=${HERALD_SRC:-$repo}
+HERALD_REF=${HERALD_REF:-}
+BUSY_WARN_PCT=${BUSY_WARN_PCT:-15}
+SETTLE_MAX=${SETTLE_MAX:-15}
+KEEP_WORK=${KEEP_WORK:-}
+FILL_PROBE=5 # seconds of the first fill round, which measures the create rate
+
+die() { printf 'scale.sh: %s\n' "$*" >&2; exit 1; }
+log() { printf '[%(%T)T] %s\n' -1 "$*" >&2; }
+
+isint() { [[ $1 =~ ^(0|[1-9][0-9]*)$ ]]; }
+# need_int NAME VALUE MIN [MAX]: die unless MIN <= VALUE (<= MAX).
+need_int() {
+  if ! isint "$2" || (($2 < $3)) || { [ -n "${4:-}" ] && (($2 > $4)); }; then
+    die "$1 must be an integer from $3${4:+ to $4}, not \"$2\""
+  fi
+}
+need_int MESSAGES "$MESSAGES" 1
+need_int USERS "$USERS" 1 20
+need_int THREADS "$THREADS" 1
+need_int FILL_CONNS "$FILL_CONNS" "$THREADS"
+need_int FILL_MAX "$FILL_MAX" 10
+need_int SEED "$SEED" 0
+need_int BUSY_WARN_PCT "$BUSY_WARN_PCT" 0
+need_int SETTLE_MAX "$SETTLE_MAX" 0
+[[ $DURATION =~ ^[0-9]+[smh]?$ ]] || die "DURATION must be like 5s or 1m"
+[[ $WRK_TIMEOUT =~ ^[0-9]+[smh]?$ ]] || die "WRK_TIMEOUT must be like 10s"
+for c in $CONNS_LIST; do
+  need_int "a CONNS_LIST entry" "$c" "$THREADS"
+done
+[ -n "${CONNS_LIST// /}" ] || die "CONNS_LIST is empty"
+
+for tool in go curl git; do
+  command -v "$tool" >/dev/null || die "$tool is required"
+done
+if ! command -v wrk >/dev/null; then
+  log "installing wrk (Debian package)"
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq wrk >/dev/null
+  else
+    sudo apt-get update -qq && sudo apt-get install -y -qq wrk >/dev/null
+  fi
+fi
+tck=$(getconf CLK_TCK)
+
+# --- report and clean-up ---------------------------------------------------
+
+mkdir -p "$bench/out"
+report="$bench/out/scale-$(date +%Y%m%d-%H%M%S).txt"
+: >"$report"
+say() { printf '%s\n' "$*"; printf '%s\n' "$*" >>"$report"; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/herald-scale.XXXXXX")
+herald_pid='' baseline_pid='' sampler_pid=''
+
+stop_pid() { # pid signal-grace-seconds: TERM, wait, then KILL; sets REPLY to its status
+  local pid=$1 grace=$2 i
+  REPLY=''
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < grace * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  REPLY=0
+  wait "$pid" 2>/dev/null || REPLY=$?
+}
+
+cleanup() {
+  local status=$?
+  trap - EXIT
+  stop_pid "$sampler_pid" 1
+  stop_pid "$baseline_pid" 5
+  stop_pid "$herald_pid" 20
+  if ((status != 0)); then
+    if [ -s "$work/herald.log" ]; then
+      echo "--- last lines of herald's log:" >&2
+      tail -n 20 "$work/herald.log" >&2
+    fi
+    printf '\nrun did not complete (exit status %s)\n' "$status" >>"$report"
+    echo "partial report: $report" >&2
+  fi
+  if [ -n "$KEEP_WORK" ]; then
+    echo "work directory kept: $work" >&2
+  else
+    rm -rf "$work"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+# --- CPU and memory accounting ---------------------------------------------
+
+# cpu_of PID: REPLY = its utime+stime+cutime+cstime in clock ticks (0 when gone).
+cpu_of() {
+  local line
+  local -a f
+  REPLY=0
+  read -r line 2>/dev/null <"/proc/$1/stat" || return 0
+  line=${line##*) }
+  read -ra f <<<"$line"
+  REPLY=$((f[11] + f[12] + f[13] + f[14]))
+}
+
+# machine_busy: REPLY = busy ticks of all CPUs (user nice system irq softirq steal).
+machine_busy() {
+  local rest
+  local -a f
+  read -r _ rest </proc/stat
+  read -ra f <<<"$rest"
+  REPLY=$((f[0] + f[1] + f[2] + f[5] + f[6] + f[7]))
+}
+
+# acct_snapshot: ACCT = (microseconds, busy ticks, ticks used by us). "Us" is
+# this shell with every child it has reaped (wrk, curl, go, ...) plus the
+# processes it still runs (herald, baseline, memory sampler).
+acct_snapshot() {
+  local now=${EPOCHREALTIME/./} ours=0 p
+  machine_busy
+  local busy=$REPLY
+  for p in "$$" "$herald_pid" "$baseline_pid" "$sampler_pid"; do
+    [ -n "$p" ] || continue
+    cpu_of "$p"
+    ours=$((ours + REPLY))
+  done
+  ACCT=("$now" "$busy" "$ours")
+}
+
+# other_pct T0 BUSY0 OURS0: REPLY = percentage of one core that other
+# processes used since that snapshot, with one decimal.
+other_pct() {
+  acct_snapshot
+  local us=$((ACCT[0] - $1)) other=$(((ACCT[1] - $2) - (ACCT[2] - $3)))
+  ((other > 0)) || other=0
+  ((us > 0)) || us=1
+  local tenths=$((other * 1000 * 1000000 / tck / us))
+  REPLY="$((tenths / 10)).$((tenths % 10))"
+}
+
+# sample_mem PID FILE: every 200 ms, the peak RssAnon and VmRSS (kB) of PID
+# so far, written to FILE whenever one grows.
+sample_mem() {
+  local pid=$1 out=$2 k v anon rss max_anon=0 max_rss=0
+  while kill -0 "$pid" 2>/dev/null; do
+    anon=0 rss=0
+    while read -r k v _; do
+      case $k in
+      RssAnon:) anon=$v ;;
+      VmRSS:) rss=$v ;;
+      esac
+    done 2>/dev/null <"/proc/$pid/status" || true
+    if ((anon > max_anon || rss > max_rss)); then
+      if ((anon > max_anon)); then max_anon=$anon; fi
+      if ((rss > max_rss)); then max_rss=$rss; fi
+      printf '%s %s\n' "$max_anon" "$max_rss" >"$out"
+    fi
+    sleep 0.2
+  done
+}
+
+mem_peak() { # REPLY = "RssAnon N MiB, VmRSS M MiB" peak so far
+  local anon=0 rss=0
+  if [ -s "$work/mem" ]; then read -r anon rss <"$work/mem" || true; fi
+  REPLY="RssAnon $((anon / 1024)) MiB, VmRSS $((rss / 1024)) MiB"
+}
+
+# --- servers ---------------------------------------------------------------
+
+# listen_addr LOG PID NAME: REPLY = the address the server logged, e.g. from
+#   time=... level=INFO msg=listening addr=127.0.0.1:40123 db=...
+#   {"time":"...","level":"INFO","msg":"listening","addr":"127.0.0.1:40123",...}
+listen_addr() {
+  local logf=$1 pid=$2 name=$3 i line
+  REPLY=''
+  for ((i = 0; i < 300; i++)); do
+    if [ -s "$logf" ]; then
+      while IFS= read -r line; do
+        case $line in *listening*) ;; *) continue ;; esac
+        if [[ $line =~ \"addr\":\"([^\"]+)\" ]]; then
+          REPLY=${BASH_REMATCH[1]}
+        elif [[ $line =~ (^|[[:space:]])addr=\"?([^[:space:]\"]+) ]]; then
+          REPLY=${BASH_REMATCH[2]}
+        fi
+        [ -z "$REPLY" ] || break
+      done <"$logf"
+    fi
+    [ -z "$REPLY" ] || break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$REPLY" ]; then
+    cat "$logf" >&2 || true
+    die "$name did not report a listening address"
+  fi
+  [[ $REPLY =~ ^127\.0\.0\.1:[0-9]+$ ]] || die "$name listens on $REPLY, not on 127.0.0.1"
+}
+
+# settle: wait until Herald is idle (under 10% of a core for 0.3 s), at most
+# SETTLE_MAX seconds, so work wrk abandoned does not slow the next run.
+settle() {
+  local start=$SECONDS a
+  while :; do
+    cpu_of "$herald_pid"
+    a=$REPLY
+    sleep 0.3
+    cpu_of "$herald_pid"
+    if ((REPLY - a <= tck * 3 / 100)); then break; fi
+    if ((SECONDS - start >= SETTLE_MAX)); then
+      log "herald still busy after ${SETTLE_MAX}s; going on"
+      break
+    fi
+  done
+}
+
+# scan_log: count ERROR lines in Herald's log, keep a few, then empty the log
+# (it holds one access line per request; Herald appends, so emptying is safe).
+herald_errors=0
+scan_log() {
+  local n
+  n=$(grep -c -E 'level=ERROR|"level":"ERROR"' "$work/herald.log" || true)
+  if ((n > 0)); then
+    herald_errors=$((herald_errors + n))
+    grep -E 'level=ERROR|"level":"ERROR"' "$work/herald.log" | head -n 3 >>"$work/errors" || true
+  fi
+  : >"$work/herald.log"
+}
+
+# --- HTTP helpers (curl, bounded) ------------------------------------------
+
+# api METHOD PATH [curl args]: body in $work/resp, headers in $work/resp.h,
+# REPLY = status code (000 when curl failed).
+api() {
+  local method=$1 path=$2
+  shift 2
+  REPLY=$(curl -sS --max-time 60 -o "$work/resp" -D "$work/resp.h" -w '%{http_code}' \
+    -X "$method" "$base$path" "$@" 2>"$work/curl.err") || REPLY=000
+}
+
+json_field() { # FIELD: REPLY = the first "FIELD":"value" string in $work/resp
+  REPLY=$(sed -n "s/.*\"$1\":[[:space:]]*\"\\([^\"]*\\)\".*/\\1/p" "$work/resp" | head -n 1)
+}
+
+retry_after() { # REPLY = the Retry-After header of the last answer, capped at 10 s
+  REPLY=$(sed -n 's/^[Rr]etry-[Aa]fter:[[:space:]]*\([0-9]*\).*/\1/p' "$work/resp.h" | head -n 1)
+  isint "${REPLY:-x}" || REPLY=1
+  ((REPLY <= 10)) || REPLY=10
+  ((REPLY >= 1)) || REPLY=1
+}
+
+# account ENDPOINT BODY: POST it, tolerating 429/503 (reported, retried after
+# Retry-After up to 3 times). REPLY = the token, empty on failure.
+account() {
+  local endpoint=$1 body=$2 try
+  for try in 1 2 3 4; do
+    api POST "/api/$endpoint" -H 'Content-Type: application/json' -d "$body"
+    local code=$REPLY
+    case $code in
+    200 | 201)
+      json_field token
+      return 0
+      ;;
+    429 | 503)
+      retry_after
+      say "note: $endpoint answered $code (Retry-After ${REPLY}s), attempt $try"
+      ((try < 4)) && sleep "$REPLY"
+      ;;
+    *)
+      log "$endpoint answered $code: $(head -c 300 "$work/resp" 2>/dev/null; cat "$work/curl.err")"
+      REPLY=''
+      return 0
+      ;;
+    esac
+  done
+  REPLY=''
+}
+
+# newest_id: REPLY = the id of the newest message (0 when there is none).
+newest_id() {
+  api GET '/api/messages?limit=1' -H "$auth"
+  [ "$REPLY" = 200 ] || die "GET /api/messages?limit=1 answered $REPLY"
+  REPLY=$(grep -o '"id":[[:space:]]*[0-9]*' "$work/resp" | head -n 1 | grep -o '[0-9]*$' || true)
+  REPLY=${REPLY:-0}
+}
+
+# wait_stable_id: REPLY = the newest id once it stops changing (creates still
+# in flight when wrk stopped land after it returns), waiting 30 s at most.
+wait_stable_id() {
+  local prev=-1 i
+  for ((i = 0; i < 60; i++)); do
+    newest_id
+    [ "$REPLY" != "$prev" ] || return 0
+    prev=$REPLY
+    sleep 0.5
+  done
+}
+
+# --- wrk -------------------------------------------------------------------
+
+# bench_run NAME CONNS RESULTS [wrk args]: one wrk run of DURATION; appends
+# "NAME rps=.. p50_ms=.. p99_ms=.. errors=.. non2xx=.. other=.." to RESULTS.
+bench_run() {
+  local name=$1 conns=$2 results=$3
+  shift 3
+  kill -0 "$herald_pid" 2>/dev/null || die "herald is no longer running"
+  local out="$work/wrk-$name-$conns.out"
+  log "$name, $conns connections, $DURATION"
+  acct_snapshot
+  local a0=${ACCT[0]} a1=${ACCT[1]} a2=${ACCT[2]}
+  local line=''
+  if wrk -t"$THREADS" -c"$conns" -d"$DURATION" --timeout "$WRK_TIMEOUT" "$@" >"$out" 2>&1; then
+    line=$(grep '^RESULT ' "$out" | tail -n 1 || true)
+  fi
+  other_pct "$a0" "$a1" "$a2"
+  local other=$REPLY
+  if [ -z "$line" ]; then
+    log "wrk failed for $name:"
+    cat "$out" >&2
+    printf '%s FAILED other=%s\n' "$name" "$other" >>"$results"
+  else
+    printf '%s %s other=%s\n' "$name" "${line#RESULT }" "$other" >>"$results"
+  fi
+  settle
+  scan_log
+}
+
+# table CONNS RESULTS: print the table of one connection count.
+table() {
+  local conns=$1 results=$2 t
+  t=$(awk -v conns="$conns" -v threads="$THREADS" -v dur="$DURATION" '
+    {
+      names[++n] = $1
+      if ($2 == "FAILED") failed[$1] = 1
+      for (i = 2; i <= NF; i++) { split($i, kv, "="); v[$1, kv[1]] = kv[2] }
+    }
+    function row(label, s) {
+      if (failed[s]) { printf "%-18s %10s\n", label, "wrk failed"; return }
+      if (v[s, "requests"] == 0) {
+        printf "%-18s %10.0f %8d %9s %9s %8d %7d %7.3f %9s %7s\n", label, 0, 0, "-", "-",
+          v[s, "non2xx"], v[s, "errors"], 0, "-", v[s, "other"]
+        notes = notes sprintf("%s: no answer finished within %s, so no latency figures\n", label, dur)
+        return
+      }
+      printf "%-18s %10.0f %8d %9.2f %9.2f %8d %7d %7.3f %9.1f %7s\n", label,
+        v[s, "rps"], v[s, "requests"], v[s, "p50_ms"], v[s, "p99_ms"], v[s, "non2xx"], v[s, "errors"],
+        (brps > 0 ? v[s, "rps"] / brps : 0), (bp99 > 0 ? v[s, "p99_ms"] / bp99 : 0), v[s, "other"]
+    }
+    END {
+      brps = (v["baseline_start", "rps"] + v["baseline_end", "rps"]) / 2
+      bp99 = (v["baseline_start", "p99_ms"] + v["baseline_end", "p99_ms"]) / 2
+      printf "== %d connections, %d threads, %s per run ==\n", conns, threads, dur
+      printf "%-18s %10s %8s %9s %9s %8s %7s %7s %9s %7s\n", "workload", "req/s", "requests", "p50 ms",
+        "p99 ms", "non-2xx", "errors", "ratio", "p99 x bl", "other%"
+      row("baseline (start)", "baseline_start")
+      row("baseline (end)", "baseline_end")
+      printf "%-18s %10.0f %8s %9s %9.2f %8s %7s %7.3f %9.1f\n", "baseline (mean)", brps, "", "", bp99, "", "", 1, 1
+      for (i = 1; i <= n; i++) if (names[i] !~ /^baseline_/) row(names[i], names[i])
+      if (v["baseline_start", "rps"] > 0)
+        printf "baseline drift: end/start throughput %.3f, p99 %.2f ms -> %.2f ms\n",
+          v["baseline_end", "rps"] / v["baseline_start", "rps"],
+          v["baseline_start", "p99_ms"], v["baseline_end", "p99_ms"]
+      printf "%s", notes
+    }' "$results")
+  say "$t"
+}
+
+# === run ===================================================================
+
+started=$SECONDS
+say "Herald scale benchmark, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+read -r la1 la5 la15 _ </proc/loadavg
+say "host: nproc $(nproc), load average at start $la1 $la5 $la15, $(go version), $(wrk -v 2>&1 | head -n 1 | cut -d' ' -f1-2 || true)"
+
+# Sources.
+if [ -n "$HERALD_REF" ]; then
+  rev=$(git -C "$repo" rev-parse --verify --short "$HERALD_REF^{commit}") || die "HERALD_REF $HERALD_REF is not a commit"
+  mkdir "$work/src"
+  git -C "$repo" archive --format=tar "$rev" | tar -x -C "$work/src"
+  src="$work/src"
+  if [ "$rev" = "$HERALD_REF" ]; then label=$rev; else label="$HERALD_REF ($rev)"; fi
+  say "herald: git revision $label of $repo, exported to the temp dir"
+else
+  src=$(cd "$HERALD_SRC" && pwd) || die "HERALD_SRC $HERALD_SRC is not a directory"
+  desc=''
+  if rev=$(git -C "$src" rev-parse --short HEAD 2>/dev/null); then
+    desc=" at $rev"
+    if [ -n "$(git --no-optional-locks -C "$src" status --porcelain -- . ':(exclude)bench' 2>/dev/null | head -n 1)" ]; then
+      desc="$desc plus uncommitted changes"
+    fi
+  fi
+  say "herald: working tree $src$desc"
+fi
+say "settings: MESSAGES=$MESSAGES DURATION=$DURATION CONNS_LIST=\"$CONNS_LIST\" THREADS=$THREADS USERS=$USERS FILL_CONNS=$FILL_CONNS WRK_TIMEOUT=$WRK_TIMEOUT SEED=$SEED"
+
+log "building herald from $src"
+if [ -n "$HERALD_REF" ]; then hint="a revision that builds"; else hint="HERALD_REF=HEAD to build the last commit"; fi
+(cd "$src" && go build -buildvcs=false -o "$work/herald" .) || die "building herald from $src failed; try $hint"
+log "building bench/baseline"
+(cd "$repo" && go build -buildvcs=false -o "$work/baseline" ./bench/baseline) || die "building bench/baseline failed"
+
+# Servers and samplers. Herald's log is opened for appending so scan_log can
+# empty it while Herald runs.
+HERALD_ADDR=127.0.0.1:0 HERALD_DB="$work/herald.db" "$work/herald" 2>>"$work/herald.log" &
+herald_pid=$!
+listen_addr "$work/herald.log" "$herald_pid" herald
+base="http://$REPLY"
+sample_mem "$herald_pid" "$work/mem" &
+sampler_pid=$!
+"$work/baseline" -addr 127.0.0.1:0 2>"$work/baseline.log" &
+baseline_pid=$!
+listen_addr "$work/baseline.log" "$baseline_pid" baseline
+baseline_url="http://$REPLY/healthz"
+log "herald at $base (pid $herald_pid), baseline at $baseline_url (pid $baseline_pid)"
+
+acct_snapshot
+run_acct=("${ACCT[@]}")
+
+# Accounts: one for the login workload alone (logins add tokens, which may
+# push out old ones), USERS for the messages.
+login_email=login@example.com
+login_password='login bench password'
+login_body="{\"username\":\"$login_email\",\"password\":\"$login_password\"}"
+account register "{\"email\":\"$login_email\",\"password\":\"$login_password\"}"
+have_login_user=${REPLY:+yes}
+tokens=() emails=()
+for ((u = 1; u <= USERS; u++)); do
+  account register "{\"email\":\"user$u@example.com\",\"password\":\"bench password $u\"}"
+  if [ -n "$REPLY" ]; then
+    tokens+=("$REPLY")
+    emails+=("user$u@example.com")
+  fi
+done
+((${#tokens[@]} > 0)) || die "no user could register"
+((${#tokens[@]} == USERS)) || say "note: only ${#tokens[@]} of $USERS users registered"
+auth="Authorization: Bearer ${tokens[0]}"
+if [ -n "$have_login_user" ]; then
+  account login "$login_body"
+  [ -n "$REPLY" ] || { say "note: logging in as $login_email failed; no login workload"; have_login_user=''; }
+else
+  say "note: $login_email could not register; no login workload"
+fi
+owner=${emails[2]:-${emails[${#emails[@]} - 1]}}
+
+# Fill through the API until MESSAGES exist: a short first round measures the
+# create rate, later rounds are sized from it; fill.lua stops at its quota.
+# The whole fill is bounded by FILL_MAX seconds.
+newest_id
+have=$REPLY
+fill_start=${EPOCHREALTIME/./}
+round=0 rate=0 stalls=0 fill_failed=0 fill_cut=''
+while ((have < MESSAGES)); do
+  left=$((FILL_MAX - (${EPOCHREALTIME/./} - fill_start) / 1000000))
+  if ((left < 2)); then
+    fill_cut=yes
+    break
+  fi
+  round=$((round + 1))
+  remaining=$((MESSAGES - have))
+  if ((rate == 0)); then d=$FILL_PROBE; else d=$((remaining * 125 / 100 / rate + 2)); fi
+  ((d <= left)) || d=$left
+  log "fill round $round: $remaining messages to go, at most ${d}s"
+  wrk -t"$THREADS" -c"$FILL_CONNS" -d"${d}s" --timeout "$WRK_TIMEOUT" -s "$bench/fill.lua" "$base" \
+    -- "$remaining" "$THREADS" "$((SEED * 1000 + round))" "${tokens[@]}" >"$work/fill-$round.out" 2>&1 ||
+    { cat "$work/fill-$round.out" >&2; die "wrk failed during the fill"; }
+  settle
+  wait_stable_id
+  scan_log
+  fill_line=$(grep '^FILL ' "$work/fill-$round.out" || true)
+  created=$(sed -n 's/.*created=\([0-9]*\).*/\1/p' <<<"$fill_line")
+  failed=$(sed -n 's/.*failed=\([0-9]*\).*/\1/p' <<<"$fill_line")
+  fill_failed=$((fill_failed + ${failed:-0}))
+  log "fill round $round: newest id $have -> $REPLY (wrk saw ${created:-?} created, ${failed:-?} failed)"
+  if ((REPLY <= have)); then
+    stalls=$((stalls + 1))
+    ((stalls < 3)) || die "the fill makes no progress; see $work/fill-$round.out"
+  fi
+  rate=$(((REPLY - have) / d))
+  ((rate >= 1)) || rate=1
+  have=$REPLY
+done
+fill_us=$((${EPOCHREALTIME/./} - fill_start))
+maxid=$have
+((maxid >= 1)) || die "no message could be created"
+if [ -n "$fill_cut" ]; then
+  say "WARNING: the fill ran out of time (FILL_MAX=${FILL_MAX}s) at $maxid of $MESSAGES messages; the workloads run on $maxid"
+fi
+mem_peak
+say "fill: $maxid messages by ${#tokens[@]} users in $((fill_us / 1000000)).$((fill_us / 100000 % 10))s over $round wrk rounds (${FILL_CONNS} connections): $((maxid * 1000000 / (fill_us > 0 ? fill_us : 1))) messages/s overall; $fill_failed non-2xx answers"
+say "herald after the fill: database $(($(stat -c %s "$work/herald.db") / 1048576)) MiB, peak so far $REPLY"
+
+# What the searches find (one request each, on an idle server).
+declare -A search_path=(
+  [search_common]="/api/messages?q=apple"
+  [search_two_words]="/api/messages?q=apple+river"
+  [search_rare]="/api/messages?q=zephyr"
+  [owner_filter]="/api/messages?owner=$owner"
+)
+for name in search_common search_two_words search_rare owner_filter; do
+  path=${search_path[$name]}
+  t0=${EPOCHREALTIME/./}
+  api GET "$path&limit=100" -H "$auth"
+  code=$REPLY
+  ms=$(((${EPOCHREALTIME/./} - t0) / 1000))
+  items=$(grep -o '"id":' "$work/resp" | wc -l || true)
+  json_field next
+  more=${REPLY:+ (more pages)}
+  say "$(printf 'check %-16s HTTP %s in %5d ms: %3d matches on a page of 100%s  %s' "$name" "$code" "$ms" "$items" "$more" "$path")"
+done
+
+# deep_page_50: follow "next" from the first page of limit=20 49 times.
+deep_path='/api/messages?limit=20'
+deep_page=1
+while ((deep_page < 50)); do
+  api GET "$deep_path" -H "$auth"
+  [ "$REPLY" = 200 ] || die "GET $deep_path answered $REPLY"
+  json_field next
+  [ -n "$REPLY" ] || break
+  deep_path="/api/messages?limit=20&cursor=$REPLY"
+  deep_page=$((deep_page + 1))
+done
+deep_name=deep_page_$deep_page
+((deep_page == 50)) || say "note: only $deep_page pages of 20 exist; the deep page workload reads page $deep_page"
+say "check $deep_name: $deep_path"
+
+# Workloads. create and login come after the reads, so every read of a block
+# sees the same database; get_by_id draws from the filled range only.
+for conns in $CONNS_LIST; do
+  results="$work/results-$conns"
+  : >"$results"
+  bench_run baseline_start "$conns" "$results" -s "$bench/report.lua" "$baseline_url"
+  bench_run list_newest_20 "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base/api/messages?limit=20"
+  bench_run get_by_id "$conns" "$results" -s "$bench/random_get.lua" -H "$auth" "$base" -- "$maxid" "$SEED"
+  for name in search_common search_two_words search_rare owner_filter; do
+    bench_run "$name" "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base${search_path[$name]}"
+  done
+  bench_run "$deep_name" "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base$deep_path"
+  bench_run create "$conns" "$results" -s "$bench/create.lua" "$base/api/messages" -- "$((SEED * 1000 + conns))" "${tokens[@]}"
+  if [ -n "$have_login_user" ]; then
+    bench_run login "$conns" "$results" -s "$bench/json_post.lua" "$base/api/login" -- "$login_body"
+  fi
+  bench_run baseline_end "$conns" "$results" -s "$bench/report.lua" "$baseline_url"
+  say ""
+  table "$conns" "$results"
+done
+
+# Summary: memory, other processes, clean stop.
+other_pct "${run_acct[@]}"
+other=$REPLY
+mem_peak
+peak=$REPLY
+newest_id
+final_id=$REPLY
+db_mib=$(($(stat -c %s "$work/herald.db") / 1048576))
+stop_pid "$sampler_pid" 1
+sampler_pid=''
+stop_pid "$herald_pid" 20
+herald_status=$REPLY
+herald_pid=''
+say ""
+say "herald peak memory over the whole run (sampled every 200 ms): $peak"
+say "herald database at the end: $final_id messages, $db_mib MiB; stopped with exit status $herald_status$(grep -q 'stopped cleanly' "$work/herald.log" && echo ' (stopped cleanly)')"
+if ((herald_errors > 0)); then
+  say "herald logged $herald_errors ERROR lines, for example:"
+  while IFS= read -r line; do say "  ${line:0:300}"; done <"$work/errors"
+fi
+say "other processes used $other% of a core during the run (from the start of the fill to the last workload)"
+if (($(awk -v o="$other" -v t="$BUSY_WARN_PCT" 'BEGIN { print (o > t) ? 1 : 0 }'))); then
+  say "WARNING: machine was busy: other processes used $other% of a core during the run; compare ratios, not absolute numbers, and see the other% column"
+fi
+read -r la1 la5 la15 _ </proc/loadavg
+say "load average at the end $la1 $la5 $la15; total time $((SECONDS - started))s"
+say "report saved to ${report#"$repo"/}"
