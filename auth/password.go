@@ -4,6 +4,7 @@
 package auth
 
 import (
+	"container/list"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -36,40 +38,128 @@ func DefaultParams() Params {
 // fault, never the client's.
 var ErrMalformedHash = errors.New("malformed password hash")
 
+// ErrBusy means every hashing slot is taken and the queue for one is full.
+// It comes back at once, so the caller can tell the client to retry later
+// (503 with Retry-After) instead of holding the request open.
+var ErrBusy = errors.New("password hashing queue is full")
+
+// DefaultWaitingPerSlot sizes the queue NewHasher gives each hashing slot.
+// Waiters are served in order, so the last one waits for about
+// DefaultWaitingPerSlot hashes (0.8 s at ~25 ms a hash) whatever the
+// concurrency; and 64 logins arriving together on two cores all get in.
+const DefaultWaitingPerSlot = 32
+
 // Hasher hashes and verifies passwords. Each computation holds ~19 MiB for
 // tens of milliseconds, so a semaphore bounds how many run at once: a burst
-// of logins queues instead of exhausting memory on a small machine.
+// of logins queues instead of exhausting memory on a small machine, and a
+// bound on the queue turns a flood into quick ErrBusy answers instead of
+// goroutines piling up behind it. Waiters are served first come, first
+// served. Hash, Verify and VerifyDummy return ErrBusy when they would have
+// to queue and the queue is full, and an error wrapping ctx's cause when
+// ctx ends while they wait.
 type Hasher struct {
 	params Params
-	slots  chan struct{}
 	// dummySalt feeds the decoy computation for unknown accounts.
 	dummySalt []byte
+	// idKey is argon2.IDKey; tests wrap it to watch computations.
+	idKey func(password, salt []byte, time, memory uint32, threads uint8, keyLen uint32) []byte
+
+	concurrency int
+	maxWaiting  int
+	mu          sync.Mutex
+	computing   int
+	// waiters holds one channel per queued caller, oldest first; closing it
+	// hands that caller a slot. Non-empty only while every slot is taken.
+	waiters list.List
 }
 
 // NewHasher returns a Hasher using p that runs at most concurrency hashes at
-// once; concurrency < 1 means one per CPU.
+// once (concurrency < 1 means one per CPU) and lets
+// DefaultWaitingPerSlot·concurrency more callers wait for a slot.
 func NewHasher(p Params, concurrency int) *Hasher {
+	return NewHasherQueue(p, concurrency, -1)
+}
+
+// NewHasherQueue is NewHasher with the number of callers allowed to wait
+// for a slot set to maxWaiting: 0 refuses any caller who finds the slots
+// full, and maxWaiting < 0 means DefaultWaitingPerSlot·concurrency.
+func NewHasherQueue(p Params, concurrency, maxWaiting int) *Hasher {
 	if concurrency < 1 {
 		concurrency = runtime.NumCPU()
 	}
+	if maxWaiting < 0 {
+		maxWaiting = DefaultWaitingPerSlot * concurrency
+	}
 	salt := make([]byte, p.SaltLen)
 	_, _ = rand.Read(salt) // crypto/rand.Read never fails on supported platforms
-	return &Hasher{params: p, slots: make(chan struct{}, concurrency), dummySalt: salt}
+	return &Hasher{
+		params:      p,
+		dummySalt:   salt,
+		idKey:       argon2.IDKey,
+		concurrency: concurrency,
+		maxWaiting:  maxWaiting,
+	}
 }
 
-// acquire waits for a hashing slot or for ctx to end, whichever is first.
+// Load reports how many hashes are running and how many callers are
+// waiting for a slot, for metrics.
+func (h *Hasher) Load() (computing, waiting int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.computing, h.waiters.Len()
+}
+
+// acquire takes a hashing slot, waiting in line for one unless the line is
+// full (ErrBusy) or ctx ends first.
 func (h *Hasher) acquire(ctx context.Context) (release func(), err error) {
-	// select picks at random among ready cases; without this check a
-	// request whose client has already gone could still win a slot.
+	// Without this check a request whose client has already gone could
+	// still take a free slot.
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("waiting to hash a password: %w", context.Cause(ctx))
 	}
-	select {
-	case h.slots <- struct{}{}:
-		return func() { <-h.slots }, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting to hash a password: %w", context.Cause(ctx))
+	h.mu.Lock()
+	if h.computing < h.concurrency {
+		h.computing++
+		h.mu.Unlock()
+		return h.release, nil
 	}
+	if h.waiters.Len() >= h.maxWaiting {
+		h.mu.Unlock()
+		return nil, ErrBusy
+	}
+	ready := make(chan struct{})
+	place := h.waiters.PushBack(ready)
+	h.mu.Unlock()
+
+	select {
+	case <-ready:
+		return h.release, nil
+	case <-ctx.Done():
+	}
+	h.mu.Lock()
+	select {
+	case <-ready:
+		// The slot arrived as ctx ended; pass it on rather than compute
+		// for a client that has gone.
+		h.mu.Unlock()
+		h.release()
+	default:
+		h.waiters.Remove(place)
+		h.mu.Unlock()
+	}
+	return nil, fmt.Errorf("waiting to hash a password: %w", context.Cause(ctx))
+}
+
+// release hands the slot straight to the oldest waiter, if any, so a
+// newcomer cannot overtake the line.
+func (h *Hasher) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if oldest := h.waiters.Front(); oldest != nil {
+		close(h.waiters.Remove(oldest).(chan struct{}))
+		return
+	}
+	h.computing--
 }
 
 // Hash returns the PHC-style encoding of password under a fresh random salt:
@@ -85,7 +175,7 @@ func (h *Hasher) Hash(ctx context.Context, password string) (string, error) {
 		return "", err
 	}
 	p := h.params
-	key := argon2.IDKey([]byte(password), salt, p.Iterations, p.MemoryKiB, p.Parallelism, p.KeyLen)
+	key := h.idKey([]byte(password), salt, p.Iterations, p.MemoryKiB, p.Parallelism, p.KeyLen)
 	return encodeHash(p, salt, key), nil
 }
 
@@ -101,7 +191,7 @@ func (h *Hasher) Verify(ctx context.Context, password, encoded string) (ok, stal
 		return false, false, err
 	}
 	defer release()
-	got := argon2.IDKey([]byte(password), salt, p.Iterations, p.MemoryKiB, p.Parallelism, uint32(len(want)))
+	got := h.idKey([]byte(password), salt, p.Iterations, p.MemoryKiB, p.Parallelism, uint32(len(want)))
 	ok = subtle.ConstantTimeCompare(got, want) == 1
 	stale = p.MemoryKiB != h.params.MemoryKiB || p.Iterations != h.params.Iterations ||
 		p.Parallelism != h.params.Parallelism || uint32(len(want)) != h.params.KeyLen ||
@@ -119,7 +209,7 @@ func (h *Hasher) VerifyDummy(ctx context.Context, password string) error {
 	}
 	defer release()
 	p := h.params
-	_ = argon2.IDKey([]byte(password), h.dummySalt, p.Iterations, p.MemoryKiB, p.Parallelism, p.KeyLen)
+	_ = h.idKey([]byte(password), h.dummySalt, p.Iterations, p.MemoryKiB, p.Parallelism, p.KeyLen)
 	return nil
 }
 

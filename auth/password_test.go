@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"herald/auth"
 )
@@ -292,4 +294,59 @@ func TestVerifyDummyDefault(t *testing.T) {
 	if err := auth.NewHasher(auth.DefaultParams(), 1).VerifyDummy(context.Background(), "password"); err != nil {
 		t.Errorf("VerifyDummy = %v, want nil", err)
 	}
+}
+
+// TestVerifyDummyTiming: "no such account" (VerifyDummy) and "wrong
+// password" (Verify) must cost the same, or login timing reveals which
+// e-mails have accounts. With DefaultParams each run takes ~25 ms, so the
+// two kinds are interleaved (drift and neighbours' load hit both alike) and
+// compared by median, which ignores the odd descheduled run.
+func TestVerifyDummyTiming(t *testing.T) {
+	if testing.Short() {
+		t.Skip("60 hashes at production cost")
+	}
+	runs := 30
+	if raceEnabled {
+		runs = 8 // ~145 ms a hash instead of ~25: stay near 2 s
+	}
+	h := auth.NewHasher(auth.DefaultParams(), 1)
+	ctx := context.Background()
+	encoded := mustHash(t, h, "the real password")
+	var verify, dummy []time.Duration
+	timeIt := func(f func() error) time.Duration {
+		start := time.Now()
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	verifyWrong := func() error {
+		ok, _, err := h.Verify(ctx, "a wrong guess", encoded)
+		if ok {
+			return errors.New("wrong password verified")
+		}
+		return err
+	}
+	verifyDummy := func() error { return h.VerifyDummy(ctx, "a wrong guess") }
+	for i := range runs {
+		// Alternate which goes first so neither always follows the other.
+		if i%2 == 0 {
+			verify = append(verify, timeIt(verifyWrong))
+			dummy = append(dummy, timeIt(verifyDummy))
+		} else {
+			dummy = append(dummy, timeIt(verifyDummy))
+			verify = append(verify, timeIt(verifyWrong))
+		}
+	}
+	mv, md := median(verify), median(dummy)
+	t.Logf("median Verify(wrong) %v, VerifyDummy %v", mv, md)
+	if ratio := float64(mv) / float64(md); ratio < 1/1.25 || ratio > 1.25 {
+		t.Errorf("median Verify(wrong) = %v, VerifyDummy = %v: ratio %.2f outside [0.80, 1.25]", mv, md, ratio)
+	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
