@@ -90,7 +90,7 @@ func Open(path string, opts Options) (*DB, error) {
 	if db.log == nil {
 		db.log = slog.New(slog.DiscardHandler)
 	}
-	bdb, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: timeout, InitialMmapSize: mmapSize})
+	bdb, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: timeout, InitialMmapSize: mmapSize, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
 	}

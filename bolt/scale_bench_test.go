@@ -227,23 +227,27 @@ func BenchmarkScale(b *testing.B) {
 // 10k-message database, so group commit shares fsyncs. It reports how many
 // writes a commit carried on average.
 func BenchmarkCreateConcurrent(b *testing.B) {
-	db := scaleDB(b, 10000)
-	u, _ := mustCreateUser(b, db, "writer@example.com")
-	before := db.WriteStats()
-	var seq atomic.Int64
-	b.SetParallelism(32) // × GOMAXPROCS writers
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := db.CreateMessage(ByUser(u.ID), scaleContent(int(seq.Add(1)))); err != nil {
-				b.Error(err)
-				return
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
+			db := scaleDB(b, n)
+			u, _ := mustCreateUser(b, db, "writer@example.com")
+			before := db.WriteStats()
+			var seq atomic.Int64
+			b.SetParallelism(32) // × GOMAXPROCS writers
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := db.CreateMessage(ByUser(u.ID), scaleContent(n+int(seq.Add(1)))); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			after := db.WriteStats()
+			if commits := after.Commits - before.Commits; commits > 0 {
+				b.ReportMetric(float64(after.Ops-before.Ops)/float64(commits), "writes/commit")
 			}
-		}
-	})
-	after := db.WriteStats()
-	if commits := after.Commits - before.Commits; commits > 0 {
-		b.ReportMetric(float64(after.Ops-before.Ops)/float64(commits), "writes/commit")
+		})
 	}
 }

@@ -120,6 +120,22 @@ func BenchmarkCreateMessage(b *testing.B) {
 	}
 }
 
+// BenchmarkCreateMessageConcurrent is create under load: 64 clients at once,
+// whose writes share transactions and fsyncs (group commit).
+func BenchmarkCreateMessageConcurrent(b *testing.B) {
+	be := newBenchEnv(b)
+	token, _ := be.register("ada@example.com")
+	body := `{"content":"a typical short message, with a few words in it, and one more"}`
+	be.client.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
+	b.SetParallelism(32) // × GOMAXPROCS clients
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			be.send("POST", "/api/messages", token, "application/json", body, http.StatusCreated)
+		}
+	})
+}
+
 func BenchmarkGetMessage(b *testing.B) {
 	be := newBenchEnv(b)
 	token, u := be.register("ada@example.com")
