@@ -62,7 +62,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.StringVar(&c.dbPath, "db", "herald.db", "`path` of the database file, created on first start")
 	fs.DurationVar(&c.tokenTTL, "token-ttl", heraldhttp.DefaultTokenTTL, "lifetime of issued tokens (`duration`, e.g. 720h)")
 	fs.Int64Var(&c.maxBody, "max-body", heraldhttp.DefaultMaxBodyBytes, "largest accepted request body, in `bytes`")
-	fs.IntVar(&c.hashConcurrency, "hash-concurrency", runtime.NumCPU(), "password hashes computed at once (`n`); each takes about 19 MiB")
+	fs.IntVar(&c.hashConcurrency, "hash-concurrency", runtime.NumCPU(), "password hashes computed at once (`n`); budget about 24 MiB of memory for each")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to let requests in flight finish on SIGINT/SIGTERM (`duration`)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (`format`)")
 	fs.IntVar(&c.hashQueue, "hash-queue", 0, "logins that may wait for a hashing slot (`n`) before the rest get 503; 0 means 32 per slot")

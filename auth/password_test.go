@@ -312,7 +312,6 @@ func TestVerifyDummyTiming(t *testing.T) {
 	h := auth.NewHasher(auth.DefaultParams(), 1)
 	ctx := context.Background()
 	encoded := mustHash(t, h, "the real password")
-	var verify, dummy []time.Duration
 	timeIt := func(f func() error) time.Duration {
 		start := time.Now()
 		if err := f(); err != nil {
@@ -328,21 +327,31 @@ func TestVerifyDummyTiming(t *testing.T) {
 		return err
 	}
 	verifyDummy := func() error { return h.VerifyDummy(ctx, "a wrong guess") }
-	for i := range runs {
-		// Alternate which goes first so neither always follows the other.
-		if i%2 == 0 {
-			verify = append(verify, timeIt(verifyWrong))
-			dummy = append(dummy, timeIt(verifyDummy))
-		} else {
-			dummy = append(dummy, timeIt(verifyDummy))
-			verify = append(verify, timeIt(verifyWrong))
+	// A missing decoy is off by a factor of thousands every time; a shared
+	// machine's noise is rarely off by 25% three times running. Fail only
+	// when all three measurements are.
+	var ratios []float64
+	for range 3 {
+		var verify, dummy []time.Duration
+		for i := range runs {
+			// Alternate which goes first so neither always follows the other.
+			if i%2 == 0 {
+				verify = append(verify, timeIt(verifyWrong))
+				dummy = append(dummy, timeIt(verifyDummy))
+			} else {
+				dummy = append(dummy, timeIt(verifyDummy))
+				verify = append(verify, timeIt(verifyWrong))
+			}
 		}
+		mv, md := median(verify), median(dummy)
+		ratio := float64(mv) / float64(md)
+		t.Logf("median Verify(wrong) %v, VerifyDummy %v (ratio %.2f)", mv, md, ratio)
+		if ratio >= 1/1.25 && ratio <= 1.25 {
+			return
+		}
+		ratios = append(ratios, ratio)
 	}
-	mv, md := median(verify), median(dummy)
-	t.Logf("median Verify(wrong) %v, VerifyDummy %v", mv, md)
-	if ratio := float64(mv) / float64(md); ratio < 1/1.25 || ratio > 1.25 {
-		t.Errorf("median Verify(wrong) = %v, VerifyDummy = %v: ratio %.2f outside [0.80, 1.25]", mv, md, ratio)
-	}
+	t.Errorf("median Verify(wrong) / VerifyDummy = %.2f three times running, want within [0.80, 1.25]", ratios)
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -51,17 +51,26 @@ func TestLoginTimingHidesAccounts(t *testing.T) {
 	}
 	res.Body.Close()
 
+	// A real leak (no decoy hash for unknown e-mails) is off by a factor of
+	// hundreds on every attempt; noise from a shared machine rarely is off
+	// by 25% three times running. So: up to three measurements, and the
+	// test fails only if all three are outside the band.
 	const tries = 15
-	var known, unknown []time.Duration
-	for range tries {
-		known = append(known, post(`{"username":"ada@example.com","password":"wrong password"}`))
-		unknown = append(unknown, post(`{"username":"nobody@example.com","password":"wrong password"}`))
-	}
 	median := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
-	k, u := median(known), median(unknown)
-	ratio := float64(u) / float64(k)
-	t.Logf("median login: known e-mail %v, unknown e-mail %v (ratio %.2f)", k, u, ratio)
-	if ratio < 0.75 || ratio > 1.25 {
-		t.Errorf("an unknown e-mail answers in %.2f× the time of a wrong password (%v vs %v); want within 25%%", ratio, u, k)
+	var ratios []float64
+	for range 3 {
+		var known, unknown []time.Duration
+		for range tries {
+			known = append(known, post(`{"username":"ada@example.com","password":"wrong password"}`))
+			unknown = append(unknown, post(`{"username":"nobody@example.com","password":"wrong password"}`))
+		}
+		k, u := median(known), median(unknown)
+		ratio := float64(u) / float64(k)
+		t.Logf("median login: known e-mail %v, unknown e-mail %v (ratio %.2f)", k, u, ratio)
+		if ratio >= 0.75 && ratio <= 1.25 {
+			return
+		}
+		ratios = append(ratios, ratio)
 	}
+	t.Errorf("an unknown e-mail answers in %.2f× the time of a wrong password, three times running; want within 25%%", ratios)
 }
