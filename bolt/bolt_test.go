@@ -436,7 +436,8 @@ func bulkMessages(tb testing.TB, db *testDB, owners []uint64, clockStep time.Dur
 				if db.Clock != nil {
 					db.Clock.Add(clockStep)
 				}
-				m, err := db.insertMessage(tx, users[i%len(users)], contents(i))
+				content := contents(i)
+				m, err := db.insertMessage(tx, users[i%len(users)], content, sortedTerms(content))
 				if err != nil {
 					return err
 				}

@@ -59,8 +59,8 @@ func timeIndexKey(t time.Time, id uint64) []byte {
 	return binary.BigEndian.AppendUint64(timeKey(t), id)
 }
 
-// indexMessage adds every index entry of m.
-func indexMessage(tx *bbolt.Tx, m *Message) error {
+// indexMessage adds every index entry of m; terms is sortedTerms(m.Content).
+func indexMessage(tx *bbolt.Tx, m *Message, terms []string) error {
 	id := itob(m.ID)
 	if err := tx.Bucket(bucketMsgsByOwner).Put(compositeKey(m.OwnerID, id), nil); err != nil {
 		return err
@@ -68,9 +68,9 @@ func indexMessage(tx *bbolt.Tx, m *Message) error {
 	if err := tx.Bucket(bucketMsgsByTime).Put(timeIndexKey(m.CreatedAt, m.ID), nil); err != nil {
 		return err
 	}
-	terms := tx.Bucket(bucketTerms)
-	for term := range contentTerms(m.Content) {
-		if err := terms.Put(termIndexKey(term, m.ID), nil); err != nil {
+	index := tx.Bucket(bucketTerms)
+	for _, term := range terms {
+		if err := index.Put(termIndexKey(term, m.ID), nil); err != nil {
 			return err
 		}
 	}
@@ -96,9 +96,13 @@ func unindexMessage(tx *bbolt.Tx, m *Message) error {
 }
 
 // reindexContent moves message id's term entries from the words of
-// oldContent to those of newContent, touching only the terms that differ.
-func reindexContent(tx *bbolt.Tx, id uint64, oldContent, newContent string) error {
-	before, after := contentTerms(oldContent), contentTerms(newContent)
+// oldContent to newTerms (sortedTerms of the new content), touching only the
+// terms that differ.
+func reindexContent(tx *bbolt.Tx, id uint64, oldContent string, newTerms []string) error {
+	before, after := contentTerms(oldContent), make(map[string]struct{}, len(newTerms))
+	for _, t := range newTerms {
+		after[t] = struct{}{}
+	}
 	terms := tx.Bucket(bucketTerms)
 	for term := range before {
 		if _, kept := after[term]; !kept {

@@ -164,13 +164,14 @@ func (db *DB) CreateMessage(by Caller, content string) (*Message, error) {
 	if err := (&Message{Content: content}).Validate(); err != nil {
 		return nil, err
 	}
+	terms := sortedTerms(content)
 	var out *Message
 	err := db.writes.update(func(tx *bbolt.Tx) error {
 		owner, err := by.user(tx, db)
 		if err != nil {
 			return err
 		}
-		out, err = db.insertMessage(tx, owner, content)
+		out, err = db.insertMessage(tx, owner, content, terms)
 		return err
 	})
 	if err != nil {
@@ -180,7 +181,8 @@ func (db *DB) CreateMessage(by Caller, content string) (*Message, error) {
 }
 
 // insertMessage stores a new message of owner with its index entries.
-func (db *DB) insertMessage(tx *bbolt.Tx, owner *User, content string) (*Message, error) {
+// terms is sortedTerms(content).
+func (db *DB) insertMessage(tx *bbolt.Tx, owner *User, content string, terms []string) (*Message, error) {
 	msgs := tx.Bucket(bucketMessages)
 	id, err := msgs.NextSequence()
 	if err != nil {
@@ -192,7 +194,7 @@ func (db *DB) insertMessage(tx *bbolt.Tx, owner *User, content string) (*Message
 	if err := msgs.Put(itob(id), encodeMessage(m)); err != nil {
 		return nil, err
 	}
-	if err := indexMessage(tx, m); err != nil {
+	if err := indexMessage(tx, m, terms); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -276,6 +278,10 @@ func (db *DB) UpdateMessage(id uint64, by Caller, upd MessageUpdate, pre Precond
 			return nil, err
 		}
 	}
+	var newTerms []string
+	if upd.Content != nil {
+		newTerms = sortedTerms(*upd.Content)
+	}
 	var out *Message
 	err := db.writes.update(func(tx *bbolt.Tx) error {
 		m, err := db.ownedMessage(tx, id, by, pre)
@@ -286,7 +292,7 @@ func (db *DB) UpdateMessage(id uint64, by Caller, upd MessageUpdate, pre Precond
 		if upd.Content == nil || *upd.Content == m.Content {
 			return nil
 		}
-		if err := reindexContent(tx, id, m.Content, *upd.Content); err != nil {
+		if err := reindexContent(tx, id, m.Content, newTerms); err != nil {
 			return err
 		}
 		m.Content = *upd.Content

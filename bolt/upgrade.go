@@ -144,7 +144,7 @@ func (db *DB) upgradeFrom1() error {
 				}
 				// The owner entry exists already; indexMessage rewrites it
 				// as it is, which costs little and keeps one code path.
-				if err := indexMessage(tx, m); err != nil {
+				if err := indexMessage(tx, m, sortedTerms(m.Content)); err != nil {
 					return err
 				}
 				n++

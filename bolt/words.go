@@ -3,6 +3,7 @@ package bolt
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -75,6 +76,21 @@ func contentTerms(content string) map[string]struct{} {
 		}
 	}
 	return set
+}
+
+// sortedTerms is contentTerms as a sorted list. Writers compute it before
+// they queue for the write transaction — splitting, composing and folding
+// is the costliest part of indexing, and outside the transaction it runs
+// on every core instead of in the single committer — and insert in key
+// order, which keeps bbolt's cursor near its last position.
+func sortedTerms(content string) []string {
+	set := contentTerms(content)
+	terms := make([]string, 0, len(set))
+	for t := range set {
+		terms = append(terms, t)
+	}
+	slices.Sort(terms)
+	return terms
 }
 
 // ContainsTerms reports whether content holds every term as a whole word;

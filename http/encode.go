@@ -115,6 +115,9 @@ func marshal(v any) ([]byte, error) {
 
 func writeBody(w http.ResponseWriter, contentType string, status int, body []byte) {
 	w.Header().Set("Content-Type", contentType)
+	// With the length known, net/http sends the body as it is rather than
+	// in chunked encoding, which a page of messages would otherwise need.
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
