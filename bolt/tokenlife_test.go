@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	bbolt "go.etcd.io/bbolt"
 )
 
 func TestTokenIDs(t *testing.T) {
@@ -256,5 +258,47 @@ func TestSweepExpiredTokens(t *testing.T) {
 	toks, _ := db.Tokens(ada.ID)
 	if slices.ContainsFunc(toks, func(t *Token) bool { return !t.ExpiresAt.After(db.Clock.Now()) }) {
 		t.Errorf("an expired token is still listed")
+	}
+}
+
+// TestMaintain runs the background chores on short intervals and waits for
+// them to sweep an expired token and record a token's use.
+func TestMaintain(t *testing.T) {
+	db := mustOpen(t)
+	ada, reg := mustCreateUser(t, db, "ada@example.com")
+	if _, err := db.CreateToken(ada.ID, tokenHash("kiosk"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	db.Clock.Add(time.Hour)
+	if _, _, err := db.Authenticate(reg); err != nil { // a use to record
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		db.Maintain(ctx, time.Millisecond, time.Millisecond, func(chore string, err error) {
+			t.Errorf("%s: %v", chore, err)
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	// Poll the outcome (not a timing assertion: the deadline only keeps a
+	// broken loop from hanging the test).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		swept := mustCounts(t, db).Tokens == 1
+		recorded := false
+		_ = db.bolt.View(func(tx *bbolt.Tx) error {
+			tok, err := decodeToken(reg, tx.Bucket(bucketTokens).Get(reg[:]))
+			recorded = err == nil && tok.LastUsedAt.Equal(db.Clock.Now().Truncate(time.Microsecond))
+			return nil
+		})
+		if swept && recorded {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s of chores: expired token swept %v, use recorded %v", swept, recorded)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
