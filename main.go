@@ -73,7 +73,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.Var(rateFlag{&c.loginPerAddress}, "login-failures-per-address", "failed logins allowed per client address (`burst/interval`)")
 	fs.Var(rateFlag{&c.registerPerAddr}, "registrations-per-address", "registrations allowed per client address (`burst/interval`)")
 	usage := func(out io.Writer) {
-		fmt.Fprintf(out, "Usage: herald [flags]\n\nHerald serves a messaging API with user accounts on one embedded database.\n\nFlags (each also read from the HERALD_* variable shown; a flag beats its variable):\n")
+		fmt.Fprintf(out, "Usage: herald [serve] [flags]\n       herald check --db FILE\n       herald backup --db FILE OUT\n       herald compact --db FILE OUT\n\nHerald serves a messaging API with user accounts on one embedded database.\ncheck, backup and compact work on a stopped server's database; each has --help.\n\nServe flags (each also read from the HERALD_* variable shown; a flag beats its variable):\n")
 		fs.VisitAll(func(f *flag.Flag) {
 			name, usage := flag.UnquoteUsage(f)
 			fmt.Fprintf(out, "  --%s %s\n    \t%s (default %q, env %s)\n", f.Name, name, usage, f.DefValue, envName(f.Name))
@@ -207,6 +207,14 @@ func envName(flagName string) string {
 // run is the whole program, parameterised so tests can drive it: it serves
 // until ctx ends, then shuts down gracefully and returns the exit status.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if t, ok := tools()[args[0]]; ok {
+			return runTool(t, args[1:], getenv, stdout, stderr)
+		}
+		if args[0] == "serve" {
+			args = args[1:]
+		}
+	}
 	cfg, err := parseConfig(args, getenv, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -221,7 +229,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logger := slog.New(logHandler)
 	if err := serve(ctx, cfg, getenv, logger); err != nil {
-		logger.Error("herald stopped", "err", err)
+		// One line an operator can act on, whatever the log format.
+		fmt.Fprintln(stderr, "herald:", plainError(err))
 		return 1
 	}
 	return 0
@@ -247,6 +256,13 @@ func setMemoryLimit(cfg *config, getenv func(string) string, logger *slog.Logger
 
 // serve opens the database and answers HTTP until ctx ends.
 func serve(ctx context.Context, cfg *config, getenv func(string) string, logger *slog.Logger) (err error) {
+	// The port first: a server that cannot listen must leave nothing
+	// behind, not a new empty database file.
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %w", cfg.addr, err)
+	}
+	defer ln.Close() // after Serve has closed it, a no-op
 	db, err := bolt.Open(cfg.dbPath, bolt.Options{Logger: logger})
 	if err != nil {
 		return err
@@ -305,10 +321,6 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
-		return err
 	}
 	logger.Info("listening", "addr", ln.Addr().String(), "db", cfg.dbPath)
 

@@ -141,3 +141,28 @@ func TestChangePassword(t *testing.T) {
 		t.Errorf("ChangePassword with a revoked token = %v, want ErrUnauthorized", err)
 	}
 }
+
+// A login checks the password outside any transaction; IssueLoginToken
+// refuses when the password changed or the account went meanwhile.
+func TestIssueLoginToken(t *testing.T) {
+	db := mustOpen(t)
+	ada, reg := mustCreateUser(t, db, "ada@example.com")
+	if _, err := db.IssueLoginToken(ada.ID, fakePasswordHash, tokenHash("ok"), defaultTTL); err != nil {
+		t.Fatalf("IssueLoginToken with the current hash = %v", err)
+	}
+	if err := db.ChangePassword(ByToken(reg), "$argon2id$new"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.IssueLoginToken(ada.ID, fakePasswordHash, tokenHash("stale"), defaultTTL); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("IssueLoginToken after a password change = %v, want ErrUnauthorized", err)
+	}
+	if err := db.DeleteAccount(ByToken(reg)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.IssueLoginToken(ada.ID, "$argon2id$new", tokenHash("gone"), defaultTTL); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("IssueLoginToken after deletion = %v, want ErrUnauthorized", err)
+	}
+	if got := mustCounts(t, db).Tokens; got != 0 {
+		t.Errorf("tokens = %d, want 0", got)
+	}
+}

@@ -3,6 +3,7 @@ package bolt
 import (
 	"bytes"
 	"fmt"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 )
@@ -65,6 +66,7 @@ func (c *checker) sequenceAhead(name []byte) {
 func (c *checker) users() {
 	users, byEmail := c.tx.Bucket(bucketUsers), c.tx.Bucket(bucketUsersByEmail)
 	c.sequenceAhead(bucketUsers)
+	missing := false
 	_ = c.tx.Bucket(bucketDeleting).ForEach(func(k, _ []byte) error {
 		if users.Get(k) != nil {
 			c.addf("account %d is marked as being deleted but still exists", btoi(k))
@@ -84,11 +86,12 @@ func (c *checker) users() {
 			return nil
 		}
 		if got := byEmail.Get(emailKey(u.Email)); !bytes.Equal(got, k) {
+			missing = true
 			c.addf("user %d: users_by_email[%q] is %x, not this user", u.ID, emailKey(u.Email), got)
 		}
 		return nil
 	})
-	if got := byEmail.Stats().KeyN; got != n {
+	if got := byEmail.Stats().KeyN; missing || got != n {
 		// Each user accounts for one entry above; any other is dangling.
 		_ = byEmail.ForEach(func(k, v []byte) error {
 			b := users.Get(v)
@@ -106,7 +109,7 @@ func (c *checker) users() {
 
 func (c *checker) tokens() {
 	users, tokens, byUser := c.tx.Bucket(bucketUsers), c.tx.Bucket(bucketTokens), c.tx.Bucket(bucketTokensByUser)
-	n := 0
+	n, missing := 0, false
 	_ = tokens.ForEach(func(k, v []byte) error {
 		n++
 		var h TokenHash
@@ -125,11 +128,12 @@ func (c *checker) tokens() {
 			c.addf("token %x…: its user %d does not exist", k[:4], tok.UserID)
 		}
 		if byUser.Get(compositeKey(tok.UserID, k)) == nil {
+			missing = true
 			c.addf("token %x…: no tokens_by_user entry for user %d", k[:4], tok.UserID)
 		}
 		return nil
 	})
-	if got := byUser.Stats().KeyN; got != n {
+	if got := byUser.Stats().KeyN; missing || got != n {
 		_ = byUser.ForEach(func(k, _ []byte) error {
 			if len(k) != 8+len(TokenHash{}) {
 				c.addf("tokens_by_user: key %x is not user‖hash", k)
@@ -145,15 +149,20 @@ func (c *checker) tokens() {
 }
 
 // messages checks every message against its three indexes. Each message
-// must have its entries (checked one by one); an index then holds no other
-// entry exactly when its size equals the number expected, so the slower
-// hunt for dangling entries runs only when the sizes differ.
+// must have its entries (checked one by one). When none is missing, an
+// index holds no other entry exactly when its size equals the number
+// expected, so the slower hunt for dangling entries runs only when an entry
+// was missing or the sizes differ (a missing and a dangling entry would
+// otherwise cancel out).
 func (c *checker) messages() {
 	users := c.tx.Bucket(bucketUsers)
 	msgs := c.tx.Bucket(bucketMessages)
 	byOwner, byTime, terms := c.tx.Bucket(bucketMsgsByOwner), c.tx.Bucket(bucketMsgsByTime), c.tx.Bucket(bucketTerms)
 	c.sequenceAhead(bucketMessages)
 	n, nTerms := 0, 0
+	var newest time.Time // creation times must not fall as IDs rise
+	var newestID uint64
+	var missingOwner, missingTime, missingTerms bool
 	_ = msgs.ForEach(func(k, v []byte) error {
 		n++
 		if len(k) != 8 {
@@ -165,24 +174,33 @@ func (c *checker) messages() {
 			c.addf("messages: %v", err)
 			return nil
 		}
+		if m.CreatedAt.Before(newest) {
+			c.addf("message %d: created at %s, before message %d (%s); search would miss it in time ranges", m.ID,
+				m.CreatedAt.Format(time.RFC3339Nano), newestID, newest.Format(time.RFC3339Nano))
+		} else {
+			newest, newestID = m.CreatedAt, m.ID
+		}
 		if users.Get(itob(m.OwnerID)) == nil && c.tx.Bucket(bucketDeleting).Get(itob(m.OwnerID)) == nil {
 			c.addf("message %d: its owner %d does not exist", m.ID, m.OwnerID)
 		}
 		if byOwner.Get(compositeKey(m.OwnerID, k)) == nil {
+			missingOwner = true
 			c.addf("message %d: missing from msgs_by_owner", m.ID)
 		}
 		if byTime.Get(timeIndexKey(m.CreatedAt, m.ID)) == nil {
+			missingTime = true
 			c.addf("message %d: missing from msgs_by_time", m.ID)
 		}
 		for term := range contentTerms(m.Content) {
 			nTerms++
 			if terms.Get(termIndexKey(term, m.ID)) == nil {
+				missingTerms = true
 				c.addf("message %d: word %q missing from the search index", m.ID, term)
 			}
 		}
 		return nil
 	})
-	if byOwner.Stats().KeyN != n {
+	if missingOwner || byOwner.Stats().KeyN != n {
 		_ = byOwner.ForEach(func(k, _ []byte) error {
 			if len(k) != 16 {
 				c.addf("msgs_by_owner: key %x is not owner‖id", k)
@@ -192,7 +210,7 @@ func (c *checker) messages() {
 			return nil
 		})
 	}
-	if byTime.Stats().KeyN != n {
+	if missingTime || byTime.Stats().KeyN != n {
 		_ = byTime.ForEach(func(k, _ []byte) error {
 			if len(k) != 16 {
 				c.addf("msgs_by_time: key %x is not time‖id", k)
@@ -202,7 +220,7 @@ func (c *checker) messages() {
 			return nil
 		})
 	}
-	if terms.Stats().KeyN != nTerms {
+	if missingTerms || terms.Stats().KeyN != nTerms {
 		_ = terms.ForEach(func(k, _ []byte) error {
 			sep := len(k) - 9
 			if sep < 1 || k[sep] != termSeparator {

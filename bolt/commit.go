@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -62,11 +63,13 @@ func (c *committer) update(fn func(*bbolt.Tx) error) error {
 		return errClosed
 	}
 	c.queue = append(c.queue, op)
-	c.mu.Unlock()
+	// Under the lock, so close cannot close wake between the check above
+	// and this send.
 	select {
 	case c.wake <- struct{}{}:
 	default: // the committer is already due to look at the queue
 	}
+	c.mu.Unlock()
 	return <-op.done
 }
 
@@ -78,8 +81,8 @@ func (c *committer) close() {
 		return
 	}
 	c.closed = true
-	c.mu.Unlock()
 	close(c.wake)
+	c.mu.Unlock()
 	<-c.stopped
 }
 
@@ -120,7 +123,7 @@ func (c *committer) commit(batch []*writeOp) {
 		var failure error
 		err := c.bolt.Update(func(tx *bbolt.Tx) error {
 			for i, op := range batch {
-				if err := op.fn(tx); err != nil {
+				if err := runWrite(op.fn, tx); err != nil {
 					failed, failure = i, err
 					return err
 				}
@@ -156,4 +159,16 @@ type WriteStats struct {
 // WriteStats reports group-commit counters since Open.
 func (db *DB) WriteStats() WriteStats {
 	return WriteStats{Commits: db.writes.commits.Load(), Ops: db.writes.ops.Load()}
+}
+
+// runWrite runs one write function, turning a panic into that write's
+// error: the function runs on the committer goroutine, where a panic would
+// take the whole server down instead of one request.
+func runWrite(fn func(*bbolt.Tx) error, tx *bbolt.Tx) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("write panicked: %v", v)
+		}
+	}()
+	return fn(tx)
 }

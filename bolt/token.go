@@ -181,6 +181,28 @@ func (db *DB) CreateToken(userID uint64, hash TokenHash, ttl time.Duration) (*To
 	return tok, nil
 }
 
+// IssueLoginToken issues a token for a login whose password was checked
+// against checkedHash. The check took the time of a hash, and the password
+// may have changed, or the account gone, meanwhile; so the transaction
+// first makes sure checkedHash is still the account's, and a login that
+// raced a password change or a deletion gets nothing. Errors:
+// ErrUnauthorized.
+func (db *DB) IssueLoginToken(userID uint64, checkedHash string, hash TokenHash, ttl time.Duration) (*Token, error) {
+	var tok *Token
+	err := db.writes.update(func(tx *bbolt.Tx) error {
+		u, err := userByID(tx, userID)
+		if err != nil || u.PasswordHash != checkedHash {
+			return refuse(ErrUnauthorized, "e-mail or password is incorrect")
+		}
+		tok, err = issueToken(tx, hash, userID, db.clock(), ttl)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tok, nil
+}
+
 // Authenticate finds the user a token belongs to. Errors: ErrUnauthorized
 // when the token is unknown, revoked, expired, or its user is gone.
 func (db *DB) Authenticate(hash TokenHash) (*User, *Token, error) {

@@ -134,21 +134,47 @@ func (db *DB) upgradeFrom1() error {
 			if v := meta.Get(metaUpgradeNext); len(v) == 8 {
 				next = btoi(v)
 			}
-			c := tx.Bucket(bucketMessages).Cursor()
-			n := 0
+			msgs := tx.Bucket(bucketMessages)
+			c := msgs.Cursor()
+			var chunk []*Message
 			k, v := c.Seek(itob(next))
-			for ; k != nil && n < upgradeChunk; k, v = c.Next() {
+			for ; k != nil && len(chunk) < upgradeChunk; k, v = c.Next() {
 				m, err := decodeMessage(btoi(k), v)
 				if err != nil {
 					return err
 				}
+				chunk = append(chunk, m)
+			}
+			var resume []byte
+			if k != nil {
+				resume = bytes.Clone(k)
+			}
+			// Layout 1 stored the wall clock as it was, so a clock that
+			// stepped back left a message created "before" an older one.
+			// Search turns since/until into ID bounds and relies on creation
+			// times never falling as IDs rise: such a message takes the
+			// time of the newest one before it, as new messages do.
+			var newest time.Time
+			if k, _ := tx.Bucket(bucketMsgsByTime).Cursor().Last(); len(k) >= 8 {
+				newest = timeFromKey(k)
+			}
+			for _, m := range chunk {
+				if m.CreatedAt.Before(newest) {
+					m.CreatedAt = newest
+					m.UpdatedAt = maxTime(m.UpdatedAt, newest)
+					if err := msgs.Put(itob(m.ID), encodeMessage(m)); err != nil {
+						return err
+					}
+				}
+				newest = m.CreatedAt
 				// The owner entry exists already; indexMessage rewrites it
 				// as it is, which costs little and keeps one code path.
 				if err := indexMessage(tx, m, sortedTerms(m.Content)); err != nil {
 					return err
 				}
-				n++
 			}
+			n := len(chunk)
+			k = resume
 			indexed += n
 			if k == nil {
 				done = true
@@ -165,4 +191,11 @@ func (db *DB) upgradeFrom1() error {
 	}
 	db.log.Info("database upgraded to layout 2", "messages_indexed", indexed, "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

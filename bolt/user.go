@@ -362,12 +362,17 @@ func userByID(tx *bbolt.Tx, id uint64) (*User, error) {
 }
 
 // SetPasswordHash replaces an account's stored hash, used to upgrade old
-// hashing parameters on login. Errors: ErrNotFound.
-func (db *DB) SetPasswordHash(id uint64, hash string) error {
+// hashing parameters on login. It changes nothing unless the stored hash
+// is still oldHash: a password changed meanwhile must not be put back.
+// Errors: ErrNotFound.
+func (db *DB) SetPasswordHash(id uint64, oldHash, hash string) error {
 	return db.writes.update(func(tx *bbolt.Tx) error {
 		u, err := userByID(tx, id)
 		if err != nil {
 			return err
+		}
+		if u.PasswordHash != oldHash {
+			return nil
 		}
 		u.PasswordHash = hash
 		return tx.Bucket(bucketUsers).Put(itob(id), encodeUser(u))

@@ -365,7 +365,7 @@ func TestSetPasswordHash(t *testing.T) {
 		db := mustOpen(t)
 		ada, h := mustCreateUser(t, db, "Ada@Example.com")
 		const newHash = "$argon2id$v=19$m=131072,t=2,p=4$bmV3$bmV3"
-		if err := db.SetPasswordHash(ada.ID, newHash); err != nil {
+		if err := db.SetPasswordHash(ada.ID, fakePasswordHash, newHash); err != nil {
 			t.Fatalf("SetPasswordHash = %v", err)
 		}
 		got, err := db.UserByEmail("ada@example.com")
@@ -387,10 +387,25 @@ func TestSetPasswordHash(t *testing.T) {
 		}
 		checkIndexes(t, db.DB)
 	})
+	t.Run("ChangedMeanwhile", func(t *testing.T) {
+		// A password change committed while the login re-hashed: the
+		// upgrade must not put the old password back.
+		db := mustOpen(t)
+		ada, h := mustCreateUser(t, db, "ada@example.com")
+		if err := db.ChangePassword(ByToken(h), "$argon2id$changed"); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.SetPasswordHash(ada.ID, fakePasswordHash, "$argon2id$rehashed-old"); err != nil {
+			t.Fatal(err)
+		}
+		if u, _ := db.UserByID(ada.ID); u.PasswordHash != "$argon2id$changed" {
+			t.Errorf("PasswordHash = %q, want the changed one kept", u.PasswordHash)
+		}
+	})
 	t.Run("ErrNotFound", func(t *testing.T) {
 		db := mustOpen(t)
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
-		if err := db.SetPasswordHash(ada.ID+1, "x"); !errors.Is(err, ErrNotFound) {
+		if err := db.SetPasswordHash(ada.ID+1, fakePasswordHash, "x"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("SetPasswordHash(missing) = %v, want ErrNotFound", err)
 		}
 		if got, want := mustCounts(t, db), (Counts{Users: 1, Tokens: 1}); got != want {

@@ -324,7 +324,10 @@ func TestLoginLimits(t *testing.T) {
 			assertProblem(t, e.loginFrom(fmt.Sprintf("10.9.9.%d, 203.0.113.5", i), fmt.Sprintf("u%d@example.com", i), "guess"), http.StatusUnauthorized)
 		}
 		retryAfter(t, e.loginFrom("10.9.9.99, 203.0.113.5", "x@example.com", "guess"))
+		// Some proxies write the client's port too: still that client.
+		retryAfter(t, e.loginFrom("203.0.113.5:4711", "x@example.com", "guess"))
 		assertProblem(t, e.loginFrom("10.9.9.99, 203.0.113.6", "x@example.com", "guess"), http.StatusUnauthorized)
+		assertProblem(t, e.loginFrom("[2001:db8::1]:4711", "x@example.com", "guess"), http.StatusUnauthorized)
 	})
 
 	t.Run("password confirmation counts as a login", func(t *testing.T) {

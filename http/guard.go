@@ -99,7 +99,7 @@ func (g *guard) clientAddr(r *http.Request) netip.Addr {
 	}
 	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
 	for i := len(hops) - 1; i >= 0; i-- {
-		hop, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		hop, err := parseHop(strings.TrimSpace(hops[i]))
 		if err != nil {
 			return peer // a garbled chain: trust none of it
 		}
@@ -110,6 +110,16 @@ func (g *guard) clientAddr(r *http.Request) netip.Addr {
 		peer = hop
 	}
 	return peer
+}
+
+// parseHop reads one X-Forwarded-For entry: an address, or an address with
+// a port as some proxies write it (192.0.2.1:4711, [2001:db8::1]:4711).
+func parseHop(s string) (netip.Addr, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a, nil
+	}
+	ap, err := netip.ParseAddrPort(s)
+	return ap.Addr(), err
 }
 
 func (g *guard) isTrusted(a netip.Addr) bool {

@@ -79,7 +79,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	if err != nil {
 		return err
 	}
-	tok, err := s.db.CreateToken(u.ID, tokenHash, s.tokenTTL)
+	tok, err := s.db.IssueLoginToken(u.ID, u.PasswordHash, tokenHash, s.tokenTTL)
+	if errors.Is(err, bolt.ErrUnauthorized) {
+		return badCredentials() // the password changed, or the account went, while it was checked
+	}
 	if err != nil {
 		return err
 	}
@@ -135,11 +138,15 @@ func (s *Server) checkCredentials(r *http.Request, email, password string) (*bol
 func (s *Server) rehash(r *http.Request, u *bolt.User, password string) {
 	hash, err := s.hasher.Hash(r.Context(), password)
 	if err == nil {
-		err = s.db.SetPasswordHash(u.ID, hash)
+		err = s.db.SetPasswordHash(u.ID, u.PasswordHash, hash)
 	}
 	if err != nil {
 		s.log.WarnContext(r.Context(), "upgrading password hash", "user", u.ID, "err", err)
+		return
 	}
+	// The login goes on with the hash now stored (if a password change
+	// got there first, issuing the token will notice).
+	u.PasswordHash = hash
 }
 
 // me returns the caller's account.

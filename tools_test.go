@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"herald/bolt"
+)
+
+// seedDB writes a small database: two users, n messages, some deleted.
+func seedDB(t *testing.T, n int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	db, err := bolt.Open(path, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var users []*bolt.User
+	for i, email := range []string{"ada@example.com", "bob@example.com"} {
+		u := &bolt.User{Email: email, PasswordHash: "$argon2id$v=19$m=65536,t=1,p=4$c2FsdA$aGFzaA"}
+		if _, err := db.CreateUser(u, bolt.TokenHash{byte(i + 1)}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, u)
+	}
+	for i := range n {
+		u := users[i%2]
+		m, err := db.CreateMessage(bolt.ByUser(u.ID), fmt.Sprintf("message number %d with some words", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			if _, err := db.DeleteMessage(m.ID, bolt.ByUser(u.ID), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return path
+}
+
+func runArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut syncBuffer
+	code = run(context.Background(), args, environ(nil), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestCheck(t *testing.T) {
+	path := seedDB(t, 30)
+	code, out, errOut := runArgs(t, "check", "--db", path)
+	if code != 0 || !strings.Contains(out, "no problems found") || !strings.Contains(out, "2 users, 2 tokens, 20 messages") {
+		t.Fatalf("check on a sound database = %d\n%s%s", code, out, errOut)
+	}
+
+	// Damage a copy: a dangling word entry and a missing one.
+	err := func() error {
+		b, err := bbolt.Open(path, 0o600, nil)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		return b.Update(func(tx *bbolt.Tx) error {
+			terms := tx.Bucket([]byte("terms"))
+			ghost := binary.BigEndian.AppendUint64([]byte("ghost\x00"), 2)
+			if err := terms.Put(ghost, nil); err != nil {
+				return err
+			}
+			return terms.Delete(binary.BigEndian.AppendUint64([]byte("number\x00"), 2))
+		})
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runArgs(t, "check", "--db", path)
+	if code != 1 {
+		t.Errorf("check on a damaged database exited %d, want 1", code)
+	}
+	for _, want := range []string{`word "ghost" points at message 2, which does not contain it`, `message 2: word "number" missing from the search index`, "2 problems found"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestToolErrors(t *testing.T) {
+	path := seedDB(t, 3)
+	missing := filepath.Join(t.TempDir(), "nope.db")
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		wantErr string
+	}{
+		{"CheckMissingFile", []string{"check", "--db", missing}, 1, missing + " does not exist"},
+		{"CheckExtraArgument", []string{"check", "--db", path, "extra"}, 2, "takes --db FILE"},
+		{"CheckUnknownFlag", []string{"check", "--bogus"}, 2, "bogus"},
+		{"BackupNoOut", []string{"backup", "--db", path}, 2, "takes --db FILE OUT"},
+		{"BackupOutExists", []string{"backup", "--db", path, path}, 1, "already exists"},
+		{"CompactOutExists", []string{"compact", "--db", path, path}, 1, "already exists"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := runArgs(t, tt.args...)
+			if code != tt.code || !strings.Contains(errOut, tt.wantErr) {
+				t.Errorf("%q = %d, stderr %q; want %d and %q", tt.args, code, errOut, tt.code, tt.wantErr)
+			}
+			if strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+				t.Errorf("stderr is more than one line: %q", errOut)
+			}
+		})
+	}
+	t.Run("Locked", func(t *testing.T) {
+		db, err := bolt.Open(path, bolt.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		for _, tool := range []string{"check", "backup", "compact"} {
+			args := []string{tool, "--db", path}
+			if tool != "check" {
+				args = append(args, filepath.Join(t.TempDir(), "out.db"))
+			}
+			code, _, errOut := runArgs(t, args...)
+			if code != 1 || !strings.Contains(errOut, "in use by another process") {
+				t.Errorf("%s on a database a server holds = %d, %q", tool, code, errOut)
+			}
+		}
+	})
+	t.Run("Help", func(t *testing.T) {
+		for _, tool := range []string{"check", "backup", "compact"} {
+			code, out, _ := runArgs(t, tool, "--help")
+			if code != 0 || !strings.Contains(out, "Usage: herald "+tool) {
+				t.Errorf("%s --help = %d, %q", tool, code, out)
+			}
+		}
+	})
+}
+
+func TestBackupAndCompact(t *testing.T) {
+	path := seedDB(t, 300)
+	dir := t.TempDir()
+	backup := filepath.Join(dir, "backup.db")
+	code, out, errOut := runArgs(t, "backup", "--db", path, backup)
+	if code != 0 || !strings.Contains(out, "backed up") {
+		t.Fatalf("backup = %d\n%s%s", code, out, errOut)
+	}
+	compacted := filepath.Join(dir, "compact.db")
+	code, out, errOut = runArgs(t, "compact", "--db", backup, compacted)
+	if code != 0 || !strings.Contains(out, "compacted") {
+		t.Fatalf("compact = %d\n%s%s", code, out, errOut)
+	}
+	before, _ := os.Stat(backup)
+	after, _ := os.Stat(compacted)
+	if after.Size() >= before.Size() {
+		t.Errorf("compacted %d bytes into %d, want smaller after deletions", before.Size(), after.Size())
+	}
+	for _, copy := range []string{backup, compacted} {
+		code, out, _ := runArgs(t, "check", "--db", copy)
+		if code != 0 || !strings.Contains(out, "2 users, 2 tokens, 200 messages") {
+			t.Errorf("check %s = %d:\n%s", filepath.Base(copy), code, out)
+		}
+		// The copy is a working database: it opens and answers searches.
+		db, err := bolt.Open(copy, bolt.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := db.SearchMessages(context.Background(), bolt.SearchQuery{Terms: bolt.Terms("number 299")})
+		if err != nil || len(page.Messages) != 1 {
+			t.Errorf("search in %s = %v, %v", filepath.Base(copy), page, err)
+		}
+		db.Close()
+	}
+}
