@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -419,4 +420,34 @@ func TestWritesRacingLogout(t *testing.T) {
 	if lateWins != 0 {
 		t.Errorf("%d of %d edits begun after the logout's 204 succeeded", lateWins, afterTries)
 	}
+}
+
+// TestLoginUpgradesWeakHash: a password hashed under weaker parameters
+// than the server's is re-hashed on a successful login, and the login still
+// gets its token.
+func TestLoginUpgradesWeakHash(t *testing.T) {
+	e := newEnv(t) // hashes with fastParams
+	e.register("ada@example.com", pw)
+	stronger := fastParams
+	stronger.MemoryKiB *= 2
+	srv := httptest.NewServer(heraldhttp.NewServer(e.DB, auth.NewHasher(stronger, 1), heraldhttp.Config{}))
+	defer srv.Close()
+	res, err := http.Post(srv.URL+"/api/login", "application/json", strings.NewReader(`{"username":"ada@example.com","password":"`+pw+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("login on the stronger server: %d", res.StatusCode)
+	}
+	u, err := e.DB.UserByEmail("ada@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("m=%d,", stronger.MemoryKiB); !strings.Contains(u.PasswordHash, want) {
+		t.Errorf("stored hash %q, want it re-hashed with %s", u.PasswordHash, want)
+	}
+	// The old server still verifies the upgraded hash (parameters travel
+	// inside it).
+	e.login("ada@example.com", pw)
 }
