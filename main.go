@@ -45,6 +45,7 @@ type config struct {
 	hashQueue       int
 	memoryLimitMiB  int
 	trustedProxies  string // comma-separated CIDRs, checked by validate
+	admins          string // comma-separated e-mails
 	loginPerAccount auth.Rate
 	loginPerAddress auth.Rate
 	registerPerAddr auth.Rate
@@ -67,6 +68,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (`format`)")
 	fs.IntVar(&c.hashQueue, "hash-queue", 0, "logins that may wait for a hashing slot (`n`) before the rest get 503; 0 means 32 per slot")
 	fs.IntVar(&c.memoryLimitMiB, "memory-limit", 0, "soft limit on the Go heap in `MiB`; 0 means 24 + 24 per hashing slot (GOMEMLIMIT, when set, wins)")
+	fs.StringVar(&c.admins, "admins", "", "e-mails of the administrators (ROLE_ADMIN: may download GET /api/admin/backup), comma-separated `emails`")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "reverse proxies whose X-Forwarded-For is believed, as comma-separated `CIDRs` (e.g. 127.0.0.1/32,::1/128)")
 	c.loginPerAccount, c.loginPerAddress, c.registerPerAddr = auth.LoginFailuresPerAccount(), auth.LoginFailuresPerAddress(), auth.RegistrationsPerAddress()
 	fs.Var(rateFlag{&c.loginPerAccount}, "login-failures-per-account", "failed logins allowed per account: a burst, then one more per interval (`burst/interval`)")
@@ -135,6 +137,17 @@ func (c *config) validate() error {
 		return configError("trusted-proxies", err.Error())
 	}
 	return nil
+}
+
+// splitList reads a comma-separated list, dropping empty entries.
+func splitList(s string) []string {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }
 
 // parsePrefixes reads comma-separated CIDRs; a bare address means just
@@ -300,6 +313,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		TokenTTL:     cfg.tokenTTL,
 		MaxBodyBytes: cfg.maxBody,
 		Logger:       logger,
+		Admins:       splitList(cfg.admins),
 		Limits: heraldhttp.Limits{
 			LoginFailuresPerAccount: cfg.loginPerAccount,
 			LoginFailuresPerAddress: cfg.loginPerAddress,

@@ -540,6 +540,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "LimitBadInterval", vars: map[string]string{"HERALD_REGISTRATIONS_PER_ADDRESS": "10/soon"}, wantErr: "HERALD_REGISTRATIONS_PER_ADDRESS"},
 		{name: "TrustedProxiesGarbage", args: []string{"--trusted-proxies", "10.0.0.0/8,proxy.local"}, wantErr: `--trusted-proxies (HERALD_TRUSTED_PROXIES) has "proxy.local"`},
 		{name: "HashQueueNegative", args: []string{"--hash-queue", "-1"}, wantErr: "hash-queue"},
+		{name: "Admins", vars: map[string]string{"HERALD_ADMINS": "ada@example.com, root@example.org"}, want: with(func(c *config) { c.admins = "ada@example.com, root@example.org" })},
 		{name: "MemoryLimit", args: []string{"--memory-limit", "200"}, want: with(func(c *config) { c.memoryLimitMiB = 200 })},
 		{name: "MemoryLimitNegative", vars: map[string]string{"HERALD_MEMORY_LIMIT": "-5"}, wantErr: "memory-limit"},
 	}
@@ -580,6 +581,7 @@ var flagNames = map[string]string{
 	"log-format":       "HERALD_LOG_FORMAT",
 	"hash-queue":       "HERALD_HASH_QUEUE",
 	"memory-limit":     "HERALD_MEMORY_LIMIT",
+	"admins":           "HERALD_ADMINS",
 	"trusted-proxies":  "HERALD_TRUSTED_PROXIES",
 
 	"login-failures-per-account": "HERALD_LOGIN_FAILURES_PER_ACCOUNT",

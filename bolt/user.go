@@ -17,6 +17,11 @@ import (
 // requires it.
 const RoleUser = "ROLE_USER"
 
+// RoleAdmin is held by the administrators a server is configured with; it
+// is not stored, so naming or un-naming an administrator takes a restart,
+// not a write.
+const RoleAdmin = "ROLE_ADMIN"
+
 // Limits on account fields.
 const (
 	MaxEmailBytes    = 254 // RFC 5321's path limit, less the angle brackets

@@ -30,6 +30,9 @@ type Config struct {
 	MaxBodyBytes int64         // larger request bodies get 413
 	Logger       *slog.Logger  // access and error log; nil discards
 	Limits       Limits        // guessing limits; zero values take defaults
+	// Admins are the e-mails of the administrators (ROLE_ADMIN), in any
+	// letter case.
+	Admins []string
 	// Now is the limiters' clock; nil means time.Now. Tests pass their own.
 	Now func() time.Time
 }
@@ -42,6 +45,7 @@ type Server struct {
 	maxBody  int64
 	log      *slog.Logger
 	guard    *guard
+	admins   map[string]bool // bolt.EmailKey of each administrator
 	router   *httprouter.Router
 }
 
@@ -68,6 +72,10 @@ func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
 		now = time.Now
 	}
 	s.guard = newGuard(cfg.Limits, now)
+	s.admins = make(map[string]bool)
+	for _, email := range cfg.Admins {
+		s.admins[bolt.EmailKey(email)] = true
+	}
 
 	rt := httprouter.New()
 	// An API answers the path it was asked, never a redirect to a guess.
@@ -80,6 +88,9 @@ func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
 		s.writeError(w, r, methodNotAllowed(r)) // httprouter has set Allow already
 	})
 	rt.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
+		if v == http.ErrAbortHandler {
+			panic(v) // a handler cutting its connection on purpose: net/http's job
+		}
 		s.log.ErrorContext(r.Context(), "panic", "method", r.Method, "path", r.URL.Path,
 			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		s.writeError(w, r, fmt.Errorf("panic: %v", v))
@@ -104,6 +115,7 @@ const (
 	public        access = iota // anyone
 	authenticated               // any valid bearer token
 	roleUser                    // a valid bearer token whose user has bolt.RoleUser
+	roleAdmin                   // a valid bearer token of an administrator
 	// bearer: a well-formed bearer token, which the handler's store call
 	// checks in the same read transaction as the data it guards — one
 	// transaction instead of two on the hottest read paths.
@@ -141,6 +153,8 @@ func (s *Server) routes() []route {
 		{http.MethodPatch, "/api/messages/:id", authenticated, s.updateMessage},
 		{http.MethodDelete, "/api/messages/:id", authenticated, s.deleteMessage},
 
+		{http.MethodGet, "/api/admin/backup", roleAdmin, s.backup},
+
 		{http.MethodGet, "/healthz", public, s.health},
 
 		{http.MethodGet, docsJSONPath, public, serveOpenAPI},
@@ -164,8 +178,12 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, &principal{tokenHash: hash}))
 		default:
 			p, err := s.authenticate(r)
-			if err == nil && rt.access == roleUser && !p.user.HasRole(bolt.RoleUser) {
+			switch {
+			case err != nil:
+			case rt.access == roleUser && !p.user.HasRole(bolt.RoleUser):
 				err = missingRole(bolt.RoleUser)
+			case rt.access == roleAdmin && !p.user.HasRole(bolt.RoleAdmin):
+				err = missingRole(bolt.RoleAdmin)
 			}
 			if err != nil {
 				s.writeError(w, r, err)
@@ -218,6 +236,9 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 	u, _, err := s.db.Authenticate(hash)
 	if err != nil {
 		return nil, err
+	}
+	if s.admins[bolt.EmailKey(u.Email)] {
+		u.Roles = append(u.Roles, bolt.RoleAdmin)
 	}
 	return &principal{user: u, tokenHash: hash}, nil
 }

@@ -1,0 +1,112 @@
+package http_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"testing"
+
+	"herald/bolt"
+	heraldhttp "herald/http"
+)
+
+func TestAdminBackup(t *testing.T) {
+	e := newEnv(t, func(c *heraldhttp.Config) { c.Admins = []string{"Root@Example.com"} })
+	root := e.register("root@example.com", pw)
+	ada := e.register("ada@example.com", pw)
+
+	t.Run("roles", func(t *testing.T) {
+		roles := fmt.Sprint(e.do(me(root)).JSON(t)["roles"])
+		if roles != "[ROLE_USER ROLE_ADMIN]" {
+			t.Errorf("admin's roles = %s", roles)
+		}
+		if roles := fmt.Sprint(e.do(me(ada)).JSON(t)["roles"]); roles != "[ROLE_USER]" {
+			t.Errorf("user's roles = %s", roles)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		assertProblem(t, e.do(request{Method: "GET", Path: "/api/admin/backup", Token: ada}), http.StatusForbidden)
+		assertProblem(t, e.do(request{Method: "GET", Path: "/api/admin/backup"}), http.StatusUnauthorized)
+	})
+
+	// Under write load: every message acknowledged before the backup
+	// began is in it, and the copy is a sound database.
+	var (
+		mu    sync.Mutex
+		acked []uint64
+		stop  = make(chan struct{})
+		wg    sync.WaitGroup
+	)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res := e.do(request{Method: "POST", Path: "/api/messages", Token: ada, ContentType: "application/json",
+					Body: fmt.Sprintf(`{"content":"writer %d message %d"}`, w, i)})
+				if res.Status == http.StatusCreated {
+					id := msgID(t, res.JSON(t))
+					mu.Lock()
+					acked = append(acked, id)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n >= 50 {
+			break
+		}
+	}
+	mu.Lock()
+	before := append([]uint64(nil), acked...)
+	mu.Unlock()
+	res := e.do(request{Method: "GET", Path: "/api/admin/backup", Token: root})
+	close(stop)
+	wg.Wait()
+	if res.Status != http.StatusOK {
+		t.Fatalf("backup: %d %s", res.Status, res.Body)
+	}
+	if got := res.Header.Get("Content-Disposition"); !regexp.MustCompile(`^attachment; filename="herald-backup-\d{8}T\d{6}Z\.db"$`).MatchString(got) {
+		t.Errorf("Content-Disposition = %q", got)
+	}
+	path := filepath.Join(t.TempDir(), "backup.db")
+	if err := os.WriteFile(path, res.Body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := bolt.OpenSnapshot(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := snap.Check()
+	snap.Close()
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("check of the backup: %q, %v", problems, err)
+	}
+	db, err := bolt.Open(path, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, id := range before {
+		if _, err := db.Message(id); err != nil {
+			t.Errorf("message %d, acknowledged before the backup began, is not in it: %v", id, err)
+		}
+	}
+	page, err := db.SearchMessages(context.Background(), bolt.SearchQuery{Terms: bolt.Terms("writer")})
+	if err != nil || len(page.Messages) == 0 {
+		t.Errorf("search in the backup: %v, %v", page, err)
+	}
+}
