@@ -700,10 +700,16 @@ type process struct {
 
 func startProcess(t *testing.T) *process {
 	t.Helper()
+	return startProcessOn(t, filepath.Join(t.TempDir(), "herald.db"))
+}
+
+// startProcessOn starts herald on the database at dbPath.
+func startProcessOn(t *testing.T, dbPath string) *process {
+	t.Helper()
 	if runtime.GOOS == "windows" {
 		t.Skip("no SIGTERM on Windows")
 	}
-	p := &process{stderr: &syncBuffer{}, exited: make(chan struct{}), dbPath: filepath.Join(t.TempDir(), "herald.db")}
+	p := &process{stderr: &syncBuffer{}, exited: make(chan struct{}), dbPath: dbPath}
 	p.cmd = exec.Command(os.Args[0]) // no arguments: main reads os.Args[1:] as herald flags
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "HERALD_") {
