@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -59,26 +60,34 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	// The flag package would print errors and usage itself, to one writer;
 	// run prints them instead: help to stdout, errors to stderr.
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "`address` to listen on (host:port)")
-	fs.StringVar(&c.dbPath, "db", "herald.db", "`path` of the database file, created on first start")
-	fs.DurationVar(&c.tokenTTL, "token-ttl", heraldhttp.DefaultTokenTTL, "lifetime of issued tokens (`duration`, e.g. 720h)")
-	fs.Int64Var(&c.maxBody, "max-body", heraldhttp.DefaultMaxBodyBytes, "largest accepted request body, in `bytes`")
-	fs.IntVar(&c.hashConcurrency, "hash-concurrency", runtime.NumCPU(), "password hashes computed at once (`n`); budget about 24 MiB of memory for each")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to let requests in flight finish on SIGINT/SIGTERM (`duration`)")
-	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (`format`)")
-	fs.IntVar(&c.hashQueue, "hash-queue", 0, "logins that may wait for a hashing slot (`n`) before the rest get 503; 0 means 32 per slot")
-	fs.IntVar(&c.memoryLimitMiB, "memory-limit", 0, "soft limit on the Go heap in `MiB`; 0 means 24 + 24 per hashing slot (GOMEMLIMIT, when set, wins)")
-	fs.StringVar(&c.admins, "admins", "", "e-mails of the administrators (ROLE_ADMIN: may download GET /api/admin/backup), comma-separated `emails`")
-	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "reverse proxies whose X-Forwarded-For is believed, as comma-separated `CIDRs` (e.g. 127.0.0.1/32,::1/128)")
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on; :0 picks a free port (`HOST:PORT`)")
+	fs.StringVar(&c.dbPath, "db", "herald.db", "database file, created on first start (`FILE`)")
+	c.tokenTTL, c.shutdownTimeout = heraldhttp.DefaultTokenTTL, 10*time.Second
+	fs.Var(durationFlag{&c.tokenTTL}, "token-ttl", "lifetime of issued tokens, such as 720h or 30d (`DURATION`)")
+	fs.Int64Var(&c.maxBody, "max-body", heraldhttp.DefaultMaxBodyBytes, "largest accepted request body in bytes (`BYTES`)")
+	fs.IntVar(&c.hashConcurrency, "hash-concurrency", runtime.NumCPU(), "password hashes computed at once; budget about 24 MiB of memory for each (`N`)")
+	fs.Var(durationFlag{&c.shutdownTimeout}, "shutdown-timeout", "how long requests in flight may finish on SIGINT/SIGTERM before they are cancelled (`DURATION`)")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (`text|json`)")
+	fs.IntVar(&c.hashQueue, "hash-queue", 0, "logins that may wait for a hashing slot before the rest get 503; 0 means 32 per slot (`N`)")
+	fs.IntVar(&c.memoryLimitMiB, "memory-limit", 0, "soft limit on the Go heap in MiB; 0 means 24 + 24 per hashing slot; GOMEMLIMIT, when set, wins (`MIB`)")
+	fs.StringVar(&c.admins, "admins", "", "comma-separated e-mails of the administrators (ROLE_ADMIN: may download GET /api/admin/backup) (`EMAILS`)")
+	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For is believed, e.g. 127.0.0.1,::1 (`CIDRS`)")
 	c.loginPerAccount, c.loginPerAddress, c.registerPerAddr = auth.LoginFailuresPerAccount(), auth.LoginFailuresPerAddress(), auth.RegistrationsPerAddress()
-	fs.Var(rateFlag{&c.loginPerAccount}, "login-failures-per-account", "failed logins allowed per account: a burst, then one more per interval (`burst/interval`)")
-	fs.Var(rateFlag{&c.loginPerAddress}, "login-failures-per-address", "failed logins allowed per client address (`burst/interval`)")
-	fs.Var(rateFlag{&c.registerPerAddr}, "registrations-per-address", "registrations allowed per client address (`burst/interval`)")
+	fs.Var(rateFlag{&c.loginPerAccount}, "login-failures-per-account", "failed logins allowed per account: a burst, then one more per interval (`BURST/INTERVAL`)")
+	fs.Var(rateFlag{&c.loginPerAddress}, "login-failures-per-address", "failed logins allowed per client address (`BURST/INTERVAL`)")
+	fs.Var(rateFlag{&c.registerPerAddr}, "registrations-per-address", "registrations allowed per client address (`BURST/INTERVAL`)")
 	usage := func(out io.Writer) {
 		fmt.Fprintf(out, "Usage: herald [serve] [flags]\n       herald check --db FILE\n       herald backup --db FILE OUT\n       herald compact --db FILE OUT\n\nHerald serves a messaging API with user accounts on one embedded database.\ncheck, backup and compact work on a stopped server's database; each has --help.\n\nServe flags (each also read from the HERALD_* variable shown; a flag beats its variable):\n")
 		fs.VisitAll(func(f *flag.Flag) {
-			name, usage := flag.UnquoteUsage(f)
-			fmt.Fprintf(out, "  --%s %s\n    \t%s (default %q, env %s)\n", f.Name, name, usage, f.DefValue, envName(f.Name))
+			// The placeholder is shown once, after the flag; the text
+			// keeps the word without its backquotes.
+			name, _ := flag.UnquoteUsage(f)
+			usage := strings.TrimSuffix(f.Usage, " (`"+name+"`)")
+			def := ""
+			if f.DefValue != "" && f.DefValue != "0" {
+				def = "default " + f.DefValue + "; "
+			}
+			fmt.Fprintf(out, "  --%s %s\n    \t%s (%senv %s)\n", f.Name, name, usage, def, envName(f.Name))
 		})
 	}
 	if err := fs.Parse(args); err != nil {
@@ -86,7 +95,9 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 			usage(stdout)
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w; see herald --help", err)
+		// The flag package names flags with one dash; help uses two.
+		msg := flagDashRE.ReplaceAllString(err.Error(), "$1 --")
+		return nil, fmt.Errorf("%s; see herald --help", msg)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q; see herald --help", fs.Arg(0))
@@ -172,6 +183,55 @@ func parsePrefixes(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// flagDashRE finds a flag name as the flag package writes it in errors.
+var flagDashRE = regexp.MustCompile(`(defined:|flag|argument:) -`)
+
+// durationFlag reads a duration as Go writes them (90s, 1h30m) or in days
+// (30d), which is how people think of token lifetimes and retention, and
+// shows it the short way (720h, not 720h0m0s).
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return shortDuration(*f.d)
+}
+
+func (f durationFlag) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*f.d = d
+	return nil
+}
+
+// parseDuration is time.ParseDuration plus whole days: "30d", "1d12h".
+func parseDuration(s string) (time.Duration, error) {
+	days, rest, found := strings.Cut(s, "d")
+	if found {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%q is not a duration: write it like 30d, 12h or 1h30m", s)
+		}
+		d := time.Duration(n) * 24 * time.Hour
+		if rest == "" {
+			return d, nil
+		}
+		more, err := time.ParseDuration(rest)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a duration: write it like 30d, 12h or 1h30m", s)
+		}
+		return d + more, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration: write it like 30d, 12h or 1h30m", s)
+	}
+	return d, nil
+}
+
 // rateFlag reads an auth.Rate written as burst/interval, such as 10/5m.
 type rateFlag struct{ rate *auth.Rate }
 
@@ -238,7 +298,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	var logHandler slog.Handler = slog.NewTextHandler(stderr, nil)
 	if cfg.logFormat == "json" {
-		logHandler = slog.NewJSONHandler(stderr, nil)
+		// Durations in milliseconds, which log tools graph, not the
+		// nanosecond integers slog's JSON writes by default.
+		logHandler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{ReplaceAttr: durationsInMillis})
 	}
 	logger := slog.New(logHandler)
 	if err := serve(ctx, cfg, getenv, logger); err != nil {
@@ -247,6 +309,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 1
 	}
 	return 0
+}
+
+// durationsInMillis rewrites a duration attribute as a number of
+// milliseconds, its key suffixed _ms so the unit travels with it.
+func durationsInMillis(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.Float64(a.Key+"_ms", float64(a.Value.Duration())/float64(time.Millisecond))
+	}
+	return a
 }
 
 // setMemoryLimit gives the Go runtime a soft heap limit. Every password

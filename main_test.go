@@ -503,6 +503,9 @@ func TestParseConfig(t *testing.T) {
 			vars: map[string]string{"HERALD_TOKEN_TTL": "soon"},
 			want: with(func(c *config) { c.tokenTTL = time.Hour }),
 		},
+		{name: "TokenTTLDays", args: []string{"--token-ttl", "30d"}, want: with(func(c *config) { c.tokenTTL = 720 * time.Hour })},
+		{name: "TokenTTLDaysAndHours", vars: map[string]string{"HERALD_TOKEN_TTL": "1d12h"}, want: with(func(c *config) { c.tokenTTL = 36 * time.Hour })},
+		{name: "TokenTTLBadDays", args: []string{"--token-ttl", "xd"}, wantErr: "not a duration"},
 		{name: "MaxBodyMinimum", args: []string{"--max-body", "1024"}, want: with(func(c *config) { c.maxBody = 1024 })},
 
 		{name: "EnvInvalidTokenTTL", vars: map[string]string{"HERALD_TOKEN_TTL": "soon"}, wantErr: "HERALD_TOKEN_TTL"},
@@ -624,7 +627,8 @@ func TestRunUsageErrors(t *testing.T) {
 		vars map[string]string
 		want string
 	}{
-		{"UnknownFlag", []string{"--bogus"}, nil, "flag provided but not defined: -bogus"},
+		{"UnknownFlag", []string{"--bogus"}, nil, "flag provided but not defined: --bogus"},
+		{"BadDuration", []string{"--token-ttl", "soon"}, nil, `invalid value "soon" for flag --token-ttl: "soon" is not a duration: write it like 30d, 12h or 1h30m`},
 		{"Positional", []string{"extra"}, nil, `unexpected argument "extra"`},
 		{"PositionalAfterServe", []string{"serve", "extra"}, nil, `unexpected argument "extra"`},
 		{"BadFlagValue", []string{"--max-body", "lots"}, nil, "max-body"},
