@@ -47,6 +47,7 @@ type config struct {
 	memoryLimitMiB  int
 	trustedProxies  string // comma-separated CIDRs, checked by validate
 	admins          string // comma-separated e-mails
+	retain          time.Duration
 	loginPerAccount auth.Rate
 	loginPerAddress auth.Rate
 	registerPerAddr auth.Rate
@@ -66,6 +67,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.Var(durationFlag{&c.tokenTTL}, "token-ttl", "lifetime of issued tokens, such as 720h or 30d (`DURATION`)")
 	fs.Int64Var(&c.maxBody, "max-body", heraldhttp.DefaultMaxBodyBytes, "largest accepted request body in bytes (`BYTES`)")
 	fs.IntVar(&c.hashConcurrency, "hash-concurrency", runtime.NumCPU(), "password hashes computed at once; budget about 24 MiB of memory for each (`N`)")
+	fs.Var(durationFlag{&c.retain}, "retain", "delete messages older than this, such as 30d or 8760h; 0 keeps them all (`DURATION`)")
 	fs.Var(durationFlag{&c.shutdownTimeout}, "shutdown-timeout", "how long requests in flight may finish on SIGINT/SIGTERM before they are cancelled (`DURATION`)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (`text|json`)")
 	fs.IntVar(&c.hashQueue, "hash-queue", 0, "logins that may wait for a hashing slot before the rest get 503; 0 means 32 per slot (`N`)")
@@ -84,7 +86,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 			name, _ := flag.UnquoteUsage(f)
 			usage := strings.TrimSuffix(f.Usage, " (`"+name+"`)")
 			def := ""
-			if f.DefValue != "" && f.DefValue != "0" {
+			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" {
 				def = "default " + f.DefValue + "; "
 			}
 			fmt.Fprintf(out, "  --%s %s\n    \t%s (%senv %s)\n", f.Name, name, usage, def, envName(f.Name))
@@ -141,6 +143,8 @@ func (c *config) validate() error {
 		return configError("log-format", "must be text or json")
 	case c.hashQueue < 0:
 		return configError("hash-queue", "must not be negative")
+	case c.retain < 0:
+		return configError("retain", "must not be negative")
 	case c.memoryLimitMiB < 0:
 		return configError("memory-limit", "must not be negative")
 	}
@@ -368,7 +372,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	choresDone := make(chan struct{})
 	go func() {
 		defer close(choresDone)
-		db.Maintain(choresCtx, 30*time.Second, 10*time.Minute, func(chore string, err error) {
+		db.Maintain(choresCtx, bolt.Chores{Every: 30 * time.Second, SweepEvery: time.Minute, Retain: cfg.retain}, func(chore string, err error) {
 			logger.Warn(chore, "err", err)
 		})
 	}()

@@ -503,6 +503,8 @@ func TestParseConfig(t *testing.T) {
 			vars: map[string]string{"HERALD_TOKEN_TTL": "soon"},
 			want: with(func(c *config) { c.tokenTTL = time.Hour }),
 		},
+		{name: "Retain", args: []string{"--retain", "30d"}, want: with(func(c *config) { c.retain = 720 * time.Hour })},
+		{name: "RetainNegative", vars: map[string]string{"HERALD_RETAIN": "-1h"}, wantErr: "retain"},
 		{name: "TokenTTLDays", args: []string{"--token-ttl", "30d"}, want: with(func(c *config) { c.tokenTTL = 720 * time.Hour })},
 		{name: "TokenTTLDaysAndHours", vars: map[string]string{"HERALD_TOKEN_TTL": "1d12h"}, want: with(func(c *config) { c.tokenTTL = 36 * time.Hour })},
 		{name: "TokenTTLBadDays", args: []string{"--token-ttl", "xd"}, wantErr: "not a duration"},
@@ -585,6 +587,7 @@ var flagNames = map[string]string{
 	"hash-queue":       "HERALD_HASH_QUEUE",
 	"memory-limit":     "HERALD_MEMORY_LIMIT",
 	"admins":           "HERALD_ADMINS",
+	"retain":           "HERALD_RETAIN",
 	"trusted-proxies":  "HERALD_TRUSTED_PROXIES",
 
 	"login-failures-per-account": "HERALD_LOGIN_FAILURES_PER_ACCOUNT",

@@ -269,7 +269,9 @@ func TestMaintain(t *testing.T) {
 	if _, err := db.CreateToken(ada.ID, tokenHash("kiosk"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	old := mustCreateMessage(t, db, ada.ID, "an hour from now this is past retention")
 	db.Clock.Add(time.Hour)
+	recent := mustCreateMessage(t, db, ada.ID, "this stays")
 	if _, _, err := db.Authenticate(reg); err != nil { // a use to record
 		t.Fatal(err)
 	}
@@ -277,7 +279,7 @@ func TestMaintain(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		db.Maintain(ctx, time.Millisecond, time.Millisecond, func(chore string, err error) {
+		db.Maintain(ctx, Chores{Every: time.Millisecond, SweepEvery: time.Millisecond, Retain: 30 * time.Minute}, func(chore string, err error) {
 			t.Errorf("%s: %v", chore, err)
 		})
 	}()
@@ -293,11 +295,16 @@ func TestMaintain(t *testing.T) {
 			recorded = err == nil && tok.LastUsedAt.Equal(db.Clock.Now().Truncate(time.Microsecond))
 			return nil
 		})
-		if swept && recorded {
+		_, oldErr := db.Message(old.ID)
+		retained := errors.Is(oldErr, ErrNotFound)
+		if swept && recorded && retained {
+			if _, err := db.Message(recent.ID); err != nil {
+				t.Errorf("a recent message after retention: %v", err)
+			}
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s of chores: expired token swept %v, use recorded %v", swept, recorded)
+			t.Fatalf("after 10 s of chores: expired token swept %v, use recorded %v, old message deleted %v", swept, recorded, retained)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

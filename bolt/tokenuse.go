@@ -92,11 +92,20 @@ func (db *DB) FlushTokenUses() (int, error) {
 	return n, err
 }
 
-// Maintain runs the store's background chores until ctx ends: it flushes
-// token uses every interval and sweeps expired tokens every sweepEvery.
-// Each chore runs in small transactions so writers barely notice it.
-// Errors are reported to report and do not stop the loop.
-func (db *DB) Maintain(ctx context.Context, interval, sweepEvery time.Duration, report func(chore string, err error)) {
+// Chores says how often Maintain does what.
+type Chores struct {
+	Every      time.Duration // how often token uses are written
+	SweepEvery time.Duration // how often expired tokens are swept
+	// Retain, when positive, deletes messages older than this every
+	// SweepEvery.
+	Retain time.Duration
+}
+
+// Maintain runs the store's background chores until ctx ends. Each runs in
+// small transactions, so writers barely notice it. Errors are reported to
+// report and do not stop the loop.
+func (db *DB) Maintain(ctx context.Context, chores Chores, report func(chore string, err error)) {
+	interval, sweepEvery := chores.Every, chores.SweepEvery
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	lastSweep := time.Now()
@@ -113,6 +122,11 @@ func (db *DB) Maintain(ctx context.Context, interval, sweepEvery time.Duration, 
 			lastSweep = time.Now()
 			if _, err := db.SweepExpiredTokens(ctx); err != nil && ctx.Err() == nil {
 				report("sweeping expired tokens", err)
+			}
+			if chores.Retain > 0 {
+				if _, err := db.DeleteMessagesBefore(ctx, db.clock().Add(-chores.Retain)); err != nil && ctx.Err() == nil {
+					report("deleting messages past --retain", err)
+				}
 			}
 		}
 	}

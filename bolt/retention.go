@@ -1,0 +1,67 @@
+package bolt
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// retainChunk is how many old messages one retention transaction deletes:
+// small, so writers queue behind it for a moment at most.
+const retainChunk = 500
+
+// DeleteMessagesBefore deletes the messages created before cutoff, with
+// their index entries, retainChunk per transaction, oldest first, and
+// returns how many it deleted. It walks the time index, so it reads only
+// what it deletes.
+func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, error) {
+	deleted := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return deleted, err
+		}
+		n := 0
+		err := db.writes.update(func(tx *bbolt.Tx) error {
+			n = 0
+			var old []*Message
+			c := tx.Bucket(bucketMsgsByTime).Cursor()
+			limit := timeKey(cutoff)
+			for k, _ := c.First(); k != nil && len(old) < retainChunk && string(k[:8]) < string(limit); k, _ = c.Next() {
+				m, err := messageRecord(tx, btoi(k[8:]))
+				if err != nil {
+					return err
+				}
+				old = append(old, m)
+			}
+			// Deleting while the cursor walks would move it; delete after.
+			for _, m := range old {
+				if err := tx.Bucket(bucketMessages).Delete(itob(m.ID)); err != nil {
+					return err
+				}
+				if err := unindexMessage(tx, m); err != nil {
+					return err
+				}
+			}
+			n = len(old)
+			return nil
+		})
+		if err != nil {
+			return deleted, err
+		}
+		deleted += n
+		if n < retainChunk {
+			return deleted, nil
+		}
+	}
+}
+
+// messageRecord decodes message id as stored, without joining its owner.
+func messageRecord(tx *bbolt.Tx, id uint64) (*Message, error) {
+	b := tx.Bucket(bucketMessages).Get(itob(id))
+	if b == nil {
+		return nil, fmt.Errorf("time index points at missing message %d", id)
+	}
+	return decodeMessage(id, b)
+}
