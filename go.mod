@@ -3,6 +3,7 @@ module herald
 go 1.26.0
 
 require (
+	github.com/VictoriaMetrics/metrics v1.35.1
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/getkin/kin-openapi v0.152.0
@@ -22,6 +23,8 @@ require (
 	github.com/oasdiff/yaml v0.1.1 // indirect
 	github.com/oasdiff/yaml3 v0.0.14 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
+	github.com/valyala/fastrand v1.1.0 // indirect
+	github.com/valyala/histogram v1.2.0 // indirect
 	github.com/vearutop/statigz v1.4.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )

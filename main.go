@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+
 	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
@@ -48,6 +50,7 @@ type config struct {
 	trustedProxies  string // comma-separated CIDRs, checked by validate
 	admins          string // comma-separated e-mails
 	retain          time.Duration
+	metricsAddr     string
 	loginPerAccount auth.Rate
 	loginPerAddress auth.Rate
 	registerPerAddr auth.Rate
@@ -67,6 +70,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.Var(durationFlag{&c.tokenTTL}, "token-ttl", "lifetime of issued tokens, such as 720h or 30d (`DURATION`)")
 	fs.Int64Var(&c.maxBody, "max-body", heraldhttp.DefaultMaxBodyBytes, "largest accepted request body in bytes (`BYTES`)")
 	fs.IntVar(&c.hashConcurrency, "hash-concurrency", runtime.NumCPU(), "password hashes computed at once; budget about 24 MiB of memory for each (`N`)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at /metrics on this address, a listener of its own; off when empty (`HOST:PORT`)")
 	fs.Var(durationFlag{&c.retain}, "retain", "delete messages older than this, such as 30d or 8760h; 0 keeps them all (`DURATION`)")
 	fs.Var(durationFlag{&c.shutdownTimeout}, "shutdown-timeout", "how long requests in flight may finish on SIGINT/SIGTERM before they are cancelled (`DURATION`)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (`text|json`)")
@@ -351,7 +355,27 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		return fmt.Errorf("cannot listen on %s: %w", cfg.addr, err)
 	}
 	defer ln.Close() // after Serve has closed it, a no-op
-	db, err := bolt.Open(cfg.dbPath, bolt.Options{Logger: logger})
+	// Metrics live in one set made here and handed to the packages that
+	// record them; nothing registers itself globally.
+	var set *metrics.Set
+	var metricsLn net.Listener
+	if cfg.metricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.metricsAddr); err != nil {
+			return fmt.Errorf("cannot listen on %s for metrics: %w", cfg.metricsAddr, err)
+		}
+		defer metricsLn.Close()
+		set = metrics.NewSet()
+	}
+	opts := bolt.Options{Logger: logger}
+	if set != nil {
+		commitTime := set.NewHistogram("herald_db_commit_duration_seconds")
+		commitWrites := set.NewHistogram("herald_db_commit_writes")
+		opts.OnCommit = func(took time.Duration, writes int) {
+			commitTime.Update(took.Seconds())
+			commitWrites.Update(float64(writes))
+		}
+	}
+	db, err := bolt.Open(cfg.dbPath, opts)
 	if err != nil {
 		return err
 	}
@@ -384,7 +408,36 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	if hashQueue == 0 {
 		hashQueue = auth.DefaultWaitingPerSlot * cfg.hashConcurrency
 	}
-	handler := heraldhttp.NewServer(db, auth.NewHasherQueue(auth.DefaultParams(), cfg.hashConcurrency, hashQueue), heraldhttp.Config{
+	hasher := auth.NewHasherQueue(auth.DefaultParams(), cfg.hashConcurrency, hashQueue)
+	if set != nil {
+		set.NewGauge("herald_hash_computing", func() float64 { c, _ := hasher.Load(); return float64(c) })
+		set.NewGauge("herald_hash_waiting", func() float64 { _, w := hasher.Load(); return float64(w) })
+		set.NewGauge("herald_db_size_bytes", func() float64 {
+			fi, err := os.Stat(cfg.dbPath)
+			if err != nil {
+				return 0
+			}
+			return float64(fi.Size())
+		})
+		msrv := &http.Server{
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/metrics" {
+					http.NotFound(w, r)
+					return
+				}
+				w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+				set.WritePrometheus(w)
+				metrics.WriteProcessMetrics(w) // go_* and process_*: memory, GC, open files
+			}),
+			ReadHeaderTimeout: 5 * time.Second,
+			WriteTimeout:      30 * time.Second,
+		}
+		go func() { _ = msrv.Serve(metricsLn) }()
+		defer msrv.Close()
+		logger.Info("metrics listening", "addr", metricsLn.Addr().String())
+	}
+	handler := heraldhttp.NewServer(db, hasher, heraldhttp.Config{
+		Metrics:      set,
 		TokenTTL:     cfg.tokenTTL,
 		MaxBodyBytes: cfg.maxBody,
 		Logger:       logger,

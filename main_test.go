@@ -588,6 +588,7 @@ var flagNames = map[string]string{
 	"memory-limit":     "HERALD_MEMORY_LIMIT",
 	"admins":           "HERALD_ADMINS",
 	"retain":           "HERALD_RETAIN",
+	"metrics-addr":     "HERALD_METRICS_ADDR",
 	"trusted-proxies":  "HERALD_TRUSTED_PROXIES",
 
 	"login-failures-per-account": "HERALD_LOGIN_FAILURES_PER_ACCOUNT",

@@ -58,6 +58,10 @@ type Options struct {
 	Now func() time.Time
 	// Logger reports layout upgrades; nil discards.
 	Logger *slog.Logger
+	// OnCommit, when set, is told about every write transaction the group
+	// committer commits: how long it took (the fsync included) and how
+	// many writes it carried. It runs on the committer; keep it quick.
+	OnCommit func(took time.Duration, writes int)
 }
 
 // DB is an open Herald database. It is safe for concurrent use.
@@ -103,6 +107,7 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db.writes = newCommitter(bdb)
+	db.writes.onCommit = opts.OnCommit
 	if err := db.resumePurges(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)

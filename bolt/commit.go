@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 )
@@ -45,6 +46,8 @@ type committer struct {
 
 	commits atomic.Uint64 // successful write transactions, so each an fsync
 	ops     atomic.Uint64 // write functions committed
+
+	onCommit func(took time.Duration, writes int) // nil: nobody asked
 }
 
 func newCommitter(bdb *bbolt.DB) *committer {
@@ -121,6 +124,7 @@ func (c *committer) commit(batch []*writeOp) {
 	for len(batch) > 0 {
 		failed := -1
 		var failure error
+		start := time.Now()
 		err := c.bolt.Update(func(tx *bbolt.Tx) error {
 			for i, op := range batch {
 				if err := runWrite(op.fn, tx); err != nil {
@@ -134,6 +138,9 @@ func (c *committer) commit(batch []*writeOp) {
 		case err == nil:
 			c.commits.Add(1)
 			c.ops.Add(uint64(len(batch)))
+			if c.onCommit != nil {
+				c.onCommit(time.Since(start), len(batch))
+			}
 			for _, op := range batch {
 				op.done <- nil
 			}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/julienschmidt/httprouter"
 
 	"herald/auth"
@@ -33,6 +34,10 @@ type Config struct {
 	// Admins are the e-mails of the administrators (ROLE_ADMIN), in any
 	// letter case.
 	Admins []string
+	// Metrics, when set, receives request counts and latencies by route
+	// pattern and status, login outcomes and refusals by the guessing
+	// limits. main owns the set and serves it on its own listener.
+	Metrics *metrics.Set
 	// Now is the limiters' clock; nil means time.Now. Tests pass their own.
 	Now func() time.Time
 }
@@ -46,6 +51,7 @@ type Server struct {
 	log      *slog.Logger
 	guard    *guard
 	admins   map[string]bool // bolt.EmailKey of each administrator
+	metrics  *metrics.Set    // nil: not collected
 	router   *httprouter.Router
 }
 
@@ -72,6 +78,7 @@ func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
 		now = time.Now
 	}
 	s.guard = newGuard(cfg.Limits, now)
+	s.metrics = cfg.Metrics
 	s.admins = make(map[string]bool)
 	for _, email := range cfg.Admins {
 		s.admins[bolt.EmailKey(email)] = true
@@ -167,6 +174,9 @@ func (s *Server) routes() []route {
 // returned error.
 func (s *Server) wrap(rt route) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if info := requestInfoFrom(r.Context()); info != nil {
+			info.route = rt.path
+		}
 		switch rt.access {
 		case public:
 		case bearer:
@@ -278,6 +288,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
 	s.router.ServeHTTP(rec, r)
+	s.observe(r, info.route, rec.status, time.Since(start))
 	// Only the path is logged: never the query, headers or body, which may
 	// carry search terms, tokens or passwords.
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
@@ -291,9 +302,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	)
 }
 
-// requestInfo collects what the access log needs from deeper layers.
+// requestInfo collects what the access log and the metrics need from
+// deeper layers.
 type requestInfo struct {
 	userID uint64
+	route  string // the route table's pattern; "" when no route matched
 }
 
 type requestInfoKey struct{}

@@ -73,8 +73,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	}
 	u, err := s.checkCredentials(r, username, password)
 	if err != nil {
+		s.countLogin(loginOutcome(err))
 		return err
 	}
+	s.countLogin("ok")
 	token, tokenHash, err := auth.MintToken()
 	if err != nil {
 		return err
@@ -168,4 +170,18 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// loginOutcome names a failed login for the metrics.
+func loginOutcome(err error) string {
+	var reqErr *requestError
+	switch {
+	case errors.Is(err, auth.ErrBusy):
+		return "busy"
+	case errors.As(err, &reqErr) && reqErr.status == http.StatusTooManyRequests:
+		return "limited"
+	case errors.As(err, &reqErr) && reqErr.status == http.StatusUnauthorized:
+		return "failed"
+	}
+	return "error"
 }
