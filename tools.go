@@ -70,6 +70,12 @@ func plainError(err error) string {
 	switch {
 	case errors.Is(err, bolt.ErrLocked):
 		return "the database is in use by another process (a running herald?); stop it first"
+	case errors.Is(err, bolt.ErrNotHerald):
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return fmt.Sprintf("%s is not a Herald database; point --db at a Herald file or a new path", pe.Path)
+		}
+		return "the file is not a Herald database; point --db at a Herald file or a new path"
 	case errors.Is(err, os.ErrNotExist):
 		var pe *os.PathError
 		if errors.As(err, &pe) {

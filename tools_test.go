@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -178,5 +179,37 @@ func TestBackupAndCompact(t *testing.T) {
 			t.Errorf("search in %s = %v, %v", filepath.Base(copy), page, err)
 		}
 		db.Close()
+	}
+}
+
+// TestNotHerald: a file that is not a bbolt database, and someone else's
+// bbolt file, are refused with one line naming the path, and the second is
+// left exactly as it was.
+func TestNotHerald(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(garbage, []byte(strings.Repeat("not a database ", 500)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.db")
+	b, err := bbolt.Open(other, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Update(func(tx *bbolt.Tx) error { _, err := tx.CreateBucket([]byte("someone-else")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	before, _ := os.ReadFile(other)
+	for _, path := range []string{garbage, other} {
+		for _, args := range [][]string{{"--addr", "127.0.0.1:0", "--db", path}, {"check", "--db", path}} {
+			code, _, errOut := runArgs(t, args...)
+			if code != 1 || !strings.Contains(errOut, path+" is not a Herald database") || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+				t.Errorf("%q = %d, stderr %q; want 1 and one line saying it is not a Herald database", args, code, errOut)
+			}
+		}
+	}
+	if after, _ := os.ReadFile(other); !bytes.Equal(before, after) {
+		t.Errorf("someone else's bbolt file was changed")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -76,6 +77,20 @@ type DB struct {
 // ErrLocked is returned by Open when another process holds the database.
 var ErrLocked = errors.New("database is in use by another process")
 
+// notBbolt tells an error bbolt gives for a file that is not its own (bad
+// magic, version or checksum, too short to hold its pages) from one the
+// operating system gives (missing directory, permission), which carries a
+// path.
+func notBbolt(err error) bool {
+	var pathErr *os.PathError
+	return !errors.As(err, &pathErr) && !errors.Is(err, bolterrors.ErrTimeout)
+}
+
+// ErrNotHerald is returned by Open for a file that is not a Herald
+// database: not a bbolt file at all, or someone else's bbolt file, which
+// Open must not add its buckets to.
+var ErrNotHerald = errors.New("not a Herald database")
+
 // Open opens (creating if needed) the database at path and makes sure every
 // bucket exists.
 func Open(path string, opts Options) (*DB, error) {
@@ -95,15 +110,20 @@ func Open(path string, opts Options) (*DB, error) {
 		db.log = slog.New(slog.DiscardHandler)
 	}
 	bdb, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: timeout, InitialMmapSize: mmapSize, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
-	if errors.Is(err, bolterrors.ErrTimeout) {
+	switch {
+	case errors.Is(err, bolterrors.ErrTimeout):
 		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
-	}
-	if err != nil {
+	case err != nil && notBbolt(err):
+		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotHerald}
+	case err != nil:
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db.bolt = bdb
 	if err := db.prepareLayout(); err != nil {
 		_ = bdb.Close()
+		if errors.Is(err, ErrNotHerald) {
+			return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotHerald}
+		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db.writes = newCommitter(bdb)

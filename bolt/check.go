@@ -21,7 +21,9 @@ func (db *DB) CheckInvariants() ([]string, error) {
 	var c checker
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		c.tx = tx
-		c.layout()
+		if !c.layout() {
+			return nil // without its buckets there is nothing more to walk
+		}
 		c.users()
 		c.tokens()
 		c.messages()
@@ -44,15 +46,23 @@ func (c *checker) addf(format string, args ...any) {
 	}
 }
 
-func (c *checker) layout() {
+// layout reports missing buckets and a layout other than the current one;
+// it returns false when buckets are missing.
+func (c *checker) layout() bool {
+	complete := true
 	for _, name := range allBuckets {
 		if c.tx.Bucket(name) == nil {
 			c.addf("bucket %s is missing", name)
+			complete = false
 		}
 	}
-	if v := c.tx.Bucket(bucketMeta).Get(metaLayout); len(v) != 8 || btoi(v) != currentLayout {
-		c.addf("meta/layout is %x, want %d", v, currentLayout)
+	if !complete {
+		return false
 	}
+	if v := c.tx.Bucket(bucketMeta).Get(metaLayout); len(v) != 8 || btoi(v) != currentLayout {
+		c.addf("meta/layout is %x, want %d (a database of an older Herald: start herald once to upgrade it)", v, currentLayout)
+	}
+	return true
 }
 
 // sequenceAhead reports a bucket whose next ID would reuse a stored one.

@@ -27,10 +27,12 @@ func OpenSnapshot(path string) (*Snapshot, error) {
 		return nil, err
 	}
 	bdb, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: DefaultLockTimeout})
-	if errors.Is(err, bolterrors.ErrTimeout) {
+	switch {
+	case errors.Is(err, bolterrors.ErrTimeout):
 		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
-	}
-	if err != nil {
+	case err != nil && notBbolt(err):
+		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotHerald}
+	case err != nil:
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return &Snapshot{bolt: bdb}, nil
@@ -45,11 +47,17 @@ func (s *Snapshot) Close() error { return s.bolt.Close() }
 func (s *Snapshot) Check() ([]string, error) {
 	var problems []string
 	err := s.bolt.View(func(tx *bbolt.Tx) error {
+		if tx.Bucket(bucketUsers) == nil && tx.Bucket(bucketMeta) == nil {
+			return ErrNotHerald
+		}
 		for err := range tx.Check() {
 			problems = append(problems, "bbolt: "+err.Error())
 		}
 		return nil
 	})
+	if errors.Is(err, ErrNotHerald) {
+		return nil, &os.PathError{Op: "check", Path: s.bolt.Path(), Err: ErrNotHerald}
+	}
 	if err != nil {
 		return nil, err
 	}
