@@ -668,7 +668,7 @@ func TestRunDatabaseLocked(t *testing.T) {
 		t.Errorf("run with a locked database = %d, want %d", got, want)
 	}
 	logs := in.stderr.String()
-	if !strings.Contains(logs, "database is in use") {
+	if !strings.Contains(logs, "the database "+dbPath+" is in use by another process") {
 		t.Errorf("log does not say the database is in use:\n%s", logs)
 	}
 	if strings.Contains(logs, "msg=listening") {

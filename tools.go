@@ -69,6 +69,10 @@ func runTool(t tool, args []string, getenv func(string) string, stdout, stderr i
 func plainError(err error) string {
 	switch {
 	case errors.Is(err, bolt.ErrLocked):
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return fmt.Sprintf("the database %s is in use by another process (a running herald?); stop it first", pe.Path)
+		}
 		return "the database is in use by another process (a running herald?); stop it first"
 	case errors.Is(err, bolt.ErrNotHerald):
 		var pe *os.PathError

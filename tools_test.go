@@ -131,7 +131,7 @@ func TestToolErrors(t *testing.T) {
 				args = append(args, filepath.Join(t.TempDir(), "out.db"))
 			}
 			code, _, errOut := runArgs(t, args...)
-			if code != 1 || !strings.Contains(errOut, "in use by another process") {
+			if code != 1 || !strings.Contains(errOut, path+" is in use by another process") {
 				t.Errorf("%s on a database a server holds = %d, %q", tool, code, errOut)
 			}
 		}

@@ -112,7 +112,7 @@ func Open(path string, opts Options) (*DB, error) {
 	bdb, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: timeout, InitialMmapSize: mmapSize, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
 	switch {
 	case errors.Is(err, bolterrors.ErrTimeout):
-		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
+		return nil, &os.PathError{Op: "open", Path: path, Err: ErrLocked}
 	case err != nil && notBbolt(err):
 		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotHerald}
 	case err != nil:

@@ -29,7 +29,7 @@ func OpenSnapshot(path string) (*Snapshot, error) {
 	bdb, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: DefaultLockTimeout})
 	switch {
 	case errors.Is(err, bolterrors.ErrTimeout):
-		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
+		return nil, &os.PathError{Op: "open", Path: path, Err: ErrLocked}
 	case err != nil && notBbolt(err):
 		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotHerald}
 	case err != nil:
