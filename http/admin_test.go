@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sync"
 	"testing"
+	"time"
 
 	"herald/bolt"
 	heraldhttp "herald/http"
@@ -62,12 +63,18 @@ func TestAdminBackup(t *testing.T) {
 			}
 		}()
 	}
-	for {
+	// Wait, bounded, until the writers are well under way.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
 		mu.Lock()
 		n := len(acked)
 		mu.Unlock()
 		if n >= 50 {
 			break
+		}
+		if time.Now().After(deadline) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("only %d writes acknowledged in 30 s", n)
 		}
 	}
 	mu.Lock()
