@@ -62,29 +62,22 @@ func (db *DB) purgeMessages(userID uint64) error {
 		err := db.writes.update(func(tx *bbolt.Tx) error {
 			done = false
 			prefix := itob(userID)
-			var ids [][]byte
+			var chunk []*Message
 			c := tx.Bucket(bucketMsgsByOwner).Cursor()
-			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(ids) < purgeChunk; k, _ = c.Next() {
-				ids = append(ids, bytes.Clone(k[8:]))
-			}
-			msgs := tx.Bucket(bucketMessages)
-			for _, id := range ids {
-				b := msgs.Get(id)
-				if b == nil {
-					return fmt.Errorf("purge: owner index points at missing message %d", btoi(id))
-				}
-				m, err := decodeMessage(btoi(id), b)
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(chunk) < purgeChunk; k, _ = c.Next() {
+				m, err := messageRecord(tx, btoi(k[8:]))
 				if err != nil {
 					return err
 				}
-				if err := msgs.Delete(id); err != nil {
-					return err
-				}
-				if err := unindexMessage(tx, m); err != nil {
+				chunk = append(chunk, m)
+			}
+			// Deleting while the cursor walks would move it; delete after.
+			for _, m := range chunk {
+				if err := removeMessage(tx, m); err != nil {
 					return err
 				}
 			}
-			if len(ids) < purgeChunk {
+			if len(chunk) < purgeChunk {
 				done = true
 				return tx.Bucket(bucketDeleting).Delete(prefix)
 			}

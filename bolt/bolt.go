@@ -77,6 +77,35 @@ type DB struct {
 // ErrLocked is returned by Open when another process holds the database.
 var ErrLocked = errors.New("database is in use by another process")
 
+// openBolt opens the bbolt file at path and words its failures the way the
+// server and the tools report them: ErrLocked when another process holds
+// it, ErrNotHerald when it is not a bbolt file, both with the path.
+func openBolt(path string, opts *bbolt.Options) (*bbolt.DB, error) {
+	bdb, err := bbolt.Open(path, 0o600, opts)
+	switch {
+	case errors.Is(err, bolterrors.ErrTimeout):
+		return nil, &os.PathError{Op: "open", Path: path, Err: ErrLocked}
+	case err != nil && notBbolt(err):
+		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotHerald}
+	case err != nil:
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return bdb, nil
+}
+
+// heraldFile tells a Herald database (users bucket present) from a new,
+// empty bbolt file (fresh) and from someone else's file (ErrNotHerald),
+// which must not be read as ours or get our buckets.
+func heraldFile(tx *bbolt.Tx) (fresh bool, err error) {
+	if tx.Bucket(bucketUsers) != nil {
+		return false, nil
+	}
+	if k, _ := tx.Cursor().First(); k != nil {
+		return false, ErrNotHerald
+	}
+	return true, nil
+}
+
 // notBbolt tells an error bbolt gives for a file that is not its own (bad
 // magic, version or checksum, too short to hold its pages) from one the
 // operating system gives (missing directory, permission), which carries a
@@ -109,14 +138,9 @@ func Open(path string, opts Options) (*DB, error) {
 	if db.log == nil {
 		db.log = slog.New(slog.DiscardHandler)
 	}
-	bdb, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: timeout, InitialMmapSize: mmapSize, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
-	switch {
-	case errors.Is(err, bolterrors.ErrTimeout):
-		return nil, &os.PathError{Op: "open", Path: path, Err: ErrLocked}
-	case err != nil && notBbolt(err):
-		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotHerald}
-	case err != nil:
-		return nil, fmt.Errorf("open %s: %w", path, err)
+	bdb, err := openBolt(path, &bbolt.Options{Timeout: timeout, InitialMmapSize: mmapSize, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
+	if err != nil {
+		return nil, err
 	}
 	db.bolt = bdb
 	if err := db.prepareLayout(); err != nil {

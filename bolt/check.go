@@ -250,12 +250,9 @@ func (c *checker) messages() {
 	}
 }
 
+// message is the record an index entry points at, nil for none.
 func (c *checker) message(id []byte) *Message {
-	b := c.tx.Bucket(bucketMessages).Get(id)
-	if b == nil {
-		return nil
-	}
-	m, err := decodeMessage(btoi(id), b)
+	m, err := messageRecord(c.tx, btoi(id))
 	if err != nil {
 		return nil
 	}

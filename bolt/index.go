@@ -95,6 +95,16 @@ func unindexMessage(tx *bbolt.Tx, m *Message) error {
 	return nil
 }
 
+// removeMessage deletes m's record and every index entry of it: the one way
+// a message leaves the store, whether its owner deletes it, its account
+// goes, or it ages past --retain.
+func removeMessage(tx *bbolt.Tx, m *Message) error {
+	if err := tx.Bucket(bucketMessages).Delete(itob(m.ID)); err != nil {
+		return err
+	}
+	return unindexMessage(tx, m)
+}
+
 // reindexContent moves message id's term entries from the words of
 // oldContent to newTerms (sortedTerms of the new content), touching only the
 // terms that differ.

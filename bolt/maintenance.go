@@ -1,13 +1,11 @@
 package bolt
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	bbolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Offline tools: check, backup and compact work on a database no server has
@@ -26,14 +24,19 @@ func OpenSnapshot(path string) (*Snapshot, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, err
 	}
-	bdb, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: DefaultLockTimeout})
-	switch {
-	case errors.Is(err, bolterrors.ErrTimeout):
-		return nil, &os.PathError{Op: "open", Path: path, Err: ErrLocked}
-	case err != nil && notBbolt(err):
-		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotHerald}
-	case err != nil:
-		return nil, fmt.Errorf("open %s: %w", path, err)
+	bdb, err := openBolt(path, &bbolt.Options{ReadOnly: true, Timeout: DefaultLockTimeout})
+	if err != nil {
+		return nil, err
+	}
+	err = bdb.View(func(tx *bbolt.Tx) error {
+		if fresh, err := heraldFile(tx); fresh || err != nil {
+			return ErrNotHerald // an empty file holds no Herald data either
+		}
+		return nil
+	})
+	if err != nil {
+		_ = bdb.Close()
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	return &Snapshot{bolt: bdb}, nil
 }
@@ -47,17 +50,11 @@ func (s *Snapshot) Close() error { return s.bolt.Close() }
 func (s *Snapshot) Check() ([]string, error) {
 	var problems []string
 	err := s.bolt.View(func(tx *bbolt.Tx) error {
-		if tx.Bucket(bucketUsers) == nil && tx.Bucket(bucketMeta) == nil {
-			return ErrNotHerald
-		}
 		for err := range tx.Check() {
 			problems = append(problems, "bbolt: "+err.Error())
 		}
 		return nil
 	})
-	if errors.Is(err, ErrNotHerald) {
-		return nil, &os.PathError{Op: "check", Path: s.bolt.Path(), Err: ErrNotHerald}
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -71,22 +68,16 @@ func (s *Snapshot) Check() ([]string, error) {
 
 // WriteTo writes a consistent copy of the database, as of one read
 // transaction, to w.
-func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
-	var n int64
-	err := s.bolt.View(func(tx *bbolt.Tx) error {
-		var err error
-		n, err = tx.WriteTo(w)
-		return err
-	})
-	return n, err
-}
+func (s *Snapshot) WriteTo(w io.Writer) (int64, error) { return writeSnapshot(s.bolt, w) }
 
 // WriteTo streams a consistent snapshot of the live database to w from one
 // read transaction: writers go on meanwhile, and the copy holds exactly the
 // writes committed before it began.
-func (db *DB) WriteTo(w io.Writer) (int64, error) {
+func (db *DB) WriteTo(w io.Writer) (int64, error) { return writeSnapshot(db.bolt, w) }
+
+func writeSnapshot(bdb *bbolt.DB, w io.Writer) (int64, error) {
 	var n int64
-	err := db.bolt.View(func(tx *bbolt.Tx) error {
+	err := bdb.View(func(tx *bbolt.Tx) error {
 		var err error
 		n, err = tx.WriteTo(w)
 		return err

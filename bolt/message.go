@@ -106,6 +106,15 @@ func messageByID(tx *bbolt.Tx, id uint64) (*Message, error) {
 	return m, nil
 }
 
+// messageRecord decodes message id as stored, without joining its owner.
+func messageRecord(tx *bbolt.Tx, id uint64) (*Message, error) {
+	b := tx.Bucket(bucketMessages).Get(itob(id))
+	if b == nil {
+		return nil, fmt.Errorf("an index points at missing message %d", id)
+	}
+	return decodeMessage(id, b)
+}
+
 // joinOwner fills OwnerEmail, memoising per transaction when cache is given
 // so a page of one author's posts reads that user once. It reports false
 // for a message whose owner is gone: the account was deleted and its
@@ -316,10 +325,7 @@ func (db *DB) DeleteMessage(id uint64, by Caller, pre Precondition) (*Message, e
 		if err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketMessages).Delete(itob(id)); err != nil {
-			return err
-		}
-		if err := unindexMessage(tx, m); err != nil {
+		if err := removeMessage(tx, m); err != nil {
 			return err
 		}
 		out = m

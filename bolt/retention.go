@@ -2,7 +2,6 @@ package bolt
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -37,10 +36,7 @@ func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, 
 			}
 			// Deleting while the cursor walks would move it; delete after.
 			for _, m := range old {
-				if err := tx.Bucket(bucketMessages).Delete(itob(m.ID)); err != nil {
-					return err
-				}
-				if err := unindexMessage(tx, m); err != nil {
+				if err := removeMessage(tx, m); err != nil {
 					return err
 				}
 			}
@@ -55,13 +51,4 @@ func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, 
 			return deleted, nil
 		}
 	}
-}
-
-// messageRecord decodes message id as stored, without joining its owner.
-func messageRecord(tx *bbolt.Tx, id uint64) (*Message, error) {
-	b := tx.Bucket(bucketMessages).Get(itob(id))
-	if b == nil {
-		return nil, fmt.Errorf("time index points at missing message %d", id)
-	}
-	return decodeMessage(id, b)
 }

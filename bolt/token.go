@@ -163,24 +163,6 @@ func userTokens(tx *bbolt.Tx, userID uint64) ([]*Token, error) {
 	return out, nil
 }
 
-// CreateToken issues a token for an existing user, valid for ttl from now.
-// Errors: ErrNotFound when the user does not exist.
-func (db *DB) CreateToken(userID uint64, hash TokenHash, ttl time.Duration) (*Token, error) {
-	var tok *Token
-	err := db.writes.update(func(tx *bbolt.Tx) error {
-		if _, err := userByID(tx, userID); err != nil {
-			return err
-		}
-		var err error
-		tok, err = issueToken(tx, hash, userID, db.clock(), ttl)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return tok, nil
-}
-
 // IssueLoginToken issues a token for a login whose password was checked
 // against checkedHash. The check took the time of a hash, and the password
 // may have changed, or the account gone, meanwhile; so the transaction

@@ -35,13 +35,9 @@ const upgradeChunk = 5000
 func (db *DB) prepareLayout() error {
 	var layout uint64
 	err := db.bolt.Update(func(tx *bbolt.Tx) error {
-		fresh := tx.Bucket(bucketUsers) == nil
-		if fresh {
-			// A new file has no buckets at all; one with buckets but no
-			// users is someone else's, and gets none of ours.
-			if k, _ := tx.Cursor().First(); k != nil {
-				return ErrNotHerald
-			}
+		fresh, err := heraldFile(tx)
+		if err != nil {
+			return err
 		}
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
