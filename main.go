@@ -173,11 +173,7 @@ func splitList(s string) []string {
 // that address.
 func parsePrefixes(s string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	for part := range strings.SplitSeq(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
+	for _, part := range splitList(s) {
 		p, err := netip.ParsePrefix(part)
 		if err != nil {
 			a, aerr := netip.ParseAddr(part)

@@ -67,29 +67,20 @@ func runTool(t tool, args []string, getenv func(string) string, stdout, stderr i
 // plainError words the errors an operator meets most in one line that says
 // what to do.
 func plainError(err error) string {
+	// Every case below names a file; without one, the error says it best.
+	var pe *os.PathError
+	if !errors.As(err, &pe) {
+		return err.Error()
+	}
 	switch {
 	case errors.Is(err, bolt.ErrLocked):
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return fmt.Sprintf("the database %s is in use by another process (a running herald?); stop it first", pe.Path)
-		}
-		return "the database is in use by another process (a running herald?); stop it first"
+		return fmt.Sprintf("the database %s is in use by another process (a running herald?); stop it first", pe.Path)
 	case errors.Is(err, bolt.ErrNotHerald):
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return fmt.Sprintf("%s is not a Herald database; point --db at a Herald file or a new path", pe.Path)
-		}
-		return "the file is not a Herald database; point --db at a Herald file or a new path"
+		return fmt.Sprintf("%s is not a Herald database; point --db at a Herald file or a new path", pe.Path)
 	case errors.Is(err, os.ErrNotExist):
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return fmt.Sprintf("%s does not exist (is its directory there?)", pe.Path)
-		}
+		return fmt.Sprintf("%s does not exist (is its directory there?)", pe.Path)
 	case errors.Is(err, os.ErrPermission):
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return fmt.Sprintf("no permission to open %s", pe.Path)
-		}
+		return fmt.Sprintf("no permission to open %s", pe.Path)
 	}
 	return err.Error()
 }

@@ -67,12 +67,10 @@ func (r *Registration) Validate() error {
 	return v.Err()
 }
 
-// ValidatePassword reports a password that breaks the rules for a new
-// password, naming field in the violation.
-func ValidatePassword(field, password string) error {
-	var v ValidationError
-	validatePassword(&v, field, password)
-	return v.Err()
+// CheckNewPassword adds to v a violation naming field when password breaks
+// the rules for a new password.
+func (v *ValidationError) CheckNewPassword(field, password string) {
+	validatePassword(v, field, password)
 }
 
 func validatePassword(v *ValidationError, field, password string) {

@@ -89,9 +89,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, _ httpro
 	if current == "" {
 		v.Add("currentPassword", "must not be blank")
 	}
-	if err := bolt.ValidatePassword("newPassword", next); err != nil {
-		v.Violations = append(v.Violations, err.(*bolt.ValidationError).Violations...)
-	}
+	v.CheckNewPassword("newPassword", next)
 	if err := v.Err(); err != nil {
 		return err
 	}

@@ -52,34 +52,6 @@ type tokenJSON struct {
 	ExpiresAt apiTime `json:"expiresAt"`
 }
 
-type ownerJSON struct {
-	Email string `json:"email"`
-}
-
-// messageJSON is the seed's message_basic group.
-type messageJSON struct {
-	ID        uint64    `json:"id"`
-	Content   string    `json:"content"`
-	User      ownerJSON `json:"user"`
-	CreatedAt apiTime   `json:"createdAt"`
-	UpdatedAt apiTime   `json:"updatedAt"`
-}
-
-func newMessageJSON(m *bolt.Message) messageJSON {
-	return messageJSON{
-		ID:        m.ID,
-		Content:   m.Content,
-		User:      ownerJSON{Email: m.OwnerEmail},
-		CreatedAt: apiTime(m.CreatedAt),
-		UpdatedAt: apiTime(m.UpdatedAt),
-	}
-}
-
-type pageJSON struct {
-	Items []messageJSON `json:"items"`
-	Next  *string       `json:"next"`
-}
-
 // messagePath is the canonical URL path of a message.
 func messagePath(id uint64) string { return "/api/messages/" + strconv.FormatUint(id, 10) }
 
@@ -125,7 +97,8 @@ func writeBody(w http.ResponseWriter, contentType string, status int, body []byt
 // Messages are the bulk of what Herald sends — a search page is up to a
 // hundred of them — so they are written by hand rather than through
 // encoding/json's reflection. The output is byte for byte what marshal
-// gives for messageJSON and pageJSON (a test holds them to it).
+// gives for the plain struct shapes in encode_internal_test.go (a fuzz test
+// holds them to it).
 
 // appendMessageJSON appends m in the message_basic shape.
 func appendMessageJSON(b []byte, m *bolt.Message) []byte {

@@ -8,6 +8,37 @@ import (
 	"herald/bolt"
 )
 
+// The reference shapes: what the hand-written encoders must match, written
+// the plain encoding/json way.
+
+type ownerJSON struct {
+	Email string `json:"email"`
+}
+
+// messageJSON is the seed's message_basic group.
+type messageJSON struct {
+	ID        uint64    `json:"id"`
+	Content   string    `json:"content"`
+	User      ownerJSON `json:"user"`
+	CreatedAt apiTime   `json:"createdAt"`
+	UpdatedAt apiTime   `json:"updatedAt"`
+}
+
+func newMessageJSON(m *bolt.Message) messageJSON {
+	return messageJSON{
+		ID:        m.ID,
+		Content:   m.Content,
+		User:      ownerJSON{Email: m.OwnerEmail},
+		CreatedAt: apiTime(m.CreatedAt),
+		UpdatedAt: apiTime(m.UpdatedAt),
+	}
+}
+
+type pageJSON struct {
+	Items []messageJSON `json:"items"`
+	Next  *string       `json:"next"`
+}
+
 // The hand-written message and page encoders must give exactly what
 // encoding/json gives for the API types, for any content and e-mail.
 func FuzzAppendMessageJSON(f *testing.F) {

@@ -150,7 +150,7 @@ func (s *Server) searchMessages(w http.ResponseWriter, r *http.Request, _ httpro
 	if err != nil {
 		return badRequest("", "query string is malformed")
 	}
-	q, err := parseSearch(params)
+	q, fingerprint, err := parseSearch(params)
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,10 @@ func (s *Server) searchMessages(w http.ResponseWriter, r *http.Request, _ httpro
 	noteCaller(r, u)
 	var next string
 	if page.NextBeforeID != 0 {
-		next = encodeCursor(page.NextBeforeID, q.Fingerprint())
+		if fingerprint == 0 { // not computed yet: the query came without a cursor
+			fingerprint = q.Fingerprint()
+		}
+		next = encodeCursor(page.NextBeforeID, fingerprint)
 		params.Set("cursor", next)
 		w.Header().Set("Link", "</api/messages?"+params.Encode()+`>; rel="next"`)
 	}
@@ -172,58 +175,58 @@ func (s *Server) searchMessages(w http.ResponseWriter, r *http.Request, _ httpro
 // parseSearch validates the query parameters. Empty values count as absent,
 // as an HTML form sends them; unknown or repeated parameters are refused so
 // a typo does not silently widen a search.
-func parseSearch(params url.Values) (bolt.SearchQuery, error) {
-	q := bolt.SearchQuery{Limit: bolt.DefaultSearchLimit}
+func parseSearch(params url.Values) (q bolt.SearchQuery, fingerprint uint64, err error) {
+	q = bolt.SearchQuery{Limit: bolt.DefaultSearchLimit}
 	// Sorted, so a query with several bad parameters always names the same one.
 	for _, name := range slices.Sorted(maps.Keys(params)) {
 		values := params[name]
 		if !slices.Contains(searchParams, name) {
-			return q, badRequest(name, "unknown parameter %q; search takes %s", name, strings.Join(searchParams, ", "))
+			return q, 0, badRequest(name, "unknown parameter %q; search takes %s", name, strings.Join(searchParams, ", "))
 		}
 		if len(values) > 1 {
-			return q, badRequest(name, "parameter %q is given more than once", name)
+			return q, 0, badRequest(name, "parameter %q is given more than once", name)
 		}
 	}
 	if v := params.Get("q"); v != "" {
 		if !utf8.ValidString(v) || len(v) > maxQueryBytes {
-			return q, badRequest("q", "q must be valid UTF-8 of at most %d bytes", maxQueryBytes)
+			return q, 0, badRequest("q", "q must be valid UTF-8 of at most %d bytes", maxQueryBytes)
 		}
 		q.Terms = bolt.Terms(v)
 		switch {
 		case len(q.Terms) == 0:
 			// Matching everything would be a surprising answer to a search
 			// for "!!!"; say what a word is instead.
-			return q, badRequest("q", "q has no word to search for: words are letters, digits and combining marks")
+			return q, 0, badRequest("q", "q has no word to search for: words are letters, digits and combining marks")
 		case len(q.Terms) > bolt.MaxQueryTerms:
-			return q, badRequest("q", "q has %d distinct words; at most %d are allowed", len(q.Terms), bolt.MaxQueryTerms)
+			return q, 0, badRequest("q", "q has %d distinct words; at most %d are allowed", len(q.Terms), bolt.MaxQueryTerms)
 		}
 	}
 	q.OwnerEmail = bolt.NormalizeEmail(params.Get("owner"))
-	var err error
 	if q.Since, err = parseTimeParam(params, "since"); err != nil {
-		return q, err
+		return q, 0, err
 	}
 	if q.Until, err = parseTimeParam(params, "until"); err != nil {
-		return q, err
+		return q, 0, err
 	}
 	if v := params.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > bolt.MaxSearchLimit {
-			return q, badRequest("limit", "limit must be an integer from 1 to %d", bolt.MaxSearchLimit)
+			return q, 0, badRequest("limit", "limit must be an integer from 1 to %d", bolt.MaxSearchLimit)
 		}
 		q.Limit = n
 	}
 	if v := params.Get("cursor"); v != "" {
-		id, fingerprint, ok := decodeCursor(v)
+		id, got, ok := decodeCursor(v)
 		if !ok {
-			return q, badRequest("cursor", "cursor is not one this server issued; use the next value of a previous page")
+			return q, 0, badRequest("cursor", "cursor is not one this server issued; use the next value of a previous page")
 		}
-		if fingerprint != q.Fingerprint() {
-			return q, badRequest("cursor", "cursor belongs to a search with other q, owner, since or until; send those unchanged, or drop the cursor to start over")
+		fingerprint = q.Fingerprint()
+		if got != fingerprint {
+			return q, 0, badRequest("cursor", "cursor belongs to a search with other q, owner, since or until; send those unchanged, or drop the cursor to start over")
 		}
 		q.BeforeID = id
 	}
-	return q, nil
+	return q, fingerprint, nil
 }
 
 // parseTimeParam reads an RFC 3339 timestamp; nil when the parameter is
