@@ -469,14 +469,7 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 // testdata/layout1.db) and checks that it is upgraded once, with a log line,
 // and that everything in it is then found through the new indexes.
 func TestUpgradeFromLayout1(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join("testdata", "layout1.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "old.db")
-	if err := os.WriteFile(path, src, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := layout1Copy(t)
 	var log bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&log, nil))
 	db, err := Open(path, Options{Logger: logger})
@@ -649,14 +642,7 @@ func TestWritePanicIsAnError(t *testing.T) {
 // times never fall as IDs rise, and time-bounded search finds every
 // message; until then, CheckInvariants reports it.
 func TestUpgradeClampsCreationTimes(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join("testdata", "layout1.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "old.db")
-	if err := os.WriteFile(path, src, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := layout1Copy(t)
 	// Message 3 of the fixture goes back an hour, as a clock step would.
 	raw, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
@@ -712,4 +698,19 @@ func TestUpgradeClampsCreationTimes(t *testing.T) {
 	if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, "message 3: created at") }) {
 		t.Errorf("CheckInvariants() = %q, want the falling creation time reported", problems)
 	}
+}
+
+// layout1Copy copies testdata/layout1.db, written by the first release, to
+// a temporary file a test may upgrade or damage.
+func layout1Copy(t *testing.T) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("testdata", "layout1.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "old.db")
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

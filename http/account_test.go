@@ -392,10 +392,15 @@ func TestWritesRacingLogout(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range 20 {
+			// Each writer goes on until it has made 5 edits after the
+			// logout, so the test always has late edits to judge.
+			for i, late := 0, 0; late < 5; i++ {
 				mu.Lock()
 				after := loggedOut
 				mu.Unlock()
+				if after {
+					late++
+				}
 				res := e.do(request{Method: "PATCH", Path: path, Token: token, ContentType: "application/json",
 					Body: fmt.Sprintf(`{"content":"writer %d edit %d"}`, w, i)})
 				if after {

@@ -1,16 +1,23 @@
 package http_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"herald/auth"
+	"herald/bolt"
+	heraldhttp "herald/http"
 )
 
 // searchItems checks the shape of a search page, {items, next}, and returns
@@ -733,4 +740,42 @@ func TestSearchCursorBoundToQuery(t *testing.T) {
 			t.Errorf("second page = %v, want %v", got, want)
 		}
 	})
+}
+
+// TestSearchStopsWhenClientLeaves: the request's context reaches the
+// store, so a search whose client has gone is abandoned rather than run to
+// the end (503, which the client will never read, and no page).
+func TestSearchStopsWhenClientLeaves(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	token, hash, err := auth.MintToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &bolt.User{Email: "ada@example.com", PasswordHash: "$argon2id$v=19$m=64,t=1,p=1$c2FsdA$aGFzaA"}
+	if _, err := db.CreateUser(u, bolt.TokenHash(hash), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateMessage(bolt.ByUser(u.ID), "hello"); err != nil {
+		t.Fatal(err)
+	}
+	srv := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 1), heraldhttp.Config{})
+	search := func(ctx context.Context) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "/api/messages?q=hello", nil).WithContext(ctx)
+		r.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, r)
+		return rec
+	}
+	if rec := search(context.Background()); rec.Code != http.StatusOK {
+		t.Fatalf("search with a live client: %d %s", rec.Code, rec.Body)
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if rec := search(gone); rec.Code != http.StatusServiceUnavailable || strings.Contains(rec.Body.String(), `"items"`) {
+		t.Errorf("search for a client that left: %d %s, want 503 and no page", rec.Code, rec.Body)
+	}
 }
