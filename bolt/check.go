@@ -62,6 +62,9 @@ func (c *checker) layout() bool {
 	if v := c.tx.Bucket(bucketMeta).Get(metaLayout); len(v) != 8 || btoi(v) != currentLayout {
 		c.addf("meta/layout is %x, want %d (a database of an older Herald: start herald once to upgrade it)", v, currentLayout)
 	}
+	if c.tx.Bucket(bucketMeta).Get(metaUpgradeNext) != nil {
+		c.addf("meta/upgrade_next is set: a layout upgrade was interrupted; start herald once to finish it")
+	}
 	return true
 }
 
@@ -120,6 +123,9 @@ func (c *checker) users() {
 func (c *checker) tokens() {
 	users, tokens, byUser := c.tx.Bucket(bucketUsers), c.tx.Bucket(bucketTokens), c.tx.Bucket(bucketTokensByUser)
 	n, missing := 0, false
+	// A public ID names one token of its user: revoking by ID must not be
+	// able to pick between two.
+	ids := make(map[uint64]map[TokenID]bool)
 	_ = tokens.ForEach(func(k, v []byte) error {
 		n++
 		var h TokenHash
@@ -141,6 +147,13 @@ func (c *checker) tokens() {
 			missing = true
 			c.addf("token %x…: no tokens_by_user entry for user %d", k[:4], tok.UserID)
 		}
+		if ids[tok.UserID] == nil {
+			ids[tok.UserID] = make(map[TokenID]bool)
+		}
+		if ids[tok.UserID][tok.ID] {
+			c.addf("user %d holds two tokens with the public ID %s", tok.UserID, tok.ID)
+		}
+		ids[tok.UserID][tok.ID] = true
 		return nil
 	})
 	if got := byUser.Stats().KeyN; missing || got != n {

@@ -428,6 +428,19 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 		{"SequenceBehind", func(tx *bbolt.Tx, m *Message) error {
 			return tx.Bucket(bucketMessages).SetSequence(0)
 		}, "messages: sequence 0 is behind the highest ID 1"},
+		{"UpgradeLeftUnfinished", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketMeta).Put(metaUpgradeNext, itob(1))
+		}, "a layout upgrade was interrupted"},
+		{"DuplicateTokenID", func(tx *bbolt.Tx, m *Message) error {
+			h := tokenHash("t")
+			first, err := decodeToken(h, tx.Bucket(bucketTokens).Get(h[:]))
+			if err != nil {
+				return err
+			}
+			second := *first
+			second.Hash = tokenHash("t2")
+			return issueTokenRecord(tx, &second)
+		}, "holds two tokens with the public ID"},
 		{"OrphanMessage", func(tx *bbolt.Tx, m *Message) error {
 			return tx.Bucket(bucketUsers).Delete(itob(m.OwnerID))
 		}, "message 1: its owner 1 does not exist"},
@@ -713,4 +726,13 @@ func layout1Copy(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// issueTokenRecord stores t as it is, public ID included, for tests that
+// need a record issueToken would never write.
+func issueTokenRecord(tx *bbolt.Tx, t *Token) error {
+	if err := tx.Bucket(bucketTokens).Put(t.Hash[:], encodeToken(t)); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketTokensByUser).Put(compositeKey(t.UserID, t.Hash[:]), nil)
 }
