@@ -92,28 +92,26 @@ func (c *committer) close() {
 func (c *committer) run() {
 	defer close(c.stopped)
 	for range c.wake {
-		for {
-			c.mu.Lock()
-			n := min(len(c.queue), maxBatchOps)
-			batch := c.queue[:n:n]
-			c.queue = c.queue[n:]
-			c.mu.Unlock()
-			if n == 0 {
-				break
-			}
-			c.commit(batch)
-		}
+		c.drain()
 	}
 	// The wake channel is closed only once closed is set, so nothing can be
 	// queued behind this final drain.
-	c.mu.Lock()
-	rest := c.queue
-	c.queue = nil
-	c.mu.Unlock()
-	for len(rest) > 0 {
-		n := min(len(rest), maxBatchOps)
-		c.commit(rest[:n])
-		rest = rest[n:]
+	c.drain()
+}
+
+// drain commits what is queued, maxBatchOps at a time, until the queue is
+// empty.
+func (c *committer) drain() {
+	for {
+		c.mu.Lock()
+		n := min(len(c.queue), maxBatchOps)
+		batch := c.queue[:n:n]
+		c.queue = c.queue[n:]
+		c.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		c.commit(batch)
 	}
 }
 
