@@ -41,7 +41,9 @@ func (db *DB) DeleteAccount(by Caller) error {
 			return err
 		}
 		userID = u.ID
-		return tx.Bucket(bucketDeleting).Put(itob(u.ID), nil)
+		// The e-mail is kept for the purge's change records: streams
+		// filtering by this owner hear that the messages are gone.
+		return tx.Bucket(bucketDeleting).Put(itob(u.ID), []byte(u.Email))
 	})
 	if err != nil {
 		return err
@@ -63,17 +65,19 @@ func (db *DB) purgeMessages(userID uint64) error {
 			done = false
 			prefix := itob(userID)
 			var chunk []*Message
+			email := string(tx.Bucket(bucketDeleting).Get(prefix))
 			c := tx.Bucket(bucketMsgsByOwner).Cursor()
 			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(chunk) < purgeChunk; k, _ = c.Next() {
 				m, err := messageRecord(tx, btoi(k[8:]))
 				if err != nil {
 					return err
 				}
+				m.OwnerEmail = email
 				chunk = append(chunk, m)
 			}
 			// Deleting while the cursor walks would move it; delete after.
 			for _, m := range chunk {
-				if err := removeMessage(tx, m); err != nil {
+				if err := db.removeMessage(tx, m); err != nil {
 					return err
 				}
 			}

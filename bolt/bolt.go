@@ -28,13 +28,14 @@ var (
 	bucketMsgsByTime   = []byte("msgs_by_time")   // createdAt‖messageID → nil
 	bucketTerms        = []byte("terms")          // term‖0x00‖messageID → nil
 	bucketMeta         = []byte("meta")           // layout version, upgrade progress
-	bucketDeleting     = []byte("deleting")       // userID → nil: deleted accounts whose messages are being removed
+	bucketDeleting     = []byte("deleting")       // userID → e-mail: deleted accounts whose messages are being removed
+	bucketChanges      = []byte("changes")        // sequence → change record: the log live streams tail
 
 	allBuckets = [][]byte{
 		bucketUsers, bucketUsersByEmail,
 		bucketTokens, bucketTokensByUser,
 		bucketMessages, bucketMsgsByOwner, bucketMsgsByTime, bucketTerms,
-		bucketMeta, bucketDeleting,
+		bucketMeta, bucketDeleting, bucketChanges,
 	}
 )
 
@@ -72,6 +73,7 @@ type DB struct {
 	log    *slog.Logger
 	writes *committer
 	uses   tokenUses
+	feed   changeFeed
 }
 
 // ErrLocked is returned by Open when another process holds the database.
@@ -150,7 +152,11 @@ func Open(path string, opts Options) (*DB, error) {
 		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	db.writes = newCommitter(bdb)
+	if err := db.openFeed(); err != nil {
+		_ = bdb.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db.writes = newCommitter(bdb, &db.feed)
 	db.writes.onCommit = opts.OnCommit
 	if err := db.resumePurges(); err != nil {
 		_ = db.Close()

@@ -27,9 +27,35 @@ func (db *DB) CheckInvariants() ([]string, error) {
 		c.users()
 		c.tokens()
 		c.messages()
+		c.changes()
 		return nil
 	})
 	return c.problems, err
+}
+
+// changes checks the change log: records that decode, positions above the
+// trimmed floor and no further than the log's sequence, so a stream
+// resuming from any position it was given is answered truthfully.
+func (c *checker) changes() {
+	log := c.tx.Bucket(bucketChanges)
+	c.sequenceAhead(bucketChanges)
+	floor := changesFloor(c.tx)
+	if floor > log.Sequence() {
+		c.addf("meta/changes_floor %d is beyond the change log's sequence %d", floor, log.Sequence())
+	}
+	_ = log.ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			c.addf("changes: key %x is not an 8-byte position", k)
+			return nil
+		}
+		if btoi(k) <= floor {
+			c.addf("change %d: at or below the trimmed floor %d", btoi(k), floor)
+		}
+		if _, err := decodeChange(btoi(k), v); err != nil {
+			c.addf("changes: %v", err)
+		}
+		return nil
+	})
 }
 
 type checker struct {

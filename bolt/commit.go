@@ -48,10 +48,16 @@ type committer struct {
 	ops     atomic.Uint64 // write functions committed
 
 	onCommit func(took time.Duration, writes int) // nil: nobody asked
+
+	// pending collects the changes the running transaction appended to the
+	// change log; feed gets them once it is on disk. Only the committer
+	// goroutine touches pending.
+	pending []*Change
+	feed    *changeFeed
 }
 
-func newCommitter(bdb *bbolt.DB) *committer {
-	c := &committer{bolt: bdb, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+func newCommitter(bdb *bbolt.DB, feed *changeFeed) *committer {
+	c := &committer{bolt: bdb, feed: feed, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	go c.run()
 	return c
 }
@@ -123,6 +129,7 @@ func (c *committer) commit(batch []*writeOp) {
 		failed := -1
 		var failure error
 		start := time.Now()
+		c.pending = c.pending[:0]
 		err := c.bolt.Update(func(tx *bbolt.Tx) error {
 			for i, op := range batch {
 				if err := runWrite(op.fn, tx); err != nil {
@@ -139,6 +146,9 @@ func (c *committer) commit(batch []*writeOp) {
 			if c.onCommit != nil {
 				c.onCommit(time.Since(start), len(batch))
 			}
+			// Before the writers hear of it, so a client that sees its 201
+			// and then opens a stream finds the change in the feed.
+			c.feed.publish(c.pending)
 			for _, op := range batch {
 				op.done <- nil
 			}

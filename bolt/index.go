@@ -98,11 +98,14 @@ func unindexMessage(tx *bbolt.Tx, m *Message) error {
 // removeMessage deletes m's record and every index entry of it: the one way
 // a message leaves the store, whether its owner deletes it, its account
 // goes, or it ages past --retain.
-func removeMessage(tx *bbolt.Tx, m *Message) error {
+func (db *DB) removeMessage(tx *bbolt.Tx, m *Message) error {
 	if err := tx.Bucket(bucketMessages).Delete(itob(m.ID)); err != nil {
 		return err
 	}
-	return unindexMessage(tx, m)
+	if err := unindexMessage(tx, m); err != nil {
+		return err
+	}
+	return db.recordChange(tx, MessageDeleted, m, "")
 }
 
 // reindexContent moves message id's term entries from the words of

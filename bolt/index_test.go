@@ -715,9 +715,12 @@ func TestUpgradeClampsCreationTimes(t *testing.T) {
 
 // layout1Copy copies testdata/layout1.db, written by the first release, to
 // a temporary file a test may upgrade or damage.
-func layout1Copy(t *testing.T) string {
+func layout1Copy(t *testing.T) string { return fixtureCopy(t, "layout1.db") }
+
+// fixtureCopy copies testdata/name to a temporary file a test may change.
+func fixtureCopy(t *testing.T, name string) string {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join("testdata", "layout1.db"))
+	src, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -206,6 +206,9 @@ func (db *DB) insertMessage(tx *bbolt.Tx, owner *User, content string, terms []s
 	if err := indexMessage(tx, m, terms); err != nil {
 		return nil, err
 	}
+	if err := db.recordChange(tx, MessageCreated, m, ""); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -304,10 +307,14 @@ func (db *DB) UpdateMessage(id uint64, by Caller, upd MessageUpdate, pre Precond
 		if err := reindexContent(tx, id, m.Content, newTerms); err != nil {
 			return err
 		}
+		before := m.Content
 		m.Content = *upd.Content
 		m.UpdatedAt = db.clock()
 		m.Revision++
-		return tx.Bucket(bucketMessages).Put(itob(id), encodeMessage(m))
+		if err := tx.Bucket(bucketMessages).Put(itob(id), encodeMessage(m)); err != nil {
+			return err
+		}
+		return db.recordChange(tx, MessageUpdated, m, before)
 	})
 	if err != nil {
 		return nil, err
@@ -325,7 +332,7 @@ func (db *DB) DeleteMessage(id uint64, by Caller, pre Precondition) (*Message, e
 		if err != nil {
 			return err
 		}
-		if err := removeMessage(tx, m); err != nil {
+		if err := db.removeMessage(tx, m); err != nil {
 			return err
 		}
 		out = m

@@ -99,6 +99,10 @@ type Chores struct {
 	// Retain, when positive, deletes messages older than this every
 	// SweepEvery.
 	Retain time.Duration
+	// ChangesKeepFor and ChangesKeepMax bound the change log, by age and
+	// by count, every SweepEvery; zero leaves that bound off.
+	ChangesKeepFor time.Duration
+	ChangesKeepMax int
 }
 
 // Maintain runs the store's background chores until ctx ends. Each runs in
@@ -126,6 +130,11 @@ func (db *DB) Maintain(ctx context.Context, chores Chores, report func(chore str
 			if chores.Retain > 0 {
 				if _, err := db.DeleteMessagesBefore(ctx, db.clock().Add(-chores.Retain)); err != nil && ctx.Err() == nil {
 					report("deleting messages past --retain", err)
+				}
+			}
+			if chores.ChangesKeepFor > 0 || chores.ChangesKeepMax > 0 {
+				if _, err := db.TrimChanges(ctx, chores.ChangesKeepFor, chores.ChangesKeepMax); err != nil && ctx.Err() == nil {
+					report("trimming the change log", err)
 				}
 			}
 		}

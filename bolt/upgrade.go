@@ -17,7 +17,11 @@ import (
 //	2  users in a compact binary record; tokens with a public handle and a
 //	   last-use time; messages also indexed by creation time and by the
 //	   words of their content.
-const currentLayout = 2
+//	3  a change log (the changes bucket) that every message write appends
+//	   to, for live streams. An older Herald would write without logging
+//	   and leave streams resuming across the gap none the wiser, so the
+//	   version is raised and it refuses the file.
+const currentLayout = 3
 
 var (
 	metaLayout      = []byte("layout")
@@ -67,7 +71,26 @@ func (db *DB) prepareLayout() error {
 	case layout > currentLayout:
 		return fmt.Errorf("the database was written by a newer Herald (layout %d; this one reads up to %d)", layout, currentLayout)
 	}
-	return db.upgradeFrom1()
+	if layout == 1 {
+		if err := db.upgradeFrom1(); err != nil {
+			return err
+		}
+	}
+	return db.upgradeFrom2()
+}
+
+// upgradeFrom2 starts the change log. Its bucket was created with the
+// others and starts empty: changes made before the upgrade were never
+// logged, so no stream can resume from before it.
+func (db *DB) upgradeFrom2() error {
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(metaLayout, itob(3))
+	})
+	if err != nil {
+		return fmt.Errorf("upgrading to layout 3: %w", err)
+	}
+	db.log.Info("database upgraded to layout 3: message changes are now logged for live streams")
+	return nil
 }
 
 // upgradeFrom1 re-encodes users and builds the time and word indexes of

@@ -1,0 +1,297 @@
+package bolt
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// The change log. Every create, update and delete of a message appends a
+// Change to the changes bucket in the transaction that makes it, so a change
+// is in the log if and only if it committed, and the log's order is commit
+// order. Live streams tail the log: recent changes are handed over in
+// memory as each commit lands (see changeFeed), older ones are read back
+// from the bucket, which is trimmed from the front by age and count. The
+// highest sequence ever trimmed is kept in meta, so a reader asking for a
+// position the log no longer holds is told so instead of silently missing
+// what was there.
+
+// ChangeKind says what happened to a message.
+type ChangeKind uint8
+
+// The kinds of change, with their event names on the live stream.
+const (
+	MessageCreated ChangeKind = iota + 1
+	MessageUpdated
+	MessageDeleted
+)
+
+func (k ChangeKind) String() string {
+	switch k {
+	case MessageCreated:
+		return "message.created"
+	case MessageUpdated:
+		return "message.updated"
+	case MessageDeleted:
+		return "message.deleted"
+	}
+	return fmt.Sprintf("ChangeKind(%d)", uint8(k))
+}
+
+// Change is one committed change to a message.
+type Change struct {
+	Seq  uint64 // position in the log, from 1, rising in commit order
+	Kind ChangeKind
+	At   time.Time // when it committed
+	// Message is the message after the change; for a deletion, as it was
+	// last stored. OwnerEmail is recorded with the change, so it is known
+	// even after the owner's account is gone.
+	Message Message
+	// Before is the content an update replaced (empty otherwise), so a
+	// reader filtering by words can tell a message that stopped matching.
+	Before string
+}
+
+// ErrChangeUnknown is returned by ChangesAfter for a position the log does
+// not hold: older than what trimming kept, or beyond the newest change (an
+// ID from another server or an older backup). A reader starts again from
+// the head.
+var ErrChangeUnknown = errors.New("the change log does not hold that position")
+
+var metaChangesFloor = []byte("changes_floor") // highest sequence trimmed from the log
+
+// Change record layout: version, kind, commit time (8), owner e-mail length
+// (2) and e-mail, replaced content length (4) and content, message ID (8),
+// then the message record as encodeMessage writes it.
+const (
+	changeRecordVersion = 1
+	changeHeaderLen     = 1 + 1 + 8
+)
+
+func encodeChange(ch *Change) []byte {
+	msg := encodeMessage(&ch.Message)
+	email := ch.Message.OwnerEmail
+	b := make([]byte, 0, changeHeaderLen+2+len(email)+4+len(ch.Before)+len(msg))
+	b = append(b, changeRecordVersion, byte(ch.Kind))
+	b = binary.BigEndian.AppendUint64(b, uint64(timeToMicros(ch.At)))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(email)))
+	b = append(b, email...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ch.Before)))
+	b = append(b, ch.Before...)
+	b = binary.BigEndian.AppendUint64(b, ch.Message.ID)
+	return append(b, msg...)
+}
+
+func decodeChange(seq uint64, b []byte) (*Change, error) {
+	bad := fmt.Errorf("decode change %d: bad record", seq)
+	if len(b) < changeHeaderLen+2 || b[0] != changeRecordVersion {
+		return nil, bad
+	}
+	ch := &Change{Seq: seq, Kind: ChangeKind(b[1]), At: microsToTime(int64(binary.BigEndian.Uint64(b[2:])))}
+	rest := b[changeHeaderLen:]
+	n := int(binary.BigEndian.Uint16(rest))
+	if len(rest) < 2+n+4 {
+		return nil, bad
+	}
+	email := string(rest[2 : 2+n])
+	rest = rest[2+n:]
+	n = int(binary.BigEndian.Uint32(rest))
+	if len(rest) < 4+n {
+		return nil, bad
+	}
+	ch.Before = string(rest[4 : 4+n])
+	rest = rest[4+n:]
+	if len(rest) < 8 {
+		return nil, bad
+	}
+	m, err := decodeMessage(btoi(rest[:8]), rest[8:])
+	if err != nil {
+		return nil, bad
+	}
+	m.OwnerEmail = email
+	ch.Message = *m
+	if ch.Kind < MessageCreated || ch.Kind > MessageDeleted {
+		return nil, bad
+	}
+	return ch, nil
+}
+
+// recordChange appends a change of m to the log inside tx, the transaction
+// making the change. It runs on the committer, which hands the change to
+// the feed once the transaction is on disk.
+func (db *DB) recordChange(tx *bbolt.Tx, kind ChangeKind, m *Message, before string) error {
+	log := tx.Bucket(bucketChanges)
+	seq, err := log.NextSequence()
+	if err != nil {
+		return err
+	}
+	ch := &Change{Seq: seq, Kind: kind, At: db.clock(), Message: *m, Before: before}
+	if err := log.Put(itob(seq), encodeChange(ch)); err != nil {
+		return err
+	}
+	db.writes.pending = append(db.writes.pending, ch)
+	return nil
+}
+
+// feedMemory is how many recent changes the feed keeps in memory: enough
+// for every live reader to catch up from memory after a burst of commits.
+const feedMemory = 4096
+
+// changeFeed hands committed changes to readers without a disk read, and
+// wakes them when there are new ones.
+type changeFeed struct {
+	mu     sync.Mutex
+	head   uint64    // newest committed change
+	floor  uint64    // highest change trimmed from the log
+	recent []*Change // the newest changes, oldest first, contiguous up to head
+	wait   chan struct{}
+}
+
+func (f *changeFeed) publish(chs []*Change) {
+	if len(chs) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.recent = append(f.recent, chs...)
+	if over := len(f.recent) - feedMemory; over > 0 {
+		// Copy down rather than reslice, so the array does not grow forever.
+		f.recent = append(f.recent[:0], f.recent[over:]...)
+	}
+	f.head = chs[len(chs)-1].Seq
+	close(f.wait)
+	f.wait = make(chan struct{})
+}
+
+// ChangeHead returns the newest committed change's position (0 for an
+// empty log) and a channel closed when a newer one commits.
+func (db *DB) ChangeHead() (uint64, <-chan struct{}) {
+	db.feed.mu.Lock()
+	defer db.feed.mu.Unlock()
+	return db.feed.head, db.feed.wait
+}
+
+// ChangesAfter returns up to max changes after position after, oldest
+// first, and the head at the time of the call. It returns ErrChangeUnknown
+// for a position the log no longer holds, or never held. The changes are
+// shared with other readers and must not be modified.
+func (db *DB) ChangesAfter(after uint64, max int) ([]*Change, uint64, error) {
+	f := &db.feed
+	f.mu.Lock()
+	head, floor := f.head, f.floor
+	if after < floor || after > head {
+		f.mu.Unlock()
+		return nil, head, ErrChangeUnknown
+	}
+	if after == head {
+		f.mu.Unlock()
+		return nil, head, nil
+	}
+	if len(f.recent) > 0 && after+1 >= f.recent[0].Seq {
+		i := int(after + 1 - f.recent[0].Seq)
+		out := f.recent[i:min(len(f.recent), i+max)]
+		f.mu.Unlock()
+		return out, head, nil
+	}
+	f.mu.Unlock()
+
+	var out []*Change
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		if after < changesFloor(tx) {
+			return ErrChangeUnknown
+		}
+		c := tx.Bucket(bucketChanges).Cursor()
+		for k, v := c.Seek(itob(after + 1)); k != nil && len(out) < max && btoi(k) <= head; k, v = c.Next() {
+			ch, err := decodeChange(btoi(k), v)
+			if err != nil {
+				return err
+			}
+			out = append(out, ch)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, head, err
+	}
+	return out, head, nil
+}
+
+func changesFloor(tx *bbolt.Tx) uint64 {
+	if v := tx.Bucket(bucketMeta).Get(metaChangesFloor); len(v) == 8 {
+		return btoi(v)
+	}
+	return 0
+}
+
+// trimChunk bounds the changes one trim transaction removes.
+const trimChunk = 500
+
+// TrimChanges removes changes older than keepFor, and the oldest beyond the
+// newest keepMax, trimChunk per transaction, and returns how many it
+// removed. A zero keepFor or keepMax leaves that bound off.
+func (db *DB) TrimChanges(ctx context.Context, keepFor time.Duration, keepMax int) (int, error) {
+	removed := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return removed, err
+		}
+		n := 0
+		var floor uint64
+		err := db.writes.update(func(tx *bbolt.Tx) error {
+			n, floor = 0, 0
+			log := tx.Bucket(bucketChanges)
+			head := log.Sequence()
+			cutoff := timeToMicros(db.clock().Add(-keepFor))
+			var old [][]byte
+			c := log.Cursor()
+			for k, v := c.First(); k != nil && len(old) < trimChunk; k, v = c.Next() {
+				seq := btoi(k)
+				tooMany := keepMax > 0 && head-seq >= uint64(keepMax)
+				tooOld := keepFor > 0 && len(v) >= changeHeaderLen && int64(binary.BigEndian.Uint64(v[2:])) < cutoff
+				if !tooMany && !tooOld {
+					break
+				}
+				old = append(old, k)
+				floor = seq
+			}
+			// Deleting while the cursor walks would move it; delete after.
+			for _, k := range old {
+				if err := log.Delete(k); err != nil {
+					return err
+				}
+			}
+			n = len(old)
+			if n == 0 {
+				return nil
+			}
+			return tx.Bucket(bucketMeta).Put(metaChangesFloor, itob(floor))
+		})
+		if err != nil {
+			return removed, err
+		}
+		if n > 0 {
+			db.feed.mu.Lock()
+			db.feed.floor = max(db.feed.floor, floor)
+			db.feed.mu.Unlock()
+		}
+		removed += n
+		if n < trimChunk {
+			return removed, nil
+		}
+	}
+}
+
+// openFeed starts the feed at the log's head and floor as stored.
+func (db *DB) openFeed() error {
+	db.feed.wait = make(chan struct{})
+	return db.bolt.View(func(tx *bbolt.Tx) error {
+		db.feed.head = tx.Bucket(bucketChanges).Sequence()
+		db.feed.floor = changesFloor(tx)
+		return nil
+	})
+}

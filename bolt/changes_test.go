@@ -1,0 +1,348 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// changeString renders what a reader of the log sees of a change.
+func changeString(ch *Change) string {
+	s := fmt.Sprintf("%d %s #%d %s %q", ch.Seq, ch.Kind, ch.Message.ID, ch.Message.OwnerEmail, ch.Message.Content)
+	if ch.Before != "" {
+		s += fmt.Sprintf(" (was %q)", ch.Before)
+	}
+	return s
+}
+
+func changeStrings(chs []*Change) []string {
+	out := make([]string, len(chs))
+	for i, ch := range chs {
+		out[i] = changeString(ch)
+	}
+	return out
+}
+
+func mustChangesAfter(tb testing.TB, db *DB, after uint64) []string {
+	tb.Helper()
+	chs, _, err := db.ChangesAfter(after, 1000)
+	if err != nil {
+		tb.Fatalf("ChangesAfter(%d) = %v", after, err)
+	}
+	return changeStrings(chs)
+}
+
+func equalStrings(a, b []string) bool { return strings.Join(a, "\n") == strings.Join(b, "\n") }
+
+// TestChangeLog: every committed write is logged once, in commit order,
+// with what a filtering reader needs; a refused write logs nothing; the log
+// reads the same from memory and, after a restart, from disk.
+func TestChangeLog(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	bob, _ := mustCreateUser(t, db, "bob@example.com")
+
+	if head, _ := db.ChangeHead(); head != 0 {
+		t.Fatalf("head of an empty log = %d, want 0", head)
+	}
+	m1 := mustCreateMessage(t, db, ada.ID, "hello world")
+	m2 := mustCreateMessage(t, db, bob.ID, "bob here")
+	if _, err := db.UpdateMessage(m1.ID, ByUser(ada.ID), MessageUpdate{Content: ptr("goodbye world")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Refused writes: not the owner, and an update that changes nothing.
+	if _, err := db.DeleteMessage(m1.ID, ByUser(bob.ID), nil); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("DeleteMessage(not owner) = %v", err)
+	}
+	if _, err := db.UpdateMessage(m2.ID, ByUser(bob.ID), MessageUpdate{Content: ptr("bob here")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.DeleteMessage(m2.ID, ByUser(bob.ID), nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`1 message.created #1 ada@example.com "hello world"`,
+		`2 message.created #2 bob@example.com "bob here"`,
+		`3 message.updated #1 ada@example.com "goodbye world" (was "hello world")`,
+		`4 message.deleted #2 bob@example.com "bob here"`,
+	}
+	if got := mustChangesAfter(t, db.DB, 0); !equalStrings(got, want) {
+		t.Fatalf("log from memory =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := mustChangesAfter(t, db.DB, 2); !equalStrings(got, want[2:]) {
+		t.Errorf("log after 2 = %q, want %q", got, want[2:])
+	}
+	if got := mustChangesAfter(t, db.DB, 4); len(got) != 0 {
+		t.Errorf("log after the head = %q, want nothing", got)
+	}
+	if _, _, err := db.ChangesAfter(5, 10); !errors.Is(err, ErrChangeUnknown) {
+		t.Errorf("ChangesAfter(beyond the head) = %v, want ErrChangeUnknown", err)
+	}
+
+	// After a restart the feed's memory is empty: the same log from disk.
+	reopen(t, db)
+	if head, _ := db.ChangeHead(); head != 4 {
+		t.Fatalf("head after reopen = %d, want 4", head)
+	}
+	if got := mustChangesAfter(t, db.DB, 0); !equalStrings(got, want) {
+		t.Fatalf("log from disk =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// And the log goes on from where it was.
+	mustCreateMessage(t, db, ada.ID, "after restart")
+	if got := mustChangesAfter(t, db.DB, 4); len(got) != 1 || !strings.HasPrefix(got[0], "5 message.created #3") {
+		t.Errorf("first change after restart = %q", got)
+	}
+}
+
+// reopen closes db and opens its file again in place.
+func reopen(t *testing.T, db *testDB) {
+	t.Helper()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ndb, err := Open(db.Path, Options{Now: db.Clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.DB = ndb
+}
+
+// TestChangeHeadWakes: the channel ChangeHead returns is closed by the next
+// commit that logs a change, and only then.
+func TestChangeHeadWakes(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	head, wait := db.ChangeHead()
+	select {
+	case <-wait:
+		t.Fatal("woken before any change")
+	default:
+	}
+	mustCreateMessage(t, db, ada.ID, "wake up")
+	select {
+	case <-wait:
+	default:
+		t.Fatal("not woken by a committed change")
+	}
+	if h, _ := db.ChangeHead(); h != head+1 {
+		t.Errorf("head = %d, want %d", h, head+1)
+	}
+}
+
+// TestChangeLogUnderConcurrentWrites: writers sharing commits, some of them
+// refused (so their batch is retried without them), leave a log with no
+// gap, no duplicate and exactly one change per successful write.
+func TestChangeLogUnderConcurrentWrites(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	bob, _ := mustCreateUser(t, db, "bob@example.com")
+	victim := mustCreateMessage(t, db, ada.ID, "bob may not touch this")
+	start, _ := db.ChangeHead()
+
+	const writers, each = 16, 20
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	created := map[uint64]bool{}
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if i%4 == 3 {
+					// Refused inside the transaction, failing its batch.
+					if _, err := db.DeleteMessage(victim.ID, ByUser(bob.ID), nil); !errors.Is(err, ErrForbidden) {
+						t.Errorf("forbidden delete = %v", err)
+					}
+					continue
+				}
+				m, err := db.CreateMessage(ByUser(ada.ID), fmt.Sprintf("writer %d message %d", w, i))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				created[m.ID] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	chs, head, err := db.ChangesAfter(start, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chs) != len(created) || head != start+uint64(len(created)) {
+		t.Fatalf("%d changes up to head %d after %d creates from %d", len(chs), head, len(created), start)
+	}
+	for i, ch := range chs {
+		if ch.Seq != start+uint64(i)+1 {
+			t.Fatalf("change %d has position %d, want %d: a gap or a duplicate", i, ch.Seq, start+uint64(i)+1)
+		}
+		if ch.Kind != MessageCreated || !created[ch.Message.ID] {
+			t.Fatalf("change %s is not one of the creates", changeString(ch))
+		}
+		delete(created, ch.Message.ID)
+	}
+	// Memory and disk agree.
+	reopen(t, db)
+	fromDisk, _, err := db.ChangesAfter(start, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalStrings(changeStrings(fromDisk), changeStrings(chs)) {
+		t.Error("the log read from disk differs from the one handed over in memory")
+	}
+}
+
+// TestTrimChanges: trimming by count and by age removes the oldest
+// changes, and a reader asking for a trimmed position is told so, from
+// memory and from disk alike.
+func TestTrimChanges(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	for i := range 10 {
+		mustCreateMessage(t, db, ada.ID, fmt.Sprintf("message %d", i))
+		db.Clock.Add(time.Hour)
+	}
+	ctx := context.Background()
+	n, err := db.TrimChanges(ctx, 0, 7)
+	if err != nil || n != 3 {
+		t.Fatalf("TrimChanges(keep 7) = %d, %v; want 3", n, err)
+	}
+	for _, reopened := range []bool{false, true} {
+		if reopened {
+			reopen(t, db)
+		}
+		if _, _, err := db.ChangesAfter(2, 10); !errors.Is(err, ErrChangeUnknown) {
+			t.Errorf("reopened %v: ChangesAfter(trimmed) = %v, want ErrChangeUnknown", reopened, err)
+		}
+		if got := mustChangesAfter(t, db.DB, 3); len(got) != 7 {
+			t.Errorf("reopened %v: %d changes after the floor, want 7", reopened, len(got))
+		}
+	}
+	// Changes 4..10 were made at hours 3..9; keeping 3.5 hours (the clock
+	// is at hour 10) keeps 8, 9 and 10.
+	n, err = db.TrimChanges(ctx, 3*time.Hour+30*time.Minute, 0)
+	if err != nil || n != 4 {
+		t.Fatalf("TrimChanges(keep 3.5h) = %d, %v; want 4", n, err)
+	}
+	if got := mustChangesAfter(t, db.DB, 7); len(got) != 3 {
+		t.Errorf("%d changes after trimming by age, want 3", len(got))
+	}
+	if n, err := db.TrimChanges(ctx, 3*time.Hour+30*time.Minute, 7); err != nil || n != 0 {
+		t.Errorf("second trim = %d, %v; want nothing to do", n, err)
+	}
+	if problems, err := db.CheckInvariants(); err != nil || len(problems) > 0 {
+		t.Errorf("CheckInvariants after trimming = %q, %v", problems, err)
+	}
+}
+
+// TestChangeLogOfPurgeAndRetention: messages removed by an account
+// deletion or by retention are logged as deleted, with their owner's
+// e-mail, so streams filtering by owner hear of them.
+func TestChangeLogOfPurgeAndRetention(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	bob, _ := mustCreateUser(t, db, "bob@example.com")
+	old := mustCreateMessage(t, db, bob.ID, "old news")
+	db.Clock.Add(48 * time.Hour)
+	mustCreateMessage(t, db, ada.ID, "ada one")
+	mustCreateMessage(t, db, ada.ID, "ada two")
+	head, _ := db.ChangeHead()
+
+	if err := db.DeleteAccount(ByUser(ada.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.DeleteMessagesBefore(context.Background(), db.Clock.Now().Add(-24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	got := mustChangesAfter(t, db.DB, head)
+	want := []string{
+		`4 message.deleted #2 ada@example.com "ada one"`,
+		`5 message.deleted #3 ada@example.com "ada two"`,
+		fmt.Sprintf(`6 message.deleted #%d bob@example.com "old news"`, old.ID),
+	}
+	if !equalStrings(got, want) {
+		t.Errorf("changes =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestUpgradeFromLayout2 opens a file written by the release before the
+// change log (testdata/layout2.db) and checks it is upgraded once, with a
+// log line, and that changes are logged from then on.
+func TestUpgradeFromLayout2(t *testing.T) {
+	path := fixtureCopy(t, "layout2.db")
+	var log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	db, err := Open(path, Options{Logger: logger})
+	if err != nil {
+		t.Fatalf("Open(layout 2) = %v", err)
+	}
+	if !strings.Contains(log.String(), "upgraded to layout 3") || strings.Contains(log.String(), "layout 1") {
+		t.Errorf("log = %q, want one line for the upgrade from 2 to 3", log.String())
+	}
+	if problems, err := db.CheckInvariants(); err != nil || len(problems) > 0 {
+		t.Errorf("CheckInvariants after the upgrade = %q, %v", problems, err)
+	}
+	if head, _ := db.ChangeHead(); head != 0 {
+		t.Errorf("head after the upgrade = %d, want an empty log", head)
+	}
+	u, _, err := db.Authenticate(tokenHash("ada-token"))
+	if err != nil || u.Email != "ada@example.com" {
+		t.Fatalf("Authenticate(old token) = %+v, %v", u, err)
+	}
+	tdb := &testDB{DB: db, Path: path}
+	if p := mustSearch(t, tdb, SearchQuery{Terms: Terms("edited")}); len(p.Messages) != 1 {
+		t.Errorf("search after the upgrade found %d messages, want 1", len(p.Messages))
+	}
+	m := mustCreateMessage(t, tdb, u.ID, "the first logged change")
+	if got := mustChangesAfter(t, db, 0); len(got) != 1 || got[0] != fmt.Sprintf(`1 message.created #%d ada@example.com "the first logged change"`, m.ID) {
+		t.Errorf("log after the upgrade = %q", got)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	log.Reset()
+	db, err = Open(path, Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if log.Len() != 0 {
+		t.Errorf("second open logged %q, want nothing", log.String())
+	}
+	var layout uint64
+	_ = db.bolt.View(func(tx *bbolt.Tx) error { layout = btoi(tx.Bucket(bucketMeta).Get(metaLayout)); return nil })
+	if layout != 3 {
+		t.Errorf("layout = %d, want 3", layout)
+	}
+}
+
+func TestChangeRecordRoundTrip(t *testing.T) {
+	ch := &Change{Seq: 9, Kind: MessageUpdated, At: testEpoch.Truncate(time.Microsecond),
+		Message: Message{ID: 42, OwnerID: 7, OwnerEmail: "ada@example.com", Content: "new ✓", CreatedAt: testEpoch.Truncate(time.Microsecond), UpdatedAt: testEpoch.Add(time.Second).Truncate(time.Microsecond), Revision: 3},
+		Before: "old"}
+	got, err := decodeChange(9, encodeChange(ch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changeString(got) != changeString(ch) || !got.At.Equal(ch.At) || messageString(&got.Message) != messageString(&ch.Message) {
+		t.Errorf("round trip = %+v, want %+v", got, ch)
+	}
+	// Cut anywhere before the content (which runs to the end), a record is
+	// refused rather than misread.
+	rec := encodeChange(ch)
+	for n := range len(rec) - len(ch.Message.Content) {
+		if _, err := decodeChange(9, rec[:n]); err == nil {
+			t.Fatalf("decodeChange(first %d bytes) = nil error", n)
+		}
+	}
+}
