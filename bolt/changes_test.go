@@ -329,7 +329,7 @@ func TestUpgradeFromLayout2(t *testing.T) {
 func TestChangeRecordRoundTrip(t *testing.T) {
 	ch := &Change{Seq: 9, Kind: MessageUpdated, At: testEpoch.Truncate(time.Microsecond),
 		Message: Message{ID: 42, OwnerID: 7, OwnerEmail: "ada@example.com", Content: "new ✓", CreatedAt: testEpoch.Truncate(time.Microsecond), UpdatedAt: testEpoch.Add(time.Second).Truncate(time.Microsecond), Revision: 3},
-		Before: "old"}
+		Before:  "old"}
 	got, err := decodeChange(9, encodeChange(ch))
 	if err != nil {
 		t.Fatal(err)

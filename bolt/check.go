@@ -240,7 +240,7 @@ func (c *checker) messages() {
 			missingTime = true
 			c.addf("message %d: missing from msgs_by_time", m.ID)
 		}
-		for term := range contentTerms(m.Content) {
+		for term := range ContentTerms(m.Content) {
 			nTerms++
 			if terms.Get(termIndexKey(term, m.ID)) == nil {
 				missingTerms = true
@@ -281,7 +281,7 @@ func (c *checker) messages() {
 				c.addf("search index: word %q points at missing message %d", k[:sep], btoi(k[sep+1:]))
 				return nil
 			}
-			if _, ok := contentTerms(m.Content)[string(k[:sep])]; !ok {
+			if _, ok := ContentTerms(m.Content)[string(k[:sep])]; !ok {
 				c.addf("search index: word %q points at message %d, which does not contain it", k[:sep], m.ID)
 			}
 			return nil

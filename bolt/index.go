@@ -87,7 +87,7 @@ func unindexMessage(tx *bbolt.Tx, m *Message) error {
 		return err
 	}
 	terms := tx.Bucket(bucketTerms)
-	for term := range contentTerms(m.Content) {
+	for term := range ContentTerms(m.Content) {
 		if err := terms.Delete(termIndexKey(term, m.ID)); err != nil {
 			return err
 		}
@@ -112,7 +112,7 @@ func (db *DB) removeMessage(tx *bbolt.Tx, m *Message) error {
 // oldContent to newTerms (sortedTerms of the new content), touching only the
 // terms that differ.
 func reindexContent(tx *bbolt.Tx, id uint64, oldContent string, newTerms []string) error {
-	before, after := contentTerms(oldContent), make(map[string]struct{}, len(newTerms))
+	before, after := ContentTerms(oldContent), make(map[string]struct{}, len(newTerms))
 	for _, t := range newTerms {
 		after[t] = struct{}{}
 	}

@@ -64,9 +64,10 @@ func Terms(q string) []string {
 	return terms
 }
 
-// contentTerms is the set of index terms of content: what the inverted index
-// holds for a message, and the only thing search compares queries with.
-func contentTerms(content string) map[string]struct{} {
+// ContentTerms is the set of index terms of content: what the inverted index
+// holds for a message, and the only thing search compares queries with. A
+// live stream computes it once per change to filter for every subscriber.
+func ContentTerms(content string) map[string]struct{} {
 	set := make(map[string]struct{})
 	var buf []byte
 	for word := range words([]byte(content)) {
@@ -78,13 +79,13 @@ func contentTerms(content string) map[string]struct{} {
 	return set
 }
 
-// sortedTerms is contentTerms as a sorted list. Writers compute it before
+// sortedTerms is ContentTerms as a sorted list. Writers compute it before
 // they queue for the write transaction — splitting, composing and folding
 // is the costliest part of indexing, and outside the transaction it runs
 // on every core instead of in the single committer — and insert in key
 // order, which keeps bbolt's cursor near its last position.
 func sortedTerms(content string) []string {
-	set := contentTerms(content)
+	set := ContentTerms(content)
 	terms := make([]string, 0, len(set))
 	for t := range set {
 		terms = append(terms, t)
@@ -100,7 +101,7 @@ func ContainsTerms(content []byte, terms []string) bool {
 	if len(terms) == 0 {
 		return true
 	}
-	have := contentTerms(string(content))
+	have := ContentTerms(string(content))
 	for _, t := range terms {
 		if _, ok := have[t]; !ok {
 			return false

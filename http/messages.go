@@ -177,29 +177,11 @@ func (s *Server) searchMessages(w http.ResponseWriter, r *http.Request, _ httpro
 // a typo does not silently widen a search.
 func parseSearch(params url.Values) (q bolt.SearchQuery, fingerprint uint64, err error) {
 	q = bolt.SearchQuery{Limit: bolt.DefaultSearchLimit}
-	// Sorted, so a query with several bad parameters always names the same one.
-	for _, name := range slices.Sorted(maps.Keys(params)) {
-		values := params[name]
-		if !slices.Contains(searchParams, name) {
-			return q, 0, badRequest(name, "unknown parameter %q; search takes %s", name, strings.Join(searchParams, ", "))
-		}
-		if len(values) > 1 {
-			return q, 0, badRequest(name, "parameter %q is given more than once", name)
-		}
+	if err := checkParamNames(params, "search", searchParams); err != nil {
+		return q, 0, err
 	}
-	if v := params.Get("q"); v != "" {
-		if !utf8.ValidString(v) || len(v) > maxQueryBytes {
-			return q, 0, badRequest("q", "q must be valid UTF-8 of at most %d bytes", maxQueryBytes)
-		}
-		q.Terms = bolt.Terms(v)
-		switch {
-		case len(q.Terms) == 0:
-			// Matching everything would be a surprising answer to a search
-			// for "!!!"; say what a word is instead.
-			return q, 0, badRequest("q", "q has no word to search for: words are letters, digits and combining marks")
-		case len(q.Terms) > bolt.MaxQueryTerms:
-			return q, 0, badRequest("q", "q has %d distinct words; at most %d are allowed", len(q.Terms), bolt.MaxQueryTerms)
-		}
+	if q.Terms, err = parseQueryTerms(params); err != nil {
+		return q, 0, err
 	}
 	q.OwnerEmail = bolt.NormalizeEmail(params.Get("owner"))
 	if q.Since, err = parseTimeParam(params, "since"); err != nil {
@@ -227,6 +209,43 @@ func parseSearch(params url.Values) (q bolt.SearchQuery, fingerprint uint64, err
 		q.BeforeID = id
 	}
 	return q, fingerprint, nil
+}
+
+// checkParamNames refuses parameters that operation does not take, and
+// any given twice, so a typo does not silently widen a search or a stream.
+func checkParamNames(params url.Values, operation string, known []string) error {
+	// Sorted, so a query with several bad parameters always names the same one.
+	for _, name := range slices.Sorted(maps.Keys(params)) {
+		if !slices.Contains(known, name) {
+			return badRequest(name, "unknown parameter %q; %s takes %s", name, operation, strings.Join(known, ", "))
+		}
+		if len(params[name]) > 1 {
+			return badRequest(name, "parameter %q is given more than once", name)
+		}
+	}
+	return nil
+}
+
+// parseQueryTerms reads the q parameter of a search or a stream: nil when
+// absent, else its distinct words.
+func parseQueryTerms(params url.Values) ([]string, error) {
+	v := params.Get("q")
+	if v == "" {
+		return nil, nil
+	}
+	if !utf8.ValidString(v) || len(v) > maxQueryBytes {
+		return nil, badRequest("q", "q must be valid UTF-8 of at most %d bytes", maxQueryBytes)
+	}
+	terms := bolt.Terms(v)
+	switch {
+	case len(terms) == 0:
+		// Matching everything would be a surprising answer to a search
+		// for "!!!"; say what a word is instead.
+		return nil, badRequest("q", "q has no word to search for: words are letters, digits and combining marks")
+	case len(terms) > bolt.MaxQueryTerms:
+		return nil, badRequest("q", "q has %d distinct words; at most %d are allowed", len(terms), bolt.MaxQueryTerms)
+	}
+	return terms, nil
 }
 
 // parseTimeParam reads an RFC 3339 timestamp; nil when the parameter is
