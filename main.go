@@ -51,6 +51,10 @@ type config struct {
 	admins          string // comma-separated e-mails
 	retain          time.Duration
 	metricsAddr     string
+	streamsPerUser  int
+	streams         int
+	changesKeepFor  time.Duration
+	changesKeepMax  int
 	loginPerAccount auth.Rate
 	loginPerAddress auth.Rate
 	registerPerAddr auth.Rate
@@ -76,6 +80,11 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (`text|json`)")
 	fs.IntVar(&c.hashQueue, "hash-queue", 0, "logins that may wait for a hashing slot before the rest get 503; 0 means 32 per slot (`N`)")
 	fs.IntVar(&c.memoryLimitMiB, "memory-limit", 0, "soft limit on the Go heap in MiB; 0 means 24 + 24 per hashing slot; GOMEMLIMIT, when set, wins (`MIB`)")
+	fs.IntVar(&c.streamsPerUser, "max-streams-per-user", heraldhttp.DefaultStreamsPerUser, "live streams one account may hold open at once (`N`)")
+	fs.IntVar(&c.streams, "max-streams", heraldhttp.DefaultStreams, "live streams open at once in all; each costs a connection, so raise the file limit (ulimit -n) with it (`N`)")
+	c.changesKeepFor = 7 * 24 * time.Hour
+	fs.Var(durationFlag{&c.changesKeepFor}, "changes-keep", "how long the change log keeps changes for streams resuming with Last-Event-ID; older positions get a reset event (`DURATION`)")
+	fs.IntVar(&c.changesKeepMax, "changes-max", 100000, "most changes the change log keeps, whatever their age (`N`)")
 	fs.StringVar(&c.admins, "admins", "", "comma-separated e-mails of the administrators (ROLE_ADMIN: may download GET /api/admin/backup) (`EMAILS`)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For is believed, e.g. 127.0.0.1,::1 (`CIDRS`)")
 	c.loginPerAccount, c.loginPerAddress, c.registerPerAddr = auth.LoginFailuresPerAccount(), auth.LoginFailuresPerAddress(), auth.RegistrationsPerAddress()
@@ -151,6 +160,14 @@ func (c *config) validate() error {
 		return configError("retain", "must not be negative")
 	case c.memoryLimitMiB < 0:
 		return configError("memory-limit", "must not be negative")
+	case c.streamsPerUser < 1:
+		return configError("max-streams-per-user", "must be at least 1")
+	case c.streams < 1:
+		return configError("max-streams", "must be at least 1")
+	case c.changesKeepFor <= 0:
+		return configError("changes-keep", "must be positive")
+	case c.changesKeepMax < 1:
+		return configError("changes-max", "must be at least 1")
 	}
 	if _, err := parsePrefixes(c.trustedProxies); err != nil {
 		return configError("trusted-proxies", err.Error())
@@ -392,7 +409,8 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	choresDone := make(chan struct{})
 	go func() {
 		defer close(choresDone)
-		db.Maintain(choresCtx, bolt.Chores{Every: 30 * time.Second, SweepEvery: time.Minute, Retain: cfg.retain}, func(chore string, err error) {
+		chores := bolt.Chores{Every: 30 * time.Second, SweepEvery: time.Minute, Retain: cfg.retain, ChangesKeepFor: cfg.changesKeepFor, ChangesKeepMax: cfg.changesKeepMax}
+		db.Maintain(choresCtx, chores, func(chore string, err error) {
 			logger.Warn(chore, "err", err)
 		})
 	}()
@@ -438,6 +456,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		MaxBodyBytes: cfg.maxBody,
 		Logger:       logger,
 		Admins:       splitList(cfg.admins),
+		Streams:      heraldhttp.StreamLimits{PerUser: cfg.streamsPerUser, Total: cfg.streams},
 		Limits: heraldhttp.Limits{
 			LoginFailuresPerAccount: cfg.loginPerAccount,
 			LoginFailuresPerAddress: cfg.loginPerAddress,
@@ -460,6 +479,9 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	// Streams never finish on their own; Shutdown would wait for them until
+	// its timeout.
+	srv.RegisterOnShutdown(handler.CloseStreams)
 	logger.Info("listening", "addr", ln.Addr().String(), "db", cfg.dbPath)
 
 	serveErr := make(chan error, 1)

@@ -62,6 +62,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, ps httprout
 	if err := s.db.RevokeTokenByID(bolt.ByToken(caller(r).tokenHash), id); err != nil {
 		return err
 	}
+	s.streams.tokensChanged(caller(r).user.ID)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -72,6 +73,7 @@ func (s *Server) revokeAllTokens(w http.ResponseWriter, r *http.Request, _ httpr
 	if err := s.db.RevokeAllTokens(bolt.ByToken(caller(r).tokenHash)); err != nil {
 		return err
 	}
+	s.streams.tokensChanged(caller(r).user.ID)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -103,6 +105,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, _ httpro
 	if err := s.db.ChangePassword(bolt.ByToken(caller(r).tokenHash), hash); err != nil {
 		return err
 	}
+	s.streams.tokensChanged(caller(r).user.ID)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -126,6 +129,7 @@ func (s *Server) deleteAccount(w http.ResponseWriter, r *http.Request, _ httprou
 	if err := s.db.DeleteAccount(bolt.ByToken(caller(r).tokenHash)); err != nil {
 		return err
 	}
+	s.streams.tokensChanged(caller(r).user.ID)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

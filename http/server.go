@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -40,6 +41,8 @@ type Config struct {
 	Metrics *metrics.Set
 	// Now is the limiters' clock; nil means time.Now. Tests pass their own.
 	Now func() time.Time
+	// Streams limits live streams; zero values take defaults.
+	Streams StreamLimits
 }
 
 // Server is Herald's HTTP handler.
@@ -52,6 +55,7 @@ type Server struct {
 	guard    *guard
 	admins   map[string]bool // bolt.EmailKey of each administrator
 	metrics  *metrics.Set    // nil: not collected
+	streams  *streamHub
 	router   *httprouter.Router
 }
 
@@ -78,6 +82,7 @@ func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
 		now = time.Now
 	}
 	s.guard = newGuard(cfg.Limits, now)
+	s.streams = newStreamHub(db, cfg.Streams)
 	s.metrics = cfg.Metrics
 	s.admins = make(map[string]bool)
 	for _, email := range cfg.Admins {
@@ -102,8 +107,15 @@ func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
 			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		s.writeError(w, r, fmt.Errorf("panic: %v", v))
 	}
-	for _, r := range s.routes() {
+	routes := s.routes()
+	for _, r := range routes {
+		if _, beside := wildcardBeside(routes, r); beside {
+			continue // the wildcard route's handler serves it
+		}
 		h := s.wrap(r)
+		if statics := s.staticsBeside(routes, r); statics != nil {
+			h = dispatchStatics(statics, h)
+		}
 		rt.Handle(r.method, r.path, h)
 		if r.method == http.MethodGet {
 			// RFC 9110 requires HEAD wherever GET is served; net/http drops
@@ -114,6 +126,63 @@ func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
 	s.router = rt
 	return s
 }
+
+// httprouter cannot hold a static last segment beside a wildcard one
+// (/api/messages/stream next to /api/messages/:id). Such a static route is
+// registered through the wildcard route instead: its handler hands the
+// request over when the wildcard's value is the static segment, so the
+// route table still lists every route as what it is.
+
+// wildcardBeside reports the wildcard route of r's method whose path
+// differs from r's only in its last segment, when r's is static.
+func wildcardBeside(routes []route, r route) (route, bool) {
+	dir, last := path.Split(r.path)
+	if strings.HasPrefix(last, ":") || last == "" {
+		return route{}, false
+	}
+	for _, w := range routes {
+		wdir, wlast := path.Split(w.path)
+		if w.method == r.method && wdir == dir && strings.HasPrefix(wlast, ":") {
+			return w, true
+		}
+	}
+	return route{}, false
+}
+
+// staticsBeside returns the wrapped handlers of the static routes beside
+// wildcard route w, by their last segment; nil when there are none.
+func (s *Server) staticsBeside(routes []route, w route) map[string]httprouter.Handle {
+	var statics map[string]httprouter.Handle
+	for _, r := range routes {
+		if got, ok := wildcardBeside(routes, r); ok && got.method == w.method && got.path == w.path {
+			if statics == nil {
+				statics = make(map[string]httprouter.Handle)
+			}
+			statics[path.Base(r.path)] = s.wrap(r)
+		}
+	}
+	return statics
+}
+
+// dispatchStatics serves the static routes beside a wildcard route, and
+// the wildcard route for every other value.
+func dispatchStatics(statics map[string]httprouter.Handle, wildcard httprouter.Handle) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if len(ps) > 0 {
+			if h, ok := statics[ps[len(ps)-1].Value]; ok {
+				h(w, r, ps[:len(ps)-1])
+				return
+			}
+		}
+		wildcard(w, r, ps)
+	}
+}
+
+// CloseStreams ends every live stream, each with a hint to reconnect a
+// little later, and refuses new ones. http.Server.Shutdown does not end
+// requests that never finish on their own; main registers this with
+// RegisterOnShutdown.
+func (s *Server) CloseStreams() { s.streams.close() }
 
 // access says who may call a route.
 type access int
@@ -156,6 +225,7 @@ func (s *Server) routes() []route {
 		{http.MethodPost, "/api/message", roleUser, s.createMessage}, // the seed's path
 		{http.MethodPost, "/api/messages", roleUser, s.createMessage},
 		{http.MethodGet, "/api/messages", bearer, s.searchMessages},
+		{http.MethodGet, "/api/messages/stream", bearer, s.streamMessages},
 		{http.MethodGet, "/api/messages/:id", bearer, s.getMessage},
 		{http.MethodPatch, "/api/messages/:id", authenticated, s.updateMessage},
 		{http.MethodDelete, "/api/messages/:id", authenticated, s.deleteMessage},
@@ -167,6 +237,7 @@ func (s *Server) routes() []route {
 		{http.MethodGet, docsJSONPath, public, serveOpenAPI},
 		{http.MethodGet, docsPagePath, public, docs.page},
 		{http.MethodGet, docsPagePath + "/:asset", public, docs.asset},
+
 	}
 }
 
