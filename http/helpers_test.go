@@ -50,6 +50,10 @@ type env struct {
 	DB    *bolt.DB
 	Clock *testClock
 	Logs  *syncBuffer
+	// Server and HTTP are the handler and the httptest server around it,
+	// for tests that stop streams or reach the connections.
+	Server *heraldhttp.Server
+	HTTP   *httptest.Server
 }
 
 type envOption func(*heraldhttp.Config)
@@ -60,6 +64,10 @@ func withMaxBody(n int64) envOption {
 
 func withLimits(l heraldhttp.Limits) envOption {
 	return func(c *heraldhttp.Config) { c.Limits = l }
+}
+
+func withStreams(l heraldhttp.StreamLimits) envOption {
+	return func(c *heraldhttp.Config) { c.Streams = l }
 }
 
 func withTokenTTL(d time.Duration) envOption {
@@ -80,8 +88,12 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv := httptest.NewServer(heraldhttp.NewServer(db, auth.NewHasher(fastParams, 4), cfg))
+	handler := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 4), cfg)
+	srv := httptest.NewServer(handler)
 	t.Cleanup(func() {
+		// httptest's Close waits for every request, and streams never end
+		// on their own.
+		handler.CloseStreams()
 		srv.Close()
 		if err := db.Check(); err != nil {
 			t.Errorf("bbolt check: %v", err)
@@ -90,7 +102,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 			t.Errorf("close db: %v", err)
 		}
 	})
-	return &env{t: t, URL: srv.URL, DB: db, Clock: clock, Logs: logs}
+	return &env{t: t, URL: srv.URL, DB: db, Clock: clock, Logs: logs, Server: handler, HTTP: srv}
 }
 
 // syncBuffer is a bytes.Buffer safe for the server's concurrent log writes.

@@ -39,7 +39,8 @@ type Config struct {
 	// pattern and status, login outcomes and refusals by the guessing
 	// limits. main owns the set and serves it on its own listener.
 	Metrics *metrics.Set
-	// Now is the limiters' clock; nil means time.Now. Tests pass their own.
+	// Now is the clock of the limiters and of token expiry on streams; nil
+	// means time.Now. Tests pass their own, the store's.
 	Now func() time.Time
 	// Streams limits live streams; zero values take defaults.
 	Streams StreamLimits
@@ -82,7 +83,7 @@ func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
 		now = time.Now
 	}
 	s.guard = newGuard(cfg.Limits, now)
-	s.streams = newStreamHub(db, cfg.Streams)
+	s.streams = newStreamHub(db, cfg.Streams, now)
 	s.metrics = cfg.Metrics
 	s.admins = make(map[string]bool)
 	for _, email := range cfg.Admins {

@@ -154,6 +154,7 @@ var errBehind = errors.New("position older than the hub's window")
 type streamHub struct {
 	db     *bolt.DB
 	limits StreamLimits
+	now    func() time.Time // the store's clock, which expires tokens
 
 	mu       sync.Mutex
 	window   []*event // the newest rendered events, oldest first, contiguous
@@ -171,8 +172,8 @@ type userStreams struct {
 	recheck chan struct{}
 }
 
-func newStreamHub(db *bolt.DB, limits StreamLimits) *streamHub {
-	h := &streamHub{db: db, limits: limits.withDefaults(), users: make(map[uint64]*userStreams), closing: make(chan struct{})}
+func newStreamHub(db *bolt.DB, limits StreamLimits, now func() time.Time) *streamHub {
+	h := &streamHub{db: db, limits: limits.withDefaults(), now: now, users: make(map[uint64]*userStreams), closing: make(chan struct{})}
 	if db != nil {
 		// Streams start at the head; nothing before it needs rendering.
 		h.rendered, _ = db.ChangeHead()
@@ -408,7 +409,7 @@ func (st *stream) run(ctx context.Context, from *uint64) {
 
 	heartbeat := time.NewTimer(limits.Heartbeat)
 	defer heartbeat.Stop()
-	expiry := time.NewTimer(time.Until(st.expires))
+	expiry := time.NewTimer(st.expires.Sub(st.hub.now()))
 	defer expiry.Stop()
 	check := time.NewTicker(limits.TokenCheck)
 	defer check.Stop()

@@ -1,0 +1,693 @@
+package http_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"herald/auth"
+	"herald/bolt"
+	heraldhttp "herald/http"
+)
+
+// sseEvent is one event as a client parses it; comment-only blocks are
+// reported too, with only Comments set.
+type sseEvent struct {
+	ID, Event, Data string
+	Retry           string
+	Comments        []string
+}
+
+// sseStream is an open stream read by a goroutine into a channel, so tests
+// can wait for an event with a deadline.
+type sseStream struct {
+	t      *testing.T
+	resp   *http.Response
+	events chan sseEvent
+	done   chan struct{} // closed when the server ends the stream or the client closes it
+	err    error         // why reading stopped; read after done
+	cancel context.CancelFunc
+}
+
+// openStream opens GET /api/messages/stream?query with token, sending
+// lastEventID as the Last-Event-ID header when it is not empty.
+func (e *env) openStream(token, query, lastEventID string) *sseStream {
+	e.t.Helper()
+	res, st := e.tryStream(token, query, lastEventID)
+	if res != nil {
+		e.t.Fatalf("stream %q: status %d: %s", query, res.Status, res.Body)
+	}
+	return st
+}
+
+// tryStream opens a stream; a refusal comes back as a response instead.
+func (e *env) tryStream(token, query, lastEventID string) (*response, *sseStream) {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL+"/api/messages/stream?"+query, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		e.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer cancel()
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return &response{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		e.t.Errorf("stream Content-Type = %q", ct)
+	}
+	st := &sseStream{t: e.t, resp: resp, events: make(chan sseEvent, 10000), done: make(chan struct{}), cancel: cancel}
+	go st.read()
+	e.t.Cleanup(st.close)
+	return nil, st
+}
+
+func (st *sseStream) read() {
+	defer close(st.done)
+	r := bufio.NewReader(st.resp.Body)
+	var ev sseEvent
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			st.err = err
+			return
+		}
+		line = strings.TrimSuffix(line, "\n")
+		if line == "" {
+			st.events <- ev
+			ev = sseEvent{}
+			continue
+		}
+		if c, ok := strings.CutPrefix(line, ":"); ok {
+			ev.Comments = append(ev.Comments, strings.TrimSpace(c))
+			continue
+		}
+		field, value, _ := strings.Cut(line, ": ")
+		switch field {
+		case "id":
+			ev.ID = value
+		case "event":
+			ev.Event = value
+		case "data":
+			ev.Data = value
+		case "retry":
+			ev.Retry = value
+		default:
+			st.t.Errorf("unknown stream field in %q", line)
+		}
+	}
+}
+
+func (st *sseStream) close() {
+	st.cancel()
+	st.resp.Body.Close()
+	<-st.done
+}
+
+// next returns the next event that has a name, skipping comments.
+func (st *sseStream) next() sseEvent {
+	st.t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case ev := <-st.events:
+			if ev.Event != "" {
+				return ev
+			}
+		case <-st.done:
+			// Drain what was read before the end.
+			select {
+			case ev := <-st.events:
+				if ev.Event != "" {
+					return ev
+				}
+				continue
+			default:
+			}
+			st.t.Fatalf("stream ended (%v) while waiting for an event", st.err)
+		case <-timeout:
+			st.t.Fatal("no event within 5s")
+		}
+	}
+}
+
+// expectQuiet fails if a named event arrives within d.
+func (st *sseStream) expectQuiet(d time.Duration) {
+	st.t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case ev := <-st.events:
+			if ev.Event != "" {
+				st.t.Fatalf("unexpected event %+v", ev)
+			}
+		case <-timeout:
+			return
+		}
+	}
+}
+
+// expectEnd waits for the server to end the stream.
+func (st *sseStream) expectEnd(within time.Duration) {
+	st.t.Helper()
+	select {
+	case <-st.done:
+	case <-time.After(within):
+		st.t.Fatalf("stream still open after %v", within)
+	}
+}
+
+// summary renders an event as "kind #messageID content".
+func (ev sseEvent) summary(t *testing.T) string {
+	t.Helper()
+	var m struct {
+		ID      uint64 `json:"id"`
+		Content string `json:"content"`
+		User    struct {
+			Email string `json:"email"`
+		} `json:"user"`
+	}
+	if err := json.Unmarshal([]byte(ev.Data), &m); err != nil {
+		t.Fatalf("event data %q: %v", ev.Data, err)
+	}
+	if ev.Event == "message.deleted" {
+		return fmt.Sprintf("deleted #%d", m.ID)
+	}
+	return fmt.Sprintf("%s #%d %s", strings.TrimPrefix(ev.Event, "message."), m.ID, m.Content)
+}
+
+func (st *sseStream) nextSummaries(t *testing.T, n int) []string {
+	t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		out[i] = st.next().summary(t)
+	}
+	return out
+}
+
+// serveDB serves an open database with cfg, letting tune adjust the
+// http.Server before it starts, for tests that restart the server or need
+// its timeouts or connections; stop ends it and closes the database.
+func serveDB(t *testing.T, db *bolt.DB, cfg heraldhttp.Config, tune func(*http.Server)) (e *env, stop func()) {
+	t.Helper()
+	handler := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 2), cfg)
+	srv := httptest.NewUnstartedServer(handler)
+	if tune != nil {
+		tune(srv.Config)
+	}
+	srv.Start()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			handler.CloseStreams()
+			srv.Close()
+			if err := db.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return &env{t: t, URL: srv.URL, DB: db, Server: handler, HTTP: srv}, stop
+}
+
+func openDB(t *testing.T, path string) *bolt.DB {
+	t.Helper()
+	db, err := bolt.Open(path, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func (e *env) patch(token string, id float64, content string) {
+	e.t.Helper()
+	res := e.do(request{Method: http.MethodPatch, Path: fmt.Sprintf("/api/messages/%d", int(id)), Token: token, ContentType: "application/json", Body: jsonBody(e.t, map[string]string{"content": content})})
+	if res.Status != http.StatusOK {
+		e.t.Fatalf("PATCH: %d %s", res.Status, res.Body)
+	}
+}
+
+func (e *env) remove(token string, id float64) {
+	e.t.Helper()
+	res := e.do(request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/messages/%d", int(id)), Token: token})
+	if res.Status != http.StatusNoContent {
+		e.t.Fatalf("DELETE: %d %s", res.Status, res.Body)
+	}
+}
+
+// TestStreamDeliversChanges: creates, updates and deletes arrive as
+// events in commit order, each with a rising id, with the contract's
+// payloads; the stream opens with a retry hint.
+func TestStreamDeliversChanges(t *testing.T) {
+	e := newEnv(t)
+	ada := e.register("ada@example.com", "correct horse battery")
+	st := e.openStream(ada, "", "")
+	first := <-st.events
+	if first.Retry == "" || len(first.Comments) == 0 {
+		t.Errorf("stream opened with %+v, want a retry hint and a comment", first)
+	}
+
+	m := e.post(ada, "hello stream")
+	e.patch(ada, m["id"].(float64), "hello again")
+	e.remove(ada, m["id"].(float64))
+	evs := []sseEvent{st.next(), st.next(), st.next()}
+	want := []string{"created #1 hello stream", "updated #1 hello again", "deleted #1"}
+	for i, ev := range evs {
+		if got := ev.summary(t); got != want[i] {
+			t.Errorf("event %d = %q, want %q", i, got, want[i])
+		}
+		if ev.ID != strconv.Itoa(i+1) {
+			t.Errorf("event %d has id %q, want %d", i, ev.ID, i+1)
+		}
+	}
+	// The created event carries the message exactly as GET shows it.
+	var created, got map[string]any
+	_ = json.Unmarshal([]byte(evs[0].Data), &created)
+	if created["user"].(map[string]any)["email"] != "ada@example.com" || created["createdAt"] == nil || created["updatedAt"] == nil {
+		t.Errorf("created event data = %s", evs[0].Data)
+	}
+	if err := json.Unmarshal([]byte(evs[2].Data), &got); err != nil || len(got) != 1 || got["id"] != 1.0 {
+		t.Errorf("deleted event data = %s, want {\"id\":1}", evs[2].Data)
+	}
+
+	// Many writers at once: every create arrives once, in commit order,
+	// which is the order of the message IDs the store handed out.
+	const writers, each = 8, 10
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				e.post(ada, fmt.Sprintf("writer %d post %d", w, i))
+			}
+		}()
+	}
+	wg.Wait()
+	lastID, lastMsg := 3, 1
+	for range writers * each {
+		ev := st.next()
+		id, _ := strconv.Atoi(ev.ID)
+		var m struct{ ID int }
+		_ = json.Unmarshal([]byte(ev.Data), &m)
+		if ev.Event != "message.created" || id != lastID+1 || m.ID != lastMsg+1 {
+			t.Fatalf("event %s %s after id %d (message %d): out of order, missing or repeated", ev.ID, ev.Data, lastID, lastMsg)
+		}
+		lastID, lastMsg = id, m.ID
+	}
+	st.expectQuiet(100 * time.Millisecond)
+}
+
+// TestStreamFilters: q and owner filter like search; an update passes when
+// the message matched before or after it; a deletion passes by the
+// message as it was.
+func TestStreamFilters(t *testing.T) {
+	e := newEnv(t)
+	ada := e.register("ada@example.com", "correct horse battery")
+	bob := e.register("bob@example.com", "correct horse battery")
+	byWord := e.openStream(bob, "q=Caf%C3%A9", "")
+	byOwner := e.openStream(bob, "owner=ADA@example.com", "")
+	both := e.openStream(bob, "q=cafe%CC%81&owner=bob@example.com", "")
+
+	a1 := e.post(ada, "café with ada")            // word, ada
+	e.post(bob, "tea with bob")                   // neither
+	b1 := e.post(bob, "CAFÉ with bob")            // word, bob
+	e.patch(ada, a1["id"].(float64), "now tea")   // left the word: passes by before
+	e.patch(ada, a1["id"].(float64), "still tea") // never the word: ada only
+	e.remove(bob, b1["id"].(float64))             // word, bob
+
+	wants := map[*sseStream][]string{
+		byWord:  {"created #1 café with ada", "created #3 CAFÉ with bob", "updated #1 now tea", "deleted #3"},
+		byOwner: {"created #1 café with ada", "updated #1 now tea", "updated #1 still tea"},
+		both:    {"created #3 CAFÉ with bob", "deleted #3"},
+	}
+	for st, want := range wants {
+		got := st.nextSummaries(t, len(want))
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("filtered stream got %q, want %q", got, want)
+		}
+		st.expectQuiet(50 * time.Millisecond)
+	}
+}
+
+// TestStreamRequests: the stream's refusals are problem documents naming
+// what is wrong.
+func TestStreamRequests(t *testing.T) {
+	e := newEnv(t)
+	ada := e.register("ada@example.com", "correct horse battery")
+	for _, tc := range []struct {
+		name, token, query, lastEventID string
+		status                          int
+		param                           string
+	}{
+		{"no token", "", "", "", http.StatusUnauthorized, ""},
+		{"bad token", "not-a-token", "", "", http.StatusUnauthorized, ""},
+		{"unknown parameter", ada, "since=2026-01-01T00:00:00Z", "", http.StatusBadRequest, "since"},
+		{"repeated parameter", ada, "q=a&q=b", "", http.StatusBadRequest, "q"},
+		{"q without words", ada, "q=%21%21", "", http.StatusBadRequest, "q"},
+		{"q with too many words", ada, "q=" + strings.Repeat("w", 0) + "a+b+c+d+e+f+g+h+i+j+k+l+m+n+o+p+q", "", http.StatusBadRequest, "q"},
+		{"bad Last-Event-ID", ada, "", "seven", http.StatusBadRequest, "Last-Event-ID"},
+		{"bad lastEventId", ada, "lastEventId=-1", "", http.StatusBadRequest, "lastEventId"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, _ := e.tryStream(tc.token, tc.query, tc.lastEventID)
+			if res == nil {
+				t.Fatalf("stream opened, want %d", tc.status)
+			}
+			p := assertProblem(t, res, tc.status)
+			if tc.param != "" && !strings.Contains(fmt.Sprint(p["detail"]), tc.param) {
+				t.Errorf("detail %q does not name %s", p["detail"], tc.param)
+			}
+		})
+	}
+	// HEAD answers the headers and ends.
+	req, _ := http.NewRequest(http.MethodHead, e.URL+"/api/messages/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+ada)
+	head, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head.Body.Close()
+	if head.StatusCode != http.StatusOK || head.Header.Get("Content-Type") != "text/event-stream" {
+		t.Errorf("HEAD = %d %q", head.StatusCode, head.Header.Get("Content-Type"))
+	}
+	// GET /api/messages/{id} still serves messages beside the stream.
+	m := e.post(ada, "beside the stream")
+	if res := e.do(request{Method: http.MethodGet, Path: fmt.Sprintf("/api/messages/%d", int(m["id"].(float64))), Token: ada}); res.Status != http.StatusOK {
+		t.Errorf("GET message = %d", res.Status)
+	}
+}
+
+// TestStreamResume: a client that reconnects with the id of the last event
+// it saw gets exactly the events it missed, then the live ones, whether it
+// sends the header or the parameter; the header wins over the parameter.
+func TestStreamResume(t *testing.T) {
+	e := newEnv(t)
+	ada := e.register("ada@example.com", "correct horse battery")
+	st := e.openStream(ada, "", "")
+	e.post(ada, "one")
+	e.post(ada, "two")
+	seen := st.next()
+	st.close()
+	e.post(ada, "three")
+	m := e.post(ada, "four")
+	e.remove(ada, m["id"].(float64))
+
+	want := []string{"created #2 two", "created #3 three", "created #4 four", "deleted #4"}
+	for _, how := range []struct{ header, query string }{
+		{seen.ID, ""},
+		{"", "lastEventId=" + seen.ID},
+		{seen.ID, "lastEventId=4"},
+	} {
+		re := e.openStream(ada, how.query, how.header)
+		if got := re.nextSummaries(t, len(want)); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("resumed (%+v) with %q, want %q", how, got, want)
+		}
+		re.expectQuiet(50 * time.Millisecond)
+		re.close()
+	}
+	// And resuming at the head is simply live.
+	re := e.openStream(ada, "", "5")
+	e.post(ada, "five")
+	if got := re.next().summary(t); got != "created #5 five" {
+		t.Errorf("live after resuming at the head: %q", got)
+	}
+}
+
+// TestStreamResumeAcrossRestart: the change log is on disk, so a stream
+// resumes after the server restarts with nothing lost or repeated.
+func TestStreamResumeAcrossRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "herald.db")
+	start := func() (*env, func()) { return serveDB(t, openDB(t, path), heraldhttp.Config{}, nil) }
+	e, stop := start()
+	ada := e.register("ada@example.com", "correct horse battery")
+	st := e.openStream(ada, "", "")
+	e.post(ada, "before the restart")
+	seen := st.next()
+	e.post(ada, "missed before the restart")
+	stop()
+
+	e, _ = start()
+	e.post(ada, "made after the restart")
+	re := e.openStream(ada, "", seen.ID)
+	want := []string{"created #2 missed before the restart", "created #3 made after the restart"}
+	if got := re.nextSummaries(t, 2); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("resumed across a restart with %q, want %q", got, want)
+	}
+	re.expectQuiet(50 * time.Millisecond)
+	e.post(ada, "live after the restart")
+	if got := re.next().summary(t); got != "created #4 live after the restart" {
+		t.Errorf("then live: %q", got)
+	}
+}
+
+// TestStreamReset: a position the change log no longer holds, or never
+// held, gets a reset event (with the id to go on from), then live events.
+func TestStreamReset(t *testing.T) {
+	e := newEnv(t)
+	ada := e.register("ada@example.com", "correct horse battery")
+	for i := range 10 {
+		e.post(ada, fmt.Sprintf("post %d", i))
+	}
+	if n, err := e.DB.TrimChanges(context.Background(), 0, 3); err != nil || n != 7 {
+		t.Fatalf("TrimChanges = %d, %v", n, err)
+	}
+	for _, from := range []string{"2", "99"} {
+		head, _ := e.DB.ChangeHead()
+		st := e.openStream(ada, "", from)
+		ev := st.next()
+		if ev.Event != "reset" || ev.ID != strconv.FormatUint(head, 10) {
+			t.Errorf("resume from %s: %+v, want a reset with id %d", from, ev, head)
+		}
+		e.post(ada, "after the reset "+from)
+		if got := st.next(); got.Event != "message.created" || !strings.Contains(got.Data, "after the reset "+from) {
+			t.Errorf("after the reset: %+v", got)
+		}
+		st.close()
+	}
+	// Positions still held resume normally.
+	st := e.openStream(ada, "", "8")
+	if got := st.nextSummaries(t, 2); got[0] != "created #9 post 8" {
+		t.Errorf("resume from a kept position: %q", got)
+	}
+}
+
+// TestStreamEndsWithItsToken: logging out, revoking the token, signing out
+// everywhere, deleting the account and expiry all end the streams that
+// token opened, within seconds; others go on. A deleted account's messages
+// are announced as deleted.
+func TestStreamEndsWithItsToken(t *testing.T) {
+	e := newEnv(t, withStreams(heraldhttp.StreamLimits{TokenCheck: 50 * time.Millisecond}), withTokenTTL(time.Hour))
+	e.register("ada@example.com", "correct horse battery")
+	bob := e.register("bob@example.com", "correct horse battery")
+	watcher := e.openStream(bob, "", "")
+
+	logout := func(token string) {
+		if res := e.do(request{Method: http.MethodPost, Path: "/api/logout", Token: token}); res.Status != http.StatusNoContent {
+			t.Fatalf("logout: %d", res.Status)
+		}
+	}
+	revokeAll := func(token string) {
+		if res := e.do(request{Method: http.MethodDelete, Path: "/api/me/tokens", Token: token}); res.Status != http.StatusNoContent {
+			t.Fatalf("revoke all: %d", res.Status)
+		}
+	}
+	deleteAccount := func(token string) {
+		res := e.do(request{Method: http.MethodDelete, Path: "/api/me", Token: token, ContentType: "application/json", Body: `{"password":"correct horse battery"}`})
+		if res.Status != http.StatusNoContent {
+			t.Fatalf("delete account: %d %s", res.Status, res.Body)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		end  func(token string)
+	}{
+		{"logout", logout},
+		{"sign out everywhere", revokeAll},
+		{"expiry", func(string) { e.Clock.Advance(time.Hour) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			token := e.login("ada@example.com", "correct horse battery")
+			st := e.openStream(token, "", "")
+			tc.end(token)
+			st.expectEnd(3 * time.Second)
+		})
+	}
+	// The watcher's token outlived the hour the others expired in only if
+	// it is fresh: log bob in again for the rest.
+	bob = e.login("bob@example.com", "correct horse battery")
+	watcher.close()
+	watcher = e.openStream(bob, "", "")
+	ada := e.login("ada@example.com", "correct horse battery")
+	m := e.post(ada, "ada's last words")
+	if got := watcher.next().summary(t); got != fmt.Sprintf("created #%d ada's last words", int(m["id"].(float64))) {
+		t.Fatalf("watcher got %q", got)
+	}
+	st := e.openStream(ada, "", "")
+	deleteAccount(ada)
+	st.expectEnd(3 * time.Second)
+	if got := watcher.next().summary(t); got != fmt.Sprintf("deleted #%d", int(m["id"].(float64))) {
+		t.Errorf("after ada's account went, the watcher got %q", got)
+	}
+}
+
+// TestStreamLimits: beyond the per-account and total caps, 429 with
+// Retry-After; closing a stream frees its place.
+func TestStreamLimits(t *testing.T) {
+	e := newEnv(t, withStreams(heraldhttp.StreamLimits{PerUser: 2, Total: 3}))
+	ada := e.register("ada@example.com", "correct horse battery")
+	bob := e.register("bob@example.com", "correct horse battery")
+	a1 := e.openStream(ada, "", "")
+	e.openStream(ada, "", "")
+	res, _ := e.tryStream(ada, "", "")
+	if res == nil || res.Status != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("third stream of one account: %+v, want 429 with Retry-After", res)
+	}
+	e.openStream(bob, "", "")
+	if res, _ := e.tryStream(bob, "", ""); res == nil || res.Status != http.StatusTooManyRequests {
+		t.Fatalf("fourth stream in all: %+v, want 429", res)
+	}
+	a1.close()
+	// The server notices the closed stream when its connection ends.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		res, st := e.tryStream(bob, "", "")
+		if st != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a closed stream's place was not freed: %d", res.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestStreamShutdown: CloseStreams ends every stream with a retry hint, and
+// refuses new ones with 503.
+func TestStreamShutdown(t *testing.T) {
+	e := newEnv(t)
+	ada := e.register("ada@example.com", "correct horse battery")
+	st := e.openStream(ada, "", "")
+	<-st.events // the opening block
+	e.Server.CloseStreams()
+	st.expectEnd(3 * time.Second)
+	var last sseEvent
+	for len(st.events) > 0 {
+		last = <-st.events
+	}
+	if last.Retry == "" {
+		t.Errorf("last block before the end = %+v, want a retry hint", last)
+	}
+	res, _ := e.tryStream(ada, "", "")
+	if res == nil || res.Status != http.StatusServiceUnavailable {
+		t.Errorf("stream during shutdown: %+v, want 503", res)
+	}
+}
+
+// TestStreamHeartbeat: an idle stream gets comment lines.
+func TestStreamHeartbeat(t *testing.T) {
+	e := newEnv(t, withStreams(heraldhttp.StreamLimits{Heartbeat: 30 * time.Millisecond}))
+	ada := e.register("ada@example.com", "correct horse battery")
+	st := e.openStream(ada, "", "")
+	<-st.events
+	select {
+	case ev := <-st.events:
+		if ev.Event != "" || len(ev.Comments) == 0 {
+			t.Errorf("idle stream sent %+v, want a comment", ev)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("no heartbeat")
+	}
+}
+
+// TestStreamOutlivesServerTimeouts: the server's read and write timeouts
+// bound ordinary requests, not streams.
+func TestStreamOutlivesServerTimeouts(t *testing.T) {
+	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{}, func(srv *http.Server) {
+		srv.ReadTimeout, srv.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond
+	})
+	ada := e.register("ada@example.com", "correct horse battery")
+	st := e.openStream(ada, "", "")
+	time.Sleep(600 * time.Millisecond)
+	e.post(ada, "still there?")
+	if got := st.next().summary(t); got != "created #1 still there?" {
+		t.Errorf("after the server's timeouts passed: %q", got)
+	}
+}
+
+// TestStreamSlowConsumer: a client that stops reading is disconnected,
+// while another stream of the same changes keeps up with every event.
+func TestStreamSlowConsumer(t *testing.T) {
+	limits := heraldhttp.StreamLimits{MaxLag: 8, WriteTimeout: 300 * time.Millisecond}
+	// Small send buffers on the server's side, so a client that stops
+	// reading blocks the server's writes after kilobytes, not megabytes.
+	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{Streams: limits}, func(srv *http.Server) {
+		srv.ConnState = func(c net.Conn, state http.ConnState) {
+			if tcp, ok := c.(*net.TCPConn); ok && state == http.StateNew {
+				_ = tcp.SetWriteBuffer(8192)
+			}
+		}
+	})
+	ada := e.register("ada@example.com", "correct horse battery")
+	fast := e.openStream(ada, "", "")
+
+	// The slow client: a raw connection with a small receive buffer that
+	// reads nothing after the request.
+	dialer := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}
+	conn, err := dialer.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /api/messages/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", ada)
+
+	big := strings.Repeat("slow consumers fall behind ", 360) // ~10 KB
+	const n = 200
+	for i := range n {
+		e.post(ada, fmt.Sprintf("%d %s", i, big))
+	}
+	for i := range n {
+		ev := fast.next()
+		if want := strconv.Itoa(i + 1); ev.ID != want {
+			t.Fatalf("fast stream: event %s, want %s", ev.ID, want)
+		}
+	}
+	// The slow one was cut off: reading what it was sent ends in EOF.
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, err := io.Copy(io.Discard, conn)
+	if err != nil {
+		t.Fatalf("slow stream: read %d bytes, then %v; want the server to close it", got, err)
+	}
+	if got >= int64(n*len(big)) {
+		t.Errorf("slow stream received %d bytes, everything: it was never behind", got)
+	}
+}
