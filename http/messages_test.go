@@ -876,7 +876,7 @@ func TestMessageRouting(t *testing.T) {
 			e.assertCountsSame(counts)
 		})
 	}
-	for _, path := range []string{"/api/nope", "/api/messages/1/extra", "/api/messages/", "/api", "/"} {
+	for _, path := range []string{"/api/nope", "/api/messages/1/extra", "/api/messages/", "/api", "/index.html"} {
 		t.Run("404 "+path, func(t *testing.T) {
 			assertProblem(t, e.msgEnvFor(t).do(request{Method: "GET", Path: path, Token: token}), http.StatusNotFound)
 		})

@@ -212,6 +212,7 @@ type route struct {
 // routes is the one route table: everything Herald answers is listed here.
 func (s *Server) routes() []route {
 	docs := newDocsUI()
+	web := newWebClient()
 	return []route{
 		{http.MethodPost, "/api/register", public, s.register},
 		{http.MethodPost, "/api/login", public, s.login},
@@ -239,6 +240,8 @@ func (s *Server) routes() []route {
 		{http.MethodGet, docsPagePath, public, docs.page},
 		{http.MethodGet, docsPagePath + "/:asset", public, docs.asset},
 
+		{http.MethodGet, webIndexPath, public, web.page},
+		{http.MethodGet, webAssetsPath, public, web.asset},
 	}
 }
 

@@ -915,7 +915,7 @@ func TestRouter_NotFound(t *testing.T) {
 	e := newEnv(t)
 	token := acctRegister(t, e, "ada@example.com", "correct horse")["token"].(string)
 	for _, req := range []request{
-		{Method: "GET", Path: "/"},
+		{Method: "GET", Path: "/index.html"},
 		{Method: "GET", Path: "/api"},
 		{Method: "GET", Path: "/api/"},
 		{Method: "GET", Path: "/api/nope"},

@@ -1,0 +1,61 @@
+// The HTTP API: the bearer token's storage and a fetch wrapper that turns
+// problem documents (RFC 9457) into errors fit to show.
+
+import { sentence } from './dom.js';
+
+const KEY = 'herald.token';
+
+// The token lives for the tab (sessionStorage) unless the person asked to
+// be remembered (localStorage); never in both.
+export function savedToken() {
+  return sessionStorage.getItem(KEY) ?? localStorage.getItem(KEY);
+}
+
+export function saveToken(token, remember) {
+  forgetToken();
+  (remember ? localStorage : sessionStorage).setItem(KEY, token);
+}
+
+export function forgetToken() {
+  sessionStorage.removeItem(KEY);
+  localStorage.removeItem(KEY);
+}
+
+export class ApiError extends Error {
+  constructor(status, problem, headers) {
+    let msg = sentence(problem?.detail || problem?.title) || `The request failed (status ${status}).`;
+    const wait = headers?.get('Retry-After');
+    if (wait) msg += ` Try again in ${wait} seconds.`;
+    super(msg);
+    this.status = status;
+    this.violations = problem?.violations ?? [];
+    // RFC 6750: the server says invalid_token when the token itself is no
+    // good, as opposed to a wrong password confirming a change.
+    this.tokenRejected = status === 401 && /invalid_token/.test(headers?.get('WWW-Authenticate') ?? '');
+  }
+}
+
+// request sends one API call. body is sent as JSON unless contentType says
+// otherwise; the answer is { data, etag }.
+export async function request(method, path, { token, body, headers = {}, contentType = 'application/json' } = {}) {
+  const h = { Accept: 'application/json', ...headers };
+  if (token) h.Authorization = `Bearer ${token}`;
+  if (body !== undefined) h['Content-Type'] = contentType;
+  let res;
+  try {
+    res = await fetch(path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+  } catch {
+    throw new ApiError(0, { detail: 'The server cannot be reached. Check the connection and try again' });
+  }
+  if (res.ok) {
+    const data = res.status === 204 ? null : await res.json();
+    return { data, etag: res.headers.get('ETag') };
+  }
+  let problem = null;
+  try {
+    problem = await res.json();
+  } catch {
+    // not a problem document: the status alone must do
+  }
+  throw new ApiError(res.status, problem, res.headers);
+}

@@ -1,0 +1,135 @@
+// Herald's web client: signing in and out, and switching between the
+// timeline and the account settings (#settings).
+
+import { h, $, showError, clearError, busy } from './dom.js';
+import { request, savedToken, saveToken, forgetToken } from './api.js';
+import { timeline } from './timeline.js';
+import { settings } from './settings.js';
+
+// announce speaks through the polite status region. A new node each time,
+// so the same words twice are read twice.
+function announce(text) {
+  $('#notice').replaceChildren(h('span', {}, text));
+}
+
+const session = {
+  token: null,
+  me: null,
+  // call is request() with this session's token. A token the server no
+  // longer accepts ends the session, but a wrong password that confirms a
+  // change (also a 401) does not.
+  async call(method, path, opts = {}) {
+    try {
+      return await request(method, path, { ...opts, token: this.token });
+    } catch (err) {
+      if (err.status === 401 && (err.tokenRejected || !opts.confirmsPassword)) this.ended();
+      throw err;
+    }
+  },
+  ended() {
+    this.leave('Your session has ended. Please log in again.');
+  },
+  leave(message) {
+    if (!this.token) return;
+    this.token = this.me = null;
+    forgetToken();
+    views.timeline.stop();
+    views.settings.stop();
+    $('#nav').hidden = true;
+    show('auth');
+    announce(message);
+  },
+};
+
+const views = {
+  timeline: timeline({ session, announce }),
+  settings: settings({ session, announce }),
+};
+
+function show(name) {
+  // On the first screen the page starts at the top, skip link first;
+  // after that, the new screen's heading takes the focus, so keyboard and
+  // screen-reader users start there rather than on a control that has
+  // disappeared.
+  const first = !$('#loading').hidden;
+  $('#loading').hidden = true;
+  $('#notice').replaceChildren(); // news of the last screen
+  for (const v of ['auth', 'timeline', 'settings']) $(`#${v}-view`).hidden = v !== name;
+  for (const a of document.querySelectorAll('#nav a')) {
+    if (a.hash === `#${name}`) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  if (!first) $(`#${name}-title`).focus();
+}
+
+function route() {
+  if (!session.token) return;
+  const name = location.hash === '#settings' ? 'settings' : 'timeline';
+  show(name);
+  if (name === 'settings') views.settings.start();
+}
+
+function enter(token, me) {
+  session.token = token;
+  session.me = me;
+  $('#whoami').textContent = `Signed in as ${me.email}`;
+  $('#nav').hidden = false;
+  views.timeline.start();
+  route();
+}
+
+// signIn runs a login or registration form: on success the token is kept
+// (for the tab, or on the device when "remember me" is ticked).
+function signIn(form, work) {
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    busy(form, async () => {
+      try {
+        const { token, me } = await work(form.elements);
+        saveToken(token, form.elements.remember.checked);
+        clearError(form);
+        form.reset();
+        enter(token, me);
+      } catch (err) {
+        showError(form, err);
+      }
+    });
+  });
+}
+
+signIn($('#login-form'), async (f) => {
+  const { data } = await request('POST', '/api/login', { body: { username: f.username.value, password: f.password.value } });
+  const { data: me } = await request('GET', '/api/me', { token: data.token });
+  return { token: data.token, me };
+});
+
+signIn($('#register-form'), async (f) => {
+  const { data } = await request('POST', '/api/register', { body: { email: f.email.value, password: f.password.value } });
+  return { token: data.token, me: data };
+});
+
+$('#logout').addEventListener('click', async () => {
+  try {
+    await session.call('POST', '/api/logout');
+  } catch {
+    // signed out either way: the token is forgotten below
+  }
+  session.leave('You are logged out.');
+});
+
+addEventListener('hashchange', route);
+
+async function start() {
+  const token = savedToken();
+  if (!token) return show('auth');
+  try {
+    const { data } = await request('GET', '/api/me', { token });
+    enter(token, data);
+  } catch (err) {
+    if (err.status === 401) forgetToken();
+    show('auth');
+    if (err.status !== 401) announce(err.message);
+  }
+}
+
+start();

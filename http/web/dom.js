@@ -1,0 +1,67 @@
+// DOM helpers. Everything a user typed reaches the page through h(), which
+// only ever creates text nodes: never innerHTML, so a message cannot become
+// markup.
+
+// h builds an element. attrs become attributes (false/null ones are left
+// out); children are nodes or strings, strings becoming text.
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === false || v == null) continue;
+    el.setAttribute(k, v === true ? '' : v);
+  }
+  el.append(...children.filter((c) => c != null && c !== false));
+  return el;
+}
+
+export const $ = (sel, root = document) => root.querySelector(sel);
+
+const dateFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+
+// time renders an RFC 3339 instant for people, keeping the exact value for
+// machines and assistive technology.
+export function time(iso) {
+  return h('time', { datetime: iso }, dateFormat.format(new Date(iso)));
+}
+
+// sentence turns the server's lower-case detail into something to show.
+export function sentence(s) {
+  s = String(s ?? '').trim();
+  if (!s) return s;
+  s = s[0].toUpperCase() + s.slice(1);
+  return /[.!?]$/.test(s) ? s : s + '.';
+}
+
+// showError puts an error in the form's alert region (read out at once) and
+// marks the fields the server named.
+export function showError(scope, err) {
+  clearError(scope);
+  const box = $('.form-error', scope);
+  const items = [];
+  for (const v of err.violations ?? []) {
+    const field = scope.querySelector(`[name="${CSS.escape(v.propertyPath)}"]`);
+    field?.setAttribute('aria-invalid', 'true');
+    if (sentence(v.message) === err.message) continue;
+    const label = field?.labels?.[0]?.textContent.trim() ?? v.propertyPath;
+    items.push(h('li', {}, `${label}: ${v.message}`));
+  }
+  box.append(h('p', {}, err.message));
+  if (items.length) box.append(h('ul', {}, ...items));
+}
+
+export function clearError(scope) {
+  $('.form-error', scope)?.replaceChildren();
+  for (const f of scope.querySelectorAll('[aria-invalid]')) f.removeAttribute('aria-invalid');
+}
+
+// busy disables a form's buttons while its request is in flight, so a
+// double press does not post twice.
+export async function busy(form, work) {
+  const buttons = [...form.querySelectorAll('button')];
+  buttons.forEach((b) => (b.disabled = true));
+  try {
+    return await work();
+  } finally {
+    buttons.forEach((b) => (b.disabled = false));
+  }
+}

@@ -1,0 +1,97 @@
+// The live stream, GET /api/messages/stream (Server-Sent Events). EventSource
+// cannot send a bearer token, so this reads the response body itself.
+
+// sseParser returns a function to feed text chunks to; it calls emit with
+// { type, data, id } for each event and { retry } when the server sets the
+// reconnection delay. It follows the HTML standard's parsing rules: lines
+// end in CRLF, LF or CR (possibly split across chunks), ":" starts a
+// comment, one space after the colon is dropped, data lines are joined with
+// newlines. Unlike EventSource it also passes on an event with a type but
+// no data, such as a bare "reset".
+export function sseParser(emit) {
+  let buf = '';
+  let type = '';
+  let data = [];
+  let id = null;
+  const line = (l) => {
+    if (l === '') {
+      if (data.length || type) emit({ type: type || 'message', data: data.join('\n'), id });
+      type = '';
+      data = [];
+      return;
+    }
+    if (l[0] === ':') return;
+    const i = l.indexOf(':');
+    const field = i < 0 ? l : l.slice(0, i);
+    let value = i < 0 ? '' : l.slice(i + 1);
+    if (value[0] === ' ') value = value.slice(1);
+    if (field === 'event') type = value;
+    else if (field === 'data') data.push(value);
+    else if (field === 'id' && !value.includes('\0')) id = value;
+    else if (field === 'retry' && /^\d+$/.test(value)) emit({ retry: Number(value) });
+  };
+  return (chunk) => {
+    buf += chunk;
+    for (;;) {
+      const m = /\r\n|\n|\r/.exec(buf);
+      // A CR at the very end may be the first half of a CRLF.
+      if (!m || (m[0] === '\r' && m.index === buf.length - 1)) return;
+      line(buf.slice(0, m.index));
+      buf = buf.slice(m.index + m[0].length);
+    }
+  };
+}
+
+const sleep = (ms, signal) =>
+  new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+  });
+
+// liveStream keeps a stream open until close(): on a dropped connection it
+// reconnects with backoff, sending Last-Event-ID so nothing is missed. It
+// stops for good on 401 (the token is gone) and on any other refusal that
+// retrying cannot fix, telling onState why.
+export function liveStream({ token, params, onEvent, onState }) {
+  const abort = new AbortController();
+  const { signal } = abort;
+  let lastId = null;
+  let delay = 1000;
+  let retry = 0; // the server's retry: value, when it sent one
+  (async () => {
+    while (!signal.aborted) {
+      let wait = 0;
+      try {
+        const headers = { Authorization: `Bearer ${token}`, Accept: 'text/event-stream' };
+        if (lastId !== null) headers['Last-Event-ID'] = lastId;
+        const res = await fetch(`/api/messages/stream?${params}`, { headers, signal, cache: 'no-store' });
+        if (res.status === 401) return onState('unauthorized');
+        if (res.ok) {
+          onState('live');
+          const feed = sseParser((ev) => {
+            if (ev.retry !== undefined) return void (retry = ev.retry);
+            if (ev.id !== null) lastId = ev.id;
+            delay = 1000; // the connection works: start over on the next drop
+            onEvent(ev);
+          });
+          const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            feed(value);
+          }
+        } else if (res.status === 429 || res.status >= 500) {
+          wait = Number(res.headers.get('Retry-After')) * 1000;
+        } else {
+          return onState('unavailable');
+        }
+      } catch {
+        if (signal.aborted) return;
+      }
+      onState('reconnecting');
+      await sleep(Math.max(wait, retry, delay) * (0.8 + Math.random() * 0.4), signal);
+      delay = Math.min(delay * 2, 30000);
+    }
+  })();
+  return { close: () => abort.abort() };
+}

@@ -1,0 +1,341 @@
+// The timeline: messages newest first, paged on the search cursor as the
+// reader scrolls, kept current by the live stream; posting, searching, and
+// editing and deleting one's own messages.
+
+import { h, $, time, showError, clearError, busy } from './dom.js';
+import { liveStream } from './stream.js';
+
+const PAGE = 20;
+
+// sameEmail compares e-mails as the server does, case-insensitively; it
+// only decides which controls to offer, since the server checks ownership.
+const sameEmail = (a, b) => a.normalize('NFC').toLowerCase() === b.normalize('NFC').toLowerCase();
+
+export function timeline({ session, announce }) {
+  const list = $('#messages');
+  const more = $('#more');
+  const postForm = $('#post-form');
+  const searchForm = $('#search-form');
+  const shown = new Map(); // id → <li>
+  let filters = new URLSearchParams();
+  let next = null;
+  let loading = false;
+  let generation = 0; // answers to an older search are dropped
+  let queued = null; // live events that arrive while page one loads
+  let stream = null;
+
+  const mine = (m) => sameEmail(m.user.email, session.me.email);
+
+  function render(m) {
+    const meta = `m${m.id}-meta`;
+    const edited = m.updatedAt !== m.createdAt;
+    const li = h('li', { class: 'msg', 'data-id': m.id },
+      h('article', { 'aria-labelledby': meta },
+        h('p', { class: 'meta', id: meta },
+          h('span', { class: 'owner' }, m.user.email), ' ', time(m.createdAt), edited ? ' · edited' : null),
+        h('p', { class: 'content' }, m.content)));
+    if (mine(m)) {
+      const actions = h('div', { class: 'actions' },
+        h('button', { type: 'button', 'data-act': 'edit', 'aria-describedby': meta }, 'Edit'),
+        h('button', { type: 'button', 'data-act': 'delete', 'aria-describedby': meta, class: 'danger' }, 'Delete'));
+      li.firstChild.append(actions);
+    }
+    li.message = m;
+    return li;
+  }
+
+  // put shows m: in place if it is shown, else at its position by id
+  // (newest first) when that falls within what is loaded.
+  function put(m, { append = false } = {}) {
+    const old = shown.get(m.id);
+    if (old?.editing) return void (old.message = m);
+    const li = render(m);
+    if (old) {
+      const hadFocus = old.contains(document.activeElement);
+      old.replaceWith(li);
+      if (hadFocus) li.querySelector('button')?.focus();
+    } else if (append) {
+      list.append(li);
+    } else {
+      const after = [...shown.values()].find((x) => x.message.id < m.id);
+      if (!after && next && shown.size) return; // older than everything loaded: its page will bring it
+      list.insertBefore(li, after ?? null);
+    }
+    shown.set(m.id, li);
+    $('#empty').hidden = true;
+  }
+
+  function remove(id) {
+    const li = shown.get(id);
+    if (!li) return;
+    const hadFocus = li.contains(document.activeElement);
+    const neighbour = li.nextElementSibling ?? li.previousElementSibling;
+    li.remove();
+    shown.delete(id);
+    if (hadFocus) (neighbour?.querySelector('button') ?? $('#timeline-title')).focus();
+    $('#empty').hidden = shown.size > 0 || !!next;
+  }
+
+  async function loadPage() {
+    if (loading) return;
+    const before = shown.size;
+    let failed = false;
+    loading = true;
+    const gen = generation;
+    list.setAttribute('aria-busy', 'true');
+    try {
+      const params = new URLSearchParams(filters);
+      params.set('limit', PAGE);
+      if (next) params.set('cursor', next);
+      const { data } = await session.call('GET', `/api/messages?${params}`);
+      if (gen !== generation) return;
+      data.items.forEach((m) => shown.has(m.id) || put(m, { append: true }));
+      next = data.next;
+    } catch (err) {
+      failed = true;
+      if (gen === generation) showError(searchForm, err);
+    } finally {
+      if (gen === generation) {
+        loading = false;
+        list.removeAttribute('aria-busy');
+        more.hidden = !next;
+        $('#empty').hidden = shown.size > 0 || !!next;
+        const pending = queued;
+        queued = null;
+        pending?.forEach(apply);
+        if (document.activeElement === more && shown.size > before) announce(`${shown.size - before} older messages loaded.`);
+        // The observer reports only changes of visibility: if the button
+        // is still in view after this page, nothing else would load the next.
+        if (!failed && next && !more.hidden && more.getBoundingClientRect().top < innerHeight + 400) setTimeout(loadPage);
+      }
+    }
+  }
+
+  // clear empties the timeline for a new first page; live events wait in
+  // the queue until it has loaded.
+  function clear() {
+    generation++;
+    loading = false;
+    shown.clear();
+    list.replaceChildren();
+    next = null;
+    queued = [];
+    clearError(searchForm);
+  }
+
+  function apply(ev) {
+    if (queued) return void queued.push(ev);
+    let m;
+    try {
+      m = ev.data ? JSON.parse(ev.data) : {};
+    } catch {
+      return;
+    }
+    switch (ev.type) {
+      case 'message.created':
+        if (!shown.has(m.id) && !mine(m)) announce(`New message from ${m.user.email}.`);
+        put(m);
+        break;
+      case 'message.updated':
+        if (shown.has(m.id)) put(m);
+        break;
+      case 'message.deleted':
+        remove(m.id);
+        break;
+      case 'reset':
+        clear();
+        loadPage();
+        break;
+    }
+  }
+
+  const liveText = {
+    live: 'Live updates are on.',
+    reconnecting: 'Live updates paused; reconnecting…',
+    unavailable: 'Live updates are not available; new messages appear when you search again.',
+  };
+
+  // connect (re)opens the stream; it resolves once the stream is open, or
+  // has failed, or is slow to open, which must not hold up the timeline.
+  function connect() {
+    stream?.close();
+    return new Promise((opened) => {
+      setTimeout(opened, 3000);
+      stream = liveStream({
+        token: session.token,
+        params: filters,
+        onEvent: apply,
+        onState: (state) => {
+          opened();
+          if (state === 'unauthorized') return session.ended();
+          $('#live').textContent = liveText[state];
+        },
+      });
+    });
+  }
+
+  // Search: the stream takes the same filters, so live updates match what
+  // is shown. It is open before page one is asked for, so nothing posted
+  // in between is missed; its events wait until page one is shown, and
+  // what both bring is shown once.
+  async function search() {
+    filters = new URLSearchParams();
+    for (const name of ['q', 'owner']) {
+      const v = searchForm.elements[name].value.trim();
+      if (v) filters.set(name, v);
+    }
+    clear();
+    await connect();
+    return loadPage();
+  }
+
+  searchForm.addEventListener('submit', (e) => {
+    e.preventDefault();
+    busy(searchForm, search);
+  });
+  $('#search-clear').addEventListener('click', () => {
+    searchForm.reset();
+    search();
+    searchForm.elements.q.focus();
+  });
+
+  postForm.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const box = postForm.elements.content;
+    busy(postForm, async () => {
+      try {
+        const { data } = await session.call('POST', '/api/messages', { body: { content: box.value } });
+        clearError(postForm);
+        box.value = '';
+        // Under a search, the stream adds it if it matches.
+        if (!filters.size) put(data);
+        announce('Message posted.');
+      } catch (err) {
+        showError(postForm, err);
+      }
+    });
+  });
+  postForm.elements.content.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      postForm.requestSubmit();
+    }
+  });
+
+  list.addEventListener('click', (e) => {
+    const button = e.target.closest('button[data-act]');
+    const li = button?.closest('li');
+    if (!li) return;
+    ({ edit, delete: confirmDelete, save, cancel, remove: doDelete })[button.dataset.act]?.(li, button);
+  });
+  list.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape') {
+      const li = e.target.closest('li');
+      if (li?.editing) cancel(li);
+    }
+  });
+
+  async function edit(li) {
+    const article = li.firstChild;
+    li.editing = true; // live updates now only note the new version
+    try {
+      // Read it afresh: its ETag makes the save fail rather than overwrite
+      // an edit made elsewhere in the meantime.
+      const res = await session.call('GET', `/api/messages/${li.message.id}`);
+      li.message = res.data;
+      li.etag = res.etag;
+    } catch (err) {
+      li.editing = false;
+      if (err.status === 404) return remove(li.message.id);
+      return announce(err.message);
+    }
+    const id = `edit-${li.message.id}`;
+    const form = h('form', { class: 'edit' },
+      h('div', { class: 'form-error', role: 'alert' }),
+      h('label', { for: id }, 'Edit message'),
+      h('textarea', { id, name: 'content', rows: 3, maxlength: 10000, required: true }),
+      h('div', { class: 'actions' },
+        h('button', { type: 'submit', class: 'primary', 'data-act': 'save' }, 'Save'),
+        h('button', { type: 'button', 'data-act': 'cancel' }, 'Cancel')));
+    form.elements.content.value = li.message.content;
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      save(li);
+    });
+    $('.actions', article).hidden = true;
+    $('.content', article).replaceWith(form);
+    form.elements.content.focus();
+  }
+
+  async function save(li, button) {
+    if (button) return; // the form's submit event does the work
+    const form = $('form.edit', li);
+    await busy(form, async () => {
+      try {
+        const { data } = await session.call('PATCH', `/api/messages/${li.message.id}`, {
+          body: { content: form.elements.content.value },
+          contentType: 'application/merge-patch+json',
+          headers: { 'If-Match': li.etag },
+        });
+        li.editing = false;
+        put(data);
+        shown.get(data.id).querySelector('button').focus();
+        announce('Message saved.');
+      } catch (err) {
+        if (err.status === 412) err.message = 'This message was changed elsewhere since you opened it. Cancel to see the new version, then edit again.';
+        showError(form, err);
+      }
+    });
+  }
+
+  function cancel(li) {
+    li.editing = false;
+    put(li.message);
+    shown.get(li.message.id).querySelector('button').focus();
+  }
+
+  function confirmDelete(li) {
+    const actions = $('.actions', li);
+    const prompt = h('div', { class: 'actions confirm', role: 'group', 'aria-label': 'Confirm deletion' },
+      h('span', {}, 'Delete this message?'),
+      h('button', { type: 'button', class: 'danger', 'data-act': 'remove' }, 'Yes, delete'),
+      h('button', { type: 'button', 'data-act': 'cancel' }, 'Keep it'));
+    actions.replaceWith(prompt);
+    li.editing = true;
+    prompt.querySelector('[data-act=remove]').focus();
+  }
+
+  async function doDelete(li) {
+    try {
+      await session.call('DELETE', `/api/messages/${li.message.id}`);
+      li.editing = false;
+      remove(li.message.id);
+      announce('Message deleted.');
+    } catch (err) {
+      if (err.status === 404) return remove(li.message.id);
+      announce(err.message);
+    }
+  }
+
+  // Infinite scroll: the "older" button loads the next page when it comes
+  // into view, and is there to press for keyboard users.
+  more.addEventListener('click', loadPage);
+  new IntersectionObserver((entries) => {
+    if (entries.some((e) => e.isIntersecting) && next && !loading) loadPage();
+  }, { rootMargin: '400px' }).observe(more);
+
+  return {
+    start: search,
+    stop() {
+      stream?.close();
+      stream = null;
+      generation++;
+      shown.clear();
+      list.replaceChildren();
+      searchForm.reset();
+      postForm.reset();
+      clearError(postForm);
+      clearError(searchForm);
+    },
+  };
+}
