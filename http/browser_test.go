@@ -45,6 +45,36 @@ func findChromium(t *testing.T) string {
 	return ""
 }
 
+// screenshotDir is where a browser test saves its screenshots.
+func screenshotDir(t *testing.T) string {
+	if dir := os.Getenv(screenshotDirEnv); dir != "" {
+		return dir
+	}
+	return t.TempDir()
+}
+
+// newBrowserAllocator runs chromium headless with a window of the given
+// size, with nothing that talks to the outside or needs a sandbox.
+func newBrowserAllocator(ctx context.Context, chromium string, width, height int) (context.Context, context.CancelFunc) {
+	return chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		// No UserDataDir: chromedp then passes a fresh --user-data-dir of its
+		// own and removes it with retries, as Chromium's helper processes
+		// can still write there for a moment after it exits.
+		chromedp.WindowSize(width, height),
+	)
+}
+
 // pageWatch records what the page did that a test must check afterwards:
 // every URL it requested, and every script exception or browser-logged
 // error. Chromium calls its listener on one goroutine while the test reads
@@ -102,29 +132,10 @@ func TestBrowserTryItOut(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	shotDir := os.Getenv(screenshotDirEnv)
-	if shotDir == "" {
-		shotDir = t.TempDir()
-	}
+	shotDir := screenshotDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromium),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		// No UserDataDir: chromedp then passes a fresh --user-data-dir of its
-		// own and removes it with retries, as Chromium's helper processes
-		// can still write there for a moment after it exits.
-		chromedp.WindowSize(1280, 1400),
-	)
+	allocCtx, cancelAlloc := newBrowserAllocator(ctx, chromium, 1280, 1400)
 	defer cancelAlloc()
 	watch := &pageWatch{}
 	bctx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithListener(watch.listen))
