@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -196,6 +198,30 @@ func (m *crashModel) verify(t *testing.T, base, token string, round int) {
 			msg.acked = got.Content
 		}
 	}
+	// The change log agrees: replayed from its start through the stream,
+	// it rebuilds exactly what the server holds, so a change was logged if
+	// and only if it committed, crash or no crash.
+	replayed := replayChangeLog(t, base, token, round)
+	for id, msg := range m.msgs {
+		content, logged := replayed[id]
+		switch {
+		case logged == msg.deleted:
+			t.Errorf("round %d: message %d: present in the replayed log %v, on the server %v", round, id, logged, !msg.deleted)
+		case logged && content != msg.acked:
+			t.Errorf("round %d: message %d: the log ends at %q, the server holds %q", round, id, content, msg.acked)
+		}
+	}
+	for id, content := range replayed {
+		if _, known := m.msgs[id]; known {
+			continue
+		}
+		// A create cut off by the kill, unknown to the model, that committed.
+		status, body, err := crashDo(hc, "GET", fmt.Sprintf("%s/api/messages/%d", base, id), token, "")
+		if err != nil || status != http.StatusOK || !bytes.Contains(body, []byte(content)) {
+			t.Errorf("round %d: the log holds message %d (%q), the server answers %d %s", round, id, content, status, body)
+		}
+	}
+
 	// The word index answers for what survived.
 	status, _, err := crashDo(hc, "GET", base+"/api/messages?q=client", token, "")
 	if err != nil || status != http.StatusOK {
@@ -244,4 +270,76 @@ func crashDo(hc *http.Client, method, url, token, content string) (int, []byte, 
 		return 0, nil, err
 	}
 	return res.StatusCode, b, nil
+}
+
+// replayChangeLog reads the whole change log through the live stream and
+// folds it into the messages it leaves: ID → content. Positions must rise
+// one by one with no gap or repeat, and every change must fit the state
+// before it (no update or delete of a message the log never created).
+func replayChangeLog(t *testing.T, base, token string, round int) map[uint64]string {
+	t.Helper()
+	req, err := http.NewRequest("GET", base+"/api/messages/stream?lastEventId=0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("round %d: stream: %v %v", round, res, err)
+	}
+	defer res.Body.Close()
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	state := make(map[uint64]string)
+	var pos uint64
+	var event string
+	for {
+		var line string
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("round %d: the stream ended during the replay", round)
+			}
+			line = l
+		case <-time.After(time.Second):
+			return state // caught up: nothing is being written
+		}
+		field, value, _ := strings.Cut(line, ": ")
+		switch field {
+		case "id":
+			n, _ := strconv.ParseUint(value, 10, 64)
+			if n != pos+1 {
+				t.Fatalf("round %d: change %d follows %d: a gap or a repeat", round, n, pos)
+			}
+			pos = n
+		case "event":
+			event = value
+		case "data":
+			var m struct {
+				ID      uint64
+				Content string
+			}
+			if err := json.Unmarshal([]byte(value), &m); err != nil {
+				t.Fatal(err)
+			}
+			_, exists := state[m.ID]
+			switch {
+			case event == "message.created" && !exists:
+				state[m.ID] = m.Content
+			case event == "message.updated" && exists:
+				state[m.ID] = m.Content
+			case event == "message.deleted" && exists:
+				delete(state, m.ID)
+			default:
+				t.Fatalf("round %d: change %d: %s of message %d, which exists %v", round, pos, event, m.ID, exists)
+			}
+		}
+	}
 }
