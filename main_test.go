@@ -923,3 +923,35 @@ func TestRunShutdownTimeout(t *testing.T) {
 		t.Errorf("log claims a clean stop:\n%s", logs)
 	}
 }
+
+// TestSignalEndsStreams: a live stream never ends on its own, yet SIGTERM
+// stops the server cleanly and at once: the stream is told to reconnect
+// later and closed, instead of holding the shutdown until its timeout.
+func TestSignalEndsStreams(t *testing.T) {
+	p := startProcess(t)
+	base := "http://" + p.addr
+	res, body := call(t, newClient(t), http.MethodPost, base+"/api/register", "", map[string]string{"email": "ada@example.com", "password": "correct horse battery"})
+	var reg struct{ Token string }
+	if err := json.Unmarshal(body, &reg); err != nil || res.StatusCode != http.StatusCreated {
+		t.Fatalf("register: %d %s", res.StatusCode, body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"/api/messages/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+reg.Token)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %v %v", stream, err)
+	}
+	defer stream.Body.Close()
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.waitExit(t)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("stopping with a stream open took %v; the stream held the shutdown", took)
+	}
+	rest, _ := io.ReadAll(stream.Body)
+	if !strings.Contains(string(rest), "retry:") {
+		t.Errorf("the stream ended with %q, want a retry hint", rest)
+	}
+}
