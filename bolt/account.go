@@ -22,9 +22,11 @@ const purgeChunk = 1000
 
 // DeleteAccount deletes the caller's account, its tokens and its messages.
 // When it returns nil, all of it is gone, or (if removing the messages
-// failed) invisible until the next Open removes it. Errors:
+// failed) invisible until the next Open removes it. hidden, when not nil,
+// runs as soon as the account is gone for everyone, before the purge of its
+// messages, which may take a while: the moment to end its sessions. Errors:
 // ErrUnauthorized, ErrNotFound.
-func (db *DB) DeleteAccount(by Caller) error {
+func (db *DB) DeleteAccount(by Caller, hidden func(userID uint64)) error {
 	var userID uint64
 	err := db.writes.update(func(tx *bbolt.Tx) error {
 		u, err := by.user(tx, db)
@@ -47,6 +49,9 @@ func (db *DB) DeleteAccount(by Caller) error {
 	})
 	if err != nil {
 		return err
+	}
+	if hidden != nil {
+		hidden(userID)
 	}
 	// From here the account is gone for everyone; a purge that fails (the
 	// server stopping, say) is finished by the next Open, so the caller is

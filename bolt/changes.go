@@ -138,9 +138,19 @@ func (db *DB) recordChange(tx *bbolt.Tx, kind ChangeKind, m *Message, before str
 	return nil
 }
 
-// feedMemory is how many recent changes the feed keeps in memory: enough
-// for every live reader to catch up from memory after a burst of commits.
-const feedMemory = 4096
+// The feed keeps the newest changes in memory, at most feedMemory of them
+// and about feedMemoryBytes of content: enough for the stream hub to catch
+// up after a burst of commits without reading the disk, and bounded in
+// bytes, since one change may carry 80 KB of text.
+const (
+	feedMemory      = 4096
+	feedMemoryBytes = 8 << 20
+)
+
+// changeSize estimates the memory a change holds.
+func changeSize(ch *Change) int {
+	return 200 + len(ch.Message.Content) + len(ch.Before) + len(ch.Message.OwnerEmail)
+}
 
 // changeFeed hands committed changes to readers without a disk read, and
 // wakes them when there are new ones.
@@ -149,6 +159,7 @@ type changeFeed struct {
 	head   uint64    // newest committed change
 	floor  uint64    // highest change trimmed from the log
 	recent []*Change // the newest changes, oldest first, contiguous up to head
+	bytes  int       // changeSize of recent, summed
 	wait   chan struct{}
 }
 
@@ -159,10 +170,18 @@ func (f *changeFeed) publish(chs []*Change) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.recent = append(f.recent, chs...)
-	if over := len(f.recent) - feedMemory; over > 0 {
-		// Copy down rather than reslice, so the array does not grow forever.
-		f.recent = append(f.recent[:0], f.recent[over:]...)
+	for _, ch := range chs {
+		f.bytes += changeSize(ch)
 	}
+	// Drop from the front by reslicing, never by copying down: readers
+	// hold slices of this array outside the lock, and append only ever
+	// writes past the end of what they hold.
+	drop := 0
+	for len(f.recent)-drop > 1 && (len(f.recent)-drop > feedMemory || f.bytes > feedMemoryBytes) {
+		f.bytes -= changeSize(f.recent[drop])
+		drop++
+	}
+	f.recent = f.recent[drop:]
 	f.head = chs[len(chs)-1].Seq
 	close(f.wait)
 	f.wait = make(chan struct{})
@@ -194,7 +213,8 @@ func (db *DB) ChangesAfter(after uint64, max int) ([]*Change, uint64, error) {
 	}
 	if len(f.recent) > 0 && after+1 >= f.recent[0].Seq {
 		i := int(after + 1 - f.recent[0].Seq)
-		out := f.recent[i:min(len(f.recent), i+max)]
+		j := min(len(f.recent), i+max)
+		out := f.recent[i:j:j]
 		f.mu.Unlock()
 		return out, head, nil
 	}

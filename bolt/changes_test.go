@@ -258,7 +258,7 @@ func TestChangeLogOfPurgeAndRetention(t *testing.T) {
 	mustCreateMessage(t, db, ada.ID, "ada two")
 	head, _ := db.ChangeHead()
 
-	if err := db.DeleteAccount(ByUser(ada.ID)); err != nil {
+	if err := db.DeleteAccount(ByUser(ada.ID), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.DeleteMessagesBefore(context.Background(), db.Clock.Now().Add(-24*time.Hour)); err != nil {
@@ -343,6 +343,33 @@ func TestChangeRecordRoundTrip(t *testing.T) {
 	for n := range len(rec) - len(ch.Message.Content) {
 		if _, err := decodeChange(9, rec[:n]); err == nil {
 			t.Fatalf("decodeChange(first %d bytes) = nil error", n)
+		}
+	}
+}
+
+// TestChangeFeedSlicesStayValid: changes handed out from memory are not
+// overwritten by later commits, once the feed is full and drops its oldest.
+func TestChangeFeedSlicesStayValid(t *testing.T) {
+	db := &DB{}
+	db.feed.wait = make(chan struct{})
+	publish := func(from, n uint64) {
+		chs := make([]*Change, n)
+		for i := range chs {
+			chs[i] = &Change{Seq: from + uint64(i)}
+		}
+		db.feed.publish(chs)
+	}
+	publish(1, feedMemory+10)
+	got, _, err := db.ChangesAfter(100, 50)
+	if err != nil || len(got) != 50 || got[0].Seq != 101 {
+		t.Fatalf("ChangesAfter(100) = %d changes from %v, %v", len(got), got, err)
+	}
+	for i := range 3 * feedMemory {
+		publish(feedMemory+11+uint64(i), 1)
+	}
+	for i, ch := range got {
+		if ch.Seq != 101+uint64(i) {
+			t.Fatalf("a handed-out slice changed under its reader: position %d now holds change %d", i, ch.Seq)
 		}
 	}
 }

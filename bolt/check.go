@@ -43,6 +43,10 @@ func (c *checker) changes() {
 	if floor > log.Sequence() {
 		c.addf("meta/changes_floor %d is beyond the change log's sequence %d", floor, log.Sequence())
 	}
+	// Trimming only removes from the front, so the log runs without a gap
+	// from just above the floor to its sequence; a gap would stall every
+	// stream resuming across it.
+	next := floor + 1
 	_ = log.ForEach(func(k, v []byte) error {
 		if len(k) != 8 {
 			c.addf("changes: key %x is not an 8-byte position", k)
@@ -50,12 +54,18 @@ func (c *checker) changes() {
 		}
 		if btoi(k) <= floor {
 			c.addf("change %d: at or below the trimmed floor %d", btoi(k), floor)
+		} else if btoi(k) != next {
+			c.addf("changes %d to %d are missing from the log", next, btoi(k)-1)
 		}
+		next = btoi(k) + 1
 		if _, err := decodeChange(btoi(k), v); err != nil {
 			c.addf("changes: %v", err)
 		}
 		return nil
 	})
+	if seq := log.Sequence(); next <= seq && floor < seq {
+		c.addf("changes %d to %d are missing from the log", next, seq)
+	}
 }
 
 type checker struct {

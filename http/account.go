@@ -126,10 +126,9 @@ func (s *Server) deleteAccount(w http.ResponseWriter, r *http.Request, _ httprou
 	if err := s.confirmPassword(r, password); err != nil {
 		return err
 	}
-	if err := s.db.DeleteAccount(bolt.ByToken(caller(r).tokenHash)); err != nil {
+	if err := s.db.DeleteAccount(bolt.ByToken(caller(r).tokenHash), s.streams.tokensChanged); err != nil {
 		return err
 	}
-	s.streams.tokensChanged(caller(r).user.ID)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

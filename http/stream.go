@@ -57,9 +57,13 @@ const (
 	DefaultStreamTokenCheck   = time.Minute
 )
 
-// hubMemory is how many rendered events the hub keeps; a lag limit beyond
-// it would send a live stream to the disk, so MaxLag is capped by it.
-const hubMemory = 4096
+// The hub keeps at most hubMemory rendered events and about hubMemoryBytes
+// of them (one event may render 60 KB of JSON). A lag limit beyond the
+// window would send live streams to the disk, so MaxLag is capped by it.
+const (
+	hubMemory      = 4096
+	hubMemoryBytes = 16 << 20
+)
 
 // streamBatch bounds the changes one turn of a stream's loop takes, so a
 // stream catching up writes in pieces and checks its lag between them.
@@ -97,6 +101,7 @@ type event struct {
 	terms  map[string]struct{} // the message's words after the change
 	before map[string]struct{} // and before it, for an update
 	text   []byte              // id:, event: and data: lines, blank line included
+	size   int                 // memory it holds, roughly
 }
 
 func renderEvent(ch *bolt.Change) *event {
@@ -119,6 +124,8 @@ func renderEvent(ch *bolt.Change) *event {
 		b = appendMessageJSON(b, &ch.Message)
 	}
 	ev.text = append(b, "\n\n"...)
+	// The term sets cost about what the text they came from does.
+	ev.size = 2*len(ev.text) + len(ch.Before)
 	return ev
 }
 
@@ -156,13 +163,18 @@ type streamHub struct {
 	limits StreamLimits
 	now    func() time.Time // the store's clock, which expires tokens
 
-	mu       sync.Mutex
-	window   []*event // the newest rendered events, oldest first, contiguous
-	rendered uint64   // the change window ends at
-	users    map[uint64]*userStreams
-	total    int
-	closing  chan struct{} // closed when the server shuts down
-	closed   bool
+	// windowMu guards the window; rendering holds it, so admissions and
+	// revocations take their own lock rather than wait on a render.
+	windowMu    sync.Mutex
+	window      []*event // the newest rendered events, oldest first, contiguous
+	windowBytes int      // size of window, summed
+	rendered    uint64   // the change the window ends at
+
+	mu      sync.Mutex
+	users   map[uint64]*userStreams
+	total   int
+	closing chan struct{} // closed when the server shuts down
+	closed  bool
 }
 
 // userStreams counts one account's streams and wakes them to check their
@@ -254,8 +266,8 @@ func (h *streamHub) after(last uint64) ([]*event, uint64, <-chan struct{}, error
 	case last == head:
 		return nil, head, wait, nil
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.windowMu.Lock()
+	defer h.windowMu.Unlock()
 	if err := h.renderUpTo(head); err != nil {
 		return nil, head, wait, err
 	}
@@ -269,18 +281,23 @@ func (h *streamHub) after(last uint64) ([]*event, uint64, <-chan struct{}, error
 	return h.window[i:j:j], head, wait, nil
 }
 
-// renderUpTo brings the window up to head; h.mu is held. The first stream
-// woken by a commit renders it for all.
+// renderUpTo brings the window up to head; h.windowMu is held. The first
+// stream woken by a commit renders it for all; the others, with the same or
+// an older head in hand, find it done.
 func (h *streamHub) renderUpTo(head uint64) error {
+	if head <= h.rendered {
+		return nil
+	}
 	if head-h.rendered > hubMemory {
 		// Nobody streamed for a long while: start the window afresh rather
 		// than render what no live stream can want.
-		h.window, h.rendered = nil, head-hubMemory
+		h.window, h.windowBytes, h.rendered = nil, 0, head-hubMemory
 	}
 	for h.rendered < head {
 		chs, _, err := h.db.ChangesAfter(h.rendered, streamBatch)
 		if errors.Is(err, bolt.ErrChangeUnknown) {
-			h.window, h.rendered = nil, head // trimmed: readers go to the log
+			// Trimmed: streams that need it go to the log, which says so.
+			h.window, h.windowBytes, h.rendered = nil, 0, head
 			return nil
 		}
 		if err != nil {
@@ -290,13 +307,20 @@ func (h *streamHub) renderUpTo(head uint64) error {
 			break
 		}
 		for _, ch := range chs {
-			h.window = append(h.window, renderEvent(ch))
+			ev := renderEvent(ch)
+			h.window = append(h.window, ev)
+			h.windowBytes += ev.size
 		}
 		h.rendered = chs[len(chs)-1].Seq
 	}
-	if over := len(h.window) - hubMemory; over > 0 {
-		h.window = h.window[over:]
+	// Drop from the front by reslicing: streams hold slices of the window
+	// outside the lock, and append only writes past their end.
+	drop := 0
+	for len(h.window)-drop > 1 && (len(h.window)-drop > hubMemory || h.windowBytes > hubMemoryBytes) {
+		h.windowBytes -= h.window[drop].size
+		drop++
 	}
+	h.window = h.window[drop:]
 	return nil
 }
 
@@ -397,8 +421,14 @@ func (st *stream) run(ctx context.Context, from *uint64) {
 	limits := st.hub.limits
 	head, _ := st.db.ChangeHead()
 	last := head
+	// A resuming client may start far behind; it is cut only if it falls
+	// further behind while catching up, then MaxLag once live.
+	allowedLag := uint64(limits.MaxLag)
 	if from != nil {
 		last = *from
+		if last < head {
+			allowedLag += head - last
+		}
 	}
 	st.buf = append(st.buf[:0], "retry: "...)
 	st.buf = strconv.AppendInt(st.buf, retryMillis, 10)
@@ -407,18 +437,20 @@ func (st *stream) run(ctx context.Context, from *uint64) {
 		return
 	}
 
-	heartbeat := time.NewTimer(limits.Heartbeat)
-	defer heartbeat.Stop()
-	expiry := time.NewTimer(st.expires.Sub(st.hub.now()))
-	defer expiry.Stop()
-	check := time.NewTicker(limits.TokenCheck)
-	defer check.Stop()
-	recheck := st.hub.recheckChan(st.userID)
-	live := false // caught up with the head at least once
+	c := &streamControls{
+		heartbeat: time.NewTimer(limits.Heartbeat),
+		expiry:    time.NewTimer(st.expires.Sub(st.hub.now())),
+		check:     time.NewTicker(limits.TokenCheck),
+		recheck:   st.hub.recheckChan(st.userID),
+	}
+	defer c.stop()
 	for {
 		evs, head, wait, err := st.hub.after(last)
 		if errors.Is(err, errBehind) {
 			evs, head, err = st.hub.replay(last)
+			if err == nil && len(evs) == 0 && last < head {
+				err = bolt.ErrChangeUnknown // a hole in the log: never wait on it
+			}
 		}
 		switch {
 		case errors.Is(err, bolt.ErrChangeUnknown):
@@ -447,9 +479,9 @@ func (st *stream) run(ctx context.Context, from *uint64) {
 				if st.send() != nil {
 					return
 				}
-				heartbeat.Reset(limits.Heartbeat)
+				c.heartbeat.Reset(limits.Heartbeat)
 			}
-			if newest, _ := st.db.ChangeHead(); live && newest-last > uint64(limits.MaxLag) {
+			if newest, _ := st.db.ChangeHead(); newest-last > allowedLag {
 				// Too slow to keep up: let it reconnect and resume from the
 				// log rather than hold on to it here.
 				st.buf = append(st.buf[:0], ": too far behind; reconnect to resume\nretry: "...)
@@ -458,40 +490,110 @@ func (st *stream) run(ctx context.Context, from *uint64) {
 				_ = st.send()
 				return
 			}
+			// A stream with events always waiting never blocks below, so
+			// revocation, expiry and shutdown are looked at between batches.
+			if st.handle(c, c.poll(ctx, st.hub.closing)) {
+				return
+			}
 			continue
 		}
-		live = true
-		select {
-		case <-wait:
-		case <-heartbeat.C:
-			st.buf = append(st.buf[:0], ": keep-alive\n\n"...)
-			if st.send() != nil {
-				return
-			}
-			heartbeat.Reset(limits.Heartbeat)
-		case <-recheck:
-			recheck = st.hub.recheckChan(st.userID)
-			if !st.tokenWorks() {
-				return
-			}
-		case <-check.C:
-			if !st.tokenWorks() {
-				return
-			}
-		case <-expiry.C:
-			return
-		case <-st.hub.closing:
-			// Ask the client to come back a little later, when the server
-			// (or its replacement) is up.
-			st.buf = append(st.buf[:0], ": server shutting down\nretry: "...)
-			st.buf = strconv.AppendInt(st.buf, retryMillis, 10)
-			st.buf = append(st.buf, "\n\n"...)
-			_ = st.send()
-			return
-		case <-ctx.Done():
+		allowedLag = uint64(limits.MaxLag) // caught up: live from here
+		if st.handle(c, c.wait(ctx, st.hub.closing, wait)) {
 			return
 		}
 	}
+}
+
+// streamControls are what a stream watches besides new commits.
+type streamControls struct {
+	heartbeat *time.Timer
+	expiry    *time.Timer
+	check     *time.Ticker
+	recheck   <-chan struct{}
+}
+
+func (c *streamControls) stop() {
+	c.heartbeat.Stop()
+	c.expiry.Stop()
+	c.check.Stop()
+}
+
+// signal is what woke a stream.
+type signal int
+
+const (
+	noSignal signal = iota
+	committed
+	heartbeatDue
+	tokensChanged
+	tokenCheckDue
+	tokenExpired
+	shuttingDown
+	clientGone
+)
+
+// poll reports a pending control signal, or noSignal, without waiting.
+func (c *streamControls) poll(ctx context.Context, closing <-chan struct{}) signal {
+	select {
+	case <-c.recheck:
+		return tokensChanged
+	case <-c.check.C:
+		return tokenCheckDue
+	case <-c.expiry.C:
+		return tokenExpired
+	case <-closing:
+		return shuttingDown
+	case <-ctx.Done():
+		return clientGone
+	default:
+		return noSignal
+	}
+}
+
+// wait blocks until the next commit or control signal.
+func (c *streamControls) wait(ctx context.Context, closing, commit <-chan struct{}) signal {
+	select {
+	case <-commit:
+		return committed
+	case <-c.heartbeat.C:
+		return heartbeatDue
+	case <-c.recheck:
+		return tokensChanged
+	case <-c.check.C:
+		return tokenCheckDue
+	case <-c.expiry.C:
+		return tokenExpired
+	case <-closing:
+		return shuttingDown
+	case <-ctx.Done():
+		return clientGone
+	}
+}
+
+// handle acts on sig and reports whether the stream must end.
+func (st *stream) handle(c *streamControls, sig signal) bool {
+	switch sig {
+	case heartbeatDue:
+		st.buf = append(st.buf[:0], ": keep-alive\n\n"...)
+		c.heartbeat.Reset(st.hub.limits.Heartbeat)
+		return st.send() != nil
+	case tokensChanged:
+		c.recheck = st.hub.recheckChan(st.userID)
+		return !st.tokenWorks()
+	case tokenCheckDue:
+		return !st.tokenWorks()
+	case tokenExpired, clientGone:
+		return true
+	case shuttingDown:
+		// Ask the client to come back a little later, when the server (or
+		// its replacement) is up.
+		st.buf = append(st.buf[:0], ": server shutting down\nretry: "...)
+		st.buf = strconv.AppendInt(st.buf, retryMillis, 10)
+		st.buf = append(st.buf, "\n\n"...)
+		_ = st.send()
+		return true
+	}
+	return false
 }
 
 // send writes and flushes the buffer within the write timeout.

@@ -497,63 +497,88 @@ func TestStreamReset(t *testing.T) {
 	}
 }
 
-// TestStreamEndsWithItsToken: logging out, revoking the token, signing out
-// everywhere, deleting the account and expiry all end the streams that
-// token opened, within seconds; others go on. A deleted account's messages
-// are announced as deleted.
+// TestStreamEndsWithItsToken: logging out, revoking the device, signing
+// out everywhere, a password change elsewhere and deleting the account end
+// the streams of the tokens they revoke at once — the periodic check is an
+// hour here, so only the wake-up each revocation sends can end them — while
+// other streams go on. A deleted account's messages are announced as
+// deleted.
 func TestStreamEndsWithItsToken(t *testing.T) {
-	e := newEnv(t, withStreams(heraldhttp.StreamLimits{TokenCheck: 50 * time.Millisecond}), withTokenTTL(time.Hour))
-	e.register("ada@example.com", "correct horse battery")
-	bob := e.register("bob@example.com", "correct horse battery")
+	e := newEnv(t, withStreams(heraldhttp.StreamLimits{TokenCheck: time.Hour}))
+	const password = "correct horse battery"
+	e.register("ada@example.com", password)
+	bob := e.register("bob@example.com", password)
 	watcher := e.openStream(bob, "", "")
 
-	logout := func(token string) {
-		if res := e.do(request{Method: http.MethodPost, Path: "/api/logout", Token: token}); res.Status != http.StatusNoContent {
-			t.Fatalf("logout: %d", res.Status)
-		}
-	}
-	revokeAll := func(token string) {
-		if res := e.do(request{Method: http.MethodDelete, Path: "/api/me/tokens", Token: token}); res.Status != http.StatusNoContent {
-			t.Fatalf("revoke all: %d", res.Status)
-		}
-	}
-	deleteAccount := func(token string) {
-		res := e.do(request{Method: http.MethodDelete, Path: "/api/me", Token: token, ContentType: "application/json", Body: `{"password":"correct horse battery"}`})
+	expect204 := func(what string, res *response) {
+		t.Helper()
 		if res.Status != http.StatusNoContent {
-			t.Fatalf("delete account: %d %s", res.Status, res.Body)
+			t.Fatalf("%s: %d %s", what, res.Status, res.Body)
 		}
 	}
 	for _, tc := range []struct {
 		name string
-		end  func(token string)
+		end  func(token, other string)
 	}{
-		{"logout", logout},
-		{"sign out everywhere", revokeAll},
-		{"expiry", func(string) { e.Clock.Advance(time.Hour) }},
+		{"logout", func(token, _ string) {
+			expect204("logout", e.do(request{Method: http.MethodPost, Path: "/api/logout", Token: token}))
+		}},
+		{"revoke this device", func(token, other string) {
+			var list struct {
+				Items []struct {
+					ID      string
+					Current bool
+				}
+			}
+			if err := json.Unmarshal(e.do(request{Method: http.MethodGet, Path: "/api/me/tokens", Token: token}).Body, &list); err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range list.Items {
+				if it.Current {
+					expect204("revoke", e.do(request{Method: http.MethodDelete, Path: "/api/me/tokens/" + it.ID, Token: other}))
+				}
+			}
+		}},
+		{"sign out everywhere", func(_, other string) {
+			expect204("revoke all", e.do(request{Method: http.MethodDelete, Path: "/api/me/tokens", Token: other}))
+		}},
+		{"password changed elsewhere", func(_, other string) {
+			expect204("password", e.do(request{Method: http.MethodPost, Path: "/api/me/password", Token: other, ContentType: "application/json",
+				Body: jsonBody(t, map[string]string{"currentPassword": password, "newPassword": password + "!"})}))
+			expect204("password back", e.do(request{Method: http.MethodPost, Path: "/api/me/password", Token: other, ContentType: "application/json",
+				Body: jsonBody(t, map[string]string{"currentPassword": password + "!", "newPassword": password})}))
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			token := e.login("ada@example.com", "correct horse battery")
+			token := e.login("ada@example.com", password)
+			other := e.login("ada@example.com", password)
 			st := e.openStream(token, "", "")
-			tc.end(token)
+			tc.end(token, other)
 			st.expectEnd(3 * time.Second)
 		})
 	}
-	// The watcher's token outlived the hour the others expired in only if
-	// it is fresh: log bob in again for the rest.
-	bob = e.login("bob@example.com", "correct horse battery")
-	watcher.close()
-	watcher = e.openStream(bob, "", "")
-	ada := e.login("ada@example.com", "correct horse battery")
+	ada := e.login("ada@example.com", password)
 	m := e.post(ada, "ada's last words")
 	if got := watcher.next().summary(t); got != fmt.Sprintf("created #%d ada's last words", int(m["id"].(float64))) {
 		t.Fatalf("watcher got %q", got)
 	}
 	st := e.openStream(ada, "", "")
-	deleteAccount(ada)
+	expect204("delete account", e.do(request{Method: http.MethodDelete, Path: "/api/me", Token: ada, ContentType: "application/json", Body: jsonBody(t, map[string]string{"password": password})}))
 	st.expectEnd(3 * time.Second)
 	if got := watcher.next().summary(t); got != fmt.Sprintf("deleted #%d", int(m["id"].(float64))) {
 		t.Errorf("after ada's account went, the watcher got %q", got)
 	}
+}
+
+// TestStreamEndsWhenItsTokenExpires: the store's clock passing the token's
+// expiry ends the stream at the next check.
+func TestStreamEndsWhenItsTokenExpires(t *testing.T) {
+	e := newEnv(t, withStreams(heraldhttp.StreamLimits{TokenCheck: 50 * time.Millisecond}), withTokenTTL(time.Hour))
+	ada := e.register("ada@example.com", "correct horse battery")
+	st := e.openStream(ada, "", "")
+	st.expectQuiet(150 * time.Millisecond) // checks pass while the token is good
+	e.Clock.Advance(time.Hour)
+	st.expectEnd(3 * time.Second)
 }
 
 // TestStreamLimits: beyond the per-account and total caps, 429 with
