@@ -149,7 +149,14 @@ type searcher struct {
 	next    uint64 // every ID above next has been ruled out
 	steps   int
 	done    bool
+	// slab holds the page's messages, a few to an allocation; Messages
+	// points into it.
+	slab []Message
 }
+
+// slabMessages is how many messages a search allocates at a time: a page
+// of 20 in one allocation, without reserving 100 for a rare word's few.
+const slabMessages = 20
 
 // plan turns the filters into ID bounds, inside the first transaction. IDs
 // rise with creation time (see DB.creationTime), so since and until become
@@ -196,8 +203,14 @@ func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
 		return nil
 	}
 	lists := s.postingLists(tx)
-	msgs := tx.Bucket(bucketMessages)
+	// Every bucket is opened once per transaction and every record read
+	// through one cursor: each tx.Bucket and Bucket.Get is a seek from the
+	// root with a fresh cursor, and a page of 20 made dozens of them.
+	msgs := tx.Bucket(bucketMessages).Cursor()
+	users := tx.Bucket(bucketUsers)
 	owners := make(map[uint64]string)
+	var key [8]byte
+	var probe Message
 	txSteps := 0
 	for {
 		agreed := 0
@@ -228,15 +241,26 @@ func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
 			}
 		}
 		id := s.next
-		b := msgs.Get(itob(id))
-		if b == nil {
-			return fmt.Errorf("search: index points at missing message %d", id)
+		b := lists[0].val
+		if !lists[0].records {
+			binary.BigEndian.PutUint64(key[:], id)
+			k, v := msgs.Seek(key[:])
+			if !bytes.Equal(k, key[:]) {
+				return fmt.Errorf("search: index points at missing message %d", id)
+			}
+			b = v
 		}
-		m, err := decodeMessage(id, b)
-		if err != nil {
+		m := &probe // the match beyond a full page is only looked at
+		if len(s.page.Messages) < s.limit {
+			if len(s.slab) == cap(s.slab) {
+				s.slab = make([]Message, 0, min(s.limit-len(s.page.Messages), slabMessages))
+			}
+			m = &s.slab[:len(s.slab)+1][len(s.slab)]
+		}
+		if err := decodeMessageInto(m, id, b); err != nil {
 			return err
 		}
-		if s.inTimeRange(m.CreatedAt) && joinOwner(tx, m, owners) {
+		if s.inTimeRange(m.CreatedAt) && joinOwnerIn(users, m, owners) {
 			if len(s.page.Messages) == s.limit {
 				// One match beyond the page proves there is a next page.
 				s.page.NextBeforeID = s.page.Messages[s.limit-1].ID
@@ -244,6 +268,9 @@ func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
 				return nil
 			}
 			s.page.Messages = append(s.page.Messages, m)
+			if m != &probe {
+				s.slab = s.slab[:len(s.slab)+1] // keep the slot; a rejected one is reused
+			}
 		}
 		if id == 1 {
 			s.done = true
@@ -278,7 +305,9 @@ func (s *searcher) postingLists(tx *bbolt.Tx) []*postingList {
 		lists = append(lists, newPostingList(tx.Bucket(bucketMsgsByOwner).Cursor(), itob(s.ownerID)))
 	}
 	if len(lists) == 0 {
-		lists = append(lists, newPostingList(tx.Bucket(bucketMessages).Cursor(), nil))
+		all := newPostingList(tx.Bucket(bucketMessages).Cursor(), nil)
+		all.records = true
+		lists = append(lists, all)
 	}
 	return lists
 }
@@ -291,6 +320,10 @@ type postingList struct {
 	key    []byte // scratch for prefix‖id
 	at     uint64 // ID under the cursor after a successful seek
 	placed bool
+	// records: the list is the messages bucket itself, so val, the value
+	// under the cursor, is the record of at and needs no second lookup.
+	records bool
+	val     []byte
 }
 
 func newPostingList(c *bbolt.Cursor, prefix []byte) *postingList {
@@ -304,23 +337,23 @@ func (p *postingList) seekAtMost(id uint64) (uint64, bool) {
 	if p.placed && id < p.at {
 		// Walking down a list one match at a time is the common case: the
 		// previous key is one step away, no seek from the root needed.
-		k, _ := p.c.Prev()
+		k, v := p.c.Prev()
 		if got, ok := p.idOf(k); !ok || got <= id {
-			p.at, p.placed = got, ok
+			p.at, p.placed, p.val = got, ok, v
 			return got, ok
 		}
 	}
 	p.key = binary.BigEndian.AppendUint64(p.key[:len(p.prefix)], id)
-	k, _ := p.c.Seek(p.key)
+	k, v := p.c.Seek(p.key)
 	if k == nil || !bytes.Equal(k, p.key) {
 		if k == nil {
-			k, _ = p.c.Last()
+			k, v = p.c.Last()
 		} else {
-			k, _ = p.c.Prev()
+			k, v = p.c.Prev()
 		}
 	}
 	got, ok := p.idOf(k)
-	p.at, p.placed = got, ok
+	p.at, p.placed, p.val = got, ok, v
 	return got, ok
 }
 
