@@ -168,7 +168,13 @@ func (s *Server) searchMessages(w http.ResponseWriter, r *http.Request, _ httpro
 		params.Set("cursor", next)
 		w.Header().Set("Link", "</api/messages?"+params.Encode()+`>; rel="next"`)
 	}
-	writeBody(w, "application/json", http.StatusOK, appendPageJSON(make([]byte, 0, 512*len(page.Messages)+64), page.Messages, next))
+	// Sized from the content, so one allocation holds the page without
+	// the 512 bytes a message an estimate would waste on short ones.
+	size := 64 + len(next)
+	for _, m := range page.Messages {
+		size += 160 + len(m.OwnerEmail) + len(m.Content) + len(m.Content)/8 // room for some escapes
+	}
+	writeBody(w, "application/json", http.StatusOK, appendPageJSON(make([]byte, 0, size), page.Messages, next))
 	return nil
 }
 
