@@ -22,18 +22,17 @@ const purgeChunk = 1000
 
 // DeleteAccount deletes the caller's account, its tokens and its messages.
 // When it returns nil, all of it is gone, or (if removing the messages
-// failed) invisible until the next Open removes it. hidden, when not nil,
-// runs as soon as the account is gone for everyone, before the purge of its
-// messages, which may take a while: the moment to end its sessions. Errors:
-// ErrUnauthorized, ErrNotFound.
-func (db *DB) DeleteAccount(by Caller, hidden func(userID uint64)) error {
+// failed) invisible until the next Open removes it. Its tokens go in the
+// first transaction, so watchers of them (TokenDeleted) are woken before the
+// purge, which may take a while. Errors: ErrUnauthorized, ErrNotFound.
+func (db *DB) DeleteAccount(by Caller) error {
 	var userID uint64
 	err := db.writes.update(func(tx *bbolt.Tx) error {
 		u, err := by.user(tx, db)
 		if err != nil {
 			return err
 		}
-		if err := revokeTokensExcept(tx, u.ID, nil); err != nil {
+		if err := db.revokeTokensExcept(tx, u.ID, nil); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketUsersByEmail).Delete(emailKey(u.Email)); err != nil {
@@ -49,9 +48,6 @@ func (db *DB) DeleteAccount(by Caller, hidden func(userID uint64)) error {
 	})
 	if err != nil {
 		return err
-	}
-	if hidden != nil {
-		hidden(userID)
 	}
 	// From here the account is gone for everyone; a purge that fails (the
 	// server stopping, say) is finished by the next Open, so the caller is

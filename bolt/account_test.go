@@ -23,7 +23,7 @@ func TestDeleteAccount(t *testing.T) {
 	adas := bulkMessages(t, db, []uint64{ada.ID}, time.Millisecond, func(i int) string { return fmt.Sprint("shared word ", i) }, 2*purgeChunk+3)
 	bobs := bulkMessages(t, db, []uint64{bob.ID}, time.Millisecond, func(i int) string { return fmt.Sprint("shared word bob ", i) }, 5)
 
-	if err := db.DeleteAccount(ByToken(phone), nil); err != nil {
+	if err := db.DeleteAccount(ByToken(phone)); err != nil {
 		t.Fatalf("DeleteAccount = %v", err)
 	}
 	for _, h := range []TokenHash{adaReg, phone} {
@@ -53,7 +53,7 @@ func TestDeleteAccount(t *testing.T) {
 	if p := mustSearch(t, db, SearchQuery{OwnerEmail: "ada@example.com"}); len(p.Messages) != 0 {
 		t.Errorf("owner search for the re-registered e-mail = %d messages, want none", len(p.Messages))
 	}
-	if err := db.DeleteAccount(ByToken(phone), nil); !errors.Is(err, ErrUnauthorized) {
+	if err := db.DeleteAccount(ByToken(phone)); !errors.Is(err, ErrUnauthorized) {
 		t.Errorf("DeleteAccount with a deleted account's token = %v, want ErrUnauthorized", err)
 	}
 }
@@ -69,7 +69,7 @@ func TestDeleteAccountInterrupted(t *testing.T) {
 	kept := mustCreateMessage(t, db, bob.ID, "bob says hello")
 	// The first half of DeleteAccount, then stop.
 	err := db.bolt.Update(func(tx *bbolt.Tx) error {
-		if err := revokeTokensExcept(tx, ada.ID, nil); err != nil {
+		if err := db.revokeTokensExcept(tx, ada.ID, nil); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketUsersByEmail).Delete(emailKey(ada.Email)); err != nil {
@@ -157,7 +157,7 @@ func TestIssueLoginToken(t *testing.T) {
 	if _, err := db.IssueLoginToken(ada.ID, fakePasswordHash, tokenHash("stale"), defaultTTL); !errors.Is(err, ErrUnauthorized) {
 		t.Errorf("IssueLoginToken after a password change = %v, want ErrUnauthorized", err)
 	}
-	if err := db.DeleteAccount(ByToken(reg), nil); err != nil {
+	if err := db.DeleteAccount(ByToken(reg)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.IssueLoginToken(ada.ID, "$argon2id$new", tokenHash("gone"), defaultTTL); !errors.Is(err, ErrUnauthorized) {

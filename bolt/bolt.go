@@ -74,6 +74,7 @@ type DB struct {
 	writes *committer
 	uses   tokenUses
 	feed   changeFeed
+	tokens tokenWatch
 }
 
 // ErrLocked is returned by Open when another process holds the database.

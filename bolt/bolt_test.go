@@ -469,7 +469,7 @@ func (db *DB) CreateToken(userID uint64, hash TokenHash, ttl time.Duration) (*To
 			return err
 		}
 		var err error
-		tok, err = issueToken(tx, hash, userID, db.clock(), ttl)
+		tok, err = db.issueToken(tx, hash, userID, db.clock(), ttl)
 		return err
 	})
 	if err != nil {

@@ -258,7 +258,7 @@ func TestChangeLogOfPurgeAndRetention(t *testing.T) {
 	mustCreateMessage(t, db, ada.ID, "ada two")
 	head, _ := db.ChangeHead()
 
-	if err := db.DeleteAccount(ByUser(ada.ID), nil); err != nil {
+	if err := db.DeleteAccount(ByUser(ada.ID)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.DeleteMessagesBefore(context.Background(), db.Clock.Now().Add(-24*time.Hour)); err != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -108,7 +109,7 @@ func expiry(created time.Time, ttl time.Duration) time.Time {
 // dropping the user's oldest tokens beyond MaxTokensPerUser; callers hold
 // the write transaction. A hash already present is refused rather than
 // overwritten, which would orphan the other user's index entry.
-func issueToken(tx *bbolt.Tx, hash TokenHash, userID uint64, now time.Time, ttl time.Duration) (*Token, error) {
+func (db *DB) issueToken(tx *bbolt.Tx, hash TokenHash, userID uint64, now time.Time, ttl time.Duration) (*Token, error) {
 	tokens := tx.Bucket(bucketTokens)
 	if tokens.Get(hash[:]) != nil {
 		return nil, refuse(ErrConflict, "this token was already issued")
@@ -119,7 +120,7 @@ func issueToken(tx *bbolt.Tx, hash TokenHash, userID uint64, now time.Time, ttl 
 	}
 	slices.SortFunc(held, func(a, b *Token) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	for len(held) >= MaxTokensPerUser {
-		if err := deleteToken(tx, held[0]); err != nil {
+		if err := db.deleteToken(tx, held[0]); err != nil {
 			return nil, err
 		}
 		held = held[1:]
@@ -134,11 +135,52 @@ func issueToken(tx *bbolt.Tx, hash TokenHash, userID uint64, now time.Time, ttl 
 	return t, nil
 }
 
-func deleteToken(tx *bbolt.Tx, t *Token) error {
+// deleteToken removes t inside tx, the one way a token stops existing, and
+// has those watching its user's tokens woken once tx commits.
+func (db *DB) deleteToken(tx *bbolt.Tx, t *Token) error {
 	if err := tx.Bucket(bucketTokens).Delete(t.Hash[:]); err != nil {
 		return err
 	}
+	tx.OnCommit(func() { db.tokens.wake(t.UserID) })
 	return tx.Bucket(bucketTokensByUser).Delete(compositeKey(t.UserID, t.Hash[:]))
+}
+
+// tokenWatch wakes whoever waits on a user's tokens when a commit deletes
+// one of them: a logout, a revocation, a password change, an account
+// deletion, the per-user cap, the sweep of expired tokens.
+type tokenWatch struct {
+	mu sync.Mutex
+	// waiting holds one channel per user someone waits on, closed and
+	// dropped by the next deletion of one of that user's tokens. A user
+	// nobody waits on any more keeps an entry until then: one small
+	// channel per account that ever had a live stream.
+	waiting map[uint64]chan struct{}
+}
+
+func (w *tokenWatch) wake(userID uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch, ok := w.waiting[userID]; ok {
+		close(ch)
+		delete(w.waiting, userID)
+	}
+}
+
+// TokenDeleted returns a channel closed once a commit deletes any token of
+// userID, so a live stream can check its own token then, not on a timer.
+func (db *DB) TokenDeleted(userID uint64) <-chan struct{} {
+	w := &db.tokens
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch, ok := w.waiting[userID]
+	if !ok {
+		if w.waiting == nil {
+			w.waiting = make(map[uint64]chan struct{})
+		}
+		ch = make(chan struct{})
+		w.waiting[userID] = ch
+	}
+	return ch
 }
 
 // userTokens lists every token of a user, expired ones included.
@@ -176,7 +218,7 @@ func (db *DB) IssueLoginToken(userID uint64, checkedHash string, hash TokenHash,
 		if err != nil || u.PasswordHash != checkedHash {
 			return refuse(ErrUnauthorized, "e-mail or password is incorrect")
 		}
-		tok, err = issueToken(tx, hash, userID, db.clock(), ttl)
+		tok, err = db.issueToken(tx, hash, userID, db.clock(), ttl)
 		return err
 	})
 	if err != nil {
@@ -239,7 +281,7 @@ func (db *DB) RevokeToken(hash TokenHash) error {
 		if err != nil {
 			return err
 		}
-		return deleteToken(tx, tok)
+		return db.deleteToken(tx, tok)
 	})
 }
 
@@ -258,7 +300,7 @@ func (db *DB) RevokeTokenByID(by Caller, id TokenID) error {
 		}
 		for _, t := range held {
 			if t.ID == id {
-				return deleteToken(tx, t)
+				return db.deleteToken(tx, t)
 			}
 		}
 		return refuse(ErrNotFound, "you hold no token %s", id)
@@ -274,12 +316,12 @@ func (db *DB) RevokeAllTokens(by Caller) error {
 		if err != nil {
 			return err
 		}
-		return revokeTokensExcept(tx, u.ID, nil)
+		return db.revokeTokensExcept(tx, u.ID, nil)
 	})
 }
 
 // revokeTokensExcept deletes every token of userID but keep (nil: all).
-func revokeTokensExcept(tx *bbolt.Tx, userID uint64, keep *TokenHash) error {
+func (db *DB) revokeTokensExcept(tx *bbolt.Tx, userID uint64, keep *TokenHash) error {
 	held, err := userTokens(tx, userID)
 	if err != nil {
 		return err
@@ -288,7 +330,7 @@ func revokeTokensExcept(tx *bbolt.Tx, userID uint64, keep *TokenHash) error {
 		if keep != nil && t.Hash == *keep {
 			continue
 		}
-		if err := deleteToken(tx, t); err != nil {
+		if err := db.deleteToken(tx, t); err != nil {
 			return err
 		}
 	}
@@ -357,7 +399,7 @@ func (db *DB) SweepExpiredTokens(ctx context.Context) (int, error) {
 			}
 			// Deleting while the cursor walks would move it; delete after.
 			for _, t := range expired {
-				if err := deleteToken(tx, t); err != nil {
+				if err := db.deleteToken(tx, t); err != nil {
 					return err
 				}
 			}

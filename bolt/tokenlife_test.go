@@ -309,3 +309,80 @@ func TestMaintain(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestTokenDeleted: every way a token stops existing wakes those watching
+// its user's tokens once it commits, and nothing else does.
+func TestTokenDeleted(t *testing.T) {
+	db := mustOpen(t)
+	ada, adaReg := mustCreateUser(t, db, "ada@example.com")
+	bob, _ := mustCreateUser(t, db, "bob@example.com")
+	woken := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	watch := db.TokenDeleted(ada.ID)
+	if again := db.TokenDeleted(ada.ID); again != watch {
+		t.Fatal("two watchers of one user got different channels")
+	}
+	// Not by another user's revocation, nor by a refused one.
+	if err := db.RevokeAllTokens(ByUser(bob.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RevokeTokenByID(ByUser(ada.ID), TokenID{}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("revoking an unknown handle = %v", err)
+	}
+	if woken(watch) {
+		t.Fatal("woken by a change to someone else's tokens, or by a refused revocation")
+	}
+
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		delete func()
+	}{
+		{"logout", func() {
+			if err := db.RevokeToken(adaReg); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"sign out everywhere", func() {
+			if _, err := db.CreateToken(ada.ID, tokenHash("phone"), defaultTTL); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.RevokeAllTokens(ByUser(ada.ID)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the per-user cap", func() {
+			for i := range MaxTokensPerUser + 1 {
+				if _, err := db.CreateToken(ada.ID, tokenHash(fmt.Sprint("cap ", i)), defaultTTL); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"the sweep of expired tokens", func() {
+			db.Clock.Add(defaultTTL)
+			if n, err := db.SweepExpiredTokens(ctx); err != nil || n == 0 {
+				t.Fatalf("sweep = %d, %v", n, err)
+			}
+		}},
+		{"account deletion", func() {
+			if _, err := db.CreateToken(ada.ID, tokenHash("last"), defaultTTL); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.DeleteAccount(ByUser(ada.ID)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		watch := db.TokenDeleted(ada.ID)
+		tc.delete()
+		if !woken(watch) {
+			t.Errorf("%s: watchers of the user's tokens not woken", tc.name)
+		}
+	}
+}

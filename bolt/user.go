@@ -318,7 +318,7 @@ func (db *DB) CreateUser(u *User, tokenHash TokenHash, ttl time.Duration) (*Toke
 		if err := byEmail.Put(key, itob(id)); err != nil {
 			return err
 		}
-		tok, err = issueToken(tx, tokenHash, id, created, ttl)
+		tok, err = db.issueToken(tx, tokenHash, id, created, ttl)
 		return err
 	})
 	if err != nil {
@@ -399,6 +399,6 @@ func (db *DB) ChangePassword(by Caller, hash string) error {
 		if err := tx.Bucket(bucketUsers).Put(itob(u.ID), encodeUser(u)); err != nil {
 			return err
 		}
-		return revokeTokensExcept(tx, u.ID, by.token)
+		return db.revokeTokensExcept(tx, u.ID, by.token)
 	})
 }

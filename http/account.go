@@ -62,7 +62,6 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, ps httprout
 	if err := s.db.RevokeTokenByID(bolt.ByToken(caller(r).tokenHash), id); err != nil {
 		return err
 	}
-	s.streams.tokensChanged(caller(r).user.ID)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -73,7 +72,6 @@ func (s *Server) revokeAllTokens(w http.ResponseWriter, r *http.Request, _ httpr
 	if err := s.db.RevokeAllTokens(bolt.ByToken(caller(r).tokenHash)); err != nil {
 		return err
 	}
-	s.streams.tokensChanged(caller(r).user.ID)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -105,7 +103,6 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, _ httpro
 	if err := s.db.ChangePassword(bolt.ByToken(caller(r).tokenHash), hash); err != nil {
 		return err
 	}
-	s.streams.tokensChanged(caller(r).user.ID)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -126,7 +123,7 @@ func (s *Server) deleteAccount(w http.ResponseWriter, r *http.Request, _ httprou
 	if err := s.confirmPassword(r, password); err != nil {
 		return err
 	}
-	if err := s.db.DeleteAccount(bolt.ByToken(caller(r).tokenHash), s.streams.tokensChanged); err != nil {
+	if err := s.db.DeleteAccount(bolt.ByToken(caller(r).tokenHash)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

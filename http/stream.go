@@ -42,8 +42,10 @@ type StreamLimits struct {
 	// before it is disconnected with a retry hint.
 	MaxLag int
 	// TokenCheck is how often a stream checks that its token still works,
-	// on top of the checks every revocation through the API triggers at
-	// once and the end of the token's lifetime.
+	// on top of the check every deletion of one of its account's tokens
+	// triggers at once (bolt.DB.TokenDeleted) and the timer for the end of
+	// the token's lifetime: a safety net, and what catches expiry on a
+	// clock other than the wall clock (Config.Now).
 	TokenCheck time.Duration
 }
 
@@ -163,29 +165,22 @@ type streamHub struct {
 	limits StreamLimits
 	now    func() time.Time // the store's clock, which expires tokens
 
-	// windowMu guards the window; rendering holds it, so admissions and
-	// revocations take their own lock rather than wait on a render.
+	// windowMu guards the window; rendering holds it, so admissions take
+	// their own lock rather than wait on a render.
 	windowMu    sync.Mutex
 	window      []*event // the newest rendered events, oldest first, contiguous
 	windowBytes int      // size of window, summed
 	rendered    uint64   // the change the window ends at
 
 	mu      sync.Mutex
-	users   map[uint64]*userStreams
+	perUser map[uint64]int // open streams of each account that has any
 	total   int
 	closing chan struct{} // closed when the server shuts down
 	closed  bool
 }
 
-// userStreams counts one account's streams and wakes them to check their
-// tokens when the account's tokens change.
-type userStreams struct {
-	n       int
-	recheck chan struct{}
-}
-
 func newStreamHub(db *bolt.DB, limits StreamLimits, now func() time.Time) *streamHub {
-	h := &streamHub{db: db, limits: limits.withDefaults(), now: now, users: make(map[uint64]*userStreams), closing: make(chan struct{})}
+	h := &streamHub{db: db, limits: limits.withDefaults(), now: now, perUser: make(map[uint64]int), closing: make(chan struct{})}
 	if db != nil {
 		// Streams start at the head; nothing before it needs rendering.
 		h.rendered, _ = db.ChangeHead()
@@ -198,49 +193,24 @@ func newStreamHub(db *bolt.DB, limits StreamLimits, now func() time.Time) *strea
 func (h *streamHub) admit(userID uint64) (release func(), err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	switch u := h.users[userID]; {
+	switch n := h.perUser[userID]; {
 	case h.closed:
 		return nil, errShuttingDown
 	case h.total >= h.limits.Total:
 		return nil, tooManyStreams("the server has as many live streams open as it allows; try again later")
-	case u != nil && u.n >= h.limits.PerUser:
-		return nil, tooManyStreams("this account has " + strconv.Itoa(u.n) + " live streams open, the most it may; close one first")
-	case u == nil:
-		h.users[userID] = &userStreams{n: 1, recheck: make(chan struct{})}
-	default:
-		u.n++
+	case n >= h.limits.PerUser:
+		return nil, tooManyStreams("this account has " + strconv.Itoa(n) + " live streams open, the most it may; close one first")
 	}
+	h.perUser[userID]++
 	h.total++
 	return func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.total--
-		u := h.users[userID]
-		if u.n--; u.n == 0 {
-			delete(h.users, userID)
+		if h.perUser[userID]--; h.perUser[userID] == 0 {
+			delete(h.perUser, userID)
 		}
 	}, nil
-}
-
-// recheckChan returns the channel closed when userID's tokens next change.
-func (h *streamHub) recheckChan(userID uint64) <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if u := h.users[userID]; u != nil {
-		return u.recheck
-	}
-	return nil
-}
-
-// tokensChanged wakes userID's streams to check their tokens: one was
-// revoked, or the account deleted.
-func (h *streamHub) tokensChanged(userID uint64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if u := h.users[userID]; u != nil {
-		close(u.recheck)
-		u.recheck = make(chan struct{})
-	}
 }
 
 // close ends every stream; new ones are refused.
@@ -441,7 +411,7 @@ func (st *stream) run(ctx context.Context, from *uint64) {
 		heartbeat: time.NewTimer(limits.Heartbeat),
 		expiry:    time.NewTimer(st.expires.Sub(st.hub.now())),
 		check:     time.NewTicker(limits.TokenCheck),
-		recheck:   st.hub.recheckChan(st.userID),
+		recheck:   st.db.TokenDeleted(st.userID),
 	}
 	defer c.stop()
 	for {
@@ -525,7 +495,7 @@ const (
 	noSignal signal = iota
 	committed
 	heartbeatDue
-	tokensChanged
+	tokenDeleted
 	tokenCheckDue
 	tokenExpired
 	shuttingDown
@@ -536,7 +506,7 @@ const (
 func (c *streamControls) poll(ctx context.Context, closing <-chan struct{}) signal {
 	select {
 	case <-c.recheck:
-		return tokensChanged
+		return tokenDeleted
 	case <-c.check.C:
 		return tokenCheckDue
 	case <-c.expiry.C:
@@ -558,7 +528,7 @@ func (c *streamControls) wait(ctx context.Context, closing, commit <-chan struct
 	case <-c.heartbeat.C:
 		return heartbeatDue
 	case <-c.recheck:
-		return tokensChanged
+		return tokenDeleted
 	case <-c.check.C:
 		return tokenCheckDue
 	case <-c.expiry.C:
@@ -577,8 +547,8 @@ func (st *stream) handle(c *streamControls, sig signal) bool {
 		st.buf = append(st.buf[:0], ": keep-alive\n\n"...)
 		c.heartbeat.Reset(st.hub.limits.Heartbeat)
 		return st.send() != nil
-	case tokensChanged:
-		c.recheck = st.hub.recheckChan(st.userID)
+	case tokenDeleted:
+		c.recheck = st.db.TokenDeleted(st.userID)
 		return !st.tokenWorks()
 	case tokenCheckDue:
 		return !st.tokenWorks()

@@ -500,8 +500,8 @@ func TestStreamReset(t *testing.T) {
 // TestStreamEndsWithItsToken: logging out, revoking the device, signing
 // out everywhere, a password change elsewhere and deleting the account end
 // the streams of the tokens they revoke at once — the periodic check is an
-// hour here, so only the wake-up each revocation sends can end them — while
-// other streams go on. A deleted account's messages are announced as
+// hour here, so only the wake-up each token deletion sends can end them —
+// while other streams go on. A deleted account's messages are announced as
 // deleted.
 func TestStreamEndsWithItsToken(t *testing.T) {
 	e := newEnv(t, withStreams(heraldhttp.StreamLimits{TokenCheck: time.Hour}))

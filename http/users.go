@@ -88,8 +88,6 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	if err != nil {
 		return err
 	}
-	// A new token may have pushed the account's oldest out (MaxTokensPerUser).
-	s.streams.tokensChanged(u.ID)
 	s.writeJSON(w, r, http.StatusOK, tokenJSON{Token: token, ExpiresAt: apiTime(tok.ExpiresAt)})
 	return nil
 }
@@ -170,7 +168,6 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	if err != nil {
 		return err
 	}
-	s.streams.tokensChanged(caller(r).user.ID)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
