@@ -333,13 +333,16 @@ func TestCreationTimeNeverFalls(t *testing.T) {
 // TestGroupCommit runs many concurrent writers and counts commits: they
 // must share transactions (fewer commits than writes), every write must be
 // on disk once it returned (reopen and look), and a writer refused inside a
-// shared transaction must not undo the others.
+// shared transaction must not undo the others — nor leave a change in the
+// log, which holds one change per committed write, without a gap or a
+// repeat, the same from memory and from disk.
 func TestGroupCommit(t *testing.T) {
 	db := mustOpen(t)
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
 	bob, _ := mustCreateUser(t, db, "bob@example.com")
 	victim := mustCreateMessage(t, db, ada.ID, "bob may not touch this")
 	before := db.WriteStats()
+	startHead, _ := db.ChangeHead()
 
 	const writers, perWriter = 32, 20
 	var (
@@ -381,20 +384,38 @@ func TestGroupCommit(t *testing.T) {
 	}
 	t.Logf("%d writes in %d commits", ops, commits)
 
-	// Reopen: everything acknowledged is there.
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
+	isCreated := make(map[uint64]bool, len(created))
+	for _, m := range created {
+		isCreated[m.ID] = true
 	}
-	db2, err := Open(db.Path, Options{Now: db.Clock.Now})
+	logged, head, err := db.ChangesAfter(startHead, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.DB = db2 // the cleanup checks and closes the reopened database
+	if len(logged) != len(created) || head != startHead+uint64(len(created)) {
+		t.Fatalf("%d changes up to head %d after %d creates from %d", len(logged), head, len(created), startHead)
+	}
+	for i, ch := range logged {
+		if ch.Seq != startHead+uint64(i)+1 || ch.Kind != MessageCreated || !isCreated[ch.Message.ID] {
+			t.Fatalf("change %d is %s: a gap, a repeat, or not one of the creates", i, changeString(ch))
+		}
+		delete(isCreated, ch.Message.ID)
+	}
+
+	// Reopen: everything acknowledged is there, and the log reads the same.
+	reopen(t, db)
 	for _, m := range append(created, victim) {
 		got := mustMessage(t, db, m.ID)
 		if got.Content != m.Content {
 			t.Errorf("message %d after reopen = %q, want %q", m.ID, got.Content, m.Content)
 		}
+	}
+	fromDisk, _, err := db.ChangesAfter(startHead, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalStrings(changeStrings(fromDisk), changeStrings(logged)) {
+		t.Error("the log read from disk differs from the one handed over in memory")
 	}
 }
 
