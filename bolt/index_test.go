@@ -462,6 +462,25 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 			second.Hash = tokenHash("t2")
 			return issueTokenRecord(tx, &second)
 		}, "holds two tokens with the public ID"},
+		{"ChangeMissing", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketChanges).Delete(itob(1))
+		}, "changes 1 to 1 are missing from the log"},
+		{"ChangeGap", func(tx *bbolt.Tx, m *Message) error {
+			log := tx.Bucket(bucketChanges)
+			if err := log.Put(itob(3), log.Get(itob(1))); err != nil {
+				return err
+			}
+			return log.SetSequence(3)
+		}, "changes 2 to 2 are missing from the log"},
+		{"ChangeUndecodable", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketChanges).Put(itob(1), []byte{9})
+		}, "decode change 1: bad record"},
+		{"ChangeBelowFloor", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketMeta).Put(metaChangesFloor, itob(1))
+		}, "change 1: at or below the trimmed floor 1"},
+		{"FloorBeyondLog", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketMeta).Put(metaChangesFloor, itob(5))
+		}, "meta/changes_floor 5 is beyond the change log's sequence 1"},
 		{"OrphanMessage", func(tx *bbolt.Tx, m *Message) error {
 			return tx.Bucket(bucketUsers).Delete(itob(m.OwnerID))
 		}, "message 1: its owner 1 does not exist"},
