@@ -74,9 +74,8 @@ const (
 )
 
 func encodeChange(ch *Change) []byte {
-	msg := encodeMessage(&ch.Message)
 	email := ch.Message.OwnerEmail
-	b := make([]byte, 0, changeHeaderLen+2+len(email)+4+len(ch.Before)+len(msg))
+	b := make([]byte, 0, changeHeaderLen+2+len(email)+4+len(ch.Before)+8+messageHeaderLen+len(ch.Message.Content))
 	b = append(b, changeRecordVersion, byte(ch.Kind))
 	b = binary.BigEndian.AppendUint64(b, uint64(timeToMicros(ch.At)))
 	b = binary.BigEndian.AppendUint16(b, uint16(len(email)))
@@ -84,7 +83,7 @@ func encodeChange(ch *Change) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(ch.Before)))
 	b = append(b, ch.Before...)
 	b = binary.BigEndian.AppendUint64(b, ch.Message.ID)
-	return append(b, msg...)
+	return appendMessage(b, &ch.Message)
 }
 
 func decodeChange(seq uint64, b []byte) (*Change, error) {

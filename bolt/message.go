@@ -64,14 +64,17 @@ const (
 )
 
 func encodeMessage(m *Message) []byte {
-	b := make([]byte, messageHeaderLen+len(m.Content))
-	b[0] = messageRecordVersion
-	binary.BigEndian.PutUint64(b[1:], m.OwnerID)
-	binary.BigEndian.PutUint64(b[9:], uint64(timeToMicros(m.CreatedAt)))
-	binary.BigEndian.PutUint64(b[17:], uint64(timeToMicros(m.UpdatedAt)))
-	binary.BigEndian.PutUint64(b[25:], m.Revision)
-	copy(b[messageHeaderLen:], m.Content)
-	return b
+	return appendMessage(make([]byte, 0, messageHeaderLen+len(m.Content)), m)
+}
+
+// appendMessage appends m's record to b; a change record embeds one.
+func appendMessage(b []byte, m *Message) []byte {
+	b = append(b, messageRecordVersion)
+	b = binary.BigEndian.AppendUint64(b, m.OwnerID)
+	b = binary.BigEndian.AppendUint64(b, uint64(timeToMicros(m.CreatedAt)))
+	b = binary.BigEndian.AppendUint64(b, uint64(timeToMicros(m.UpdatedAt)))
+	b = binary.BigEndian.AppendUint64(b, m.Revision)
+	return append(b, m.Content...)
 }
 
 // decodeMessage copies everything out of b, which bbolt only lends for the
