@@ -68,7 +68,7 @@ func (g *guard) startLogin(r *http.Request, email string) (*loginAttempt, error)
 	case okAddress:
 		g.perAddress.Refund(a.address)
 	}
-	return nil, tooManyAttempts("too many failed logins; try again later", max(waitAccount, waitAddress))
+	return nil, tooManyRequests("too many failed logins; try again later", max(waitAccount, waitAddress))
 }
 
 // uncounted gives the try back: the password was right, or was never
@@ -82,7 +82,7 @@ func (a *loginAttempt) uncounted() {
 // Errors: 429 beyond the limit.
 func (g *guard) startRegistration(r *http.Request) error {
 	if ok, wait := g.registrations.Spend(auth.AddressKey(g.clientAddr(r))); !ok {
-		return tooManyAttempts("too many registrations from your address; try again later", wait)
+		return tooManyRequests("too many registrations from your address; try again later", wait)
 	}
 	return nil
 }

@@ -99,7 +99,7 @@ func wrongPassword() error {
 }
 
 // tooManyAttempts: a guessing limit is spent; retry after wait.
-func tooManyAttempts(msg string, wait time.Duration) error {
+func tooManyRequests(msg string, wait time.Duration) error {
 	return &requestError{
 		status: http.StatusTooManyRequests,
 		msg:    msg,

@@ -75,6 +75,9 @@ const streamBatch = 256
 // client in a retry: field.
 const retryMillis = 3000
 
+// streamRetryAfter is the Retry-After of a stream refused by a limit.
+const streamRetryAfter = 5 * time.Second
+
 func (l StreamLimits) withDefaults() StreamLimits {
 	set := func(v *int, d int) {
 		if *v <= 0 {
@@ -197,9 +200,9 @@ func (h *streamHub) admit(userID uint64) (release func(), err error) {
 	case h.closed:
 		return nil, errShuttingDown
 	case h.total >= h.limits.Total:
-		return nil, tooManyStreams("the server has as many live streams open as it allows; try again later")
+		return nil, tooManyRequests("the server has as many live streams open as it allows; try again later", streamRetryAfter)
 	case n >= h.limits.PerUser:
-		return nil, tooManyStreams("this account has " + strconv.Itoa(n) + " live streams open, the most it may; close one first")
+		return nil, tooManyRequests("this account has "+strconv.Itoa(n)+" live streams open, the most it may; close one first", streamRetryAfter)
 	}
 	h.perUser[userID]++
 	h.total++
@@ -584,9 +587,4 @@ func (st *stream) tokenWorks() bool {
 }
 
 // errShuttingDown refuses streams while the server stops.
-var errShuttingDown = &requestError{status: http.StatusServiceUnavailable, msg: "the server is shutting down", header: http.Header{"Retry-After": {"5"}}}
-
-// tooManyStreams: a stream limit is reached.
-func tooManyStreams(msg string) error {
-	return &requestError{status: http.StatusTooManyRequests, msg: msg, header: http.Header{"Retry-After": {"5"}}}
-}
+var errShuttingDown = &requestError{status: http.StatusServiceUnavailable, msg: "the server is shutting down", header: http.Header{"Retry-After": {retryAfterSeconds(streamRetryAfter)}}}
