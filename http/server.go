@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,8 +98,15 @@ func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
 	rt.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, routeNotFound(r))
 	})
+	routes := s.routes()
+	statics := staticsBesideWildcards(routes)
 	rt.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, methodNotAllowed(r)) // httprouter has set Allow already
+		// httprouter has set Allow already, to the wildcard route's methods
+		// when the path is a static route beside one.
+		if byMethod, ok := statics[r.URL.Path]; ok {
+			w.Header().Set("Allow", allowHeader(byMethod))
+		}
+		s.writeError(w, r, methodNotAllowed(r))
 	})
 	rt.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
 		if v == http.ErrAbortHandler {
@@ -108,14 +116,13 @@ func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
 			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		s.writeError(w, r, fmt.Errorf("panic: %v", v))
 	}
-	routes := s.routes()
 	for _, r := range routes {
-		if _, beside := wildcardBeside(routes, r); beside {
-			continue // the wildcard route's handler serves it
+		if statics[r.path] != nil {
+			continue // the wildcard route beside it serves it
 		}
 		h := s.wrap(r)
-		if statics := s.staticsBeside(routes, r); statics != nil {
-			h = dispatchStatics(statics, h)
+		if dir, last := path.Split(r.path); strings.HasPrefix(last, ":") {
+			h = s.dispatchStatics(dir, r.method, statics, h)
 		}
 		rt.Handle(r.method, r.path, h)
 		if r.method == http.MethodGet {
@@ -134,49 +141,68 @@ func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
 // request over when the wildcard's value is the static segment, so the
 // route table still lists every route as what it is.
 
-// wildcardBeside reports the wildcard route of r's method whose path
-// differs from r's only in its last segment, when r's is static.
-func wildcardBeside(routes []route, r route) (route, bool) {
-	dir, last := path.Split(r.path)
-	if strings.HasPrefix(last, ":") || last == "" {
-		return route{}, false
-	}
-	for _, w := range routes {
-		wdir, wlast := path.Split(w.path)
-		if w.method == r.method && wdir == dir && strings.HasPrefix(wlast, ":") {
-			return w, true
-		}
-	}
-	return route{}, false
-}
-
-// staticsBeside returns the wrapped handlers of the static routes beside
-// wildcard route w, by their last segment; nil when there are none.
-func (s *Server) staticsBeside(routes []route, w route) map[string]httprouter.Handle {
-	var statics map[string]httprouter.Handle
+// staticsBesideWildcards returns the static routes whose path differs
+// from a wildcard route's only in its last segment, by path and method.
+func staticsBesideWildcards(routes []route) map[string]map[string]route {
+	wildcardDirs := make(map[string]bool)
 	for _, r := range routes {
-		if got, ok := wildcardBeside(routes, r); ok && got.method == w.method && got.path == w.path {
-			if statics == nil {
-				statics = make(map[string]httprouter.Handle)
-			}
-			statics[path.Base(r.path)] = s.wrap(r)
+		if dir, last := path.Split(r.path); strings.HasPrefix(last, ":") {
+			wildcardDirs[dir] = true
 		}
+	}
+	statics := make(map[string]map[string]route)
+	for _, r := range routes {
+		dir, last := path.Split(r.path)
+		if !wildcardDirs[dir] || last == "" || strings.HasPrefix(last, ":") {
+			continue
+		}
+		if statics[r.path] == nil {
+			statics[r.path] = make(map[string]route)
+		}
+		statics[r.path][r.method] = r
 	}
 	return statics
 }
 
-// dispatchStatics serves the static routes beside a wildcard route, and
-// the wildcard route for every other value.
-func dispatchStatics(statics map[string]httprouter.Handle, wildcard httprouter.Handle) httprouter.Handle {
+// dispatchStatics wraps the handler of the method's wildcard route in
+// directory dir: a value naming a static route beside it is served by that
+// route, or refused with 405 when the static route takes other methods.
+func (s *Server) dispatchStatics(dir, method string, statics map[string]map[string]route, wildcard httprouter.Handle) httprouter.Handle {
+	handlers := make(map[string]httprouter.Handle)
+	for p, byMethod := range statics {
+		if r, ok := byMethod[method]; ok && path.Dir(p)+"/" == dir {
+			handlers[p] = s.wrap(r)
+		}
+	}
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		if len(ps) > 0 {
-			if h, ok := statics[ps[len(ps)-1].Value]; ok {
+			p := dir + ps[len(ps)-1].Value
+			if h, ok := handlers[p]; ok {
 				h(w, r, ps[:len(ps)-1])
+				return
+			}
+			if byMethod, ok := statics[p]; ok {
+				w.Header().Set("Allow", allowHeader(byMethod))
+				s.writeError(w, r, methodNotAllowed(r))
 				return
 			}
 		}
 		wildcard(w, r, ps)
 	}
+}
+
+// allowHeader lists the methods of a path as httprouter does: sorted, with
+// HEAD beside GET and OPTIONS, which it answers everywhere.
+func allowHeader(byMethod map[string]route) string {
+	methods := []string{http.MethodOptions}
+	for m := range byMethod {
+		methods = append(methods, m)
+		if m == http.MethodGet {
+			methods = append(methods, http.MethodHead)
+		}
+	}
+	slices.Sort(methods)
+	return strings.Join(methods, ", ")
 }
 
 // CloseStreams ends every live stream, each with a hint to reconnect a
