@@ -201,7 +201,7 @@ func TestSearchAgainstModel(t *testing.T) {
 		var want []uint64
 		for i := len(all) - 1; i >= 0; i-- {
 			m := all[i]
-			if m.ID == 0 || !ContainsTerms([]byte(m.Content), q.Terms) ||
+			if m.ID == 0 || !containsTerms([]byte(m.Content), q.Terms) ||
 				(q.OwnerEmail != "" && m.OwnerEmail != q.OwnerEmail) ||
 				(q.Since != nil && m.CreatedAt.Before(*q.Since)) ||
 				(q.Until != nil && !m.CreatedAt.Before(*q.Until)) {

@@ -467,7 +467,7 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 				if tt.owner != "" && owner != ada.ID {
 					return false
 				}
-				return ContainsTerms([]byte(content), q.Terms)
+				return containsTerms([]byte(content), q.Terms)
 			}
 			create := func(i int) {
 				owner := ada

@@ -94,22 +94,6 @@ func sortedTerms(content string) []string {
 	return terms
 }
 
-// ContainsTerms reports whether content holds every term as a whole word;
-// terms must come from Terms. It is the index's rule applied to one text,
-// for filtering a single message without a lookup.
-func ContainsTerms(content []byte, terms []string) bool {
-	if len(terms) == 0 {
-		return true
-	}
-	have := ContentTerms(string(content))
-	for _, t := range terms {
-		if _, ok := have[t]; !ok {
-			return false
-		}
-	}
-	return true
-}
-
 // termKey appends the index form of word to dst: NFC-normalised and
 // case-folded, so "café" typed as one code point or as "e" plus a combining
 // accent, in any letter case, is one term. Folding can leave a sequence
