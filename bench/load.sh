@@ -10,29 +10,23 @@
 # Traffic goes only to 127.0.0.1, and every wrk run is bounded by DURATION.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 DURATION=${DURATION:-10s}
 CONNS=${CONNS:-16}
 THREADS=${THREADS:-2}
 
-if ! command -v wrk >/dev/null; then
-  echo "installing wrk (Debian package)" >&2
-  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq wrk >/dev/null
-  else sudo apt-get update -qq && sudo apt-get install -y -qq wrk >/dev/null; fi
-fi
+need_wrk warn
 
 work=$(mktemp -d)
-trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+pid=''
+trap 'stop_pid "$pid" 20; rm -rf "$work"' EXIT
 go build -o "$work/herald" .
 HERALD_ADDR=127.0.0.1:0 HERALD_DB="$work/herald.db" "$work/herald" 2>"$work/log" &
 pid=$!
-for _ in $(seq 100); do
-  addr=$(sed -n 's/.*msg=listening addr=\([^ ]*\).*/\1/p' "$work/log")
-  [ -n "$addr" ] && break
-  sleep 0.1
-done
-[ -n "${addr:-}" ] || { echo "herald did not start:" >&2; cat "$work/log" >&2; exit 1; }
-base="http://$addr"
+wait_listen "$work/log" "$pid" 100 || { echo "herald did not start:" >&2; cat "$work/log" >&2; exit 1; }
+base="http://$REPLY"
 
 token=$(curl -sf "$base/api/register" -H 'Content-Type: application/json' \
   -d '{"email":"load@example.com","password":"load test password"}' |

@@ -70,6 +70,8 @@ set -euo pipefail
 
 bench=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$bench/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$bench/lib.sh"
 
 MESSAGES=${MESSAGES:-100000}
 DURATION=${DURATION:-5s}
@@ -87,16 +89,6 @@ SETTLE_MAX=${SETTLE_MAX:-15}
 KEEP_WORK=${KEEP_WORK:-}
 FILL_PROBE=5 # seconds of the first fill round, which measures the create rate
 
-die() { printf 'scale.sh: %s\n' "$*" >&2; exit 1; }
-log() { printf '[%(%T)T] %s\n' -1 "$*" >&2; }
-
-isint() { [[ $1 =~ ^(0|[1-9][0-9]*)$ ]]; }
-# need_int NAME VALUE MIN [MAX]: die unless MIN <= VALUE (<= MAX).
-need_int() {
-  if ! isint "$2" || (($2 < $3)) || { [ -n "${4:-}" ] && (($2 > $4)); }; then
-    die "$1 must be an integer from $3${4:+ to $4}, not \"$2\""
-  fi
-}
 need_int MESSAGES "$MESSAGES" 1
 need_int USERS "$USERS" 1 20
 need_int THREADS "$THREADS" 1
@@ -115,169 +107,12 @@ done
 for tool in go curl git; do
   command -v "$tool" >/dev/null || die "$tool is required"
 done
-if ! command -v wrk >/dev/null; then
-  log "installing wrk (Debian package)"
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && apt-get install -y -qq wrk >/dev/null
-  else
-    sudo apt-get update -qq && sudo apt-get install -y -qq wrk >/dev/null
-  fi
-fi
-tck=$(getconf CLK_TCK)
+need_wrk log
 
-# --- report and clean-up ---------------------------------------------------
-
-mkdir -p "$bench/out"
-report="$bench/out/scale-$(date +%Y%m%d-%H%M%S).txt"
-: >"$report"
-say() { printf '%s\n' "$*"; printf '%s\n' "$*" >>"$report"; }
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/herald-scale.XXXXXX")
-herald_pid='' baseline_pid='' sampler_pid=''
-
-stop_pid() { # pid signal-grace-seconds: TERM, wait, then KILL; sets REPLY to its status
-  local pid=$1 grace=$2 i
-  REPLY=''
-  [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < grace * 10; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  REPLY=0
-  wait "$pid" 2>/dev/null || REPLY=$?
-}
-
-cleanup() {
-  local status=$?
-  trap - EXIT
-  stop_pid "$sampler_pid" 1
-  stop_pid "$baseline_pid" 5
-  stop_pid "$herald_pid" 20
-  if ((status != 0)); then
-    if [ -s "$work/herald.log" ]; then
-      echo "--- last lines of herald's log:" >&2
-      tail -n 20 "$work/herald.log" >&2
-    fi
-    printf '\nrun did not complete (exit status %s)\n' "$status" >>"$report"
-    echo "partial report: $report" >&2
-  fi
-  if [ -n "$KEEP_WORK" ]; then
-    echo "work directory kept: $work" >&2
-  else
-    rm -rf "$work"
-  fi
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
-
-# --- CPU and memory accounting ---------------------------------------------
-
-# cpu_of PID: REPLY = its utime+stime+cutime+cstime in clock ticks (0 when gone).
-cpu_of() {
-  local line
-  local -a f
-  REPLY=0
-  read -r line 2>/dev/null <"/proc/$1/stat" || return 0
-  line=${line##*) }
-  read -ra f <<<"$line"
-  REPLY=$((f[11] + f[12] + f[13] + f[14]))
-}
-
-# machine_busy: REPLY = busy ticks of all CPUs (user nice system irq softirq steal).
-machine_busy() {
-  local rest
-  local -a f
-  read -r _ rest </proc/stat
-  read -ra f <<<"$rest"
-  REPLY=$((f[0] + f[1] + f[2] + f[5] + f[6] + f[7]))
-}
-
-# acct_snapshot: ACCT = (microseconds, busy ticks, ticks used by us). "Us" is
-# this shell with every child it has reaped (wrk, curl, go, ...) plus the
-# processes it still runs (herald, baseline, memory sampler).
-acct_snapshot() {
-  local now=${EPOCHREALTIME/./} ours=0 p
-  machine_busy
-  local busy=$REPLY
-  for p in "$$" "$herald_pid" "$baseline_pid" "$sampler_pid"; do
-    [ -n "$p" ] || continue
-    cpu_of "$p"
-    ours=$((ours + REPLY))
-  done
-  ACCT=("$now" "$busy" "$ours")
-}
-
-# other_pct T0 BUSY0 OURS0: REPLY = percentage of one core that other
-# processes used since that snapshot, with one decimal.
-other_pct() {
-  acct_snapshot
-  local us=$((ACCT[0] - $1)) other=$(((ACCT[1] - $2) - (ACCT[2] - $3)))
-  ((other > 0)) || other=0
-  ((us > 0)) || us=1
-  local tenths=$((other * 1000 * 1000000 / tck / us))
-  REPLY="$((tenths / 10)).$((tenths % 10))"
-}
-
-# sample_mem PID FILE: every 200 ms, the peak RssAnon and VmRSS (kB) of PID
-# so far, written to FILE whenever one grows.
-sample_mem() {
-  local pid=$1 out=$2 k v anon rss max_anon=0 max_rss=0
-  while kill -0 "$pid" 2>/dev/null; do
-    anon=0 rss=0
-    while read -r k v _; do
-      case $k in
-      RssAnon:) anon=$v ;;
-      VmRSS:) rss=$v ;;
-      esac
-    done 2>/dev/null <"/proc/$pid/status" || true
-    if ((anon > max_anon || rss > max_rss)); then
-      if ((anon > max_anon)); then max_anon=$anon; fi
-      if ((rss > max_rss)); then max_rss=$rss; fi
-      printf '%s %s\n' "$max_anon" "$max_rss" >"$out"
-    fi
-    sleep 0.2
-  done
-}
-
-mem_peak() { # REPLY = "RssAnon N MiB, VmRSS M MiB" peak so far
-  local anon=0 rss=0
-  if [ -s "$work/mem" ]; then read -r anon rss <"$work/mem" || true; fi
-  REPLY="RssAnon $((anon / 1024)) MiB, VmRSS $((rss / 1024)) MiB"
-}
+# Report, temp dir, clean-up on exit; CPU and memory accounting: bench/lib.sh.
+bench_setup scale
 
 # --- servers ---------------------------------------------------------------
-
-# listen_addr LOG PID NAME: REPLY = the address the server logged, e.g. from
-#   time=... level=INFO msg=listening addr=127.0.0.1:40123 db=...
-#   {"time":"...","level":"INFO","msg":"listening","addr":"127.0.0.1:40123",...}
-listen_addr() {
-  local logf=$1 pid=$2 name=$3 i line
-  REPLY=''
-  for ((i = 0; i < 300; i++)); do
-    if [ -s "$logf" ]; then
-      while IFS= read -r line; do
-        case $line in *listening*) ;; *) continue ;; esac
-        if [[ $line =~ \"addr\":\"([^\"]+)\" ]]; then
-          REPLY=${BASH_REMATCH[1]}
-        elif [[ $line =~ (^|[[:space:]])addr=\"?([^[:space:]\"]+) ]]; then
-          REPLY=${BASH_REMATCH[2]}
-        fi
-        [ -z "$REPLY" ] || break
-      done <"$logf"
-    fi
-    [ -z "$REPLY" ] || break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$REPLY" ]; then
-    cat "$logf" >&2 || true
-    die "$name did not report a listening address"
-  fi
-  [[ $REPLY =~ ^127\.0\.0\.1:[0-9]+$ ]] || die "$name listens on $REPLY, not on 127.0.0.1"
-}
 
 # settle: wait until Herald is idle (under 10% of a core for 0.3 s), at most
 # SETTLE_MAX seconds, so work wrk abandoned does not slow the next run.
@@ -449,10 +284,7 @@ table() {
 
 # === run ===================================================================
 
-started=$SECONDS
-say "Herald scale benchmark, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-read -r la1 la5 la15 _ </proc/loadavg
-say "host: nproc $(nproc), load average at start $la1 $la5 $la15, $(go version), $(wrk -v 2>&1 | head -n 1 | cut -d' ' -f1-2 || true)"
+say_start "Herald scale benchmark" "$(wrk -v 2>&1 | head -n 1 | cut -d' ' -f1-2 || true)"
 
 # Sources.
 if [ -n "$HERALD_REF" ]; then
@@ -463,23 +295,13 @@ if [ -n "$HERALD_REF" ]; then
   if [ "$rev" = "$HERALD_REF" ]; then label=$rev; else label="$HERALD_REF ($rev)"; fi
   say "herald: git revision $label of $repo, exported to the temp dir"
 else
-  src=$(cd "$HERALD_SRC" && pwd) || die "HERALD_SRC $HERALD_SRC is not a directory"
-  desc=''
-  if rev=$(git -C "$src" rev-parse --short HEAD 2>/dev/null); then
-    desc=" at $rev"
-    if [ -n "$(git --no-optional-locks -C "$src" status --porcelain -- . ':(exclude)bench' 2>/dev/null | head -n 1)" ]; then
-      desc="$desc plus uncommitted changes"
-    fi
-  fi
-  say "herald: working tree $src$desc"
+  use_worktree "$HERALD_SRC"
 fi
 say "settings: MESSAGES=$MESSAGES DURATION=$DURATION CONNS_LIST=\"$CONNS_LIST\" THREADS=$THREADS USERS=$USERS FILL_CONNS=$FILL_CONNS WRK_TIMEOUT=$WRK_TIMEOUT SEED=$SEED"
 
-log "building herald from $src"
 if [ -n "$HERALD_REF" ]; then hint="a revision that builds"; else hint="HERALD_REF=HEAD to build the last commit"; fi
-(cd "$src" && go build -buildvcs=false -o "$work/herald" .) || die "building herald from $src failed; try $hint"
-log "building bench/baseline"
-(cd "$repo" && go build -buildvcs=false -o "$work/baseline" ./bench/baseline) || die "building bench/baseline failed"
+go_build "$src" . "$work/herald" "herald from $src" "building herald from $src failed; try $hint"
+go_build "$repo" ./bench/baseline "$work/baseline" bench/baseline
 
 # Servers and samplers. Herald's log is opened for appending so scan_log can
 # empty it while Herald runs.
@@ -653,9 +475,7 @@ if ((herald_errors > 0)); then
   while IFS= read -r line; do say "  ${line:0:300}"; done <"$work/errors"
 fi
 say "other processes used $other% of a core during the run (from the start of the fill to the last workload)"
-if (($(awk -v o="$other" -v t="$BUSY_WARN_PCT" 'BEGIN { print (o > t) ? 1 : 0 }'))); then
+if above "$other" "$BUSY_WARN_PCT"; then
   say "WARNING: machine was busy: other processes used $other% of a core during the run; compare ratios, not absolute numbers, and see the other% column"
 fi
-read -r la1 la5 la15 _ </proc/loadavg
-say "load average at the end $la1 $la5 $la15; total time $((SECONDS - started))s"
-say "report saved to ${report#"$repo"/}"
+say_end "$repo"
