@@ -488,9 +488,6 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	// Streams never finish on their own; Shutdown would wait for them until
-	// its timeout.
-	srv.RegisterOnShutdown(handler.CloseStreams)
 	logger.Info("listening", "addr", ln.Addr().String(), "db", cfg.dbPath)
 
 	serveErr := make(chan error, 1)
@@ -501,6 +498,10 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down", "timeout", cfg.shutdownTimeout)
+	// Streams never finish on their own, and live on connections taken
+	// from net/http, which Shutdown does not wait for: end them first, each
+	// with a hint to reconnect, so the hints go out before the process ends.
+	handler.CloseStreams()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {

@@ -23,7 +23,7 @@ const purgeChunk = 1000
 // DeleteAccount deletes the caller's account, its tokens and its messages.
 // When it returns nil, all of it is gone, or (if removing the messages
 // failed) invisible until the next Open removes it. Its tokens go in the
-// first transaction, so watchers of them (TokenDeleted) are woken before the
+// first transaction, so their watchers (WatchTokenDeletions) hear before the
 // purge, which may take a while. Errors: ErrUnauthorized, ErrNotFound.
 func (db *DB) DeleteAccount(by Caller) error {
 	var userID uint64

@@ -145,42 +145,43 @@ func (db *DB) deleteToken(tx *bbolt.Tx, t *Token) error {
 	return tx.Bucket(bucketTokensByUser).Delete(compositeKey(t.UserID, t.Hash[:]))
 }
 
-// tokenWatch wakes whoever waits on a user's tokens when a commit deletes
-// one of them: a logout, a revocation, a password change, an account
-// deletion, the per-user cap, the sweep of expired tokens.
+// tokenWatch tells whoever watches when a commit deletes a token: a
+// logout, a revocation, a password change, an account deletion, the
+// per-user cap, the sweep of expired tokens.
 type tokenWatch struct {
-	mu sync.Mutex
-	// waiting holds one channel per user someone waits on, closed and
-	// dropped by the next deletion of one of that user's tokens. A user
-	// nobody waits on any more keeps an entry until then: one small
-	// channel per account that ever had a live stream.
-	waiting map[uint64]chan struct{}
+	mu       sync.Mutex
+	next     int
+	watchers map[int]func(userID uint64)
 }
 
 func (w *tokenWatch) wake(userID uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ch, ok := w.waiting[userID]; ok {
-		close(ch)
-		delete(w.waiting, userID)
+	for _, fn := range w.watchers {
+		fn(userID)
 	}
 }
 
-// TokenDeleted returns a channel closed once a commit deletes any token of
-// userID, so a live stream can check its own token then, not on a timer.
-func (db *DB) TokenDeleted(userID uint64) <-chan struct{} {
+// WatchTokenDeletions has fn called with the user's ID after every commit
+// that deletes one of that user's tokens, so live streams can check their
+// own token then rather than on a timer. fn runs on the committing
+// goroutine, with other writers waiting: it must only note the ID and
+// return. stop ends the calls; none is running once it returns.
+func (db *DB) WatchTokenDeletions(fn func(userID uint64)) (stop func()) {
 	w := &db.tokens
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ch, ok := w.waiting[userID]
-	if !ok {
-		if w.waiting == nil {
-			w.waiting = make(map[uint64]chan struct{})
-		}
-		ch = make(chan struct{})
-		w.waiting[userID] = ch
+	if w.watchers == nil {
+		w.watchers = make(map[int]func(uint64))
 	}
-	return ch
+	id := w.next
+	w.next++
+	w.watchers[id] = fn
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.watchers, id)
+	}
 }
 
 // userTokens lists every token of a user, expired ones included.

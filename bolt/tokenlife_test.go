@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -310,23 +311,28 @@ func TestMaintain(t *testing.T) {
 	}
 }
 
-// TestTokenDeleted: every way a token stops existing wakes those watching
-// its user's tokens once it commits, and nothing else does.
-func TestTokenDeleted(t *testing.T) {
+// TestWatchTokenDeletions: every way a token stops existing tells those
+// watching, with its user, once it commits; nothing else does, and nothing
+// after they stop watching.
+func TestWatchTokenDeletions(t *testing.T) {
 	db := mustOpen(t)
 	ada, adaReg := mustCreateUser(t, db, "ada@example.com")
 	bob, _ := mustCreateUser(t, db, "bob@example.com")
-	woken := func(ch <-chan struct{}) bool {
-		select {
-		case <-ch:
-			return true
-		default:
-			return false
-		}
-	}
-	watch := db.TokenDeleted(ada.ID)
-	if again := db.TokenDeleted(ada.ID); again != watch {
-		t.Fatal("two watchers of one user got different channels")
+	var mu sync.Mutex
+	var heard []uint64
+	stop := db.WatchTokenDeletions(func(userID uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, userID)
+	})
+	defer stop()
+	// take returns whom the watcher heard of since the last call.
+	take := func() []uint64 {
+		mu.Lock()
+		defer mu.Unlock()
+		got := heard
+		heard = nil
+		return got
 	}
 	// Not by another user's revocation, nor by a refused one.
 	if err := db.RevokeAllTokens(ByUser(bob.ID)); err != nil {
@@ -335,8 +341,8 @@ func TestTokenDeleted(t *testing.T) {
 	if err := db.RevokeTokenByID(ByUser(ada.ID), TokenID{}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("revoking an unknown handle = %v", err)
 	}
-	if woken(watch) {
-		t.Fatal("woken by a change to someone else's tokens, or by a refused revocation")
+	if got := take(); !slices.Equal(got, []uint64{bob.ID}) {
+		t.Fatalf("heard of %v; want only bob's revocation, not the refused one", got)
 	}
 
 	ctx := context.Background()
@@ -379,10 +385,16 @@ func TestTokenDeleted(t *testing.T) {
 			}
 		}},
 	} {
-		watch := db.TokenDeleted(ada.ID)
 		tc.delete()
-		if !woken(watch) {
-			t.Errorf("%s: watchers of the user's tokens not woken", tc.name)
+		if got := take(); len(got) == 0 || slices.ContainsFunc(got, func(id uint64) bool { return id != ada.ID }) {
+			t.Errorf("%s: heard of %v, want ada (%d)", tc.name, got, ada.ID)
 		}
+	}
+	stop()
+	if err := db.RevokeAllTokens(ByUser(bob.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if got := take(); len(got) != 0 {
+		t.Errorf("heard of %v after stop", got)
 	}
 }

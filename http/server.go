@@ -206,9 +206,10 @@ func allowHeader(byMethod map[string]route) string {
 }
 
 // CloseStreams ends every live stream, each with a hint to reconnect a
-// little later, and refuses new ones. http.Server.Shutdown does not end
-// requests that never finish on their own; main registers this with
-// RegisterOnShutdown.
+// little later, and refuses new ones; it waits a few seconds at most for
+// the hints to go out. Streams run on connections taken from net/http,
+// which http.Server.Shutdown neither waits for nor closes: call this
+// before it.
 func (s *Server) CloseStreams() { s.streams.close() }
 
 // access says who may call a route.

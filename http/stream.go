@@ -1,12 +1,14 @@
 package http
 
 import (
-	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -17,16 +19,18 @@ import (
 // The live stream: GET /api/messages/stream, Server-Sent Events of the
 // store's change log (see bolt/changes.go) through the filters of search.
 //
-// Fan-out without a copy per subscriber: the hub renders each change once
-// into the bytes of its event and keeps the newest hubMemory of them in
-// one shared, append-only window. Each stream is a loop in its own request
-// goroutine that takes the events after its position from the window,
-// writes those its filter passes, and waits for the next commit. A stream
-// whose position has left the window (it resumed from long ago) reads the
-// log from disk until it catches up. So nobody waits for anybody: a slow
-// client only falls behind in the window, and is cut off with a retry hint
-// once it is MaxLag changes behind, or when one write takes longer than
-// WriteTimeout.
+// Fan-out without a copy, or a waiting goroutine, per subscriber: the hub
+// renders each change once into the bytes of its event and keeps the
+// newest hubMemory of them in one shared, append-only window. A stream's
+// request catches it up (from the log on disk when it resumes from long
+// ago), then takes the connection from net/http and hands it to the hub.
+// One dispatcher goroutine then serves every stream in rounds: after a
+// commit it gives each stream the events its filter passes, all of them in
+// one write, on a goroutine that lives for that write only. Commits closer
+// together than streamRoundGap share a round, so a busy log costs a write
+// per stream per round rather than per change. Nobody waits for anybody: a
+// client that stops reading only falls behind, and is cut off once it is
+// MaxLag changes behind or one write has taken WriteTimeout.
 
 // StreamLimits tune live streams; zero values take the defaults.
 type StreamLimits struct {
@@ -43,9 +47,9 @@ type StreamLimits struct {
 	MaxLag int
 	// TokenCheck is how often a stream checks that its token still works,
 	// on top of the check every deletion of one of its account's tokens
-	// triggers at once (bolt.DB.TokenDeleted) and the timer for the end of
-	// the token's lifetime: a safety net, and what catches expiry on a
-	// clock other than the wall clock (Config.Now).
+	// triggers at once (bolt.DB.WatchTokenDeletions) and the comparison
+	// with the token's expiry on the store's clock (Config.Now), made at
+	// every housekeeping tick: a safety net.
 	TokenCheck time.Duration
 }
 
@@ -67,9 +71,22 @@ const (
 	hubMemoryBytes = 16 << 20
 )
 
-// streamBatch bounds the changes one turn of a stream's loop takes, so a
-// stream catching up writes in pieces and checks its lag between them.
+// streamBatch bounds the changes a stream catching up takes at once, so
+// it writes in pieces and checks its lag between them.
 const streamBatch = 256
+
+// streamRoundGap is the least time between two of the dispatcher's rounds:
+// it bounds the writes per stream to 1/streamRoundGap a second however
+// fast changes commit, and adds at most that much to an event's delay.
+const streamRoundGap = 10 * time.Millisecond
+
+// streamFinalWrite bounds the write of a stream's last words (a retry
+// hint), and so how long a shutdown waits for them.
+const streamFinalWrite = time.Second
+
+// streamReadLimit is how much a client may send after its request before
+// its stream is cut: SSE clients send nothing.
+const streamReadLimit = 4 << 10
 
 // retryMillis is the reconnection delay every stream suggests to its
 // client in a retry: field.
@@ -162,7 +179,8 @@ func hasAll(set map[string]struct{}, terms []string) bool {
 // errBehind: the position asked for has left the hub's window.
 var errBehind = errors.New("position older than the hub's window")
 
-// streamHub renders changes once and admits streams within their limits.
+// streamHub renders changes once, admits streams within their limits, and
+// sends every registered stream what it has not had yet.
 type streamHub struct {
 	db     *bolt.DB
 	limits StreamLimits
@@ -175,15 +193,27 @@ type streamHub struct {
 	windowBytes int      // size of window, summed
 	rendered    uint64   // the change the window ends at
 
-	mu      sync.Mutex
-	perUser map[uint64]int // open streams of each account that has any
-	total   int
-	closing chan struct{} // closed when the server shuts down
-	closed  bool
+	mu        sync.Mutex
+	perUser   map[uint64]int // open streams of each account that has any
+	total     int
+	closing   chan struct{} // closed when the server shuts down
+	closed    bool
+	streams   sync.WaitGroup // every admitted stream, until it releases its place
+	live      []*subscriber  // streams caught up and served by the dispatcher
+	running   bool           // the dispatcher runs; it does while live is not empty
+	stopWatch func()         // ends the dispatcher's watch on token deletions
+
+	revokedMu sync.Mutex
+	revoked   map[uint64]bool // accounts that lost a token since the last round
+
+	poke chan struct{} // wakes the dispatcher; holds at most one wake
 }
 
 func newStreamHub(db *bolt.DB, limits StreamLimits, now func() time.Time) *streamHub {
-	h := &streamHub{db: db, limits: limits.withDefaults(), now: now, perUser: make(map[uint64]int), closing: make(chan struct{})}
+	h := &streamHub{
+		db: db, limits: limits.withDefaults(), now: now,
+		perUser: make(map[uint64]int), closing: make(chan struct{}), poke: make(chan struct{}, 1),
+	}
 	if db != nil {
 		// Streams start at the head; nothing before it needs rendering.
 		h.rendered, _ = db.ChangeHead()
@@ -206,57 +236,99 @@ func (h *streamHub) admit(userID uint64) (release func(), err error) {
 	}
 	h.perUser[userID]++
 	h.total++
+	h.streams.Add(1)
+	var once sync.Once
 	return func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		h.total--
-		if h.perUser[userID]--; h.perUser[userID] == 0 {
-			delete(h.perUser, userID)
-		}
+		once.Do(func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.total--
+			if h.perUser[userID]--; h.perUser[userID] == 0 {
+				delete(h.perUser, userID)
+			}
+			h.streams.Done()
+		})
 	}, nil
 }
 
-// close ends every stream; new ones are refused.
+// close ends every stream, each with a retry hint, and refuses new ones.
+// It waits, a few seconds at most, for the hints to go out.
 func (h *streamHub) close() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if !h.closed {
 		h.closed = true
 		close(h.closing)
 	}
+	h.mu.Unlock()
+	ended := make(chan struct{})
+	go func() {
+		h.streams.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+	case <-time.After(2 * streamFinalWrite):
+	}
 }
 
-// after returns up to streamBatch events after position last, the head
-// of the log, and a channel closed by the next commit. The channel is taken
-// before the events are read, so a commit landing in between still wakes
-// the caller. It returns errBehind when last has left the window and
-// bolt.ErrChangeUnknown for a position beyond the head.
-func (h *streamHub) after(last uint64) ([]*event, uint64, <-chan struct{}, error) {
-	head, wait := h.db.ChangeHead()
+// wake has the dispatcher run a round soon; it never blocks.
+func (h *streamHub) wake() {
+	select {
+	case h.poke <- struct{}{}:
+	default:
+	}
+}
+
+// tokenDeleted notes, for the next round, that userID lost a token. It
+// runs on the store's committing goroutine, so it only notes.
+func (h *streamHub) tokenDeleted(userID uint64) {
+	h.revokedMu.Lock()
+	if h.revoked == nil {
+		h.revoked = make(map[uint64]bool)
+	}
+	h.revoked[userID] = true
+	h.revokedMu.Unlock()
+	h.wake()
+}
+
+func (h *streamHub) takeRevoked() map[uint64]bool {
+	h.revokedMu.Lock()
+	defer h.revokedMu.Unlock()
+	r := h.revoked
+	h.revoked = nil
+	return r
+}
+
+// events returns the events after position last up to head, from the
+// window: at most max of them when max > 0. It returns errBehind when
+// last has left the window and bolt.ErrChangeUnknown for a position beyond
+// the head.
+func (h *streamHub) events(last, head uint64, max int) ([]*event, error) {
 	switch {
 	case last > head:
-		return nil, head, wait, bolt.ErrChangeUnknown
+		return nil, bolt.ErrChangeUnknown
 	case last == head:
-		return nil, head, wait, nil
+		return nil, nil
 	}
 	h.windowMu.Lock()
 	defer h.windowMu.Unlock()
 	if err := h.renderUpTo(head); err != nil {
-		return nil, head, wait, err
+		return nil, err
 	}
 	if len(h.window) == 0 || last+1 < h.window[0].seq {
-		return nil, head, wait, errBehind
+		return nil, errBehind
 	}
 	i := int(last + 1 - h.window[0].seq)
-	j := min(len(h.window), i+streamBatch)
+	j := min(len(h.window), int(head+1-h.window[0].seq))
+	if max > 0 {
+		j = min(j, i+max)
+	}
 	// The window only ever appends past its end or drops from its front,
 	// so this slice stays valid after the lock is released.
-	return h.window[i:j:j], head, wait, nil
+	return h.window[i:j:j], nil
 }
 
-// renderUpTo brings the window up to head; h.windowMu is held. The first
-// stream woken by a commit renders it for all; the others, with the same or
-// an older head in hand, find it done.
+// renderUpTo brings the window up to head; h.windowMu is held.
 func (h *streamHub) renderUpTo(head uint64) error {
 	if head <= h.rendered {
 		return nil
@@ -286,8 +358,8 @@ func (h *streamHub) renderUpTo(head uint64) error {
 		}
 		h.rendered = chs[len(chs)-1].Seq
 	}
-	// Drop from the front by reslicing: streams hold slices of the window
-	// outside the lock, and append only writes past their end.
+	// Drop from the front by reslicing: rounds and catch-ups hold slices
+	// of the window outside the lock, and append only writes past their end.
 	drop := 0
 	for len(h.window)-drop > 1 && (len(h.window)-drop > hubMemory || h.windowBytes > hubMemoryBytes) {
 		h.windowBytes -= h.window[drop].size
@@ -354,73 +426,87 @@ func (s *Server) streamMessages(w http.ResponseWriter, r *http.Request, _ httpro
 	if err != nil {
 		return err
 	}
-	defer release()
 
-	rc := http.NewResponseController(w)
-	// The server's read timeout would otherwise end the stream: net/http
-	// keeps reading the connection under it to notice a client leaving.
-	_ = rc.SetReadDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no") // nginx would otherwise hold events back
+	// The body ends when the connection does, as the SSE specification
+	// recommends: once the connection is the stream's own, what it writes
+	// is the body, with no chunk framing.
+	h.Set("Transfer-Encoding", "identity")
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {
+		release()
 		return nil
 	}
-	st := &stream{
-		hub: s.streams, db: s.db, w: w, rc: rc, filter: filter,
-		userID: u.ID, token: caller(r).tokenHash, expires: tok.ExpiresAt,
+	// Take the connection from net/http: a stream then holds no server
+	// buffers and no goroutine of net/http's, and the dispatcher writes to
+	// it directly.
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		release()
+		return nil // the status has gone out; the client sees an empty stream and retries
 	}
-	st.run(r.Context(), from)
+	sub := &subscriber{conn: conn, filter: filter, userID: u.ID, token: caller(r).tokenHash, expires: tok.ExpiresAt, release: release}
+	s.streams.start(sub, from)
 	return nil
 }
 
-// stream is one client's live stream.
-type stream struct {
-	hub     *streamHub
-	db      *bolt.DB
-	w       http.ResponseWriter
-	rc      *http.ResponseController
+// subscriber is one live stream on its hijacked connection.
+//
+// Until it is caught up, the request's goroutine writes to it (start).
+// From then on the dispatcher owns last and lastSend, and hands each write
+// to a goroutine of its own, so a client that does not read holds up
+// nobody; a small goroutine per stream waits for the client to leave.
+type subscriber struct {
+	conn    net.Conn
 	filter  streamFilter
 	userID  uint64
 	token   bolt.TokenHash
 	expires time.Time
-	buf     []byte
+	release func() // gives back its place under the limits
+
+	last     uint64    // the change the stream has been sent up to
+	lastSend time.Time // when the dispatcher last handed it bytes
+	writing  atomic.Bool
+	ended    atomic.Bool
 }
 
-// run sends events until the client leaves, its token stops working, it
-// falls too far behind, or the server shuts down.
-func (st *stream) run(ctx context.Context, from *uint64) {
-	limits := st.hub.limits
-	head, _ := st.db.ChangeHead()
+// Texts a stream sends besides events.
+const (
+	connectedText = ": connected\n\n"
+	keepAliveText = ": keep-alive\n\n"
+	behindText    = ": too far behind; reconnect to resume\n"
+	shutdownText  = ": server shutting down\n"
+	resetText     = "\nevent: reset\ndata: {\"reason\":\"the change log no longer holds the requested event; reload and continue from here\"}\n\n"
+)
+
+// start catches sub up from the position it resumes from (or the head),
+// then hands it to the dispatcher, all on the request's goroutine. The
+// stream is cut if it falls further behind while catching up.
+func (h *streamHub) start(sub *subscriber, from *uint64) {
+	head, _ := h.db.ChangeHead()
 	last := head
-	// A resuming client may start far behind; it is cut only if it falls
-	// further behind while catching up, then MaxLag once live.
-	allowedLag := uint64(limits.MaxLag)
+	allowedLag := uint64(h.limits.MaxLag)
 	if from != nil {
 		last = *from
 		if last < head {
 			allowedLag += head - last
 		}
 	}
-	st.buf = append(st.buf[:0], "retry: "...)
-	st.buf = strconv.AppendInt(st.buf, retryMillis, 10)
-	st.buf = append(st.buf, "\n: connected\n\n"...)
-	if st.send() != nil {
-		return
-	}
-
-	c := &streamControls{
-		heartbeat: time.NewTimer(limits.Heartbeat),
-		expiry:    time.NewTimer(st.expires.Sub(st.hub.now())),
-		check:     time.NewTicker(limits.TokenCheck),
-		recheck:   st.db.TokenDeleted(st.userID),
-	}
-	defer c.stop()
+	buf := appendRetry(nil)
+	buf = append(buf, connectedText...)
 	for {
-		evs, head, wait, err := st.hub.after(last)
+		select {
+		case <-h.closing:
+			h.finish(sub, append(buf, hint(shutdownText)...))
+			return
+		default:
+		}
+		head, _ := h.db.ChangeHead()
+		evs, err := h.events(last, head, streamBatch)
 		if errors.Is(err, errBehind) {
-			evs, head, err = st.hub.replay(last)
+			evs, head, err = h.replay(last)
 			if err == nil && len(evs) == 0 && last < head {
 				err = bolt.ErrChangeUnknown // a hole in the log: never wait on it
 			}
@@ -430,160 +516,283 @@ func (st *stream) run(ctx context.Context, from *uint64) {
 			// The client's position was trimmed away, or was never ours:
 			// tell it to reload, and go on from the head.
 			last = head
-			st.buf = append(st.buf[:0], "id: "...)
-			st.buf = strconv.AppendUint(st.buf, head, 10)
-			st.buf = append(st.buf, "\nevent: reset\ndata: {\"reason\":\"the change log no longer holds the requested event; reload and continue from here\"}\n\n"...)
-			if st.send() != nil {
-				return
-			}
+			buf = append(buf, "id: "...)
+			buf = strconv.AppendUint(buf, head, 10)
+			buf = append(buf, resetText...)
 			continue
 		case err != nil:
-			return // the store failed; the client reconnects and resumes
+			h.finish(sub, nil) // the store failed; the client reconnects and resumes
+			return
 		}
-		if len(evs) > 0 {
-			st.buf = st.buf[:0]
-			for _, ev := range evs {
-				if st.filter.passes(ev) {
-					st.buf = append(st.buf, ev.text...)
-				}
+		for _, ev := range evs {
+			if sub.filter.passes(ev) {
+				buf = append(buf, ev.text...)
 			}
-			last = evs[len(evs)-1].seq
-			if len(st.buf) > 0 {
-				if st.send() != nil {
-					return
-				}
-				c.heartbeat.Reset(limits.Heartbeat)
-			}
-			if newest, _ := st.db.ChangeHead(); newest-last > allowedLag {
-				// Too slow to keep up: let it reconnect and resume from the
-				// log rather than hold on to it here.
-				st.buf = append(st.buf[:0], ": too far behind; reconnect to resume\nretry: "...)
-				st.buf = strconv.AppendInt(st.buf, retryMillis, 10)
-				st.buf = append(st.buf, "\n\n"...)
-				_ = st.send()
+		}
+		if len(buf) > 0 {
+			_ = sub.conn.SetWriteDeadline(time.Now().Add(h.limits.WriteTimeout))
+			if _, err := sub.conn.Write(buf); err != nil {
+				h.finish(sub, nil)
 				return
 			}
-			// A stream with events always waiting never blocks below, so
-			// revocation, expiry and shutdown are looked at between batches.
-			if st.handle(c, c.poll(ctx, st.hub.closing)) {
-				return
-			}
-			continue
+			buf = buf[:0]
 		}
-		allowedLag = uint64(limits.MaxLag) // caught up: live from here
-		if st.handle(c, c.wait(ctx, st.hub.closing, wait)) {
+		if len(evs) == 0 {
+			break
+		}
+		last = evs[len(evs)-1].seq
+		if newest, _ := h.db.ChangeHead(); newest-last > allowedLag {
+			h.finish(sub, append(buf, hint(behindText)...))
 			return
 		}
 	}
+	// From here the dispatcher's watchdog bounds writes, not deadlines.
+	_ = sub.conn.SetWriteDeadline(time.Time{})
+	sub.last, sub.lastSend = last, time.Now()
+	if !h.register(sub) {
+		h.finish(sub, hint(shutdownText))
+		return
+	}
+	// A token deleted before the dispatcher was watching would otherwise
+	// go unnoticed until the periodic check.
+	if !h.tokenWorks(sub) {
+		_ = sub.conn.Close()
+	}
+	go h.watch(sub)
 }
 
-// streamControls are what a stream watches besides new commits.
-type streamControls struct {
-	heartbeat *time.Timer
-	expiry    *time.Timer
-	check     *time.Ticker
-	recheck   <-chan struct{}
+// finish writes a last text, when there is one, and ends a stream the
+// dispatcher never had.
+func (h *streamHub) finish(sub *subscriber, text []byte) {
+	if len(text) > 0 {
+		_ = sub.conn.SetWriteDeadline(time.Now().Add(streamFinalWrite))
+		_, _ = sub.conn.Write(text)
+	}
+	_ = sub.conn.Close()
+	sub.release()
 }
 
-func (c *streamControls) stop() {
-	c.heartbeat.Stop()
-	c.expiry.Stop()
-	c.check.Stop()
+// register hands a caught-up stream to the dispatcher, starting it (and
+// its watch on token deletions) for the first stream; false once the hub
+// is closing.
+func (h *streamHub) register(sub *subscriber) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.live = append(h.live, sub)
+	if !h.running {
+		h.running = true
+		h.stopWatch = h.db.WatchTokenDeletions(h.tokenDeleted)
+		go h.dispatch()
+	}
+	h.wake()
+	return true
 }
 
-// signal is what woke a stream.
-type signal int
+// watch waits for the client to go away (or for anyone to close the
+// connection), then takes the stream out of the hub. Clients send nothing
+// after their request; a client that sends more than a little is cut off.
+func (h *streamHub) watch(sub *subscriber) {
+	var b [64]byte
+	for read := 0; read < streamReadLimit; {
+		n, err := sub.conn.Read(b[:])
+		if err != nil {
+			break
+		}
+		read += n
+	}
+	sub.ended.Store(true)
+	_ = sub.conn.Close()
+	h.mu.Lock()
+	if i := slices.Index(h.live, sub); i >= 0 {
+		last := len(h.live) - 1
+		h.live[i] = h.live[last]
+		h.live[last] = nil
+		h.live = h.live[:last]
+	}
+	h.mu.Unlock()
+	sub.release()
+}
 
-const (
-	noSignal signal = iota
-	committed
-	heartbeatDue
-	tokenDeleted
-	tokenCheckDue
-	tokenExpired
-	shuttingDown
-	clientGone
-)
+// dispatch sends the live streams what each has not had, a round at a
+// time: after each commit, but no sooner than streamRoundGap after the
+// round before, so commits close together reach each stream in one write.
+// It also does the streams' housekeeping on a ticker, and returns when no
+// stream is left.
+func (h *streamHub) dispatch() {
+	tick := time.NewTicker(h.housekeepingPeriod())
+	defer tick.Stop()
+	closing := h.closing
+	var subs []*subscriber
+	var lastTokenCheck time.Time
+	for {
+		start := time.Now()
+		head, commit := h.db.ChangeHead()
+		h.mu.Lock()
+		if len(h.live) == 0 {
+			h.running = false
+			h.stopWatch()
+			h.mu.Unlock()
+			return
+		}
+		subs = append(subs[:0], h.live...)
+		h.mu.Unlock()
+		h.round(subs, head, start)
+		clear(subs) // hold no stream past its end
 
-// poll reports a pending control signal, or noSignal, without waiting.
-func (c *streamControls) poll(ctx context.Context, closing <-chan struct{}) signal {
-	select {
-	case <-c.recheck:
-		return tokenDeleted
-	case <-c.check.C:
-		return tokenCheckDue
-	case <-c.expiry.C:
-		return tokenExpired
-	case <-closing:
-		return shuttingDown
-	case <-ctx.Done():
-		return clientGone
-	default:
-		return noSignal
+		select {
+		case <-commit:
+		case <-h.poke:
+		case now := <-tick.C:
+			checkTokens := now.Sub(lastTokenCheck) >= h.limits.TokenCheck
+			if checkTokens {
+				lastTokenCheck = now
+			}
+			h.mu.Lock()
+			subs = append(subs[:0], h.live...)
+			h.mu.Unlock()
+			h.housekeep(subs, now, checkTokens)
+			clear(subs)
+		case <-closing:
+			closing = nil // once is enough; the streams now end as their writes do
+			h.mu.Lock()
+			subs = append(subs[:0], h.live...)
+			h.mu.Unlock()
+			for _, sub := range subs {
+				h.end(sub, hint(shutdownText))
+			}
+			clear(subs)
+		}
+		if gap := streamRoundGap - time.Since(start); gap > 0 {
+			time.Sleep(gap)
+		}
 	}
 }
 
-// wait blocks until the next commit or control signal.
-func (c *streamControls) wait(ctx context.Context, closing, commit <-chan struct{}) signal {
-	select {
-	case <-commit:
-		return committed
-	case <-c.heartbeat.C:
-		return heartbeatDue
-	case <-c.recheck:
-		return tokenDeleted
-	case <-c.check.C:
-		return tokenCheckDue
-	case <-c.expiry.C:
-		return tokenExpired
-	case <-closing:
-		return shuttingDown
-	case <-ctx.Done():
-		return clientGone
+// round sends each stream the events up to head that its filter passes,
+// in one write, and ends the streams that lost their token or fell too far
+// behind.
+func (h *streamHub) round(subs []*subscriber, head uint64, now time.Time) {
+	revoked := h.takeRevoked()
+	for _, sub := range subs {
+		if sub.ended.Load() {
+			continue
+		}
+		if revoked[sub.userID] && !h.tokenWorks(sub) {
+			h.end(sub, nil)
+			continue
+		}
+		if sub.last >= head {
+			continue
+		}
+		if sub.writing.Load() {
+			// Still writing what it was handed before: it falls behind, and
+			// is cut once too far behind to be worth waiting for.
+			if head-sub.last > uint64(h.limits.MaxLag) {
+				h.end(sub, nil)
+			}
+			continue
+		}
+		evs, err := h.events(sub.last, head, 0)
+		if err != nil {
+			// Behind the window, or the store failed: the client resumes
+			// from the log when it reconnects.
+			h.end(sub, hint(behindText))
+			continue
+		}
+		var out net.Buffers
+		for _, ev := range evs {
+			if sub.filter.passes(ev) {
+				out = append(out, ev.text)
+			}
+		}
+		sub.last = head
+		if len(out) > 0 {
+			h.send(sub, out, now)
+		}
 	}
 }
 
-// handle acts on sig and reports whether the stream must end.
-func (st *stream) handle(c *streamControls, sig signal) bool {
-	switch sig {
-	case heartbeatDue:
-		st.buf = append(st.buf[:0], ": keep-alive\n\n"...)
-		c.heartbeat.Reset(st.hub.limits.Heartbeat)
-		return st.send() != nil
-	case tokenDeleted:
-		c.recheck = st.db.TokenDeleted(st.userID)
-		return !st.tokenWorks()
-	case tokenCheckDue:
-		return !st.tokenWorks()
-	case tokenExpired, clientGone:
-		return true
-	case shuttingDown:
-		// Ask the client to come back a little later, when the server (or
-		// its replacement) is up.
-		st.buf = append(st.buf[:0], ": server shutting down\nretry: "...)
-		st.buf = strconv.AppendInt(st.buf, retryMillis, 10)
-		st.buf = append(st.buf, "\n\n"...)
-		_ = st.send()
-		return true
+// housekeep ends streams whose token expired or stopped working, or whose
+// write has taken too long, and sends a heartbeat to those silent too long.
+func (h *streamHub) housekeep(subs []*subscriber, now time.Time, checkTokens bool) {
+	storeNow := h.now()
+	for _, sub := range subs {
+		switch {
+		case sub.ended.Load():
+		case !storeNow.Before(sub.expires), checkTokens && !h.tokenWorks(sub):
+			h.end(sub, nil)
+		case sub.writing.Load():
+			if now.Sub(sub.lastSend) > h.limits.WriteTimeout {
+				h.end(sub, nil) // a client that stopped reading
+			}
+		case now.Sub(sub.lastSend) >= h.limits.Heartbeat:
+			h.send(sub, net.Buffers{[]byte(keepAliveText)}, now)
+		}
 	}
-	return false
 }
 
-// send writes and flushes the buffer within the write timeout.
-func (st *stream) send() error {
-	if err := st.rc.SetWriteDeadline(time.Now().Add(st.hub.limits.WriteTimeout)); err != nil {
-		return err
+// housekeepingPeriod is how often housekeep runs: often enough for the
+// shortest of the intervals it enforces, and at most once a second.
+func (h *streamHub) housekeepingPeriod() time.Duration {
+	l := h.limits
+	return min(max(min(l.Heartbeat, l.WriteTimeout, l.TokenCheck)/4, 10*time.Millisecond), time.Second)
+}
+
+// send hands out to a goroutine that writes it to sub; the dispatcher
+// never waits on a client.
+func (h *streamHub) send(sub *subscriber, out net.Buffers, now time.Time) {
+	sub.writing.Store(true)
+	sub.lastSend = now
+	go func() {
+		if _, err := out.WriteTo(sub.conn); err != nil {
+			_ = sub.conn.Close() // watch takes it out of the hub
+			return
+		}
+		sub.writing.Store(false)
+		h.wake() // commits that came during the write are waiting for it
+	}()
+}
+
+// end cuts sub off, first writing text when there is one and the stream is
+// not in the middle of a write. Closing the connection ends its watch,
+// which takes it out of the hub.
+func (h *streamHub) end(sub *subscriber, text []byte) {
+	if !sub.ended.CompareAndSwap(false, true) {
+		return
 	}
-	if _, err := st.w.Write(st.buf); err != nil {
-		return err
+	if len(text) == 0 || sub.writing.Load() {
+		_ = sub.conn.Close()
+		return
 	}
-	return st.rc.Flush()
+	sub.writing.Store(true)
+	go func() {
+		_ = sub.conn.SetWriteDeadline(time.Now().Add(streamFinalWrite))
+		_, _ = sub.conn.Write(text)
+		_ = sub.conn.Close()
+	}()
 }
 
 // tokenWorks reports whether the stream's token still authenticates.
-func (st *stream) tokenWorks() bool {
-	_, _, err := st.db.Authenticate(st.token)
+func (h *streamHub) tokenWorks(sub *subscriber) bool {
+	_, _, err := h.db.Authenticate(sub.token)
 	return err == nil
+}
+
+// appendRetry appends the line with the reconnection delay every stream
+// suggests.
+func appendRetry(b []byte) []byte {
+	b = append(b, "retry: "...)
+	b = strconv.AppendInt(b, retryMillis, 10)
+	return append(b, '\n')
+}
+
+// hint is a stream's last block: a comment saying why it ends, and the
+// reconnection delay.
+func hint(comment string) []byte {
+	return append(appendRetry([]byte(comment)), '\n')
 }
 
 // errShuttingDown refuses streams while the server stops.
