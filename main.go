@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -51,6 +52,7 @@ type config struct {
 	admins          string // comma-separated e-mails
 	retain          time.Duration
 	metricsAddr     string
+	pprof           bool
 	streamsPerUser  int
 	streams         int
 	changesKeepFor  time.Duration
@@ -75,6 +77,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.Int64Var(&c.maxBody, "max-body", heraldhttp.DefaultMaxBodyBytes, "largest accepted request body in bytes (`BYTES`)")
 	fs.IntVar(&c.hashConcurrency, "hash-concurrency", runtime.NumCPU(), "password hashes computed at once; budget about 24 MiB of memory for each (`N`)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at /metrics on this address, a listener of its own; off when empty (`HOST:PORT`)")
+	fs.BoolVar(&c.pprof, "pprof", false, "also serve Go's profiler at /debug/pprof/ on the metrics listener, for diagnosing a slow server; needs --metrics-addr")
 	fs.Var(durationFlag{&c.retain}, "retain", "delete messages older than this, such as 30d or 8760h; 0 keeps them all (`DURATION`)")
 	fs.Var(durationFlag{&c.shutdownTimeout}, "shutdown-timeout", "how long requests in flight may finish on SIGINT/SIGTERM before they are cancelled (`DURATION`)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (`text|json`)")
@@ -168,6 +171,8 @@ func (c *config) validate() error {
 		return configError("changes-keep", "must be positive")
 	case c.changesKeepMax < 1:
 		return configError("changes-max", "must be at least 1")
+	case c.pprof && c.metricsAddr == "":
+		return configError("pprof", "needs --metrics-addr, the listener it is served on")
 	}
 	if _, err := parsePrefixes(c.trustedProxies); err != nil {
 		return configError("trusted-proxies", err.Error())
@@ -442,18 +447,26 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 			}
 			return float64(fi.Size())
 		})
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			set.WritePrometheus(w)
+			metrics.WriteProcessMetrics(w) // go_* and process_*: memory, GC, open files
+		})
+		if cfg.pprof {
+			// Registered on this mux only: importing net/http/pprof for its
+			// side effect would put it on http.DefaultServeMux.
+			mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+			mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		}
 		msrv := &http.Server{
-			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path != "/metrics" {
-					http.NotFound(w, r)
-					return
-				}
-				w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-				set.WritePrometheus(w)
-				metrics.WriteProcessMetrics(w) // go_* and process_*: memory, GC, open files
-			}),
+			Handler:           mux,
 			ReadHeaderTimeout: 5 * time.Second,
-			WriteTimeout:      30 * time.Second,
+			// Long enough for a 60 s CPU profile.
+			WriteTimeout: 90 * time.Second,
 		}
 		go func() { _ = msrv.Serve(metricsLn) }()
 		defer msrv.Close()

@@ -599,6 +599,7 @@ var flagNames = map[string]string{
 	"admins":           "HERALD_ADMINS",
 	"retain":           "HERALD_RETAIN",
 	"metrics-addr":     "HERALD_METRICS_ADDR",
+	"pprof":            "HERALD_PPROF",
 	"trusted-proxies":  "HERALD_TRUSTED_PROXIES",
 
 	"login-failures-per-account": "HERALD_LOGIN_FAILURES_PER_ACCOUNT",
@@ -648,6 +649,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"BadFlagValue", []string{"--max-body", "lots"}, nil, "max-body"},
 		{"BadVariable", nil, map[string]string{"HERALD_MAX_BODY": "lots"}, "HERALD_MAX_BODY"},
 		{"Invalid", []string{"--log-format", "xml"}, nil, "--log-format (HERALD_LOG_FORMAT) must be text or json"},
+		{"ProfilerWithoutListener", []string{"--pprof"}, nil, "--pprof (HERALD_PPROF) needs --metrics-addr"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

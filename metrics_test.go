@@ -52,6 +52,29 @@ func TestMetrics(t *testing.T) {
 	if strings.Contains(out, `route="/api/messages/1"`) {
 		t.Errorf("a raw path became a label:\n%s", out)
 	}
-	// The API listener does not serve metrics.
+	// The API listener does not serve metrics, and the profiler is off.
 	callStatus(t, c, "GET", base+"/metrics", "", nil, http.StatusNotFound, nil)
+	callStatus(t, c, "GET", "http://"+m[1]+"/debug/pprof/", "", nil, http.StatusNotFound, nil)
+}
+
+// TestProfiler: --pprof serves Go's profiler on the metrics listener, and
+// only there.
+func TestProfiler(t *testing.T) {
+	in := startListening(t, []string{"--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--pprof", "--db", filepath.Join(t.TempDir(), "herald.db")}, nil)
+	defer in.stop(t)
+	m := metricsRE.FindStringSubmatch(in.stderr.String())
+	if m == nil {
+		t.Fatalf("no metrics listening line:\n%s", in.stderr)
+	}
+	c := newClient(t)
+	res, err := c.Get("http://" + m[1] + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "heap profile") {
+		t.Errorf("/debug/pprof/heap: %d %.200s", res.StatusCode, body)
+	}
+	callStatus(t, c, "GET", "http://"+in.addr+"/debug/pprof/", "", nil, http.StatusNotFound, nil)
 }
