@@ -716,3 +716,41 @@ func TestStreamSlowConsumer(t *testing.T) {
 		t.Errorf("slow stream received %d bytes, everything: it was never behind", got)
 	}
 }
+
+// TestStreamClientThatTalks: SSE clients send nothing after their request;
+// one that keeps sending is cut off rather than read forever.
+func TestStreamClientThatTalks(t *testing.T) {
+	e := newEnv(t)
+	ada := e.register("ada@example.com", "correct horse battery")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /api/messages/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", ada)
+	br := bufio.NewReader(conn)
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
+		t.Fatalf("status line %q, %v", line, err)
+	}
+	// A little is tolerated: the stream still delivers.
+	if _, err := conn.Write([]byte("hello?\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	e.post(ada, "still listening")
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended before the event: %v", err)
+		}
+		if strings.Contains(line, "still listening") {
+			break
+		}
+	}
+	// A lot is not: the server closes the connection (a reset, since it
+	// leaves what was sent unread).
+	go func() { _, _ = conn.Write(make([]byte, 64<<10)) }()
+	if _, err := io.Copy(io.Discard, br); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("reading until the server closes: %v", err)
+	}
+}
