@@ -273,12 +273,18 @@ func (s *Server) routes() []route {
 }
 
 // wrap adds authentication for the route's access level and writes any
-// returned error.
+// returned error. The caller goes into the request's requestInfo, which
+// ServeHTTP has already put in the context: no second context copy.
 func (s *Server) wrap(rt route) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		if info := requestInfoFrom(r.Context()); info != nil {
-			info.route = rt.path
+		info := requestInfoFrom(r.Context())
+		if info == nil {
+			// The router served without ServeHTTP in front, as no caller does
+			// today; handlers still find their caller.
+			info = &requestInfo{}
+			r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
 		}
+		info.route = rt.path
 		switch rt.access {
 		case public:
 		case bearer:
@@ -287,24 +293,21 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 				s.writeError(w, r, err)
 				return
 			}
-			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, &principal{tokenHash: hash}))
+			info.caller.tokenHash = hash
 		default:
-			p, err := s.authenticate(r)
+			err := s.authenticate(r, &info.caller)
 			switch {
 			case err != nil:
-			case rt.access == roleUser && !p.user.HasRole(bolt.RoleUser):
+			case rt.access == roleUser && !info.caller.user.HasRole(bolt.RoleUser):
 				err = missingRole(bolt.RoleUser)
-			case rt.access == roleAdmin && !p.user.HasRole(bolt.RoleAdmin):
+			case rt.access == roleAdmin && !info.caller.user.HasRole(bolt.RoleAdmin):
 				err = missingRole(bolt.RoleAdmin)
 			}
 			if err != nil {
 				s.writeError(w, r, err)
 				return
 			}
-			if info := requestInfoFrom(r.Context()); info != nil {
-				info.userID = p.user.ID
-			}
-			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+			info.userID = info.caller.user.ID
 		}
 		if err := rt.handle(w, r, ps); err != nil {
 			s.writeError(w, r, err)
@@ -314,45 +317,41 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 
 // principal is the authenticated caller of a request. On bearer routes
 // user is nil until the handler's store call has checked the token; the
-// handler reports it with authenticated.
+// handler reports it with noteCaller.
 type principal struct {
 	user      *bolt.User
 	tokenHash bolt.TokenHash
 }
 
 // noteCaller records the user a bearer route's store call resolved, for
-// the access log.
+// the handler and the access log.
 func noteCaller(r *http.Request, u *bolt.User) {
-	caller(r).user = u
-	if info := requestInfoFrom(r.Context()); info != nil {
-		info.userID = u.ID
-	}
+	info := requestInfoFrom(r.Context())
+	info.caller.user = u
+	info.userID = u.ID
 }
-
-// principalKey is the context key for *principal; unexported so no other
-// package can forge or read it.
-type principalKey struct{}
 
 // caller returns the authenticated principal. It is only called from
-// handlers of non-public routes, where wrap has put one in the context.
+// handlers of non-public routes, where wrap has filled it in.
 func caller(r *http.Request) *principal {
-	return r.Context().Value(principalKey{}).(*principal)
+	return &requestInfoFrom(r.Context()).caller
 }
 
-// authenticate resolves the request's bearer token to its user.
-func (s *Server) authenticate(r *http.Request) (*principal, error) {
+// authenticate resolves the request's bearer token to its user, into p.
+func (s *Server) authenticate(r *http.Request, p *principal) error {
 	hash, err := presentedToken(r)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	u, _, err := s.db.Authenticate(hash)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if s.admins[bolt.EmailKey(u.Email)] {
 		u.Roles = append(u.Roles, bolt.RoleAdmin)
 	}
-	return &principal{user: u, tokenHash: hash}, nil
+	*p = principal{user: u, tokenHash: hash}
+	return nil
 }
 
 // presentedToken reads the request's bearer token and returns its hash,
@@ -404,9 +403,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	)
 }
 
-// requestInfo collects what the access log and the metrics need from
-// deeper layers.
+// requestInfo is what a request's layers tell each other: the caller for
+// handlers, the user and route for the access log and the metrics.
 type requestInfo struct {
+	caller principal
 	userID uint64
 	route  string // the route table's pattern; "" when no route matched
 }
