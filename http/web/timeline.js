@@ -57,7 +57,9 @@ export function timeline({ session, announce }) {
     } else if (append) {
       list.append(li);
     } else {
-      const after = [...shown.values()].find((x) => x.message.id < m.id);
+      // Look in the order shown on the page, not in shown's, which is the
+      // order of arrival: live messages arrive after older ones.
+      const after = [...list.children].find((x) => x.message.id < m.id);
       if (!after && next && shown.size) return; // older than everything loaded: its page will bring it
       list.insertBefore(li, after ?? null);
     }
