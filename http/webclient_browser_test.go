@@ -233,6 +233,13 @@ func (p *webPerson) expect(status int, path string) {
 	p.expected = append(p.expected, fmt.Sprintf("%d %s", status, path))
 }
 
+// expectBroken notes a response the scenario is about to cut short, which
+// the browser logs as the network error netErr
+// ("net::ERR_INCOMPLETE_CHUNKED_ENCODING").
+func (p *webPerson) expectBroken(netErr, path string) {
+	p.expected = append(p.expected, netErr+" "+path)
+}
+
 // axeCheck runs axe-core on what the page shows now and fails on any
 // serious or critical violation; lesser ones are logged.
 func (p *webPerson) axeCheck(screen string) {
@@ -259,8 +266,12 @@ func (p *webPerson) axeCheck(screen string) {
 	p.t.Logf("axe on the %s screen: %d violations, none serious or critical unless reported above", screen, len(vs))
 }
 
-// refusedLoad is how Chromium logs a response with an error status.
-var refusedLoad = regexp.MustCompile(`^network error: Failed to load resource: the server responded with a status of (\d+) .* (https?://\S+)$`)
+// refusedLoad is how Chromium logs a response with an error status, and
+// brokenLoad one that failed on the way, such as a connection cut.
+var (
+	refusedLoad = regexp.MustCompile(`^network error: Failed to load resource: the server responded with a status of (\d+) .* (https?://\S+)$`)
+	brokenLoad  = regexp.MustCompile(`^network error: Failed to load resource: (net::\S+) (https?://\S+)$`)
+)
 
 // checkPages fails on anything a page reported that the scenario did not
 // provoke: script exceptions, CSP violations, refused requests. And no
@@ -274,7 +285,11 @@ func (b *webBrowser) checkPages() {
 		requests, problems := p.watch.snapshot()
 		expected := append([]string(nil), p.expected...)
 		for _, pr := range problems {
-			if m := refusedLoad.FindStringSubmatch(pr); m != nil {
+			m := refusedLoad.FindStringSubmatch(pr)
+			if m == nil {
+				m = brokenLoad.FindStringSubmatch(pr)
+			}
+			if m != nil {
 				u, err := url.Parse(m[2])
 				key := m[1] + " " + u.Path
 				if i := indexOf(expected, key); err == nil && i >= 0 {

@@ -23,6 +23,7 @@ export function timeline({ session, announce }) {
   let generation = 0; // answers to an older search are dropped
   let queued = null; // live events that arrive while page one loads
   let stream = null;
+  const checks = new Map(); // id → the pending question about its latest update
 
   const mine = (m) => sameEmail(m.user.email, session.me.email);
 
@@ -44,8 +45,18 @@ export function timeline({ session, announce }) {
     return li;
   }
 
-  // put shows m: in place if it is shown, else at its position by id
-  // (newest first) when that falls within what is loaded.
+  // slot is where message id goes in the list, newest first: before the
+  // <li> it returns, or at the end for null. It is undefined when id is
+  // older than everything loaded and more pages remain: its page will
+  // bring it.
+  function slot(id) {
+    // The order shown on the page, not shown's, which is the order of
+    // arrival: live messages arrive after older ones.
+    const after = [...list.children].find((x) => x.message.id < id);
+    return !after && next && shown.size ? undefined : after ?? null;
+  }
+
+  // put shows m: in place if it is shown, else at its slot when it has one.
   function put(m, { append = false } = {}) {
     const old = shown.get(m.id);
     if (old?.editing) return void (old.message = m);
@@ -57,9 +68,9 @@ export function timeline({ session, announce }) {
     } else if (append) {
       list.append(li);
     } else {
-      const after = [...shown.values()].find((x) => x.message.id < m.id);
-      if (!after && next && shown.size) return; // older than everything loaded: its page will bring it
-      list.insertBefore(li, after ?? null);
+      const after = slot(m.id);
+      if (after === undefined) return;
+      list.insertBefore(li, after);
     }
     shown.set(m.id, li);
     $('#empty').hidden = true;
@@ -74,6 +85,67 @@ export function timeline({ session, announce }) {
     shown.delete(id);
     if (hadFocus) (neighbour?.querySelector('button') ?? $('#timeline-title')).focus();
     $('#empty').hidden = shown.size > 0 || !!next;
+  }
+
+  // leave takes away a message that no longer matches the search. One
+  // being edited (or asked about for deletion) stays until that ends.
+  function leave(id) {
+    const li = shown.get(id);
+    if (!li) return;
+    if (li.editing) return void (li.unmatched = true);
+    const hadFocus = li.contains(document.activeElement);
+    remove(id);
+    if (hadFocus) announce('The message no longer matches the search.');
+  }
+
+  // matches asks the server whether m, as edited, is found by the search
+  // shown. Word matching is the server's (whole words, NFC, case folding),
+  // so the page does not guess: one search with the same filters, bounded
+  // to m's creation time, newest first. Since is inclusive and until
+  // exclusive, so until is a millisecond past the start of m's: a window
+  // that holds m and seldom anything else. The answer is true, false, or
+  // null when it cannot tell (the request failed, or more than a page of
+  // matches share that millisecond).
+  async function matches(m) {
+    const created = Date.parse(m.createdAt);
+    if (Number.isNaN(created)) return null;
+    const params = new URLSearchParams(filters);
+    params.set('since', m.createdAt);
+    params.set('until', new Date(created + 1).toISOString());
+    params.set('limit', 100);
+    try {
+      const { data } = await session.call('GET', `/api/messages?${params}`);
+      if (data.items.some((x) => x.id === m.id)) return true;
+      // Without m: the whole answer, or a page that went past its id.
+      return !data.next || data.items.some((x) => x.id < m.id) ? false : null;
+    } catch {
+      return null;
+    }
+  }
+
+  // updated applies a message.updated event. Under a search for words, the
+  // stream sends an update when the message matched before the edit or
+  // matches after it, without saying which, so the page asks (matches):
+  // one that no longer matches leaves the list; one that newly matches is
+  // put in ID order if it falls within the messages loaded, and is left to
+  // its page otherwise, without asking. An owner filter needs no question:
+  // an edit never changes the owner.
+  function updated(m) {
+    const li = shown.get(m.id);
+    if (!filters.has('q')) return void (li && put(m));
+    if (!li && slot(m.id) === undefined) return;
+    const check = {};
+    checks.set(m.id, check);
+    const gen = generation;
+    matches(m).then((found) => {
+      // A newer event about this message, or another search, decides instead.
+      if (gen !== generation || checks.get(m.id) !== check) return;
+      checks.delete(m.id);
+      const li = shown.get(m.id);
+      if (found === false) return leave(m.id);
+      if (found && li) li.unmatched = false; // back in, while being edited
+      if (found || li) put(m); // unclear: kept up to date, not added
+    });
   }
 
   async function loadPage() {
@@ -120,6 +192,7 @@ export function timeline({ session, announce }) {
     list.replaceChildren();
     next = null;
     queued = [];
+    checks.clear();
     clearError(searchForm);
   }
 
@@ -137,9 +210,10 @@ export function timeline({ session, announce }) {
         put(m);
         break;
       case 'message.updated':
-        if (shown.has(m.id)) put(m);
+        updated(m);
         break;
       case 'message.deleted':
+        checks.delete(m.id);
         remove(m.id);
         break;
       case 'reset':
@@ -278,6 +352,12 @@ export function timeline({ session, announce }) {
           headers: { 'If-Match': li.etag },
         });
         li.editing = false;
+        // The version this edit replaced had left the search. Should the new
+        // one match, the stream sends its update, which brings it back.
+        if (li.unmatched) {
+          remove(data.id);
+          return announce('Message saved.');
+        }
         put(data);
         shown.get(data.id).querySelector('button').focus();
         announce('Message saved.');
@@ -290,6 +370,7 @@ export function timeline({ session, announce }) {
 
   function cancel(li) {
     li.editing = false;
+    if (li.unmatched) return leave(li.message.id);
     put(li.message);
     shown.get(li.message.id).querySelector('button').focus();
   }
@@ -331,6 +412,7 @@ export function timeline({ session, announce }) {
       stream = null;
       generation++;
       shown.clear();
+      checks.clear();
       list.replaceChildren();
       searchForm.reset();
       postForm.reset();

@@ -1,0 +1,257 @@
+package http_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"herald/bolt"
+	heraldhttp "herald/http"
+)
+
+// serverTap sits in front of the server: it records the Last-Event-ID
+// header of every stream request and keeps the connection each one came on
+// (through http.Server.ConnContext), so a test can cut a browser's stream
+// from the server's side; closing that net.Conn ends the stream whether or
+// not the server has hijacked it. It also records the query of every
+// search.
+type serverTap struct {
+	mu       sync.Mutex
+	resumes  []string   // Last-Event-ID of each stream request, "" when absent
+	conns    []net.Conn // the connection of each stream request
+	searches []url.Values
+}
+
+type connKey struct{}
+
+func (tap *serverTap) tune(srv *http.Server) {
+	next := srv.Handler
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, c)
+	}
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tap.mu.Lock()
+		switch {
+		case r.URL.Path == "/api/messages/stream":
+			tap.resumes = append(tap.resumes, r.Header.Get("Last-Event-ID"))
+			tap.conns = append(tap.conns, r.Context().Value(connKey{}).(net.Conn))
+		case r.URL.Path == "/api/messages" && r.Method == http.MethodGet:
+			tap.searches = append(tap.searches, r.URL.Query())
+		}
+		tap.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requests returns the Last-Event-ID of each stream request so far.
+func (tap *serverTap) requests() []string {
+	tap.mu.Lock()
+	defer tap.mu.Unlock()
+	return append([]string(nil), tap.resumes...)
+}
+
+// searched returns the query of each search so far.
+func (tap *serverTap) searched() []url.Values {
+	tap.mu.Lock()
+	defer tap.mu.Unlock()
+	return append([]url.Values(nil), tap.searches...)
+}
+
+// cut closes the connection of the newest stream request.
+func (tap *serverTap) cut(t *testing.T) {
+	t.Helper()
+	tap.mu.Lock()
+	defer tap.mu.Unlock()
+	if len(tap.conns) == 0 {
+		t.Fatal("no stream to cut")
+	}
+	if err := tap.conns[len(tap.conns)-1].Close(); err != nil {
+		t.Fatalf("closing the stream's connection: %v", err)
+	}
+}
+
+// TestWebClientResume: when the live stream's connection drops, the page
+// says so, reconnects on its own (after the server's 3 s retry hint),
+// sending the id of the last event it saw as Last-Event-ID, and shows what
+// was posted while it was away, newest first like the rest of the
+// timeline. The missed messages arrive back to back, two live insertions in
+// a row, which once put the newer one below the older.
+func TestWebClientResume(t *testing.T) {
+	tap := &serverTap{}
+	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{}, tap.tune)
+	const adaEmail, adaPassword = "ada@example.com", "correct horse battery"
+	e.register(adaEmail, adaPassword)
+	bob := e.register("bob@example.com", "staple battery horse")
+
+	b := newWebBrowser(t, e.URL)
+	ada := b.person("ada")
+	ada.screen("auth")
+	ada.login(adaEmail, adaPassword)
+	ada.waitFor("live updates are on", `document.querySelector('#live').textContent === 'Live updates are on.'`)
+
+	const before = "Bob, before the connection drops"
+	e.post(bob, before)
+	ada.waitFor("Bob's first message arrives", messageJS(before))
+	seen, _ := e.DB.ChangeHead()
+
+	ada.expectBroken("net::ERR_INCOMPLETE_CHUNKED_ENCODING", "/api/messages/stream")
+	tap.cut(t)
+	ada.waitFor("the page notices", `document.querySelector('#live').textContent.startsWith('Live updates paused')`)
+	away := []string{"Bob, while Ada's stream is down", "Bob again, still while it is down"}
+	for _, content := range away {
+		e.post(bob, content)
+	}
+	if got := tap.requests(); len(got) != 1 {
+		t.Fatalf("the page reconnected before the messages were posted: stream requests %q", got)
+	}
+	for _, content := range away {
+		ada.waitFor("a message posted while the stream was down arrives", messageJS(content))
+	}
+	ada.waitFor("live updates are on again", `document.querySelector('#live').textContent === 'Live updates are on.'`)
+	got := tap.requests()
+	if len(got) != 2 || got[0] != "" || got[1] != strconv.FormatUint(seen, 10) {
+		t.Errorf("Last-Event-ID of the stream requests: %q, want [\"\" %q]", got, strconv.FormatUint(seen, 10))
+	}
+	if got, want := ada.timelineContents(), []string{away[1], away[0], before}; !slices.Equal(got, want) {
+		t.Errorf("Ada's timeline shows %q, want %q", got, want)
+	}
+}
+
+// TestWebClientSearchEdits: under a search for words, a live edit that
+// takes a shown message out of the results removes it, one that brings a
+// message in puts it in its place among the messages loaded, and one that
+// keeps it in shows the new text. Whether a message matches is the
+// server's to say (whole words, any normalisation form, any case), and
+// the page asks it with one search per such update, bounded to the
+// message's creation time. An edit to a message older than everything
+// loaded is left to the page that would bring it, and costs no request.
+// The store's clock stands still here, so every message has the same
+// creation time and the page must pick its own out of many.
+func TestWebClientSearchEdits(t *testing.T) {
+	tap := &serverTap{}
+	clock := &testClock{now: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)}
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := serveDB(t, db, heraldhttp.Config{Now: clock.Now}, tap.tune)
+	const adaEmail, adaPassword = "ada@example.com", "correct horse battery"
+	ada := e.register(adaEmail, adaPassword)
+	bob := e.register("bob@example.com", "staple battery horse")
+	ids := map[string]float64{}
+	post := func(token, content string) {
+		ids[content] = e.post(token, content)["id"].(float64)
+	}
+	post(bob, "café old") // the 21st match: beyond page one
+	post(bob, "tea old")
+	var fillers []string
+	for i := 1; i <= 15; i++ {
+		fillers = append(fillers, fmt.Sprintf("café filler %d", i))
+	}
+	for _, f := range fillers {
+		post(bob, f)
+	}
+	post(bob, "café one")
+	post(bob, "café two")
+	post(bob, "tea three")
+	post(bob, "café four")
+	post(ada, "café from Ada")
+	post(ada, "café from Ada, too")
+
+	b := newWebBrowser(t, e.URL)
+	p := b.person("ada")
+	p.screen("auth")
+	p.login(adaEmail, adaPassword)
+	p.search("café", "")
+	p.waitFor("page one of the search is shown", `document.querySelectorAll('#messages > li').length === 20 && !document.querySelector('#more').hidden`)
+	item := func(content string) string {
+		return fmt.Sprintf(`document.querySelector('#messages > li[data-id="%d"]')`, int(ids[content]))
+	}
+
+	// Out: a word that only contains the one searched for is another word.
+	e.patch(bob, ids["café two"], "cafés two")
+	p.waitFor("the message that left the search is gone", "!"+item("café two"))
+
+	// In: decomposed and in capitals, it is the word searched for; it goes
+	// between its neighbours by ID.
+	const three = "CAFE\u0301 three"
+	e.patch(bob, ids["tea three"], three)
+	p.waitFor("the message that joined the search is shown", messageJS(three))
+
+	// Older than everything loaded: an edit that brings a message in is
+	// left to the page that would show it, one that takes a message out
+	// changes nothing shown, and neither costs a request.
+	e.patch(bob, ids["tea old"], "café old too")
+	e.patch(bob, ids["café old"], "nothing old")
+
+	// Ada's own edit takes hers out of her search.
+	mine := p.messageSelector("café from Ada")
+	p.click(mine + " button[data-act=edit]")
+	p.fill(mine+" form.edit textarea", "tea from Ada")
+	p.click(mine + " button[data-act=save]")
+	p.waitFor("Ada's edited message is gone", "!"+item("café from Ada"))
+	if webEval[bool](p, `document.activeElement === document.body`) {
+		t.Error("after Ada's message left the list, nothing has the focus")
+	}
+
+	// Ada has a message open in the editor when she edits it out of the
+	// search on another device: it stays while she is at it, and leaves
+	// when she cancels.
+	too := p.messageSelector("café from Ada, too")
+	p.click(too + " button[data-act=edit]")
+	p.waitFor("the editor is open", fmt.Sprintf(`document.querySelector(%q)`, too+" form.edit"))
+	asked := len(tap.searched())
+	e.patch(ada, ids["café from Ada, too"], "tea from Ada's phone")
+	// The page's answer follows the question by a moment; either way,
+	// cancelling must end with the message gone.
+	for deadline := time.Now().Add(5 * time.Second); len(tap.searched()) == asked && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := webEval[int](p, fmt.Sprintf(`document.querySelectorAll(%q).length`, too+" form.edit")); n != 1 {
+		t.Errorf("the editor closed under Ada while the message left the search")
+	}
+	p.click(too + " button[data-act=cancel]")
+	p.waitFor("the message edited elsewhere is gone", "!"+item("café from Ada, too"))
+	if got, want := p.text("#notice"), "The message no longer matches the search."; got != want {
+		t.Errorf("after the message left, the page says %q, want %q", got, want)
+	}
+
+	// Still in: shown as edited, in place.
+	const four = "café four, and then edited"
+	e.patch(bob, ids["café four"], four)
+	p.waitFor("the edit that stays in the search is shown", messageJS(four))
+
+	want := append([]string{four, three, "café one"}, reversed(fillers)...)
+	if got := p.timelineContents(); !slices.Equal(got, want) {
+		t.Errorf("the search shows\n%q\nwant\n%q", got, want)
+	}
+	var checks []url.Values
+	for _, q := range tap.searched() {
+		if q.Has("since") {
+			checks = append(checks, q)
+		}
+	}
+	if len(checks) != 5 {
+		t.Errorf("the page asked %d bounded searches, want one for each of the 5 updates within page one: %q", len(checks), checks)
+	}
+	for _, q := range checks {
+		if q.Get("q") != "café" || q.Get("since") != "2026-01-02T15:04:05.000000Z" || q.Get("until") != "2026-01-02T15:04:05.001Z" {
+			t.Errorf("a check asked %q, want the search's q bounded to the message's creation time", q)
+		}
+	}
+}
+
+func reversed(s []string) []string {
+	r := slices.Clone(s)
+	slices.Reverse(r)
+	return r
+}
