@@ -506,6 +506,15 @@ func (h *streamHub) start(sub *subscriber, from *uint64) {
 		}
 	}
 	buf := appendRetry(nil)
+	if from == nil {
+		// The position the stream starts from, so a client whose
+		// connection drops before the first event resumes from here
+		// rather than from whatever is newest when it reconnects. (A
+		// resuming client already holds its position.)
+		buf = append(buf, "id: "...)
+		buf = strconv.AppendUint(buf, last, 10)
+		buf = append(buf, '\n')
+	}
 	buf = append(buf, connectedText...)
 	for {
 		select {

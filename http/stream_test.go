@@ -439,6 +439,30 @@ func TestStreamResume(t *testing.T) {
 	}
 }
 
+// TestStreamResumeBeforeAnyEvent: the opening block carries the position
+// the stream starts from, so a client dropped before its first event
+// resumes from there and misses nothing; a resuming stream's opening block
+// carries no id, since the client already holds its position.
+func TestStreamResumeBeforeAnyEvent(t *testing.T) {
+	e := newEnv(t)
+	ada := e.register("ada@example.com", "correct horse battery")
+	e.post(ada, "before")
+	st := e.openStream(ada, "", "")
+	opening := <-st.events
+	if opening.ID != "1" || opening.Retry == "" {
+		t.Fatalf("opening block %+v, want id 1 (the head) and a retry hint", opening)
+	}
+	st.close()
+	e.post(ada, "while away")
+	re := e.openStream(ada, "", opening.ID)
+	if opening := <-re.events; opening.ID != "" {
+		t.Errorf("a resuming stream's opening block has id %q", opening.ID)
+	}
+	if got := re.next().summary(t); got != "created #2 while away" {
+		t.Errorf("resumed from the opening id: %q", got)
+	}
+}
+
 // TestStreamResumeAcrossRestart: the change log is on disk, so a stream
 // resumes after the server restarts with nothing lost or repeated.
 func TestStreamResumeAcrossRestart(t *testing.T) {

@@ -635,7 +635,7 @@ func TestWebClientSSEParser(t *testing.T) {
 	p := b.person("parser")
 	p.screen("auth")
 	chunks := []string{
-		"retry: 3000\n: connected\n\n",
+		"retry: 3000\nid: 4\n: connected\n\n",
 		"id: 5\r", "\nevent: message.cr", "eated\r\ndata: {\"id\":1}\r\n\r", "\n",
 		"data: first\ndata:second\n\n",
 		": keep-alive\n\n",
@@ -653,7 +653,7 @@ func TestWebClientSSEParser(t *testing.T) {
 		for (const c of `+js+`) feed(c);
 		return JSON.stringify(out);
 	})`)
-	want := `[{"retry":3000},` +
+	want := `[{"retry":3000},{"id":"4"},` +
 		`{"type":"message.created","data":"{\"id\":1}","id":"5"},` +
 		`{"type":"message","data":"first\nsecond","id":"5"},` +
 		`{"type":"reset","data":"","id":"5"},` +

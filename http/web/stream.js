@@ -7,17 +7,21 @@
 // end in CRLF, LF or CR (possibly split across chunks), ":" starts a
 // comment, one space after the colon is dropped, data lines are joined with
 // newlines. Unlike EventSource it also passes on an event with a type but
-// no data, such as a bare "reset".
+// no data, such as a bare "reset". A block with an id and nothing else
+// moves the position a reconnection resumes from; it is passed on as { id }.
 export function sseParser(emit) {
   let buf = '';
   let type = '';
   let data = [];
   let id = null;
+  let idSeen = false;
   const line = (l) => {
     if (l === '') {
       if (data.length || type) emit({ type: type || 'message', data: data.join('\n'), id });
+      else if (idSeen) emit({ id });
       type = '';
       data = [];
+      idSeen = false;
       return;
     }
     if (l[0] === ':') return;
@@ -27,7 +31,7 @@ export function sseParser(emit) {
     if (value[0] === ' ') value = value.slice(1);
     if (field === 'event') type = value;
     else if (field === 'data') data.push(value);
-    else if (field === 'id' && !value.includes('\0')) id = value;
+    else if (field === 'id' && !value.includes('\0')) { id = value; idSeen = true; }
     else if (field === 'retry' && /^\d+$/.test(value)) emit({ retry: Number(value) });
   };
   return (chunk) => {
@@ -71,6 +75,7 @@ export function liveStream({ token, params, onEvent, onState }) {
           const feed = sseParser((ev) => {
             if (ev.retry !== undefined) return void (retry = ev.retry);
             if (ev.id !== null) lastId = ev.id;
+            if (ev.type === undefined) return; // only a position
             delay = 1000; // the connection works: start over on the next drop
             onEvent(ev);
           });
