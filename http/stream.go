@@ -82,14 +82,26 @@ const streamBatch = 256
 // write costs its syscall (on loopback, the receiver's side of TCP too)
 // whatever it carries, about 5 µs here: so with many streams, fewer and
 // fuller writes keep the fan-out to about a fifth of one core, leaving the
-// rest to the writers. Measuring the writes' time instead would count the
-// waits for a CPU of a busy machine as cost, and slow the streams exactly
-// when delay hurts most.
+// rest to the writers. Above streamBusyRate changes a second the gap
+// widens in proportion to the rate, since the bytes every stream must be
+// sent grow with it: what the writes cost per call has to shrink to leave
+// the writers their share. Measuring the writes' time instead would count
+// the waits for a CPU of a busy machine as cost, and slow the streams
+// exactly when delay hurts most.
 const (
 	streamRoundGap    = 10 * time.Millisecond
 	streamGapPerWrite = 25 * time.Microsecond
+	streamBusyRate    = 400
 	streamRoundGapMax = 250 * time.Millisecond
 )
+
+// roundGap is the least time from the start of a round that made writes
+// writes to the start of the next, with changes committing at rate a
+// second.
+func roundGap(writes int, rate float64) time.Duration {
+	gap := time.Duration(float64(writes) * float64(streamGapPerWrite) * max(1, rate/streamBusyRate))
+	return min(max(streamRoundGap, gap), streamRoundGapMax)
+}
 
 // streamFinalWrite bounds the write of a stream's last words (a retry
 // hint), and so how long a shutdown waits for them.
@@ -647,7 +659,8 @@ func (h *streamHub) dispatch() {
 	defer tick.Stop()
 	closing := h.closing
 	var subs []*subscriber
-	var lastTokenCheck time.Time
+	var lastTokenCheck, prevStart time.Time
+	var prevHead uint64
 	for {
 		start := time.Now()
 		head, commit := h.db.ChangeHead()
@@ -686,7 +699,12 @@ func (h *streamHub) dispatch() {
 			}
 			clear(subs)
 		}
-		gap := min(max(streamRoundGap, time.Duration(writes)*streamGapPerWrite), streamRoundGapMax)
+		var rate float64
+		if !prevStart.IsZero() {
+			rate = float64(head-prevHead) / start.Sub(prevStart).Seconds()
+		}
+		prevHead, prevStart = head, start
+		gap := roundGap(writes, rate)
 		if wait := gap - time.Since(start); wait > 0 {
 			time.Sleep(wait)
 		}
