@@ -9,7 +9,7 @@ require (
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/julienschmidt/httprouter v1.3.0
 	github.com/swaggest/swgui v1.8.5
-	go.etcd.io/bbolt v1.4.3
+	go.etcd.io/bbolt v1.5.0
 	golang.org/x/crypto v0.58.0
 	golang.org/x/text v0.43.0
 )
