@@ -371,6 +371,15 @@ func setMemoryLimit(cfg *config, getenv func(string) string, logger *slog.Logger
 	}
 	debug.SetMemoryLimit(int64(mib) << 20)
 	logger.Debug("memory limit set", "mib", mib)
+	// Under the limit, collecting each time the heap doubles (GOGC=100)
+	// spends CPU to stay far below memory already granted: with a live
+	// heap of ~15 MiB, a read-heavy server collected several times a
+	// second. Letting it grow 4x between collections cut that (reads
+	// 7-27% faster in bench/scale.sh); the limit still caps the heap.
+	// GOGC, when the operator sets it, is left alone.
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 }
 
 // serve opens the database and answers HTTP until ctx ends.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -965,5 +967,50 @@ func TestSignalEndsStreams(t *testing.T) {
 	rest, _ := io.ReadAll(stream.Body)
 	if !strings.Contains(string(rest), "retry:") {
 		t.Errorf("the stream ended with %q, want a retry hint", rest)
+	}
+}
+
+// TestSetMemoryLimit: the soft limit follows the hashing slots, and under
+// it the collector lets the heap grow 4x; GOGC and GOMEMLIMIT set by the
+// operator win.
+func TestSetMemoryLimit(t *testing.T) {
+	gcPercent := func() int {
+		p := debug.SetGCPercent(100)
+		debug.SetGCPercent(p)
+		return p
+	}
+	oldGC, oldLimit := gcPercent(), debug.SetMemoryLimit(-1)
+	t.Cleanup(func() {
+		debug.SetGCPercent(oldGC)
+		debug.SetMemoryLimit(oldLimit)
+	})
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tt := range []struct {
+		name      string
+		vars      map[string]string
+		wantLimit int64 // -1: left as it was
+		wantGC    int
+	}{
+		{"defaults", map[string]string{}, 72 << 20, 400},
+		{"GOGC set", map[string]string{"GOGC": "50"}, 72 << 20, 100},
+		{"GOMEMLIMIT set", map[string]string{"GOMEMLIMIT": "1GiB"}, -1, 100},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			debug.SetGCPercent(100)
+			const untouched = 1 << 40
+			debug.SetMemoryLimit(untouched)
+			cfg := &config{hashConcurrency: 2}
+			setMemoryLimit(cfg, func(k string) string { return tt.vars[k] }, logger)
+			want := tt.wantLimit
+			if want < 0 {
+				want = untouched
+			}
+			if got := debug.SetMemoryLimit(-1); got != want {
+				t.Errorf("memory limit %d, want %d", got, want)
+			}
+			if got := gcPercent(); got != tt.wantGC {
+				t.Errorf("GC percent %d, want %d", got, tt.wantGC)
+			}
+		})
 	}
 }
