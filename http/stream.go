@@ -322,33 +322,30 @@ func (h *streamHub) takeRevoked() map[uint64]bool {
 	return r
 }
 
-// events returns the events after position last up to head, from the
-// window: at most max of them when max > 0. It returns errBehind when
-// last has left the window and bolt.ErrChangeUnknown for a position beyond
-// the head.
-func (h *streamHub) events(last, head uint64, max int) ([]*event, error) {
-	switch {
-	case last > head:
-		return nil, bolt.ErrChangeUnknown
-	case last == head:
-		return nil, nil
-	}
+// windowUpTo renders the window up to head and returns it. The window only
+// ever appends past its end or drops from its front, so the slice stays
+// valid after the lock is released.
+func (h *streamHub) windowUpTo(head uint64) ([]*event, error) {
 	h.windowMu.Lock()
 	defer h.windowMu.Unlock()
 	if err := h.renderUpTo(head); err != nil {
 		return nil, err
 	}
-	if len(h.window) == 0 || last+1 < h.window[0].seq {
+	return h.window, nil
+}
+
+// eventsAfter returns the events of window after position last up to
+// head, or errBehind when last has left the window.
+func eventsAfter(window []*event, last, head uint64) ([]*event, error) {
+	if last >= head {
+		return nil, nil
+	}
+	if len(window) == 0 || last+1 < window[0].seq {
 		return nil, errBehind
 	}
-	i := int(last + 1 - h.window[0].seq)
-	j := min(len(h.window), int(head+1-h.window[0].seq))
-	if max > 0 {
-		j = min(j, i+max)
-	}
-	// The window only ever appends past its end or drops from its front,
-	// so this slice stays valid after the lock is released.
-	return h.window[i:j:j], nil
+	i := int(last + 1 - window[0].seq)
+	j := min(len(window), int(head+1-window[0].seq))
+	return window[i:j:j], nil
 }
 
 // renderUpTo brings the window up to head; h.windowMu is held.
@@ -536,7 +533,15 @@ func (h *streamHub) start(sub *subscriber, from *uint64) {
 		default:
 		}
 		head, _ := h.db.ChangeHead()
-		evs, err := h.events(last, head, streamBatch)
+		var evs []*event
+		window, err := h.windowUpTo(head)
+		switch {
+		case last > head:
+			err = bolt.ErrChangeUnknown
+		case err == nil:
+			evs, err = eventsAfter(window, last, head)
+			evs = evs[:min(len(evs), streamBatch)]
+		}
 		if errors.Is(err, errBehind) {
 			evs, head, err = h.replay(last)
 			if err == nil && len(evs) == 0 && last < head {
@@ -716,6 +721,7 @@ func (h *streamHub) dispatch() {
 // behind. It returns how many writes it started.
 func (h *streamHub) round(subs []*subscriber, head uint64, now time.Time) (writes int) {
 	revoked := h.takeRevoked()
+	window, windowErr := h.windowUpTo(head)
 	for _, sub := range subs {
 		if sub.ended.Load() {
 			continue
@@ -735,8 +741,8 @@ func (h *streamHub) round(subs []*subscriber, head uint64, now time.Time) (write
 			}
 			continue
 		}
-		evs, err := h.events(sub.last, head, 0)
-		if err != nil {
+		evs, err := eventsAfter(window, sub.last, head)
+		if windowErr != nil || err != nil {
 			// Behind the window, or the store failed: the client resumes
 			// from the log when it reconnects.
 			h.end(sub, hint(behindText))
