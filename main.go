@@ -463,8 +463,8 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 			metrics.WriteProcessMetrics(w) // go_* and process_*: memory, GC, open files
 		})
 		if cfg.pprof {
-			// Registered on this mux only: importing net/http/pprof for its
-			// side effect would put it on http.DefaultServeMux.
+			// On this listener's own mux. (net/http/pprof's init also puts
+			// them on http.DefaultServeMux, which Herald never serves.)
 			mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 			mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 			mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)

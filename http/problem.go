@@ -98,7 +98,7 @@ func wrongPassword() error {
 	}
 }
 
-// tooManyAttempts: a guessing limit is spent; retry after wait.
+// tooManyRequests: a limit (guessing, streams) is spent; retry after wait.
 func tooManyRequests(msg string, wait time.Duration) error {
 	return &requestError{
 		status: http.StatusTooManyRequests,

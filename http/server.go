@@ -274,16 +274,10 @@ func (s *Server) routes() []route {
 
 // wrap adds authentication for the route's access level and writes any
 // returned error. The caller goes into the request's requestInfo, which
-// ServeHTTP has already put in the context: no second context copy.
+// ServeHTTP has put in the context: no second context copy.
 func (s *Server) wrap(rt route) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		info := requestInfoFrom(r.Context())
-		if info == nil {
-			// The router served without ServeHTTP in front, as no caller does
-			// today; handlers still find their caller.
-			info = &requestInfo{}
-			r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
-		}
 		info.route = rt.path
 		switch rt.access {
 		case public:
@@ -411,11 +405,14 @@ type requestInfo struct {
 	route  string // the route table's pattern; "" when no route matched
 }
 
+// requestInfoKey is the context key for *requestInfo; unexported so no
+// other package can forge or read it.
 type requestInfoKey struct{}
 
+// requestInfoFrom returns the request's requestInfo. The router is only
+// ever reached through ServeHTTP, which puts one in every context.
 func requestInfoFrom(ctx context.Context) *requestInfo {
-	info, _ := ctx.Value(requestInfoKey{}).(*requestInfo)
-	return info
+	return ctx.Value(requestInfoKey{}).(*requestInfo)
 }
 
 // statusRecorder remembers the status and size of a response for the log.
