@@ -26,7 +26,7 @@ var (
 	bucketMessages     = []byte("messages")       // messageID → message record
 	bucketMsgsByOwner  = []byte("msgs_by_owner")  // userID‖messageID → nil
 	bucketMsgsByTime   = []byte("msgs_by_time")   // createdAt‖messageID → nil
-	bucketTerms        = []byte("terms")          // term‖0x00‖messageID → nil
+	bucketTerms        = []byte("terms")          // term‖0x00‖messageID → nil, for messages up to meta/terms_merged
 	bucketMeta         = []byte("meta")           // layout version, upgrade progress
 	bucketDeleting     = []byte("deleting")       // userID → e-mail: deleted accounts whose messages are being removed
 	bucketChanges      = []byte("changes")        // sequence → change record: the log live streams tail
@@ -34,7 +34,7 @@ var (
 	allBuckets = [][]byte{
 		bucketUsers, bucketUsersByEmail,
 		bucketTokens, bucketTokensByUser,
-		bucketMessages, bucketMsgsByOwner, bucketMsgsByTime, bucketTerms,
+		bucketMessages, bucketMsgsByOwner, bucketMsgsByTime, bucketTerms, bucketTermsTail,
 		bucketMeta, bucketDeleting, bucketChanges,
 	}
 )
@@ -64,6 +64,10 @@ type Options struct {
 	// committer commits: how long it took (the fsync included) and how
 	// many writes it carried. It runs on the committer; keep it quick.
 	OnCommit func(took time.Duration, writes int)
+	// TailMergePostings is how many postings the search index's tail
+	// gathers before they are merged into the terms bucket (see tail.go);
+	// zero means DefaultTailMergePostings. Tests make it small.
+	TailMergePostings int
 }
 
 // DB is an open Herald database. It is safe for concurrent use.
@@ -75,6 +79,8 @@ type DB struct {
 	uses   tokenUses
 	feed   changeFeed
 	tokens tokenWatch
+	tail   *tailIndex
+	merge  merger
 }
 
 // ErrLocked is returned by Open when another process holds the database.
@@ -157,8 +163,19 @@ func Open(path string, opts Options) (*DB, error) {
 		_ = bdb.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	mergeAt := opts.TailMergePostings
+	if mergeAt <= 0 {
+		mergeAt = DefaultTailMergePostings
+	}
+	db.tail = newTailIndex(mergeAt)
+	if err := db.loadTail(); err != nil {
+		_ = bdb.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	db.writes = newCommitter(bdb, &db.feed)
 	db.writes.onCommit = opts.OnCommit
+	db.merge.stop, db.merge.done = make(chan struct{}), make(chan struct{})
+	go db.runMerger()
 	if err := db.resumePurges(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -172,6 +189,10 @@ func (db *DB) Close() error {
 	if _, err := db.FlushTokenUses(); err != nil {
 		db.log.Warn("recording token use at close", "err", err)
 	}
+	// The merger first: its chunks are writes. What it had not finished,
+	// the next Open's merger goes on with.
+	db.merge.halt.Do(func() { close(db.merge.stop) })
+	<-db.merge.done
 	db.writes.close()
 	return db.bolt.Close()
 }
@@ -182,10 +203,13 @@ func (db *DB) Ping() error {
 }
 
 // Check runs bbolt's consistency check over every page and reports what it
-// finds. The channel is drained to the end: bbolt's checker goroutine would
-// block forever if we stopped reading after the first error.
+// finds. It runs as a write, because bbolt compares the pages a transaction
+// reaches with the live freelist, which a concurrent commit (the search
+// index's merger, say) changes under a read transaction. The channel is
+// drained to the end: bbolt's checker goroutine would block forever if we
+// stopped reading after the first error.
 func (db *DB) Check() error {
-	return db.bolt.View(func(tx *bbolt.Tx) error {
+	return db.writes.update(func(tx *bbolt.Tx) error {
 		var errs []error
 		for err := range tx.Check() {
 			errs = append(errs, err)

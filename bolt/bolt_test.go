@@ -2,12 +2,14 @@ package bolt
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -59,7 +61,7 @@ func mustOpen(tb testing.TB) *testDB {
 	tb.Helper()
 	clk := &testClock{now: testEpoch}
 	path := filepath.Join(tb.TempDir(), "herald.db")
-	db, err := Open(path, Options{Now: clk.Now})
+	db, err := Open(path, Options{Now: clk.Now, TailMergePostings: testMergePostings()})
 	if err != nil {
 		tb.Fatalf("Open(%q) = %v", path, err)
 	}
@@ -424,7 +426,11 @@ func bulkMessages(tb testing.TB, db *testDB, owners []uint64, clockStep time.Dur
 	tb.Helper()
 	out := make([]*Message, 0, n)
 	for start := 0; start < n; start += bulkChunk {
-		err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		// Through the committer, like every write: the search index's
+		// merger may be writing too.
+		chunk := len(out)
+		err := db.writes.update(func(tx *bbolt.Tx) error {
+			out = out[:chunk] // a retried transaction starts over
 			users := make([]*User, len(owners))
 			for i, id := range owners {
 				var err error
@@ -476,4 +482,25 @@ func (db *DB) CreateToken(userID uint64, hash TokenHash, ttl time.Duration) (*To
 		return nil, err
 	}
 	return tok, nil
+}
+
+// mergeAll merges the search index's whole tail into the terms bucket, as
+// the background merger would once the tail filled.
+func mergeAll(tb testing.TB, db *DB) {
+	tb.Helper()
+	for {
+		merged, err := db.mergeTail(context.Background())
+		if err != nil {
+			tb.Fatalf("mergeTail() = %v", err)
+		}
+		if !merged {
+			return
+		}
+	}
+}
+
+// testMergePostings is HERALD_TEST_MERGE_POSTINGS, or 0 for the default.
+func testMergePostings() int {
+	n, _ := strconv.Atoi(os.Getenv("HERALD_TEST_MERGE_POSTINGS"))
+	return n
 }

@@ -220,8 +220,8 @@ func TestUpgradeFromLayout2(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open(layout 2) = %v", err)
 	}
-	if !strings.Contains(log.String(), "upgraded to layout 3") || strings.Contains(log.String(), "layout 1") {
-		t.Errorf("log = %q, want one line for the upgrade from 2 to 3", log.String())
+	if !strings.Contains(log.String(), "upgraded to layout 3") || !strings.Contains(log.String(), "upgraded to layout 4") || strings.Contains(log.String(), "layout 1") {
+		t.Errorf("log = %q, want one line for each upgrade from 2 to 4", log.String())
 	}
 	if problems, err := db.CheckInvariants(); err != nil || len(problems) > 0 {
 		t.Errorf("CheckInvariants after the upgrade = %q, %v", problems, err)
@@ -255,8 +255,8 @@ func TestUpgradeFromLayout2(t *testing.T) {
 	}
 	var layout uint64
 	_ = db.bolt.View(func(tx *bbolt.Tx) error { layout = btoi(tx.Bucket(bucketMeta).Get(metaLayout)); return nil })
-	if layout != 3 {
-		t.Errorf("layout = %d, want 3", layout)
+	if layout != currentLayout {
+		t.Errorf("layout = %d, want %d", layout, currentLayout)
 	}
 }
 

@@ -3,6 +3,7 @@ package bolt
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -18,7 +19,7 @@ const maxProblems = 100
 // missing user, a sequence behind its highest ID. It reads one consistent
 // snapshot. An empty list means the database is sound.
 func (db *DB) CheckInvariants() ([]string, error) {
-	var c checker
+	c := checker{tail: db.tail}
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		c.tx = tx
 		if !c.layout() {
@@ -70,6 +71,7 @@ func (c *checker) changes() {
 
 type checker struct {
 	tx       *bbolt.Tx
+	tail     *tailIndex // nil: not checked
 	problems []string
 }
 
@@ -218,7 +220,15 @@ func (c *checker) messages() {
 	msgs := c.tx.Bucket(bucketMessages)
 	byOwner, byTime, terms := c.tx.Bucket(bucketMsgsByOwner), c.tx.Bucket(bucketMsgsByTime), c.tx.Bucket(bucketTerms)
 	c.sequenceAhead(bucketMessages)
-	n, nTerms := 0, 0
+	tail := c.tx.Bucket(bucketTermsTail)
+	st := readTermsState(c.tx)
+	if st.merged > msgs.Sequence() {
+		c.addf("meta/terms_merged %d is beyond the highest message ID ever used, %d", st.merged, msgs.Sequence())
+	}
+	if st.mergingTo != 0 && st.mergingTo <= st.merged {
+		c.addf("meta/terms_merging: a merge through %d, which is not above terms_merged %d", st.mergingTo, st.merged)
+	}
+	n, nTerms, nTail := 0, 0, 0
 	var newest time.Time // creation times must not fall as IDs rise
 	var newestID uint64
 	var missingOwner, missingTime, missingTerms bool
@@ -250,6 +260,11 @@ func (c *checker) messages() {
 			missingTime = true
 			c.addf("message %d: missing from msgs_by_time", m.ID)
 		}
+		if m.ID > st.merged {
+			nTail++
+			c.tailRecord(tail, m)
+			return nil
+		}
 		for term := range ContentTerms(m.Content) {
 			nTerms++
 			if terms.Get(termIndexKey(term, m.ID)) == nil {
@@ -259,6 +274,19 @@ func (c *checker) messages() {
 		}
 		return nil
 	})
+	if tail.Stats().KeyN != nTail {
+		_ = tail.ForEach(func(k, _ []byte) error {
+			switch {
+			case len(k) != 8:
+				c.addf("terms_tail: key %x is not an 8-byte ID", k)
+			case btoi(k) <= st.merged:
+				c.addf("terms_tail: message %d is at or below terms_merged %d, so search never reads it", btoi(k), st.merged)
+			case c.message(k) == nil:
+				c.addf("terms_tail: a record of missing message %d", btoi(k))
+			}
+			return nil
+		})
+	}
 	if missingOwner || byOwner.Stats().KeyN != n {
 		_ = byOwner.ForEach(func(k, _ []byte) error {
 			if len(k) != 16 {
@@ -279,11 +307,17 @@ func (c *checker) messages() {
 			return nil
 		})
 	}
-	if missingTerms || terms.Stats().KeyN != nTerms {
+	// Entries above the watermark are a merge's work in progress: search
+	// ignores them, but they must be right when the merge ends.
+	if missingTerms || terms.Stats().KeyN != nTerms || st.mergingTo != 0 {
 		_ = terms.ForEach(func(k, _ []byte) error {
 			sep := len(k) - 9
 			if sep < 1 || k[sep] != termSeparator {
 				c.addf("terms: key %x is not term‖0‖id", k)
+				return nil
+			}
+			if id := btoi(k[sep+1:]); id > st.mainUpTo() {
+				c.addf("search index: word %q of message %d, above terms_merged %d and any merge", k[:sep], id, st.merged)
 				return nil
 			}
 			m := c.message(k[sep+1:])
@@ -296,6 +330,34 @@ func (c *checker) messages() {
 			}
 			return nil
 		})
+	}
+}
+
+// tailRecord checks that message m, above the merge watermark, has a tail
+// record holding exactly its words, and that the in-memory tail can find
+// it by each of them.
+func (c *checker) tailRecord(tail *bbolt.Bucket, m *Message) {
+	rec := tail.Get(itob(m.ID))
+	if rec == nil {
+		c.addf("message %d: missing from the search index's tail", m.ID)
+		return
+	}
+	got, ok := tailRecordTerms(rec)
+	if want := sortedTerms(m.Content); !ok || !slices.Equal(got, want) {
+		c.addf("message %d: its tail record holds %q, its words are %q", m.ID, got, want)
+		return
+	}
+	if c.tail == nil {
+		return
+	}
+	base, lists := c.tail.lists(got)
+	if base > readTermsState(c.tx).merged {
+		return // a merge ended after this snapshot: memory has moved past it
+	}
+	for i, ids := range lists {
+		if _, found := slices.BinarySearch(ids, m.ID); !found {
+			c.addf("message %d: word %q is in its tail record but not in the tail in memory", m.ID, got[i])
+		}
 	}
 }
 

@@ -13,7 +13,9 @@ import (
 //
 //   msgs_by_owner  ownerID‖messageID        a user's messages, newest last
 //   msgs_by_time   createdAt‖messageID      turns since/until into ID bounds
-//   terms          term‖0x00‖messageID      the inverted index of content
+//   terms          term‖0x00‖messageID      the inverted index of content,
+//                                           up to meta/terms_merged
+//   terms_tail     messageID → terms        the rest of it (see tail.go)
 //
 // IDs are big-endian, so within one owner or one term the entries sort by ID,
 // which is creation order.
@@ -59,13 +61,12 @@ func timeIndexKey(t time.Time, id uint64) []byte {
 	return binary.BigEndian.AppendUint64(timeKey(t), id)
 }
 
-// indexMessage adds every index entry of m; terms is sortedTerms(m.Content).
+// indexMessage adds every index entry of m straight into the terms bucket;
+// terms is sortedTerms(m.Content). Only the layout upgrade, which indexes
+// messages that are all below the merge watermark it then sets, uses it:
+// new messages go through indexNewMessage.
 func indexMessage(tx *bbolt.Tx, m *Message, terms []string) error {
-	id := itob(m.ID)
-	if err := tx.Bucket(bucketMsgsByOwner).Put(compositeKey(m.OwnerID, id), nil); err != nil {
-		return err
-	}
-	if err := tx.Bucket(bucketMsgsByTime).Put(timeIndexKey(m.CreatedAt, m.ID), nil); err != nil {
+	if err := indexOwnerAndTime(tx, m); err != nil {
 		return err
 	}
 	index := tx.Bucket(bucketTerms)
@@ -77,8 +78,26 @@ func indexMessage(tx *bbolt.Tx, m *Message, terms []string) error {
 	return nil
 }
 
+// indexNewMessage adds every index entry of a new message m; its words go
+// to the tail (see tail.go).
+func (db *DB) indexNewMessage(tx *bbolt.Tx, m *Message, terms []string) error {
+	if err := indexOwnerAndTime(tx, m); err != nil {
+		return err
+	}
+	// IDs only grow and a merge only takes IDs that exist, so a new
+	// message is always above the terms bucket's part.
+	return db.putTailRecord(tx, m.ID, terms)
+}
+
+func indexOwnerAndTime(tx *bbolt.Tx, m *Message) error {
+	if err := tx.Bucket(bucketMsgsByOwner).Put(compositeKey(m.OwnerID, itob(m.ID)), nil); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketMsgsByTime).Put(timeIndexKey(m.CreatedAt, m.ID), nil)
+}
+
 // unindexMessage removes every index entry of m, as stored.
-func unindexMessage(tx *bbolt.Tx, m *Message) error {
+func (db *DB) unindexMessage(tx *bbolt.Tx, m *Message) error {
 	id := itob(m.ID)
 	if err := tx.Bucket(bucketMsgsByOwner).Delete(compositeKey(m.OwnerID, id)); err != nil {
 		return err
@@ -86,11 +105,18 @@ func unindexMessage(tx *bbolt.Tx, m *Message) error {
 	if err := tx.Bucket(bucketMsgsByTime).Delete(timeIndexKey(m.CreatedAt, m.ID)); err != nil {
 		return err
 	}
-	terms := tx.Bucket(bucketTerms)
-	for term := range ContentTerms(m.Content) {
-		if err := terms.Delete(termIndexKey(term, m.ID)); err != nil {
-			return err
+	st := readTermsState(tx)
+	if m.ID <= st.mainUpTo() {
+		terms := tx.Bucket(bucketTerms)
+		for term := range ContentTerms(m.Content) {
+			if err := terms.Delete(termIndexKey(term, m.ID)); err != nil {
+				return err
+			}
 		}
+	}
+	if m.ID > st.merged {
+		db.touchMerging(st, m.ID)
+		return tx.Bucket(bucketTermsTail).Delete(id)
 	}
 	return nil
 }
@@ -102,34 +128,41 @@ func (db *DB) removeMessage(tx *bbolt.Tx, m *Message) error {
 	if err := tx.Bucket(bucketMessages).Delete(itob(m.ID)); err != nil {
 		return err
 	}
-	if err := unindexMessage(tx, m); err != nil {
+	if err := db.unindexMessage(tx, m); err != nil {
 		return err
 	}
 	return db.recordChange(tx, MessageDeleted, m, "")
 }
 
-// reindexContent moves message id's term entries from the words of
-// oldContent to newTerms (sortedTerms of the new content), touching only the
-// terms that differ.
-func reindexContent(tx *bbolt.Tx, id uint64, oldContent string, newTerms []string) error {
-	before, after := ContentTerms(oldContent), make(map[string]struct{}, len(newTerms))
-	for _, t := range newTerms {
-		after[t] = struct{}{}
-	}
-	terms := tx.Bucket(bucketTerms)
-	for term := range before {
-		if _, kept := after[term]; !kept {
-			if err := terms.Delete(termIndexKey(term, id)); err != nil {
-				return err
+// reindexContent moves message id's postings from the words of oldContent
+// to newTerms (sortedTerms of the new content): in the terms bucket, only
+// the terms that differ; in the tail, the whole record.
+func (db *DB) reindexContent(tx *bbolt.Tx, id uint64, oldContent string, newTerms []string) error {
+	st := readTermsState(tx)
+	if id <= st.mainUpTo() {
+		before, after := ContentTerms(oldContent), make(map[string]struct{}, len(newTerms))
+		for _, t := range newTerms {
+			after[t] = struct{}{}
+		}
+		terms := tx.Bucket(bucketTerms)
+		for term := range before {
+			if _, kept := after[term]; !kept {
+				if err := terms.Delete(termIndexKey(term, id)); err != nil {
+					return err
+				}
+			}
+		}
+		for term := range after {
+			if _, had := before[term]; !had {
+				if err := terms.Put(termIndexKey(term, id), nil); err != nil {
+					return err
+				}
 			}
 		}
 	}
-	for term := range after {
-		if _, had := before[term]; !had {
-			if err := terms.Put(termIndexKey(term, id), nil); err != nil {
-				return err
-			}
-		}
+	if id > st.merged {
+		db.touchMerging(st, id)
+		return db.putTailRecord(tx, id, newTerms)
 	}
 	return nil
 }

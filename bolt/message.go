@@ -244,7 +244,7 @@ func (db *DB) insertMessage(tx *bbolt.Tx, owner *User, content string, terms []s
 	if err := msgs.Put(itob(id), encodeMessage(m)); err != nil {
 		return nil, err
 	}
-	if err := indexMessage(tx, m, terms); err != nil {
+	if err := db.indexNewMessage(tx, m, terms); err != nil {
 		return nil, err
 	}
 	if err := db.recordChange(tx, MessageCreated, m, ""); err != nil {
@@ -345,7 +345,7 @@ func (db *DB) UpdateMessage(id uint64, by Caller, upd MessageUpdate, pre Precond
 		if upd.Content == nil || *upd.Content == m.Content {
 			return nil
 		}
-		if err := reindexContent(tx, id, m.Content, newTerms); err != nil {
+		if err := db.reindexContent(tx, id, m.Content, newTerms); err != nil {
 			return err
 		}
 		before := m.Content

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -104,23 +105,24 @@ func (db *DB) search(ctx context.Context, hash *TokenHash, q SearchQuery) (*User
 		v.Add("q", fmt.Sprintf("must have at most %d distinct words", MaxQueryTerms))
 		return nil, nil, v.Err()
 	}
-	s := &searcher{q: q, limit: q.Limit, page: &SearchPage{}}
+	s := &searcher{db: db, q: q, limit: q.Limit, page: &SearchPage{}}
 	if s.limit <= 0 {
 		s.limit = DefaultSearchLimit
 	}
 	s.limit = min(s.limit, MaxSearchLimit)
 	var user *User
-	for first := true; !s.done; first = false {
+	planned := false
+	for !s.done {
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
-		if !first && s.steps >= stepsPerPage {
+		if planned && s.steps >= stepsPerPage {
 			// Out of budget: hand back what was found and where to go on.
 			s.page.NextBeforeID = s.next + 1
 			break
 		}
 		err := db.bolt.View(func(tx *bbolt.Tx) error {
-			if first {
+			if !planned {
 				if hash != nil {
 					var err error
 					if user, _, err = db.authenticate(tx, *hash); err != nil {
@@ -128,9 +130,13 @@ func (db *DB) search(ctx context.Context, hash *TokenHash, q SearchQuery) (*User
 					}
 				}
 				s.plan(tx)
+				planned = true
 			}
 			return s.walk(ctx, tx)
 		})
+		if errors.Is(err, errStaleTail) {
+			continue // a merge ended between this transaction and the memory it read: again, newer
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -140,6 +146,7 @@ func (db *DB) search(ctx context.Context, hash *TokenHash, q SearchQuery) (*User
 
 // searcher is one search's state across its read transactions.
 type searcher struct {
+	db    *DB
 	q     SearchQuery
 	limit int
 	page  *SearchPage
@@ -202,7 +209,10 @@ func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
 	if s.done {
 		return nil
 	}
-	lists := s.postingLists(tx)
+	lists, err := s.postingLists(tx)
+	if err != nil {
+		return err
+	}
 	// Every bucket is opened once per transaction and every record read
 	// through one cursor: each tx.Bucket and Bucket.Get is a seek from the
 	// root with a fresh cursor, and a page of 20 made dozens of them.
@@ -293,13 +303,29 @@ func (s *searcher) inTimeRange(t time.Time) bool {
 	return true
 }
 
+// errStaleTail: the in-memory tail no longer holds what a transaction
+// needs, because a merge committed after the transaction began.
+var errStaleTail = errors.New("the search index's tail moved on; retry in a newer transaction")
+
 // postingLists opens one list per term, plus the owner's messages when the
-// query names an owner; with neither, every message is a candidate.
-func (s *searcher) postingLists(tx *bbolt.Tx) []*postingList {
+// query names an owner; with neither, every message is a candidate. A
+// term's list is its terms entries up to the merge watermark and its tail
+// candidates above it (see tail.go).
+func (s *searcher) postingLists(tx *bbolt.Tx) ([]*postingList, error) {
 	var lists []*postingList
-	terms := tx.Bucket(bucketTerms)
-	for _, t := range s.q.Terms {
-		lists = append(lists, newPostingList(terms.Cursor(), termPrefix([]byte(t))))
+	if len(s.q.Terms) > 0 {
+		merged := readTermsState(tx).merged
+		base, tails := s.db.tail.lists(s.q.Terms)
+		if base > merged {
+			return nil, errStaleTail
+		}
+		recs := &tailRecords{b: tx.Bucket(bucketTermsTail)}
+		terms := tx.Bucket(bucketTerms)
+		for i, t := range s.q.Terms {
+			p := newPostingList(terms.Cursor(), termPrefix([]byte(t)))
+			p.bound, p.tail, p.term, p.recs = merged, tails[i], []byte(t), recs
+			lists = append(lists, p)
+		}
 	}
 	if s.ownerID != 0 {
 		lists = append(lists, newPostingList(tx.Bucket(bucketMsgsByOwner).Cursor(), itob(s.ownerID)))
@@ -309,7 +335,24 @@ func (s *searcher) postingLists(tx *bbolt.Tx) []*postingList {
 		all.records = true
 		lists = append(lists, all)
 	}
-	return lists
+	return lists, nil
+}
+
+// tailRecords reads tail records for the lists of one transaction,
+// remembering the last, which every term's list of a query checks in turn.
+type tailRecords struct {
+	b   *bbolt.Bucket
+	id  uint64
+	rec []byte
+	key [8]byte
+}
+
+func (r *tailRecords) has(id uint64, term []byte) bool {
+	if id != r.id {
+		binary.BigEndian.PutUint64(r.key[:], id)
+		r.id, r.rec = id, r.b.Get(r.key[:])
+	}
+	return tailRecordHas(r.rec, term)
 }
 
 // postingList is the set of message IDs under one key prefix (prefix‖id),
@@ -324,16 +367,37 @@ type postingList struct {
 	// under the cursor, is the record of at and needs no second lookup.
 	records bool
 	val     []byte
+	// A term's list reads the cursor only up to bound (the merge
+	// watermark); above it, its candidates are tail, checked against the
+	// tail records through recs.
+	bound uint64
+	tail  []uint64
+	term  []byte
+	recs  *tailRecords
 }
 
 func newPostingList(c *bbolt.Cursor, prefix []byte) *postingList {
 	key := make([]byte, len(prefix), len(prefix)+8)
 	copy(key, prefix)
-	return &postingList{c: c, prefix: key[:len(prefix):len(prefix)], key: key}
+	return &postingList{c: c, prefix: key[:len(prefix):len(prefix)], key: key, bound: noMergeBound}
 }
 
 // seekAtMost returns the largest ID in the list that is at most id.
 func (p *postingList) seekAtMost(id uint64) (uint64, bool) {
+	if id > p.bound {
+		i, found := slices.BinarySearch(p.tail, id)
+		if !found {
+			i--
+		}
+		for ; i >= 0 && p.tail[i] > p.bound; i-- {
+			if p.recs.has(p.tail[i], p.term) {
+				return p.tail[i], true
+			}
+		}
+		if id = p.bound; id == 0 {
+			return 0, false
+		}
+	}
 	if p.placed && id < p.at {
 		// Walking down a list one match at a time is the common case: the
 		// previous key is one step away, no seek from the root needed.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	bbolt "go.etcd.io/bbolt"
 )
 
 // pageIDs lists a page's message IDs in the order returned.
@@ -602,10 +604,19 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 // tests are about, and a hundred fsyncs would dominate their runtime.
 func withoutSync(tb testing.TB, db *testDB, f func()) {
 	tb.Helper()
-	db.bolt.NoSync = true
-	defer func() { db.bolt.NoSync = false }()
+	setNoSync(tb, db.DB, true)
+	defer setNoSync(tb, db.DB, false)
 	f()
 	if err := db.bolt.Sync(); err != nil {
 		tb.Fatalf("Sync() = %v", err)
+	}
+}
+
+// setNoSync sets bbolt's NoSync inside a write transaction: commits (the
+// search index's merger's among them) read it under bbolt's writer lock.
+func setNoSync(tb testing.TB, db *DB, v bool) {
+	tb.Helper()
+	if err := db.writes.update(func(*bbolt.Tx) error { db.bolt.NoSync = v; return nil }); err != nil {
+		tb.Fatalf("setting NoSync: %v", err)
 	}
 }

@@ -21,7 +21,11 @@ import (
 //	   to, for live streams. An older Herald would write without logging
 //	   and leave streams resuming across the gap none the wiser, so the
 //	   version is raised and it refuses the file.
-const currentLayout = 3
+//	4  new messages' words go to the search index's tail (terms_tail) and
+//	   are merged into the terms bucket in batches; meta/terms_merged
+//	   records how far. An older Herald would write terms entries above
+//	   the watermark, which search ignores, so it must refuse the file.
+const currentLayout = 4
 
 var (
 	metaLayout      = []byte("layout")
@@ -76,7 +80,32 @@ func (db *DB) prepareLayout() error {
 			return err
 		}
 	}
-	return db.upgradeFrom2()
+	if layout <= 2 {
+		if err := db.upgradeFrom2(); err != nil {
+			return err
+		}
+	}
+	return db.upgradeFrom3()
+}
+
+// upgradeFrom3 starts the search index's tail. Every message so far is in
+// the terms bucket, so the merge watermark is the highest ID ever handed
+// out; the tail bucket was created with the others and starts empty.
+func (db *DB) upgradeFrom3() error {
+	var merged uint64
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		merged = tx.Bucket(bucketMessages).Sequence()
+		if err := meta.Put(metaTermsMerged, itob(merged)); err != nil {
+			return err
+		}
+		return meta.Put(metaLayout, itob(4))
+	})
+	if err != nil {
+		return fmt.Errorf("upgrading to layout 4: %w", err)
+	}
+	db.log.Info("database upgraded to layout 4: new messages' words now go to the search index's tail and are merged in batches", "indexed_through", merged)
+	return nil
 }
 
 // upgradeFrom2 starts the change log. Its bucket was created with the

@@ -1,0 +1,414 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+func TestTailRecord(t *testing.T) {
+	terms := []string{"apple", "café", "river", strings.Repeat("x", 300)}
+	rec := encodeTailRecord(terms)
+	if got, ok := tailRecordTerms(rec); !ok || !slices.Equal(got, terms) {
+		t.Fatalf("tailRecordTerms(encode(%q)) = %q, %v", terms, got, ok)
+	}
+	for _, tt := range []struct {
+		term string
+		want bool
+	}{
+		{"apple", true}, {"café", true}, {"river", true}, {strings.Repeat("x", 300), true},
+		{"app", false}, {"apples", false}, {"banana", false}, {"a", false}, {"zebra", false}, {"", false},
+	} {
+		if got := tailRecordHas(rec, []byte(tt.term)); got != tt.want {
+			t.Errorf("tailRecordHas(%q) = %v, want %v", tt.term, got, tt.want)
+		}
+	}
+	if tailRecordHas(nil, []byte("apple")) {
+		t.Error("a missing record has no terms")
+	}
+	// Cut anywhere inside a term, a record is refused, never misread.
+	for n := 1; n < len(rec); n++ {
+		if got, ok := tailRecordTerms(rec[:n]); ok && !slices.Equal(got, terms[:len(got)]) {
+			t.Errorf("tailRecordTerms(first %d bytes) = %q, accepted", n, got)
+		}
+	}
+	if _, ok := tailRecordTerms([]byte{0}); ok {
+		t.Error("a record with an empty term was accepted")
+	}
+}
+
+// stopAfter is a context whose Err turns to Canceled after n calls: a merge
+// checks it once per chunk, so it stops a merge after n chunks, as a crash
+// or a shutdown would.
+type stopAfter struct {
+	context.Context
+	n int
+}
+
+func (c *stopAfter) Err() error {
+	if c.n--; c.n < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+func termsStateOf(t *testing.T, db *DB) termsState {
+	t.Helper()
+	var st termsState
+	if err := db.bolt.View(func(tx *bbolt.Tx) error { st = readTermsState(tx); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// searchModel is what search must answer: every live message, by brute
+// force over its content.
+type searchModel map[uint64]*Message
+
+func (m searchModel) want(q SearchQuery) []uint64 {
+	var ids []uint64
+	for id, msg := range m {
+		if q.OwnerEmail != "" && msg.OwnerEmail != q.OwnerEmail {
+			continue
+		}
+		terms := ContentTerms(msg.Content)
+		if !slices.ContainsFunc(q.Terms, func(t string) bool { _, ok := terms[t]; return !ok }) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	slices.Reverse(ids)
+	return ids
+}
+
+// searchAll follows a query's cursors to its end, three to a page.
+func searchAll(t *testing.T, db *testDB, q SearchQuery) []uint64 {
+	t.Helper()
+	var ids []uint64
+	q.Limit = 3
+	for {
+		p := mustSearch(t, db, q)
+		ids = append(ids, pageIDs(p)...)
+		if p.NextBeforeID == 0 {
+			return ids
+		}
+		q.BeforeID = p.NextBeforeID
+	}
+}
+
+var modelQueries = []SearchQuery{
+	{Terms: Terms("apple")},
+	{Terms: Terms("river")},
+	{Terms: Terms("apple river")},
+	{Terms: Terms("stone apple river")},
+	{Terms: Terms("café")},       // one code point
+	{Terms: Terms("cafe\u0301")}, // e + combining accent: the same word
+	{Terms: Terms("zephyr")},
+	{Terms: Terms("apple"), OwnerEmail: "bob@example.com"},
+	{OwnerEmail: "ada@example.com"},
+}
+
+func checkModel(t *testing.T, db *testDB, model searchModel, stage string) {
+	t.Helper()
+	for _, q := range modelQueries {
+		if got, want := searchAll(t, db, q), model.want(q); !slices.Equal(got, want) {
+			st := termsStateOf(t, db.DB)
+			t.Fatalf("%s (merged %d, merging to %d from %q): search %q owner %q = %v, want %v",
+				stage, st.merged, st.mergingTo, st.nextTerm, q.Terms, q.OwnerEmail, got, want)
+		}
+	}
+}
+
+// TestTailMergeKeepsSearchExact runs creates, edits and deletes with
+// merges of every extent in between — whole, cut after a few chunks, and
+// finished by the merger of a reopened database — and after every step
+// compares each query's every page with a brute-force answer.
+func TestTailMergeKeepsSearchExact(t *testing.T) {
+	db := mustOpen(t)
+	db.merge.chunk = 3 // many chunks, so merges stop in many places
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	bob, _ := mustCreateUser(t, db, "bob@example.com")
+	owners := []*User{ada, bob}
+	words := []string{"apple", "river", "stone", "café", "CAFE\u0301", "moss", "zephyr", "Apple"}
+	rng := rand.New(rand.NewPCG(6, 9))
+	text := func() string {
+		n := 1 + rng.IntN(5)
+		var b strings.Builder
+		for range n {
+			b.WriteString(words[rng.IntN(len(words))])
+			b.WriteString(" ")
+		}
+		return b.String()
+	}
+	model := make(searchModel)
+	pick := func() *Message {
+		ids := make([]uint64, 0, len(model))
+		for id := range model {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		return model[ids[rng.IntN(len(ids))]]
+	}
+	merges, cut := 0, 0
+	for step := range 400 {
+		var stage string
+		switch r := rng.IntN(20); {
+		case r < 9 || len(model) < 3:
+			owner := owners[rng.IntN(2)]
+			m := mustCreateMessage(t, db, owner.ID, text())
+			model[m.ID] = m
+			stage = fmt.Sprintf("step %d: created %d", step, m.ID)
+		case r < 13:
+			m, content := pick(), text()
+			got, err := db.UpdateMessage(m.ID, ByUser(m.OwnerID), MessageUpdate{Content: &content}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			model[m.ID] = got
+			stage = fmt.Sprintf("step %d: edited %d", step, m.ID)
+		case r < 15:
+			m := pick()
+			if _, err := db.DeleteMessage(m.ID, ByUser(m.OwnerID), nil); err != nil {
+				t.Fatal(err)
+			}
+			delete(model, m.ID)
+			stage = fmt.Sprintf("step %d: deleted %d", step, m.ID)
+		case r < 18:
+			_, err := db.mergeTail(&stopAfter{Context: context.Background(), n: rng.IntN(4)})
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Fatal(err)
+			}
+			if err != nil {
+				cut++
+			} else {
+				merges++
+			}
+			stage = fmt.Sprintf("step %d: merge (cut: %v)", step, err != nil)
+		case r < 19:
+			mergeAll(t, db.DB)
+			merges++
+			stage = fmt.Sprintf("step %d: merged all", step)
+		default:
+			reopen(t, db) // a merge cut short is finished by the new merger, in the background
+			db.merge.chunk = 3
+			stage = fmt.Sprintf("step %d: reopened", step)
+		}
+		checkModel(t, db, model, stage)
+	}
+	if merges < 20 || cut < 10 {
+		t.Errorf("only %d merges and %d cut short: the test did not cover what it is for", merges, cut)
+	}
+	checkIndexes(t, db.DB)
+}
+
+// TestTailMergeSeesChangesMadeWhileItRuns edits and deletes messages after
+// a merge has read the tail and before it copies: it must copy the words
+// as they are when it copies, not as it read them.
+func TestTailMergeSeesChangesMadeWhileItRuns(t *testing.T) {
+	db := mustOpen(t)
+	db.merge.chunk = 2
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	m1 := mustCreateMessage(t, db, ada.ID, "apple river")
+	m2 := mustCreateMessage(t, db, ada.ID, "apple stone")
+	m3 := mustCreateMessage(t, db, ada.ID, "river stone")
+	m4 := mustCreateMessage(t, db, ada.ID, "apple")
+	db.merge.afterRead = func() {
+		db.merge.afterRead = nil
+		edit := func(m *Message, content string) {
+			if _, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{Content: &content}, nil); err != nil {
+				t.Error(err)
+			}
+		}
+		edit(m1, "river zebra")       // loses apple, gains zebra (before every chunk)
+		edit(m3, "river stone apple") // gains apple
+		if _, err := db.DeleteMessage(m2.ID, ByUser(ada.ID), nil); err != nil {
+			t.Error(err)
+		}
+	}
+	mergeAll(t, db.DB)
+	if st := termsStateOf(t, db.DB); st.merged != m4.ID || st.mergingTo != 0 {
+		t.Fatalf("after the merge: %+v, want everything merged", st)
+	}
+	for _, tt := range []struct {
+		q    string
+		want []uint64
+	}{
+		{"apple", []uint64{m4.ID, m3.ID}},
+		{"zebra", []uint64{m1.ID}},
+		{"stone", []uint64{m3.ID}},
+		{"river", []uint64{m3.ID, m1.ID}},
+	} {
+		if got := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms(tt.q)})); !slices.Equal(got, tt.want) {
+			t.Errorf("search %q = %v, want %v", tt.q, got, tt.want)
+		}
+	}
+	checkIndexes(t, db.DB)
+}
+
+// TestTailMergeResumesAfterRestart cuts a merge short, checks search
+// answers the same while it is half done (with a change in between), and
+// that the next Open finishes it by itself.
+func TestTailMergeResumesAfterRestart(t *testing.T) {
+	db := mustOpen(t)
+	db.merge.chunk = 2
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	model := make(searchModel)
+	for i := range 12 {
+		m := mustCreateMessage(t, db, ada.ID, []string{"apple river", "stone apple", "river moss", "café"}[i%4])
+		model[m.ID] = m
+	}
+	if _, err := db.mergeTail(&stopAfter{Context: context.Background(), n: 2}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("mergeTail(stopped after 2 chunks) = %v, want it cut short", err)
+	}
+	st := termsStateOf(t, db.DB)
+	if st.mergingTo == 0 || len(st.nextTerm) == 0 {
+		t.Fatalf("after a cut merge: %+v, want a merge under way", st)
+	}
+	checkModel(t, db, model, "half merged")
+	content := "moss only"
+	m, err := db.UpdateMessage(2, ByUser(ada.ID), MessageUpdate{Content: &content}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model[2] = m
+	// Message 1's "apple" was copied by the first chunk.
+	if _, err := db.DeleteMessage(1, ByUser(ada.ID), nil); err != nil {
+		t.Fatal(err)
+	}
+	delete(model, 1)
+	checkModel(t, db, model, "half merged, then changed")
+	checkIndexes(t, db.DB)
+
+	reopen(t, db)
+	for deadline := time.Now().Add(10 * time.Second); termsStateOf(t, db.DB).mergingTo != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the reopened database did not finish the interrupted merge")
+		}
+	}
+	if st := termsStateOf(t, db.DB); st.merged != 12 {
+		t.Errorf("after the resumed merge: merged through %d, want 12", st.merged)
+	}
+	checkModel(t, db, model, "merge finished after reopening")
+}
+
+// TestTailMergesInTheBackground: once the tail holds TailMergePostings
+// postings, the merger moves them into the terms bucket without being
+// asked, and the tail in memory shrinks with it.
+func TestTailMergesInTheBackground(t *testing.T) {
+	path := t.TempDir() + "/herald.db"
+	db, err := Open(path, Options{TailMergePostings: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tdb := &testDB{DB: db, Path: path}
+	defer db.Close()
+	ada, _ := mustCreateUser(t, tdb, "ada@example.com")
+	for i := range 10 {
+		mustCreateMessage(t, tdb, ada.ID, fmt.Sprintf("one two three w%d", i))
+	}
+	for deadline := time.Now().Add(10 * time.Second); termsStateOf(t, db).merged == 0 || db.tail.size() >= 20; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("40 postings in a tail that merges at 20; merged through %d, %d left in memory", termsStateOf(t, db).merged, db.tail.size())
+		}
+	}
+	if got := pageIDs(mustSearch(t, tdb, SearchQuery{Terms: Terms("two")})); len(got) != 10 {
+		t.Errorf("search after the merge = %v, want all 10", got)
+	}
+	checkIndexes(t, db)
+}
+
+// TestSearchRetriesWhenTheTailMovedOn: a transaction older than the last
+// merge must not read the tail in memory, which has forgotten what that
+// merge moved; postingLists says so, and search starts a newer one.
+func TestSearchRetriesWhenTheTailMovedOn(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	m := mustCreateMessage(t, db, ada.ID, "apple")
+	tx, err := db.bolt.Begin(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	mergeAll(t, db.DB) // tx still sees the message in the tail
+	s := &searcher{db: db.DB, q: SearchQuery{Terms: Terms("apple")}}
+	if _, err := s.postingLists(tx); !errors.Is(err, errStaleTail) {
+		t.Errorf("postingLists in a transaction from before the merge = %v, want errStaleTail", err)
+	}
+	if got := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms("apple")})); !slices.Equal(got, []uint64{m.ID}) {
+		t.Errorf("search = %v, want [%d]", got, m.ID)
+	}
+}
+
+// TestUpgradeFromLayout3 opens a file written by the release before the
+// search index's tail (testdata/layout3.db) and checks it is upgraded once,
+// with a log line, that search finds what it held, and that new messages
+// go to the tail.
+func TestUpgradeFromLayout3(t *testing.T) {
+	path := fixtureCopy(t, "layout3.db")
+	var log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	db, err := Open(path, Options{Logger: logger})
+	if err != nil {
+		t.Fatalf("Open(layout 3) = %v", err)
+	}
+	if !strings.Contains(log.String(), "upgraded to layout 4") || strings.Contains(log.String(), "layout 3:") {
+		t.Errorf("log = %q, want one line for the upgrade from 3 to 4", log.String())
+	}
+	if problems, err := db.CheckInvariants(); err != nil || len(problems) > 0 {
+		t.Errorf("CheckInvariants after the upgrade = %q, %v", problems, err)
+	}
+	if st := termsStateOf(t, db); st.merged != 5 || st.mergingTo != 0 {
+		t.Errorf("after the upgrade: %+v, want everything through message 5 merged", st)
+	}
+	tdb := &testDB{DB: db, Path: path}
+	for _, tt := range []struct {
+		q    string
+		want []uint64
+	}{
+		{"river", []uint64{5, 3}}, {"hello", []uint64{3, 1}}, {"edited", []uint64{2}},
+		{"draft", []uint64{2}}, {"cafe\u0301", []uint64{5}}, {"deleted", nil},
+	} {
+		if got := pageIDs(mustSearch(t, tdb, SearchQuery{Terms: Terms(tt.q)})); !slices.Equal(got, tt.want) {
+			t.Errorf("search %q after the upgrade = %v, want %v", tt.q, got, tt.want)
+		}
+	}
+	u, _, err := db.Authenticate(tokenHash("ada-token"))
+	if err != nil {
+		t.Fatalf("Authenticate(old token) = %v", err)
+	}
+	m := mustCreateMessage(t, tdb, u.ID, "the river again")
+	if got := termEntries(t, tdb, m.ID); !slices.Equal(got, []string{"again", "river", "the"}) {
+		t.Errorf("new message's tail record = %q", got)
+	}
+	if got := pageIDs(mustSearch(t, tdb, SearchQuery{Terms: Terms("river")})); !slices.Equal(got, []uint64{m.ID, 5, 3}) {
+		t.Errorf("search river = %v, want [%d 5 3]", got, m.ID)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	log.Reset()
+	db, err = Open(path, Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if log.Len() != 0 {
+		t.Errorf("second open logged %q, want nothing", log.String())
+	}
+	if got := pageIDs(mustSearch(t, &testDB{DB: db, Path: path}, SearchQuery{Terms: Terms("river")})); !slices.Equal(got, []uint64{m.ID, 5, 3}) {
+		t.Errorf("search river after reopening = %v, want the tail rebuilt from disk", got)
+	}
+	mergeAll(t, db)
+	if problems, err := db.CheckInvariants(); err != nil || len(problems) > 0 {
+		t.Errorf("CheckInvariants after merging = %q, %v", problems, err)
+	}
+}
