@@ -156,6 +156,10 @@ type searcher struct {
 	next    uint64 // every ID above next has been ruled out
 	steps   int
 	done    bool
+	// uncheckedSteps counts steps since the context was last checked.
+	uncheckedSteps int
+	// recs reads the tail records of this transaction's term lists.
+	recs *tailRecords
 	// slab holds the page's messages, a few to an allocation; Messages
 	// points into it.
 	slab []Message
@@ -229,13 +233,17 @@ func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
 				s.done = true
 				return nil
 			}
-			if txSteps == stepsPerTransaction {
+			if txSteps >= stepsPerTransaction {
 				return nil // s.next is where the next transaction goes on
 			}
 			id, ok := lists[i].seekAtMost(s.next)
-			s.steps++
-			txSteps++
-			if s.steps%ctxCheckSteps == 0 {
+			// A seek, plus any tail records it read: a word whose tail
+			// entries were mostly edited away costs what it reads.
+			steps := 1 + s.recs.takeReads()
+			s.steps += steps
+			txSteps += steps
+			if s.uncheckedSteps += steps; s.uncheckedSteps >= ctxCheckSteps {
+				s.uncheckedSteps = 0
 				if err := ctx.Err(); err != nil {
 					return err
 				}
@@ -313,17 +321,18 @@ var errStaleTail = errors.New("the search index's tail moved on; retry in a newe
 // candidates above it (see tail.go).
 func (s *searcher) postingLists(tx *bbolt.Tx) ([]*postingList, error) {
 	var lists []*postingList
+	s.recs = nil
 	if len(s.q.Terms) > 0 {
 		merged := readTermsState(tx).merged
 		base, tails := s.db.tail.lists(s.q.Terms)
 		if base > merged {
 			return nil, errStaleTail
 		}
-		recs := &tailRecords{b: tx.Bucket(bucketTermsTail)}
+		s.recs = &tailRecords{b: tx.Bucket(bucketTermsTail)}
 		terms := tx.Bucket(bucketTerms)
 		for i, t := range s.q.Terms {
 			p := newPostingList(terms.Cursor(), termPrefix([]byte(t)))
-			p.bound, p.tail, p.term, p.recs = merged, tails[i], []byte(t), recs
+			p.bound, p.tail, p.term, p.recs = merged, tails[i], []byte(t), s.recs
 			lists = append(lists, p)
 		}
 	}
@@ -341,18 +350,31 @@ func (s *searcher) postingLists(tx *bbolt.Tx) ([]*postingList, error) {
 // tailRecords reads tail records for the lists of one transaction,
 // remembering the last, which every term's list of a query checks in turn.
 type tailRecords struct {
-	b   *bbolt.Bucket
-	id  uint64
-	rec []byte
-	key [8]byte
+	b     *bbolt.Bucket
+	id    uint64
+	rec   []byte
+	key   [8]byte
+	reads int // records read since takeReads
 }
 
 func (r *tailRecords) has(id uint64, term []byte) bool {
 	if id != r.id {
 		binary.BigEndian.PutUint64(r.key[:], id)
 		r.id, r.rec = id, r.b.Get(r.key[:])
+		r.reads++
 	}
 	return tailRecordHas(r.rec, term)
+}
+
+// takeReads returns the records read since it was last called; nil reads
+// none (a query without words).
+func (r *tailRecords) takeReads() int {
+	if r == nil {
+		return 0
+	}
+	n := r.reads
+	r.reads = 0
+	return n
 }
 
 // postingList is the set of message IDs under one key prefix (prefix‖id),

@@ -412,3 +412,36 @@ func TestUpgradeFromLayout3(t *testing.T) {
 		t.Errorf("CheckInvariants after merging = %q, %v", problems, err)
 	}
 }
+
+// TestSearchCountsTailReads: tail candidates whose word was edited away
+// are read and rejected one by one; each read counts against the search's
+// step budget like a seek, so such a word cannot make a search unbounded.
+func TestSearchCountsTailReads(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	keep := mustCreateMessage(t, db, ada.ID, "apple pie")
+	const stale = 300
+	withoutSync(t, db, func() {
+		for range stale {
+			m := mustCreateMessage(t, db, ada.ID, "apple crumble")
+			content := "plum crumble"
+			if _, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{Content: &content}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	s := &searcher{db: db.DB, q: SearchQuery{Terms: Terms("apple")}, limit: 20, page: &SearchPage{}}
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		s.plan(tx)
+		return s.walk(context.Background(), tx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pageIDs(s.page); !slices.Equal(got, []uint64{keep.ID}) {
+		t.Errorf("search apple = %v, want [%d]", got, keep.ID)
+	}
+	if s.steps < stale {
+		t.Errorf("search took %d steps past %d stale tail entries, want each counted", s.steps, stale)
+	}
+}
