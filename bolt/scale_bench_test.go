@@ -124,7 +124,7 @@ func seedScale(b *testing.B, db *testDB, n int) {
 
 // scaleTail is about half of what the tail holds before it is merged, at
 // scaleContent's thirty-odd words a message.
-const scaleTail = 1000
+const scaleTail = 4000
 
 // fixtureReady reports whether path is a current-layout database with n
 // messages.

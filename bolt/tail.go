@@ -61,8 +61,8 @@ var (
 // transaction's share, so the writers queued behind it wait a few
 // milliseconds at most.
 const (
-	DefaultTailMergePostings = 1 << 16
-	maxMergePostings         = 1 << 18
+	DefaultTailMergePostings = 1 << 18
+	maxMergePostings         = 1 << 19
 	mergeChunkPostings       = 4096
 )
 
