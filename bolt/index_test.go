@@ -430,6 +430,7 @@ func TestGroupCommit(t *testing.T) {
 // through memory only, so a posting on disk that memory lacks is a message
 // search cannot find.
 func TestCheckInvariantsFindsTailMissingFromMemory(t *testing.T) {
+	manualMerges(t)
 	db := mustOpen(t)
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
 	m := mustCreateMessage(t, db, ada.ID, "hello world")

@@ -158,8 +158,11 @@ type searcher struct {
 	done    bool
 	// uncheckedSteps counts steps since the context was last checked.
 	uncheckedSteps int
-	// recs reads the tail records of this transaction's term lists.
-	recs *tailRecords
+	// recs reads the tail records of this transaction's term lists, whose
+	// candidates above merged come from the tail in memory.
+	recs     *tailRecords
+	merged   uint64
+	termKeys [][]byte
 	// slab holds the page's messages, a few to an allocation; Messages
 	// points into it.
 	slab []Message
@@ -259,6 +262,17 @@ func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
 			}
 		}
 		id := s.next
+		if id > s.merged && s.recs != nil && !s.recs.hasAll(id, s.termKeys) {
+			// The tail in memory agreed on a message whose words were
+			// edited away, that was deleted, or that this snapshot does
+			// not hold yet. (The read counts as a step at the next seek.)
+			if id == 1 {
+				s.done = true
+				return nil
+			}
+			s.next = id - 1
+			continue
+		}
 		b := lists[0].val
 		if !lists[0].records {
 			binary.BigEndian.PutUint64(key[:], id)
@@ -328,11 +342,16 @@ func (s *searcher) postingLists(tx *bbolt.Tx) ([]*postingList, error) {
 		if base > merged {
 			return nil, errStaleTail
 		}
-		s.recs = &tailRecords{b: tx.Bucket(bucketTermsTail)}
+		s.recs, s.merged = &tailRecords{b: tx.Bucket(bucketTermsTail)}, merged
+		if s.termKeys == nil {
+			for _, t := range s.q.Terms {
+				s.termKeys = append(s.termKeys, []byte(t))
+			}
+		}
 		terms := tx.Bucket(bucketTerms)
 		for i, t := range s.q.Terms {
 			p := newPostingList(terms.Cursor(), termPrefix([]byte(t)))
-			p.bound, p.tail, p.term, p.recs = merged, tails[i], []byte(t), s.recs
+			p.bound, p.tail = merged, tails[i]
 			lists = append(lists, p)
 		}
 	}
@@ -347,23 +366,24 @@ func (s *searcher) postingLists(tx *bbolt.Tx) ([]*postingList, error) {
 	return lists, nil
 }
 
-// tailRecords reads tail records for the lists of one transaction,
-// remembering the last, which every term's list of a query checks in turn.
+// tailRecords reads tail records for one transaction's search.
 type tailRecords struct {
 	b     *bbolt.Bucket
-	id    uint64
-	rec   []byte
 	key   [8]byte
 	reads int // records read since takeReads
 }
 
-func (r *tailRecords) has(id uint64, term []byte) bool {
-	if id != r.id {
-		binary.BigEndian.PutUint64(r.key[:], id)
-		r.id, r.rec = id, r.b.Get(r.key[:])
-		r.reads++
+// hasAll reports whether message id's tail record holds every term.
+func (r *tailRecords) hasAll(id uint64, terms [][]byte) bool {
+	binary.BigEndian.PutUint64(r.key[:], id)
+	rec := r.b.Get(r.key[:])
+	r.reads++
+	for _, t := range terms {
+		if !tailRecordHas(rec, t) {
+			return false
+		}
 	}
-	return tailRecordHas(r.rec, term)
+	return rec != nil
 }
 
 // takeReads returns the records read since it was last called; nil reads
@@ -390,12 +410,10 @@ type postingList struct {
 	records bool
 	val     []byte
 	// A term's list reads the cursor only up to bound (the merge
-	// watermark); above it, its candidates are tail, checked against the
-	// tail records through recs.
+	// watermark); above it, its candidates come from the tail in memory,
+	// which may hold more than the snapshot (see searcher.walk).
 	bound uint64
 	tail  []uint64
-	term  []byte
-	recs  *tailRecords
 }
 
 func newPostingList(c *bbolt.Cursor, prefix []byte) *postingList {
@@ -411,10 +429,10 @@ func (p *postingList) seekAtMost(id uint64) (uint64, bool) {
 		if !found {
 			i--
 		}
-		for ; i >= 0 && p.tail[i] > p.bound; i-- {
-			if p.recs.has(p.tail[i], p.term) {
-				return p.tail[i], true
-			}
+		if i >= 0 && p.tail[i] > p.bound {
+			// A candidate only: walk checks what every list agrees on
+			// against the tail record, once for all the query's words.
+			return p.tail[i], true
 		}
 		if id = p.bound; id == 0 {
 			return 0, false

@@ -133,6 +133,7 @@ func checkModel(t *testing.T, db *testDB, model searchModel, stage string) {
 // finished by the merger of a reopened database — and after every step
 // compares each query's every page with a brute-force answer.
 func TestTailMergeKeepsSearchExact(t *testing.T) {
+	manualMerges(t)
 	db := mustOpen(t)
 	db.merge.chunk = 3 // many chunks, so merges stop in many places
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
@@ -214,6 +215,7 @@ func TestTailMergeKeepsSearchExact(t *testing.T) {
 // a merge has read the tail and before it copies: it must copy the words
 // as they are when it copies, not as it read them.
 func TestTailMergeSeesChangesMadeWhileItRuns(t *testing.T) {
+	manualMerges(t)
 	db := mustOpen(t)
 	db.merge.chunk = 2
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
@@ -258,6 +260,7 @@ func TestTailMergeSeesChangesMadeWhileItRuns(t *testing.T) {
 // answers the same while it is half done (with a change in between), and
 // that the next Open finishes it by itself.
 func TestTailMergeResumesAfterRestart(t *testing.T) {
+	manualMerges(t)
 	db := mustOpen(t)
 	db.merge.chunk = 2
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
@@ -330,6 +333,7 @@ func TestTailMergesInTheBackground(t *testing.T) {
 // merge must not read the tail in memory, which has forgotten what that
 // merge moved; postingLists says so, and search starts a newer one.
 func TestSearchRetriesWhenTheTailMovedOn(t *testing.T) {
+	manualMerges(t)
 	db := mustOpen(t)
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
 	m := mustCreateMessage(t, db, ada.ID, "apple")
@@ -417,6 +421,7 @@ func TestUpgradeFromLayout3(t *testing.T) {
 // are read and rejected one by one; each read counts against the search's
 // step budget like a seek, so such a word cannot make a search unbounded.
 func TestSearchCountsTailReads(t *testing.T) {
+	manualMerges(t)
 	db := mustOpen(t)
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
 	keep := mustCreateMessage(t, db, ada.ID, "apple pie")
@@ -444,4 +449,11 @@ func TestSearchCountsTailReads(t *testing.T) {
 	if s.steps < stale {
 		t.Errorf("search took %d steps past %d stale tail entries, want each counted", s.steps, stale)
 	}
+}
+
+// manualMerges keeps the background merger to the default threshold, which
+// these tests never reach, whatever HERALD_TEST_MERGE_POSTINGS says: they
+// decide themselves what is merged when.
+func manualMerges(t *testing.T) {
+	t.Setenv("HERALD_TEST_MERGE_POSTINGS", "")
 }
