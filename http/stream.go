@@ -450,6 +450,10 @@ func (s *Server) streamMessages(w http.ResponseWriter, r *http.Request, _ httpro
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no") // nginx would otherwise hold events back
+	// The longest the stream stays silent, so a client can tell a quiet
+	// stream from a connection that died without a word (a laptop lid, a
+	// NAT that forgot it) and reconnect.
+	h.Set(heartbeatHeader, strconv.FormatInt(s.streams.limits.Heartbeat.Milliseconds(), 10))
 	// The body ends when the connection does, as the SSE specification
 	// recommends: once the connection is the stream's own, what it writes
 	// is the body, with no chunk framing.
@@ -495,10 +499,12 @@ type subscriber struct {
 // Texts a stream sends besides events.
 const (
 	connectedText = ": connected\n\n"
-	keepAliveText = ": keep-alive\n\n"
-	behindText    = ": too far behind; reconnect to resume\n"
-	shutdownText  = ": server shutting down\n"
-	resetText     = "\nevent: reset\ndata: {\"reason\":\"the change log no longer holds the requested event; reload and continue from here\"}\n\n"
+	// heartbeatHeader carries the keep-alive interval, in milliseconds.
+	heartbeatHeader = "Herald-Stream-Heartbeat"
+	keepAliveText   = ": keep-alive\n\n"
+	behindText      = ": too far behind; reconnect to resume\n"
+	shutdownText    = ": server shutting down\n"
+	resetText       = "\nevent: reset\ndata: {\"reason\":\"the change log no longer holds the requested event; reload and continue from here\"}\n\n"
 )
 
 // start catches sub up from the position it resumes from (or the head),

@@ -658,11 +658,15 @@ func TestStreamShutdown(t *testing.T) {
 	}
 }
 
-// TestStreamHeartbeat: an idle stream gets comment lines.
+// TestStreamHeartbeat: an idle stream gets comment lines, as often as its
+// response header says.
 func TestStreamHeartbeat(t *testing.T) {
 	e := newEnv(t, withStreams(heraldhttp.StreamLimits{Heartbeat: 30 * time.Millisecond}))
 	ada := e.register("ada@example.com", "correct horse battery")
 	st := e.openStream(ada, "", "")
+	if got := st.resp.Header.Get("Herald-Stream-Heartbeat"); got != "30" {
+		t.Errorf("Herald-Stream-Heartbeat = %q, want the interval in milliseconds, 30", got)
+	}
 	<-st.events
 	select {
 	case ev := <-st.events:

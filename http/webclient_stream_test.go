@@ -24,7 +24,10 @@ import (
 // not the server has hijacked it. It also records the query of every
 // search.
 type serverTap struct {
-	mu       sync.Mutex
+	mu sync.Mutex
+	// silent is how many stream requests, from the next one, get a 200
+	// and then nothing at all: a connection that died without a word.
+	silent   int
 	resumes  []string   // Last-Event-ID of each stream request, "" when absent
 	conns    []net.Conn // the connection of each stream request
 	searches []url.Values
@@ -43,12 +46,31 @@ func (tap *serverTap) tune(srv *http.Server) {
 		case r.URL.Path == "/api/messages/stream":
 			tap.resumes = append(tap.resumes, r.Header.Get("Last-Event-ID"))
 			tap.conns = append(tap.conns, r.Context().Value(connKey{}).(net.Conn))
+			if tap.silent > 0 {
+				tap.silent--
+				tap.mu.Unlock()
+				playDead(w, r)
+				return
+			}
 		case r.URL.Path == "/api/messages" && r.Method == http.MethodGet:
 			tap.searches = append(tap.searches, r.URL.Query())
 		}
 		tap.mu.Unlock()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// playDead answers a stream request like Herald, announcing a keep-alive
+// every 400 ms, and then sends nothing until the client gives up.
+func playDead(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Herald-Stream-Heartbeat", "400")
+	w.WriteHeader(http.StatusOK)
+	http.NewResponseController(w).Flush()
+	select {
+	case <-r.Context().Done():
+	case <-time.After(30 * time.Second):
+	}
 }
 
 // requests returns the Last-Event-ID of each stream request so far.
@@ -129,6 +151,32 @@ func TestWebClientResume(t *testing.T) {
 	if got, want := ada.timelineContents(), []string{away[1], away[0], before}; !slices.Equal(got, want) {
 		t.Errorf("Ada's timeline shows %q, want %q", got, want)
 	}
+}
+
+// TestWebClientSilentStream: a stream whose connection died without a word
+// says nothing, not even keep-alives. The page takes 2.5 times the
+// keep-alive interval the response announced as a dead connection, says
+// so, opens a new stream and shows what is posted from then on.
+func TestWebClientSilentStream(t *testing.T) {
+	tap := &serverTap{silent: 1}
+	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{}, tap.tune)
+	const adaEmail, adaPassword = "ada@example.com", "correct horse battery"
+	e.register(adaEmail, adaPassword)
+	bob := e.register("bob@example.com", "staple battery horse")
+
+	b := newWebBrowser(t, e.URL)
+	ada := b.person("ada")
+	ada.screen("auth")
+	ada.expectBroken("net::ERR_ABORTED", "/api/messages/stream")
+	ada.login(adaEmail, adaPassword)
+	ada.waitFor("the page gives up on the silent stream", `document.querySelector('#live').textContent.startsWith('Live updates paused')`)
+	ada.waitFor("live updates are on again", `document.querySelector('#live').textContent === 'Live updates are on.'`)
+	if got := tap.requests(); len(got) != 2 {
+		t.Fatalf("stream requests: %q, want the silent one and one more", got)
+	}
+	const after = "Bob, after the silence"
+	e.post(bob, after)
+	ada.waitFor("Bob's message arrives on the new stream", messageJS(after))
 }
 
 // TestWebClientSearchEdits: under a search for words, a live edit that

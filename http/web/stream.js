@@ -52,10 +52,20 @@ const sleep = (ms, signal) =>
     signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
   });
 
-// liveStream keeps a stream open until close(): on a dropped connection it
-// reconnects with backoff, sending Last-Event-ID so nothing is missed. It
-// stops for good on 401 (the token is gone) and on any other refusal that
-// retrying cannot fix, telling onState why.
+// silenceFor is how long a stream may say nothing before it is taken for
+// dead: 2.5 times the keep-alive interval the server announces, so one
+// late keep-alive is not enough, or a minute when it announces none. A
+// connection can die without a word — a laptop that slept, a NAT that
+// forgot it — and only silence tells.
+const silenceFor = (res) => {
+  const heartbeat = Number(res?.headers.get('Herald-Stream-Heartbeat'));
+  return heartbeat > 0 ? heartbeat * 2.5 : 60000;
+};
+
+// liveStream keeps a stream open until close(): on a dropped or silent
+// connection it reconnects with backoff, sending Last-Event-ID so nothing
+// is missed. It stops for good on 401 (the token is gone) and on any other
+// refusal that retrying cannot fix, telling onState why.
 export function liveStream({ token, params, onEvent, onState }) {
   const abort = new AbortController();
   const { signal } = abort;
@@ -65,12 +75,22 @@ export function liveStream({ token, params, onEvent, onState }) {
   (async () => {
     while (!signal.aborted) {
       let wait = 0;
+      // One connection: aborted by close() or by the watchdog.
+      const conn = new AbortController();
+      const hangUp = () => conn.abort();
+      signal.addEventListener('abort', hangUp, { once: true });
+      let watchdog = setTimeout(hangUp, silenceFor(null));
+      const heard = (res) => {
+        clearTimeout(watchdog);
+        watchdog = setTimeout(hangUp, silenceFor(res));
+      };
       try {
         const headers = { Authorization: `Bearer ${token}`, Accept: 'text/event-stream' };
         if (lastId !== null) headers['Last-Event-ID'] = lastId;
-        const res = await fetch(`/api/messages/stream?${params}`, { headers, signal, cache: 'no-store' });
+        const res = await fetch(`/api/messages/stream?${params}`, { headers, signal: conn.signal, cache: 'no-store' });
         if (res.status === 401) return onState('unauthorized');
         if (res.ok) {
+          heard(res);
           onState('live');
           const feed = sseParser((ev) => {
             if (ev.retry !== undefined) return void (retry = ev.retry);
@@ -83,6 +103,7 @@ export function liveStream({ token, params, onEvent, onState }) {
           for (;;) {
             const { value, done } = await reader.read();
             if (done) break;
+            heard(res);
             feed(value);
           }
         } else if (res.status === 429 || res.status >= 500) {
@@ -92,6 +113,9 @@ export function liveStream({ token, params, onEvent, onState }) {
         }
       } catch {
         if (signal.aborted) return;
+      } finally {
+        clearTimeout(watchdog);
+        signal.removeEventListener('abort', hangUp);
       }
       onState('reconnecting');
       await sleep(Math.max(wait, retry, delay) * (0.8 + Math.random() * 0.4), signal);
