@@ -231,7 +231,7 @@ func (c *checker) messages() {
 	n, nTerms, nTail := 0, 0, 0
 	var newest time.Time // creation times must not fall as IDs rise
 	var newestID uint64
-	var missingOwner, missingTime, missingTerms bool
+	var missingOwner, missingTime, missingTerms, missingTail bool
 	_ = msgs.ForEach(func(k, v []byte) error {
 		n++
 		if len(k) != 8 {
@@ -262,7 +262,9 @@ func (c *checker) messages() {
 		}
 		if m.ID > st.merged {
 			nTail++
-			c.tailRecord(tail, m)
+			if !c.tailRecord(tail, m) {
+				missingTail = true
+			}
 			return nil
 		}
 		for term := range ContentTerms(m.Content) {
@@ -274,7 +276,9 @@ func (c *checker) messages() {
 		}
 		return nil
 	})
-	if tail.Stats().KeyN != nTail {
+	// As with the indexes below: a missing record and a stray one would
+	// otherwise cancel out in the count.
+	if missingTail || tail.Stats().KeyN != nTail {
 		_ = tail.ForEach(func(k, _ []byte) error {
 			switch {
 			case len(k) != 8:
@@ -335,30 +339,31 @@ func (c *checker) messages() {
 
 // tailRecord checks that message m, above the merge watermark, has a tail
 // record holding exactly its words, and that the in-memory tail can find
-// it by each of them.
-func (c *checker) tailRecord(tail *bbolt.Bucket, m *Message) {
+// it by each of them. It reports false when the record is missing.
+func (c *checker) tailRecord(tail *bbolt.Bucket, m *Message) bool {
 	rec := tail.Get(itob(m.ID))
 	if rec == nil {
 		c.addf("message %d: missing from the search index's tail", m.ID)
-		return
+		return false
 	}
 	got, ok := tailRecordTerms(rec)
 	if want := sortedTerms(m.Content); !ok || !slices.Equal(got, want) {
 		c.addf("message %d: its tail record holds %q, its words are %q", m.ID, got, want)
-		return
+		return true
 	}
 	if c.tail == nil {
-		return
+		return true
 	}
 	base, lists := c.tail.lists(got)
 	if base > readTermsState(c.tx).merged {
-		return // a merge ended after this snapshot: memory has moved past it
+		return true // a merge ended after this snapshot: memory has moved past it
 	}
 	for i, ids := range lists {
 		if _, found := slices.BinarySearch(ids, m.ID); !found {
 			c.addf("message %d: word %q is in its tail record but not in the tail in memory", m.ID, got[i])
 		}
 	}
+	return true
 }
 
 // message is the record an index entry points at, nil for none.

@@ -330,10 +330,19 @@ func (db *DB) mergeTail(ctx context.Context) (bool, error) {
 	if err != nil || hi == 0 {
 		return false, err
 	}
+	if err := ctx.Err(); err != nil {
+		return false, err // closing: not even the begin
+	}
 	start := time.Now()
 	// Begin: record the merge (or adopt the interrupted one) and start
 	// noting the messages changed from here on. Everything changed before
 	// this commits is in the snapshot read below.
+	// However this merge ends, writers stop noting changes for it.
+	defer func() {
+		db.merge.mu.Lock()
+		db.merge.touched = nil
+		db.merge.mu.Unlock()
+	}()
 	err = db.writes.update(func(tx *bbolt.Tx) error {
 		st := readTermsState(tx)
 		if st.merged != planned.merged || st.mergingTo != planned.mergingTo {
@@ -350,11 +359,6 @@ func (db *DB) mergeTail(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer func() {
-		db.merge.mu.Lock()
-		db.merge.touched = nil
-		db.merge.mu.Unlock()
-	}()
 
 	// Read the records being merged, term by term.
 	postings := make(map[string][]uint64)
@@ -476,11 +480,21 @@ func (db *DB) runMerger() {
 		<-db.merge.stop
 		cancel()
 	}()
-	for {
+	for failures := 0; ; {
 		select {
 		case <-db.merge.stop:
 			return
 		case <-db.tail.full:
+		}
+		if failures > 0 {
+			// A merge that failed (a full disk, say) would otherwise be
+			// retried by every create: wait, longer each time, up to a
+			// minute. The tail keeps every message searchable meanwhile.
+			select {
+			case <-db.merge.stop:
+				return
+			case <-time.After(min(time.Second<<min(failures-1, 6), time.Minute)):
+			}
 		}
 		// A signal means a full tail or, at Open, an interrupted merge:
 		// merge once in any case.
@@ -488,10 +502,12 @@ func (db *DB) runMerger() {
 			merged, err := db.mergeTail(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
-					db.log.Error("search index: merging the tail failed; new messages stay searchable from the tail", "err", err)
+					failures++
+					db.log.Error("search index: merging the tail failed; new messages stay searchable from the tail", "err", err, "failures", failures)
 				}
 				break
 			}
+			failures = 0
 			if !merged {
 				break
 			}

@@ -95,7 +95,14 @@ func (db *DB) upgradeFrom3() error {
 	var merged uint64
 	err := db.bolt.Update(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		merged = tx.Bucket(bucketMessages).Sequence()
+		// The highest ID handed out; the highest key too, in case the
+		// sequence was left behind (CheckInvariants reports that), so no
+		// message is above the watermark without a tail record.
+		msgs := tx.Bucket(bucketMessages)
+		merged = msgs.Sequence()
+		if k, _ := msgs.Cursor().Last(); len(k) == 8 {
+			merged = max(merged, btoi(k))
+		}
 		if err := meta.Put(metaTermsMerged, itob(merged)); err != nil {
 			return err
 		}
