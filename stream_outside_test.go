@@ -1,0 +1,566 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// TestStreamExactlyOnceOutside drives the real binary the way an outside
+// suite would: three accounts write (create, edit, delete, and try to
+// delete each other's messages) while six streams with different filters
+// keep dropping their connections and resuming, alternately by header and
+// by parameter, and the server is stopped twice under them, once with
+// SIGTERM and once with SIGKILL. At the end the whole change log, read
+// unfiltered from the start, says what each filter should have passed, and
+// every stream must have received exactly that: nothing lost, nothing
+// twice, in order. The filters use the rules of the contract: an update
+// passes when the message matched before or after it, a delete when the
+// message matched when it was deleted.
+func TestStreamExactlyOnceOutside(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts a real server twice under load")
+	}
+	dbPath := filepath.Join(t.TempDir(), "herald.db")
+	run := &outsideRun{t: t, shared: make(map[uint64]string)}
+	run.start(startProcessOn(t, dbPath))
+
+	users := []string{"ada@example.com", "bob@example.com", "cy@example.com"}
+	tokens := make([]string, len(users))
+	for i, email := range users {
+		tokens[i] = outsideRegister(t, run.base(), email)
+	}
+
+	filters := []string{
+		"",
+		"q=apple",
+		"q=" + url.QueryEscape("CAFÉ river"), // NFC, upper case
+		"q=" + url.QueryEscape("cafe\u0301"), // NFD
+		"owner=" + url.QueryEscape("BOB@example.com"), // case-insensitive
+		"q=apple&owner=ada%40example.com",
+	}
+	readers := make([]*outsideReader, len(filters))
+	var readersWG sync.WaitGroup
+	for i, f := range filters {
+		readers[i] = &outsideReader{run: run, filter: f, token: tokens[0], rng: rand.New(rand.NewPCG(uint64(i), 11)), last: -1}
+		readersWG.Add(1)
+		go func() { defer readersWG.Done(); readers[i].follow() }()
+	}
+	for _, r := range readers { // every reader holds its starting position before anyone writes
+		r.waitStarted(t)
+	}
+
+	writers := make([]*outsideWriter, len(users))
+	var writersWG sync.WaitGroup
+	for i := range users {
+		writers[i] = &outsideWriter{run: run, token: tokens[i], rng: rand.New(rand.NewPCG(uint64(i), 29))}
+		writersWG.Add(1)
+		go func() { defer writersWG.Done(); writers[i].write() }()
+	}
+
+	time.Sleep(1500 * time.Millisecond)
+	p := run.current()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.waitExit(t)
+	run.start(startProcessOn(t, dbPath))
+
+	time.Sleep(1500 * time.Millisecond)
+	p = run.current()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	run.start(startProcessOn(t, dbPath))
+
+	time.Sleep(1500 * time.Millisecond)
+	run.stopWriting.Store(true)
+	writersWG.Wait()
+
+	log := outsideReplay(t, run.base(), tokens[0])
+	if len(log) < 100 {
+		t.Fatalf("only %d changes were made: the test proved little", len(log))
+	}
+	var refused int64
+	for _, w := range writers {
+		refused += w.refused.Load()
+	}
+	if refused == 0 {
+		t.Error("no delete of another account's message was tried")
+	}
+	for i, r := range readers {
+		want := outsideExpected(t, log, filters[i])
+		r.waitFor(t, want)
+	}
+	run.stopReading.Store(true)
+	for _, r := range readers {
+		r.close()
+	}
+	readersWG.Wait()
+
+	for i, r := range readers {
+		want := outsideExpected(t, log, filters[i])
+		r.mu.Lock()
+		got, resumes, err := slices.Clone(r.got), r.resumes, r.err
+		r.mu.Unlock()
+		if err != nil {
+			t.Errorf("filter %q: %v", filters[i], err)
+			continue
+		}
+		if len(want) == 0 {
+			t.Errorf("filter %q: the log holds nothing it passes: the test proved nothing for it", filters[i])
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("filter %q: got %d events, want %d\n got %v\nwant %v", filters[i], len(got), len(want), got, want)
+		}
+		if resumes < 3 {
+			t.Errorf("filter %q resumed only %d times", filters[i], resumes)
+		}
+		t.Logf("filter %q: %d events over %d connections", filters[i], len(got), resumes+1)
+	}
+	t.Logf("%d changes in the log, %d refused deletes of others' messages", len(log), refused)
+}
+
+// outsideRun is the server under test, which changes address on restart.
+type outsideRun struct {
+	t           *testing.T
+	mu          sync.Mutex
+	proc        *process
+	stopWriting atomic.Bool
+	stopReading atomic.Bool
+
+	// Every writer's messages, so writers can try to delete each other's.
+	sharedMu sync.Mutex
+	shared   map[uint64]string // id → owner's token
+}
+
+func (r *outsideRun) start(p *process) {
+	r.mu.Lock()
+	r.proc = p
+	r.mu.Unlock()
+}
+
+func (r *outsideRun) current() *process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proc
+}
+
+func (r *outsideRun) base() string { return "http://" + r.current().addr }
+
+func outsideRegister(t *testing.T, base, email string) string {
+	t.Helper()
+	body := fmt.Sprintf(`{"email":%q,"password":"outside test password"}`, email)
+	res, err := http.Post(base+"/api/register", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out struct{ Token string }
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || out.Token == "" {
+		t.Fatalf("register %s: %d %v", email, res.StatusCode, err)
+	}
+	return out.Token
+}
+
+// Words chosen so the filters above sometimes pass and sometimes do not,
+// in every spelling the contract makes equal.
+var outsideWords = []string{"apple", "Apple", "river", "café", "cafe\u0301", "CAFÉ", "stone", "cloud", "apples"}
+
+func outsideContent(rng *rand.Rand) string {
+	words := make([]string, 1+rng.IntN(4))
+	for i := range words {
+		words[i] = outsideWords[rng.IntN(len(outsideWords))]
+	}
+	return strings.Join(words, " ") + "."
+}
+
+// outsideWriter creates, edits and deletes its own messages, and now and
+// then tries to delete someone else's, which must be refused.
+type outsideWriter struct {
+	run     *outsideRun
+	token   string
+	rng     *rand.Rand
+	mine    []uint64
+	refused atomic.Int64
+}
+
+func (w *outsideWriter) write() {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	for !w.run.stopWriting.Load() {
+		base := w.run.base()
+		switch n := w.rng.IntN(20); {
+		case n < 11 || len(w.mine) == 0:
+			code, body, err := crashDo(hc, "POST", base+"/api/messages", w.token, outsideContent(w.rng))
+			if err == nil && code == http.StatusCreated {
+				var m struct{ ID uint64 }
+				if json.Unmarshal(body, &m) == nil {
+					w.mine = append(w.mine, m.ID)
+					w.run.sharedMu.Lock()
+					w.run.shared[m.ID] = w.token
+					w.run.sharedMu.Unlock()
+				}
+			}
+		case n < 16:
+			id := w.mine[w.rng.IntN(len(w.mine))]
+			code, _, err := crashDo(hc, "PATCH", fmt.Sprintf("%s/api/messages/%d", base, id), w.token, outsideContent(w.rng))
+			if err == nil && code == http.StatusNotFound {
+				w.forget(id) // deleted by a request whose answer a kill cut off
+			}
+		case n < 19:
+			i := w.rng.IntN(len(w.mine))
+			id := w.mine[i]
+			code, _, err := crashDo(hc, "DELETE", fmt.Sprintf("%s/api/messages/%d", base, id), w.token, "")
+			if err == nil && (code/100 == 2 || code == http.StatusNotFound) {
+				w.forget(id)
+			}
+		default:
+			var victim uint64
+			w.run.sharedMu.Lock()
+			for id, owner := range w.run.shared {
+				if owner != w.token {
+					victim = id
+					break
+				}
+			}
+			w.run.sharedMu.Unlock()
+			if victim == 0 {
+				continue
+			}
+			code, _, err := crashDo(hc, "DELETE", fmt.Sprintf("%s/api/messages/%d", base, victim), w.token, "")
+			switch {
+			case err != nil:
+			case code == http.StatusForbidden || code == http.StatusNotFound:
+				w.refused.Add(1)
+			default:
+				w.run.t.Errorf("deleting another account's message %d: status %d", victim, code)
+			}
+		}
+		time.Sleep(time.Duration(w.rng.IntN(3)) * time.Millisecond)
+	}
+}
+
+func (w *outsideWriter) forget(id uint64) {
+	w.mine = slices.DeleteFunc(w.mine, func(x uint64) bool { return x == id })
+	w.run.sharedMu.Lock()
+	delete(w.run.shared, id)
+	w.run.sharedMu.Unlock()
+}
+
+// outsideEvent is one change as a stream shows it.
+type outsideEvent struct {
+	id, name, data string
+}
+
+// outsideReader follows one filtered stream, dropping the connection at
+// random and resuming from the last id it saw.
+type outsideReader struct {
+	run    *outsideRun
+	filter string
+	token  string
+	rng    *rand.Rand
+
+	mu      sync.Mutex
+	got     []string // "id name msgID", in arrival order
+	last    int64    // last id seen (the opening block's included); -1 before the first
+	resumes int
+	err     error
+	body    interface{ Close() error }
+}
+
+func (r *outsideReader) fail(format string, args ...any) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = fmt.Errorf(format, args...)
+	}
+	r.mu.Unlock()
+}
+
+func (r *outsideReader) follow() {
+	hc := &http.Client{}
+	for attempt := 0; !r.run.stopReading.Load(); attempt++ {
+		r.mu.Lock()
+		last := r.last
+		r.mu.Unlock()
+		u := r.run.base() + "/api/messages/stream?" + r.filter
+		req, _ := http.NewRequest("GET", u, nil)
+		if last >= 0 {
+			if attempt%2 == 0 {
+				req.Header.Set("Last-Event-ID", strconv.FormatInt(last, 10))
+			} else {
+				sep := "&"
+				if r.filter == "" {
+					sep = ""
+				}
+				req.URL.RawQuery = r.filter + sep + "lastEventId=" + strconv.FormatInt(last, 10)
+			}
+		}
+		req.Header.Set("Authorization", "Bearer "+r.token)
+		res, err := hc.Do(req)
+		if err != nil { // the server is restarting
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if res.StatusCode != http.StatusOK {
+			res.Body.Close()
+			if res.StatusCode == http.StatusServiceUnavailable || res.StatusCode == http.StatusTooManyRequests {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			r.fail("stream answered %d", res.StatusCode)
+			return
+		}
+		r.mu.Lock()
+		r.body = res.Body
+		if last >= 0 {
+			r.resumes++
+		}
+		r.mu.Unlock()
+		r.read(bufio.NewScanner(res.Body), 1+r.rng.IntN(30))
+		res.Body.Close()
+	}
+}
+
+// read takes events until the connection ends or, after dropAfter events,
+// drops it.
+func (r *outsideReader) read(sc *bufio.Scanner, dropAfter int) {
+	var ev outsideEvent
+	events := 0
+	for sc.Scan() {
+		line := sc.Text()
+		if line != "" {
+			field, value, _ := strings.Cut(line, ":")
+			value = strings.TrimPrefix(value, " ")
+			switch field {
+			case "id":
+				ev.id = value
+			case "event":
+				ev.name = value
+			case "data":
+				ev.data = value
+			}
+			continue
+		}
+		if ev.id != "" {
+			id, err := strconv.ParseInt(ev.id, 10, 64)
+			if err != nil {
+				r.fail("bad id %q", ev.id)
+				return
+			}
+			r.mu.Lock()
+			if id <= r.last && ev.name != "" {
+				r.mu.Unlock()
+				r.fail("event %d after %d: repeated or out of order", id, r.last)
+				return
+			}
+			r.last = id
+			if ev.name != "" {
+				var m struct{ ID uint64 }
+				_ = json.Unmarshal([]byte(ev.data), &m)
+				r.got = append(r.got, fmt.Sprintf("%d %s %d", id, ev.name, m.ID))
+				events++
+			}
+			r.mu.Unlock()
+			if ev.name == "reset" {
+				r.fail("reset at %d: the log was not trimmed, so nothing should be", id)
+				return
+			}
+		}
+		ev = outsideEvent{}
+		if events >= dropAfter {
+			return
+		}
+	}
+}
+
+func (r *outsideReader) close() {
+	r.mu.Lock()
+	if r.body != nil {
+		r.body.Close()
+	}
+	r.mu.Unlock()
+}
+
+func (r *outsideReader) waitStarted(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.mu.Lock()
+		last, err := r.last, r.err
+		r.mu.Unlock()
+		if err != nil {
+			t.Fatalf("filter %q: %v", r.filter, err)
+		}
+		if last >= 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("filter %q: no opening block within 10 s", r.filter)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitFor waits, bounded, until the reader has received as many events as
+// want holds (or failed).
+func (r *outsideReader) waitFor(t *testing.T, want []string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		n, err := len(r.got), r.err
+		r.mu.Unlock()
+		if err != nil || n >= len(want) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// outsideChange is one entry of the change log, as read unfiltered.
+type outsideChange struct {
+	id      string
+	name    string
+	msgID   uint64
+	content string
+	owner   string
+}
+
+// outsideReplay reads the whole change log from the start, unfiltered.
+func outsideReplay(t *testing.T, base, token string) []outsideChange {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/api/messages/stream?lastEventId=0", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("replay: %v %v", res, err)
+	}
+	defer res.Body.Close()
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var log []outsideChange
+	var ev outsideChange
+	for {
+		var line string
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the stream ended during the replay")
+			}
+			line = l
+		case <-time.After(time.Second):
+			return log // caught up: nothing is being written
+		}
+		field, value, _ := strings.Cut(line, ": ")
+		switch field {
+		case "id":
+			ev.id = value
+		case "event":
+			ev.name = value
+		case "data":
+			var m struct {
+				ID      uint64
+				Content string
+				User    struct{ Email string }
+			}
+			if err := json.Unmarshal([]byte(value), &m); err != nil {
+				t.Fatalf("replay: %v in %q", err, value)
+			}
+			ev.msgID, ev.content, ev.owner = m.ID, m.Content, m.User.Email
+		case "":
+			if ev.name != "" {
+				log = append(log, ev)
+			}
+			ev = outsideChange{}
+		}
+	}
+}
+
+// outsideExpected is what a stream with filter must receive from the
+// whole log, worked out independently of the server's own matcher.
+func outsideExpected(t *testing.T, log []outsideChange, filter string) []string {
+	t.Helper()
+	params, err := url.ParseQuery(filter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWords := outsideTerms(params.Get("q"))
+	wantOwner := strings.ToLower(params.Get("owner"))
+	matches := func(content, owner string) bool {
+		if wantOwner != "" && strings.ToLower(owner) != wantOwner {
+			return false
+		}
+		have := outsideTerms(content)
+		for w := range wantWords {
+			if _, ok := have[w]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	type state struct{ content, owner string }
+	msgs := make(map[uint64]state)
+	var out []string
+	for _, c := range log {
+		before, existed := msgs[c.msgID]
+		pass := false
+		switch c.name {
+		case "message.created":
+			pass = matches(c.content, c.owner)
+			msgs[c.msgID] = state{c.content, c.owner}
+		case "message.updated":
+			if !existed {
+				t.Fatalf("change %s updates message %d, which the log never created", c.id, c.msgID)
+			}
+			pass = matches(before.content, before.owner) || matches(c.content, c.owner)
+			msgs[c.msgID] = state{c.content, c.owner}
+		case "message.deleted":
+			if !existed {
+				t.Fatalf("change %s deletes message %d, which the log never created", c.id, c.msgID)
+			}
+			pass = matches(before.content, before.owner)
+			delete(msgs, c.msgID)
+		default:
+			t.Fatalf("change %s: unknown event %q", c.id, c.name)
+		}
+		if pass {
+			out = append(out, fmt.Sprintf("%s %s %d", c.id, c.name, c.msgID))
+		}
+	}
+	return out
+}
+
+// outsideTerms splits text into words the contract's way, for the few
+// scripts this test writes: letters, digits and combining marks make
+// words; NFC; lower case.
+func outsideTerms(text string) map[string]struct{} {
+	words := make(map[string]struct{})
+	for _, w := range strings.FieldsFunc(norm.NFC.String(text), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == 'é' || r == 'É' || r == '\u0301')
+	}) {
+		words[strings.ToLower(w)] = struct{}{}
+	}
+	return words
+}
