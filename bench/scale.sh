@@ -52,7 +52,11 @@
 # (?q=apple+river, ~6%), search_rare (?q=zephyr, ~1 in 10,000), owner_filter
 # (?owner=user3@example.com), deep_page_50 (the 50th page of limit=20,
 # reached by following "next" cursors), login (POST /api/login; argon2id, slow
-# by design, with an account of its own).
+# by design, with an account of its own), and list_beside_costly: list newest
+# 20 again while as many connections more send costly_16_words, the worst
+# search there is (the 16 most frequent filler words of the newest messages:
+# each common, all 16 in one message almost never, so every page spends the
+# whole step budget); both rows are in the table.
 #
 # Output: progress on stderr; the report (host, settings, fill rate, the
 # tables, Herald's peak RssAnon and VmRSS sampled every 200 ms through the
@@ -238,6 +242,48 @@ bench_run() {
   else
     printf '%s %s other=%s\n' "$name" "${line#RESULT }" "$other" >>"$results"
   fi
+  settle
+  scan_log
+}
+
+# costly_run CONNS RESULTS: list newest 20 (list_beside_costly) while CONNS
+# more connections send the costly search (costly_16_words), which starts a
+# second before and ends a second after, so it covers the whole measured
+# run. Both go in RESULTS, with one figure for other processes: the costly
+# wrk is this script's child, counted as ours once it has been waited for.
+costly_run() {
+  local conns=$1 results=$2
+  kill -0 "$herald_pid" 2>/dev/null || die "herald is no longer running"
+  local out="$work/wrk-list_beside_costly-$conns.out" cout="$work/wrk-costly_16_words-$conns.out"
+  [[ $DURATION =~ ^([0-9]+)([smh]?)$ ]]
+  local secs=${BASH_REMATCH[1]}
+  case ${BASH_REMATCH[2]} in m) secs=$((secs * 60)) ;; h) secs=$((secs * 3600)) ;; esac
+  log "list_beside_costly and costly_16_words, $conns connections each, $DURATION"
+  acct_snapshot
+  local a0=${ACCT[0]} a1=${ACCT[1]} a2=${ACCT[2]}
+  wrk -t"$THREADS" -c"$conns" -d"$((secs + 2))s" --timeout "$WRK_TIMEOUT" -s "$bench/report.lua" -H "$auth" \
+    "$base$costly_path" >"$cout" 2>&1 &
+  local costly_pid=$! line='' cline=''
+  sleep 1
+  if wrk -t"$THREADS" -c"$conns" -d"$DURATION" --timeout "$WRK_TIMEOUT" -s "$bench/report.lua" -H "$auth" \
+    "$base/api/messages?limit=20" >"$out" 2>&1; then
+    line=$(grep '^RESULT ' "$out" | tail -n 1 || true)
+  fi
+  if wait "$costly_pid"; then
+    cline=$(grep '^RESULT ' "$cout" | tail -n 1 || true)
+  fi
+  other_pct "$a0" "$a1" "$a2"
+  local other=$REPLY name l
+  for name in list_beside_costly costly_16_words; do
+    if [ "$name" = list_beside_costly ]; then l=$line; else l=$cline; fi
+    if [ -z "$l" ]; then
+      log "wrk failed for $name:"
+      cat "$work/wrk-$name-$conns.out" >&2
+      printf '%s FAILED other=%s\n' "$name" "$other" >>"$results"
+    else
+      printf '%s %s other=%s\n' "$name" "${l#RESULT }" "$other" >>"$results"
+    fi
+  done
   settle
   scan_log
 }
@@ -433,6 +479,22 @@ deep_name=deep_page_$deep_page
 ((deep_page == 50)) || say "note: only $deep_page pages of 20 exist; the deep page workload reads page $deep_page"
 say "check $deep_name: $deep_path"
 
+# The costly search: the 16 most frequent filler words of the newest 100
+# messages.
+api GET "/api/messages?limit=100" -H "$auth"
+[ "$REPLY" = 200 ] || die "GET /api/messages?limit=100 answered $REPLY"
+costly_words=$(grep -o '"content":"[^"]*"' "$work/resp" | sed 's/^"content":"//; s/"$//' | tr ' ' '\n' |
+  grep -vxE 'apple|river|zephyr|' | sort | uniq -c | sort -k1,1nr -k2 | awk 'NR <= 16 { print $2 }' | paste -sd+ -)
+[ -n "$costly_words" ] || die "no words for the costly search"
+costly_path="/api/messages?q=$costly_words"
+t0=${EPOCHREALTIME/./}
+api GET "$costly_path" -H "$auth"
+code=$REPLY
+ms=$(((${EPOCHREALTIME/./} - t0) / 1000))
+items=$(grep -o '"id":' "$work/resp" | wc -l || true)
+json_field next
+say "$(printf 'check %-16s HTTP %s in %5d ms: %3d matches on a page of 20%s  %s' costly_16_words "$code" "$ms" "$items" "${REPLY:+ (more pages)}" "$costly_path")"
+
 # Workloads. create and login come after the reads, so every read of a block
 # sees the same database; get_by_id draws from the filled range only.
 for conns in $CONNS_LIST; do
@@ -445,6 +507,7 @@ for conns in $CONNS_LIST; do
     bench_run "$name" "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base${search_path[$name]}"
   done
   bench_run "$deep_name" "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base$deep_path"
+  costly_run "$conns" "$results"
   bench_run create "$conns" "$results" -s "$bench/create.lua" "$base/api/messages" -- "$((SEED * 1000 + conns))" "${tokens[@]}"
   if [ -n "$have_login_user" ]; then
     bench_run login "$conns" "$results" -s "$bench/json_post.lua" "$base/api/login" -- "$login_body"

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -68,6 +69,10 @@ type Options struct {
 	// gathers before they are merged into the terms bucket (see tail.go);
 	// zero means DefaultTailMergePostings. Tests make it small.
 	TailMergePostings int
+	// LongSearches is how many searches may be past their first read
+	// transaction at once (see DB.search); zero means half the CPUs the
+	// process may use, at least one.
+	LongSearches int
 }
 
 // DB is an open Herald database. It is safe for concurrent use.
@@ -81,6 +86,9 @@ type DB struct {
 	tokens tokenWatch
 	tail   *tailIndex
 	merge  merger
+	// longSearches holds a slot for every search past its first read
+	// transaction.
+	longSearches chan struct{}
 }
 
 // ErrLocked is returned by Open when another process holds the database.
@@ -140,7 +148,11 @@ func Open(path string, opts Options) (*DB, error) {
 	if mmapSize <= 0 {
 		mmapSize = DefaultInitialMmapSize
 	}
-	db := &DB{now: opts.Now, log: opts.Logger}
+	longSearches := opts.LongSearches
+	if longSearches <= 0 {
+		longSearches = max(1, runtime.GOMAXPROCS(0)/2)
+	}
+	db := &DB{now: opts.Now, log: opts.Logger, longSearches: make(chan struct{}, longSearches)}
 	if db.now == nil {
 		db.now = time.Now
 	}

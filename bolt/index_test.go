@@ -320,6 +320,48 @@ func TestSearchCancellation(t *testing.T) {
 	})
 }
 
+// TestLongSearchesTakeTurns: a search past its first read transaction
+// needs one of a few slots, so many costly searches cannot take every CPU
+// from ordinary ones. The test holds every slot itself: a costly search
+// then waits (until its client gives up), ordinary searches do not, and
+// once a slot is free the costly one finishes with the same answer.
+func TestLongSearchesTakeTurns(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	bulkMessages(t, db, []uint64{ada.ID}, 0, func(i int) string { return []string{"left", "right"}[i%2] }, 4*stepsPerTransaction)
+	costly := SearchQuery{Terms: Terms("left right")}
+	want := mustSearch(t, db, costly) // the words never meet: a walk over both lists
+	if len(want.Messages) != 0 {
+		t.Fatalf("costly search = %d messages, want none", len(want.Messages))
+	}
+
+	for range cap(db.longSearches) {
+		db.longSearches <- struct{}{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := db.SearchMessages(ctx, costly); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("costly search with every slot taken = %v, want it to wait until its context ends", err)
+	}
+	for _, q := range []SearchQuery{{}, {Terms: Terms("left")}, {Terms: Terms("right"), OwnerEmail: "ada@example.com"}} {
+		if p := mustSearch(t, db, q); len(p.Messages) != DefaultSearchLimit {
+			t.Errorf("ordinary search %+v with every slot taken = %d messages, want %d", q, len(p.Messages), DefaultSearchLimit)
+		}
+	}
+
+	<-db.longSearches
+	got := mustSearch(t, db, costly)
+	if len(got.Messages) != 0 || got.NextBeforeID != want.NextBeforeID {
+		t.Errorf("costly search with a slot free = %d messages, next %d; want none, next %d", len(got.Messages), got.NextBeforeID, want.NextBeforeID)
+	}
+	if n := len(db.longSearches); n != cap(db.longSearches)-1 {
+		t.Errorf("%d slots taken after the search, want it to have given its own back (%d)", n, cap(db.longSearches)-1)
+	}
+	for range cap(db.longSearches) - 1 {
+		<-db.longSearches
+	}
+}
+
 func TestCreationTimeNeverFalls(t *testing.T) {
 	db := mustOpen(t)
 	ada, _ := mustCreateUser(t, db, "ada@example.com")

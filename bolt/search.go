@@ -111,7 +111,12 @@ func (db *DB) search(ctx context.Context, hash *TokenHash, q SearchQuery) (*User
 	}
 	s.limit = min(s.limit, MaxSearchLimit)
 	var user *User
-	planned := false
+	planned, long := false, false
+	defer func() {
+		if long {
+			<-db.longSearches
+		}
+	}()
 	for !s.done {
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
@@ -120,6 +125,18 @@ func (db *DB) search(ctx context.Context, hash *TokenHash, q SearchQuery) (*User
 			// Out of budget: hand back what was found and where to go on.
 			s.page.NextBeforeID = s.next + 1
 			break
+		}
+		if s.steps >= stepsPerTransaction && !long {
+			// A search that needs more than one transaction is the rare,
+			// costly kind (words that seldom meet). Only a few of them run
+			// at once, so a client sending many cannot take every CPU
+			// from the ordinary requests, which never wait here.
+			select {
+			case db.longSearches <- struct{}{}:
+				long = true
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
 		}
 		err := db.bolt.View(func(tx *bbolt.Tx) error {
 			if !planned {
