@@ -421,6 +421,23 @@ func TestWebClientBrowser(t *testing.T) {
 		t.Errorf("the hostile message ran script: window.pwned = %s", got)
 	}
 
+	// Right-to-left text takes its own direction, in the list and in the
+	// boxes people type it into, so its punctuation and alignment come out
+	// as its readers expect; left-to-right text keeps its own.
+	const arabic = "مرحبا بالعالم!"
+	ada.post(arabic)
+	for content, want := range map[string]string{arabic: "rtl", hostile: "ltr"} {
+		el := ada.messageSelector(content) + " .content"
+		if got := webEval[string](ada, fmt.Sprintf(`getComputedStyle(document.querySelector(%q)).direction`, el)); got != want {
+			t.Errorf("the message %q is shown %s, want %s", content, got, want)
+		}
+	}
+	for _, box := range []string{"#post-content", "#search-q"} {
+		if got := webEval[string](ada, fmt.Sprintf(`document.querySelector(%q).dir`, box)); got != "auto" {
+			t.Errorf("%s has dir %q, want auto: text typed into it takes its own direction", box, got)
+		}
+	}
+
 	// Ada edits her first message: the form opens with its text, Save
 	// stores the new one, and the store agrees.
 	const adaEdited = "Hello from Ada: the tea is ready"
@@ -430,6 +447,9 @@ func TestWebClientBrowser(t *testing.T) {
 	ada.do("waiting for the edit form", chromedp.WaitVisible(chromedp.CSS(sel+" form.edit textarea")))
 	if got := webEval[string](ada, fmt.Sprintf(`document.querySelector(%q).value`, sel+" form.edit textarea")); got != adaFirst {
 		t.Errorf("the edit form holds %q, want %q", got, adaFirst)
+	}
+	if got := webEval[string](ada, fmt.Sprintf(`document.querySelector(%q).dir`, sel+" form.edit textarea")); got != "auto" {
+		t.Errorf("the edit box has dir %q, want auto", got)
 	}
 	ada.fill(sel+" form.edit textarea", adaEdited)
 	ada.click(sel + " button[data-act=save]")
@@ -497,8 +517,8 @@ func TestWebClientBrowser(t *testing.T) {
 	ada.click(sel + " button[data-act=delete]")
 	ada.click(sel + " button[data-act=remove]")
 	ada.waitFor("the message is gone", "!"+messageJS(adaEdited))
-	if got := e.counts().Messages; got != 3 {
-		t.Errorf("the store holds %d messages after the delete, want 3", got)
+	if got := e.counts().Messages; got != 4 {
+		t.Errorf("the store holds %d messages after the delete, want 4", got)
 	}
 	bob.search("", "")
 	if got := bob.timelineContents(); strings.Contains(strings.Join(got, "\n"), adaEdited) {
@@ -547,10 +567,14 @@ func TestWebClientBrowser(t *testing.T) {
 	ada.axeCheck("timeline, dark")
 	ada.shoot("web-timeline-dark.png")
 
-	// A phone: the timeline fits 390 pixels without sideways scrolling.
+	// A phone: the timeline fits 390 pixels without sideways scrolling, even
+	// with a word and a link far wider than the screen.
+	long := strings.Repeat("unbreakable", 30) + " https://example.com/" + strings.Repeat("a/very/long/path/", 20)
+	ada.post(long)
 	bob.do("a phone-sized screen", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), chromedp.Reload())
 	bob.screen("timeline")
 	bob.waitFor("the timeline is shown", messageJS(typed))
+	bob.waitFor("the long message is shown", messageJS(long))
 	if w := webEval[int](bob, `document.documentElement.scrollWidth`); w > 390 {
 		t.Errorf("at 390 pixels the page is %d wide", w)
 	}
@@ -620,8 +644,8 @@ func TestWebClientBrowser(t *testing.T) {
 	if got := bob.text("#notice"); !strings.Contains(got, "deleted") {
 		t.Errorf("after deleting the account the page says %q", got)
 	}
-	if got := e.counts(); got.Users != 1 || got.Messages != 3 {
-		t.Errorf("after Bob left the store holds %d users and %d messages, want 1 and 3", got.Users, got.Messages)
+	if got := e.counts(); got.Users != 1 || got.Messages != 5 {
+		t.Errorf("after Bob left the store holds %d users and %d messages, want 1 and 5", got.Users, got.Messages)
 	}
 }
 

@@ -34,7 +34,7 @@ export function timeline({ session, announce }) {
       h('article', { 'aria-labelledby': meta },
         h('p', { class: 'meta', id: meta },
           h('span', { class: 'owner' }, m.user.email), ' ', time(m.createdAt), edited ? ' · edited' : null),
-        h('p', { class: 'content' }, m.content)));
+        h('p', { class: 'content', dir: 'auto' }, m.content)));
     if (mine(m)) {
       const actions = h('div', { class: 'actions' },
         h('button', { type: 'button', 'data-act': 'edit', 'aria-describedby': meta }, 'Edit'),
@@ -327,7 +327,7 @@ export function timeline({ session, announce }) {
     const form = h('form', { class: 'edit' },
       h('div', { class: 'form-error', role: 'alert' }),
       h('label', { for: id }, 'Edit message'),
-      h('textarea', { id, name: 'content', rows: 3, maxlength: 10000, required: true }),
+      h('textarea', { id, name: 'content', dir: 'auto', rows: 3, maxlength: 10000, required: true }),
       h('div', { class: 'actions' },
         h('button', { type: 'submit', class: 'primary', 'data-act': 'save' }, 'Save'),
         h('button', { type: 'button', 'data-act': 'cancel' }, 'Cancel')));
