@@ -449,6 +449,8 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	if set != nil {
 		set.NewGauge("herald_hash_computing", func() float64 { c, _ := hasher.Load(); return float64(c) })
 		set.NewGauge("herald_hash_waiting", func() float64 { _, w := hasher.Load(); return float64(w) })
+		set.NewGauge("herald_search_costly_running", func() float64 { r, _ := db.LongSearchLoad(); return float64(r) })
+		set.NewGauge("herald_search_costly_waiting", func() float64 { _, w := db.LongSearchLoad(); return float64(w) })
 		set.NewGauge("herald_db_size_bytes", func() float64 {
 			fi, err := os.Stat(cfg.dbPath)
 			if err != nil {

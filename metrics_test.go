@@ -43,6 +43,8 @@ func TestMetrics(t *testing.T) {
 		`herald_db_commit_duration_seconds_bucket`,
 		`herald_db_size_bytes `,
 		`herald_hash_waiting 0`,
+		`herald_search_costly_running 0`,
+		`herald_search_costly_waiting 0`,
 		`go_memstats_`,
 	} {
 		if !strings.Contains(out, want) {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -87,8 +88,15 @@ type DB struct {
 	tail   *tailIndex
 	merge  merger
 	// longSearches holds a slot for every search past its first read
-	// transaction.
+	// transaction; longWaiting counts the searches waiting for one.
 	longSearches chan struct{}
+	longWaiting  atomic.Int64
+}
+
+// LongSearchLoad reports how many costly searches (those past their first
+// read transaction) are running and how many wait for their turn.
+func (db *DB) LongSearchLoad() (running, waiting int) {
+	return len(db.longSearches), int(db.longWaiting.Load())
 }
 
 // ErrLocked is returned by Open when another process holds the database.

@@ -338,10 +338,28 @@ func TestLongSearchesTakeTurns(t *testing.T) {
 	for range cap(db.longSearches) {
 		db.longSearches <- struct{}{}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := db.SearchMessages(ctx, costly); !errors.Is(err, context.DeadlineExceeded) {
+	waited := make(chan error, 1)
+	go func() {
+		_, err := db.SearchMessages(ctx, costly)
+		waited <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if running, waiting := db.LongSearchLoad(); running == cap(db.longSearches) && waiting == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			running, waiting := db.LongSearchLoad()
+			t.Fatalf("with every slot taken: %d running, %d waiting; want %d and 1", running, waiting, cap(db.longSearches))
+		}
+	}
+	cancel() // the client gives up
+	if err := <-waited; !errors.Is(err, context.Canceled) {
 		t.Errorf("costly search with every slot taken = %v, want it to wait until its context ends", err)
+	}
+	if _, waiting := db.LongSearchLoad(); waiting != 0 {
+		t.Errorf("%d searches still counted as waiting after the only one gave up", waiting)
 	}
 	for _, q := range []SearchQuery{{}, {Terms: Terms("left")}, {Terms: Terms("right"), OwnerEmail: "ada@example.com"}} {
 		if p := mustSearch(t, db, q); len(p.Messages) != DefaultSearchLimit {

@@ -134,8 +134,17 @@ func (db *DB) search(ctx context.Context, hash *TokenHash, q SearchQuery) (*User
 			select {
 			case db.longSearches <- struct{}{}:
 				long = true
-			case <-ctx.Done():
-				return nil, nil, ctx.Err()
+			default:
+				db.longWaiting.Add(1)
+				select {
+				case db.longSearches <- struct{}{}:
+					long = true
+				case <-ctx.Done():
+				}
+				db.longWaiting.Add(-1)
+				if !long {
+					return nil, nil, ctx.Err()
+				}
 			}
 		}
 		err := db.bolt.View(func(tx *bbolt.Tx) error {
