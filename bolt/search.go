@@ -448,6 +448,10 @@ func newPostingList(c *bbolt.Cursor, prefix []byte) *postingList {
 	return &postingList{c: c, prefix: key[:len(prefix):len(prefix)], key: key, bound: noMergeBound}
 }
 
+// prevBeforeSeek is the furthest jump down a list, in IDs, that seekAtMost
+// makes by stepping back key by key rather than seeking from the root.
+const prevBeforeSeek = 8
+
 // seekAtMost returns the largest ID in the list that is at most id.
 func (p *postingList) seekAtMost(id uint64) (uint64, bool) {
 	if id > p.bound {
@@ -464,13 +468,18 @@ func (p *postingList) seekAtMost(id uint64) (uint64, bool) {
 			return 0, false
 		}
 	}
-	if p.placed && id < p.at {
-		// Walking down a list one match at a time is the common case: the
-		// previous key is one step away, no seek from the root needed.
-		k, v := p.c.Prev()
-		if got, ok := p.idOf(k); !ok || got <= id {
-			p.at, p.placed, p.val = got, ok, v
-			return got, ok
+	if p.placed && id < p.at && p.at-id <= prevBeforeSeek {
+		// Walking down a list is the common case: the key wanted is the
+		// previous one, or a few before it when another list's candidate
+		// skipped a little. IDs are distinct, so k steps back reach an ID
+		// at most p.at-k: within p.at-id steps along the leaf, cheaper than
+		// a seek from the root. A longer jump seeks.
+		for {
+			k, v := p.c.Prev()
+			if got, ok := p.idOf(k); !ok || got <= id {
+				p.at, p.placed, p.val = got, ok, v
+				return got, ok
+			}
 		}
 	}
 	p.key = binary.BigEndian.AppendUint64(p.key[:len(p.prefix)], id)
