@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"sync/atomic"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -87,16 +86,13 @@ type DB struct {
 	tokens tokenWatch
 	tail   *tailIndex
 	merge  merger
-	// longSearches holds a slot for every search past its first read
-	// transaction; longWaiting counts the searches waiting for one.
-	longSearches chan struct{}
-	longWaiting  atomic.Int64
+	turns  *searchTurns
 }
 
 // LongSearchLoad reports how many costly searches (those past their first
 // read transaction) are running and how many wait for their turn.
 func (db *DB) LongSearchLoad() (running, waiting int) {
-	return len(db.longSearches), int(db.longWaiting.Load())
+	return len(db.turns.slots), int(db.turns.waiting.Load())
 }
 
 // ErrLocked is returned by Open when another process holds the database.
@@ -160,7 +156,7 @@ func Open(path string, opts Options) (*DB, error) {
 	if longSearches <= 0 {
 		longSearches = max(1, runtime.GOMAXPROCS(0)/2)
 	}
-	db := &DB{now: opts.Now, log: opts.Logger, longSearches: make(chan struct{}, longSearches)}
+	db := &DB{now: opts.Now, log: opts.Logger, turns: newSearchTurns(longSearches)}
 	if db.now == nil {
 		db.now = time.Now
 	}

@@ -335,8 +335,8 @@ func TestLongSearchesTakeTurns(t *testing.T) {
 		t.Fatalf("costly search = %d messages, want none", len(want.Messages))
 	}
 
-	for range cap(db.longSearches) {
-		db.longSearches <- struct{}{}
+	for range cap(db.turns.slots) {
+		db.turns.slots <- struct{}{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -346,12 +346,12 @@ func TestLongSearchesTakeTurns(t *testing.T) {
 		waited <- err
 	}()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if running, waiting := db.LongSearchLoad(); running == cap(db.longSearches) && waiting == 1 {
+		if running, waiting := db.LongSearchLoad(); running == cap(db.turns.slots) && waiting == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
 			running, waiting := db.LongSearchLoad()
-			t.Fatalf("with every slot taken: %d running, %d waiting; want %d and 1", running, waiting, cap(db.longSearches))
+			t.Fatalf("with every slot taken: %d running, %d waiting; want %d and 1", running, waiting, cap(db.turns.slots))
 		}
 	}
 	cancel() // the client gives up
@@ -367,17 +367,81 @@ func TestLongSearchesTakeTurns(t *testing.T) {
 		}
 	}
 
-	<-db.longSearches
+	<-db.turns.slots
 	got := mustSearch(t, db, costly)
 	if len(got.Messages) != 0 || got.NextBeforeID != want.NextBeforeID {
 		t.Errorf("costly search with a slot free = %d messages, next %d; want none, next %d", len(got.Messages), got.NextBeforeID, want.NextBeforeID)
 	}
-	if n := len(db.longSearches); n != cap(db.longSearches)-1 {
-		t.Errorf("%d slots taken after the search, want it to have given its own back (%d)", n, cap(db.longSearches)-1)
+	if n := len(db.turns.slots); n != cap(db.turns.slots)-1 {
+		t.Errorf("%d slots taken after the search, want it to have given its own back (%d)", n, cap(db.turns.slots)-1)
 	}
-	for range cap(db.longSearches) - 1 {
-		<-db.longSearches
+	for range cap(db.turns.slots) - 1 {
+		<-db.turns.slots
 	}
+}
+
+// TestLongSearchesTakeTurnsByAccount: an account's costly searches go one
+// at a time, so another account's costly search waits behind one of them,
+// not behind all of them. With one slot, Ada queues two costly searches,
+// then Bob one: Bob's must run before Ada's second.
+func TestLongSearchesTakeTurnsByAccount(t *testing.T) {
+	db := mustOpen(t)
+	ada, adaToken := mustCreateUser(t, db, "ada@example.com")
+	_, bobToken := mustCreateUser(t, db, "bob@example.com")
+	// Enough that each search spends its whole budget, most of it after
+	// taking its turn: the order they finish in is the order of their turns.
+	bulkMessages(t, db, []uint64{ada.ID}, 0, func(i int) string { return []string{"left", "right"}[i%2] }, 2*stepsPerPage)
+	costly := SearchQuery{Terms: Terms("left right")}
+
+	for range cap(db.turns.slots) { // every slot taken, until the searches are queued
+		db.turns.slots <- struct{}{}
+	}
+	var mu sync.Mutex
+	var finished []string
+	var wg sync.WaitGroup
+	search := func(name string, token TokenHash, waiting int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, _, err := db.SearchFor(context.Background(), token, costly); err != nil {
+				t.Errorf("%s's search: %v", name, err)
+			}
+			mu.Lock()
+			finished = append(finished, name)
+			mu.Unlock()
+		}()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if _, w := db.LongSearchLoad(); w == waiting {
+				return
+			}
+			if time.Now().After(deadline) {
+				_, w := db.LongSearchLoad()
+				t.Fatalf("after %s's search started %d wait, want %d", name, w, waiting)
+			}
+		}
+	}
+	search("Ada 1", adaToken, 1)
+	search("Ada 2", adaToken, 2)
+	search("Bob", bobToken, 3)
+	<-db.turns.slots // one slot free
+	wg.Wait()
+	for range cap(db.turns.slots) - 1 {
+		<-db.turns.slots
+	}
+	// Which of Ada's first and Bob's gets the slot first is the runtime's
+	// choice; Ada's second only queues for a slot once her first is done,
+	// and by then Bob's holds it.
+	if len(finished) != 3 || finished[2] != "Ada 2" {
+		t.Errorf("searches finished in the order %q, want Ada's second last", finished)
+	}
+	if running, waiting := db.LongSearchLoad(); running != 0 || waiting != 0 {
+		t.Errorf("afterwards %d running and %d waiting, want none", running, waiting)
+	}
+	db.turns.mu.Lock()
+	if n := len(db.turns.accounts); n != 0 {
+		t.Errorf("%d accounts still have turns, want none", n)
+	}
+	db.turns.mu.Unlock()
 }
 
 func TestCreationTimeNeverFalls(t *testing.T) {

@@ -111,10 +111,11 @@ func (db *DB) search(ctx context.Context, hash *TokenHash, q SearchQuery) (*User
 	}
 	s.limit = min(s.limit, MaxSearchLimit)
 	var user *User
-	planned, long := false, false
+	planned := false
+	var release func() // set once the search is long and has its turn (see turns.go)
 	defer func() {
-		if long {
-			<-db.longSearches
+		if release != nil {
+			release()
 		}
 	}()
 	for !s.done {
@@ -126,25 +127,16 @@ func (db *DB) search(ctx context.Context, hash *TokenHash, q SearchQuery) (*User
 			s.page.NextBeforeID = s.next + 1
 			break
 		}
-		if s.steps >= stepsPerTransaction && !long {
+		if s.steps >= stepsPerTransaction && release == nil {
 			// A search that needs more than one transaction is the rare,
-			// costly kind (words that seldom meet). Only a few of them run
-			// at once, so a client sending many cannot take every CPU
-			// from the ordinary requests, which never wait here.
-			select {
-			case db.longSearches <- struct{}{}:
-				long = true
-			default:
-				db.longWaiting.Add(1)
-				select {
-				case db.longSearches <- struct{}{}:
-					long = true
-				case <-ctx.Done():
-				}
-				db.longWaiting.Add(-1)
-				if !long {
-					return nil, nil, ctx.Err()
-				}
+			// costly kind (words that seldom meet): it takes turns.
+			var account uint64
+			if user != nil {
+				account = user.ID
+			}
+			var err error
+			if release, err = db.turns.take(ctx, account); err != nil {
+				return nil, nil, err
 			}
 		}
 		err := db.bolt.View(func(tx *bbolt.Tx) error {
