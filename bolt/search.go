@@ -20,7 +20,8 @@ const (
 	MaxSearchLimit     = 100
 )
 
-// Search cost bounds. A step is one cursor move or seek. Every query walks
+// Search cost bounds. A step is one seek, or a walk of at most
+// prevBeforeSeek keys to a nearby one (cheaper than a seek). Every query walks
 // indexes and stops when its page is full, so ordinary queries take a few
 // dozen steps; these bounds are for the ones that cannot fill a page fast —
 // two common words that seldom meet, say — which would otherwise walk whole
