@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -74,12 +76,20 @@ func withTokenTTL(d time.Duration) envOption {
 	return func(c *heraldhttp.Config) { c.TokenTTL = d }
 }
 
+// testDBOptions sets the search index's merge threshold from
+// HERALD_TEST_MERGE_POSTINGS, so .ci/run can run these tests across many
+// merges as well as with the default, which they never reach.
+func testDBOptions(o bolt.Options) bolt.Options {
+	o.TailMergePostings, _ = strconv.Atoi(os.Getenv("HERALD_TEST_MERGE_POSTINGS"))
+	return o
+}
+
 // newEnv starts a server on a fresh database in t.TempDir(). At cleanup it
 // runs bbolt's consistency check before closing.
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
 	clock := &testClock{now: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)}
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{Now: clock.Now})
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), testDBOptions(bolt.Options{Now: clock.Now}))
 	if err != nil {
 		t.Fatal(err)
 	}

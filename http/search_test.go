@@ -746,7 +746,7 @@ func TestSearchCursorBoundToQuery(t *testing.T) {
 // store, so a search whose client has gone is abandoned rather than run to
 // the end (503, which the client will never read, and no page).
 func TestSearchStopsWhenClientLeaves(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{})
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), testDBOptions(bolt.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -237,7 +237,7 @@ func serveDB(t *testing.T, db *bolt.DB, cfg heraldhttp.Config, tune func(*http.S
 
 func openDB(t *testing.T, path string) *bolt.DB {
 	t.Helper()
-	db, err := bolt.Open(path, bolt.Options{})
+	db, err := bolt.Open(path, testDBOptions(bolt.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
