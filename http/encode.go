@@ -2,6 +2,7 @@ package http
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -190,6 +191,14 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Most content is plain ASCII: skip eight such bytes at a time.
+		// The byte loop below was 6% of a search's CPU under load.
+		for i+8 <= len(s) && plainJSON8(binary.LittleEndian.Uint64([]byte(s[i:i+8]))) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -236,4 +245,19 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// plainJSON8 reports whether the eight bytes packed in x need no escaping
+// and no UTF-8 check: none is a control character (below 0x20), a quote, a
+// backslash or a byte of 0x80 and above. The tests are the classic "has a
+// byte less than n" and "has a zero byte" word tricks: exact as to
+// whether any byte qualifies, which is all this asks.
+func plainJSON8(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	control := (x - 0x20*ones) &^ x
+	quote := x ^ '"'*ones
+	backslash := x ^ '\\'*ones
+	quote = (quote - ones) &^ quote
+	backslash = (backslash - ones) &^ backslash
+	return (control|quote|backslash|x)&highs == 0
 }

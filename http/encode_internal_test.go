@@ -2,6 +2,7 @@ package http
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -81,4 +82,29 @@ func FuzzAppendMessageJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// plainJSON8 must agree with a byte-by-byte check for every byte value at
+// every position of the word, next to plain bytes and next to each other
+// kind of byte (a borrow from one byte must not hide or invent another).
+func TestPlainJSON8(t *testing.T) {
+	plain := func(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
+	for _, fill := range []byte{'a', ' ', 0x7f, 0x1f, '"', 0x80} {
+		for pos := range 8 {
+			for v := range 256 {
+				var w [8]byte
+				for i := range w {
+					w[i] = fill
+				}
+				w[pos] = byte(v)
+				want := true
+				for _, c := range w {
+					want = want && plain(c)
+				}
+				if got := plainJSON8(binary.LittleEndian.Uint64(w[:])); got != want {
+					t.Fatalf("plainJSON8(%q) = %v, want %v", w, got, want)
+				}
+			}
+		}
+	}
 }
