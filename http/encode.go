@@ -151,9 +151,15 @@ func appendMessageJSON(b []byte, m *bolt.Message) []byte {
 	b = append(b, `,"user":{"email":`...)
 	b = appendJSONString(b, m.OwnerEmail)
 	b = append(b, `},"createdAt":"`...)
+	created := len(b)
 	b = appendTime(b, m.CreatedAt)
+	end := len(b)
 	b = append(b, `","updatedAt":"`...)
-	b = appendTime(b, m.UpdatedAt)
+	if m.UpdatedAt.Equal(m.CreatedAt) { // never edited, as most are: copy, do not format again
+		b = append(b, b[created:end]...)
+	} else {
+		b = appendTime(b, m.UpdatedAt)
+	}
 	return append(b, `"}`...)
 }
 
