@@ -168,14 +168,33 @@ func (s *Server) searchMessages(w http.ResponseWriter, r *http.Request, _ httpro
 		params.Set("cursor", next)
 		w.Header().Set("Link", "</api/messages?"+params.Encode()+`>; rel="next"`)
 	}
-	// Sized from the content, so one allocation holds the page without
-	// the 512 bytes a message an estimate would waste on short ones.
-	size := 64 + len(next)
-	for _, m := range page.Messages {
-		size += 160 + len(m.OwnerEmail) + len(m.Content) + len(m.Content)/8 // room for some escapes
-	}
-	writeBody(w, "application/json", http.StatusOK, appendPageJSON(make([]byte, 0, size), page.Messages, next))
+	buf := s.pageBuffer()
+	*buf = appendPageJSON((*buf)[:0], page.Messages, next)
+	writeBody(w, "application/json", http.StatusOK, *buf)
+	s.recyclePageBuffer(buf)
 	return nil
+}
+
+// maxPooledPage is the largest page buffer kept for reuse: a page of 20
+// ordinary messages fits many times over, and a rare page of 100 long ones
+// is not worth holding on to.
+const maxPooledPage = 64 << 10
+
+// pageBuffer returns a buffer to write a search page into.
+func (s *Server) pageBuffer() *[]byte {
+	if buf, ok := s.pages.Get().(*[]byte); ok {
+		return buf
+	}
+	buf := make([]byte, 0, 16<<10)
+	return &buf
+}
+
+// recyclePageBuffer takes back buf once its page has been written:
+// net/http has copied the body out by the time Write returns.
+func (s *Server) recyclePageBuffer(buf *[]byte) {
+	if cap(*buf) <= maxPooledPage {
+		s.pages.Put(buf)
+	}
 }
 
 // parseSearch validates the query parameters. Empty values count as absent,

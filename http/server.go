@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -59,6 +60,12 @@ type Server struct {
 	metrics  *metrics.Set    // nil: not collected
 	streams  *streamHub
 	router   *httprouter.Router
+
+	// pages recycles the buffers search pages are written into (*[]byte).
+	// A page was the largest allocation of a search, 8 of the 22 KiB it
+	// allocated under load, and bytes allocated are what set how often
+	// the collector runs.
+	pages sync.Pool
 }
 
 // NewServer wires the route table over db, hashing passwords with hasher.
