@@ -3,7 +3,7 @@
 
 import { sentence } from './dom.js';
 
-const KEY = 'herald.token';
+export const KEY = 'herald.token';
 
 // The token lives for the tab (sessionStorage) unless the person asked to
 // be remembered (localStorage); never in both.
@@ -12,13 +12,18 @@ export function savedToken() {
 }
 
 export function saveToken(token, remember) {
-  forgetToken();
+  sessionStorage.removeItem(KEY);
+  localStorage.removeItem(KEY);
   (remember ? localStorage : sessionStorage).setItem(KEY, token);
 }
 
-export function forgetToken() {
-  sessionStorage.removeItem(KEY);
-  localStorage.removeItem(KEY);
+// forgetToken forgets token, and only token: another tab of this browser
+// may have stored a newer one in localStorage since this tab read it, and
+// signing this tab out must not sign that one out too.
+export function forgetToken(token) {
+  for (const store of [sessionStorage, localStorage]) {
+    if (store.getItem(KEY) === token) store.removeItem(KEY);
+  }
 }
 
 export class ApiError extends Error {

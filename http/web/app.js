@@ -2,7 +2,7 @@
 // timeline and the account settings (#settings).
 
 import { h, $, showError, clearError, busy } from './dom.js';
-import { request, savedToken, saveToken, forgetToken } from './api.js';
+import { KEY, request, savedToken, saveToken, forgetToken } from './api.js';
 import { timeline } from './timeline.js';
 import { settings } from './settings.js';
 
@@ -22,18 +22,27 @@ const session = {
     try {
       return await request(method, path, { ...opts, token: this.token });
     } catch (err) {
-      if (err.status === 401 && (err.tokenRejected || !opts.confirmsPassword)) this.ended();
+      if (err.status === 401 && (err.tokenRejected || !opts.confirmsPassword)) {
+        this.ended();
+        // The login screen says why; the form that made the call is gone,
+        // and its error would greet the next login.
+        err.sessionEnded = true;
+      }
       throw err;
     }
   },
-  ended() {
-    this.leave('Your session has ended. Please log in again.');
+  // ended leaves a session that ended without this tab asking: the token
+  // was revoked or expired, or another tab logged out. What was being
+  // typed into the post box is kept for the same person's next login.
+  ended(message = 'Your session has ended. Please log in again.') {
+    this.leave(message, { keepDraft: true });
   },
-  leave(message) {
+  leave(message, { keepDraft = false } = {}) {
     if (!this.token) return;
+    const { token, me } = this;
     this.token = this.me = null;
-    forgetToken();
-    views.timeline.stop();
+    forgetToken(token);
+    views.timeline.stop(keepDraft ? me.email : null);
     views.settings.stop();
     $('#nav').hidden = true;
     show('auth');
@@ -41,9 +50,12 @@ const session = {
   },
 };
 
+// The views' news is about a session: none once it has ended, when the
+// login screen's notice says why.
+const viewAnnounce = (text) => session.token && announce(text);
 const views = {
-  timeline: timeline({ session, announce }),
-  settings: settings({ session, announce }),
+  timeline: timeline({ session, announce: viewAnnounce }),
+  settings: settings({ session, announce: viewAnnounce }),
 };
 
 function show(name) {
@@ -119,6 +131,16 @@ $('#logout').addEventListener('click', async () => {
 
 addEventListener('hashchange', route);
 
+// Another tab of this browser logging out takes the remembered token with
+// it (localStorage is shared, and only its changes made elsewhere fire
+// "storage"). When that was this tab's token too, this tab is signed out
+// as well: say so now, rather than fail on the next click.
+addEventListener('storage', (e) => {
+  if (e.key === KEY && e.oldValue === session.token && e.newValue !== session.token && session.token) {
+    session.ended('You logged out in another tab. Please log in again.');
+  }
+});
+
 async function start() {
   const token = savedToken();
   if (!token) return show('auth');
@@ -126,7 +148,7 @@ async function start() {
     const { data } = await request('GET', '/api/me', { token });
     enter(token, data);
   } catch (err) {
-    if (err.status === 401) forgetToken();
+    if (err.status === 401) forgetToken(token);
     show('auth');
     if (err.status !== 401) announce(err.message);
   }

@@ -35,6 +35,7 @@ export function sentence(s) {
 // showError puts an error in the form's alert region (read out at once) and
 // marks the fields the server named.
 export function showError(scope, err) {
+  if (err.sessionEnded) return; // the login screen says so instead
   clearError(scope);
   const box = $('.form-error', scope);
   const items = [];

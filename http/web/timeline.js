@@ -87,6 +87,21 @@ export function timeline({ session, announce }) {
     $('#empty').hidden = shown.size > 0 || !!next;
   }
 
+  // deleted takes away a message deleted elsewhere, except one open in
+  // the editor: taking that away would throw away what was typed into it
+  // without a word. It stays, saying why it can no longer be saved, until
+  // the editor is closed.
+  function deleted(id) {
+    const form = $('form.edit', shown.get(id));
+    if (!form) return remove(id);
+    gone(shown.get(id), form);
+  }
+
+  function gone(li, form) {
+    li.gone = true;
+    showError(form, { message: 'This message was deleted elsewhere, so your changes cannot be saved. Copy your text if you want to keep it; Cancel closes the editor.' });
+  }
+
   // leave takes away a message that no longer matches the search. One
   // being edited (or asked about for deletion) stays until that ends.
   function leave(id) {
@@ -214,7 +229,7 @@ export function timeline({ session, announce }) {
         break;
       case 'message.deleted':
         checks.delete(m.id);
-        remove(m.id);
+        deleted(m.id);
         break;
       case 'reset':
         clear();
@@ -320,8 +335,9 @@ export function timeline({ session, announce }) {
       li.etag = res.etag;
     } catch (err) {
       li.editing = false;
-      if (err.status === 404) return remove(li.message.id);
-      return announce(err.message);
+      if (err.status !== 404) return announce(err.message);
+      remove(li.message.id);
+      return announce('That message was deleted elsewhere.');
     }
     const id = `edit-${li.message.id}`;
     const form = h('form', { class: 'edit' },
@@ -362,6 +378,7 @@ export function timeline({ session, announce }) {
         shown.get(data.id).querySelector('button').focus();
         announce('Message saved.');
       } catch (err) {
+        if (err.status === 404) return gone(li, form);
         if (err.status === 412) err.message = 'This message was changed elsewhere since you opened it. Cancel to see the new version, then edit again.';
         showError(form, err);
       }
@@ -370,6 +387,10 @@ export function timeline({ session, announce }) {
 
   function cancel(li) {
     li.editing = false;
+    if (li.gone) {
+      remove(li.message.id);
+      return announce('The message was deleted elsewhere.');
+    }
     if (li.unmatched) return leave(li.message.id);
     put(li.message);
     shown.get(li.message.id).querySelector('button').focus();
@@ -393,8 +414,9 @@ export function timeline({ session, announce }) {
       remove(li.message.id);
       announce('Message deleted.');
     } catch (err) {
-      if (err.status === 404) return remove(li.message.id);
-      announce(err.message);
+      if (err.status !== 404) return announce(err.message);
+      remove(li.message.id);
+      announce('The message was already deleted.');
     }
   }
 
@@ -405,9 +427,22 @@ export function timeline({ session, announce }) {
     if (entries.some((e) => e.isIntersecting) && next && !loading) loadPage();
   }, { rootMargin: '400px' }).observe(more);
 
+  // A message half typed when the session ended without being asked to
+  // (the token was revoked elsewhere, another tab logged out): given back
+  // if the same person logs in again in this tab, and to nobody else.
+  let draft = null;
+
   return {
-    start: search,
-    stop() {
+    start() {
+      if (draft && sameEmail(draft.email, session.me.email)) postForm.elements.content.value = draft.content;
+      draft = null;
+      return search();
+    },
+    // stop ends the timeline; keepDraftOf is the e-mail of the person whose
+    // draft to keep, when the session ended under them.
+    stop(keepDraftOf) {
+      const content = postForm.elements.content.value;
+      draft = keepDraftOf && content.trim() ? { email: keepDraftOf, content } : null;
       stream?.close();
       stream = null;
       generation++;

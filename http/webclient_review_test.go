@@ -1,0 +1,153 @@
+package http_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+)
+
+// The web client as a person meets it outside the happy path: two tabs on
+// one account, a server that restarts under an open page, the limits'
+// refusals, and the keyboard alone.
+
+// liveOn waits until the page says its live stream is open.
+func (p *webPerson) liveOn() {
+	p.t.Helper()
+	p.waitFor("live updates are on", `document.querySelector('#live').textContent === 'Live updates are on.'`)
+}
+
+// focused describes the element with the focus: its id, else its tag and
+// data-act, so a failure says where the focus went.
+func (p *webPerson) focused() string {
+	return webEval[string](p, `(() => {
+		const el = document.activeElement;
+		if (!el || el === document.body) return 'BODY';
+		if (el.id) return el.id;
+		if (el.dataset.act) return el.dataset.act + ':' + el.closest('li')?.querySelector('.content')?.textContent;
+		return el.tagName + ':' + el.textContent.trim();
+	})()`)
+}
+
+// TestWebClientTwoTabs: one person with the client open in two tabs of one
+// browser, remembered on the device so both hold the same token. A post in
+// one reaches the other live. A message deleted in one while the other is
+// editing it leaves the editor open with its text and a reason; Save is
+// refused with the same reason, and closing the editor takes the message
+// away. Logging out in one tab signs the other out at once, saying why, and
+// what was half typed in its post box is there again when the same person
+// logs back in. Signing out another device (a tab that logged in on its own
+// token) leaves this tab's remembered token alone. A session that ends under
+// a click on Post shows the login screen, and no stale error after the next
+// login.
+func TestWebClientTwoTabs(t *testing.T) {
+	e := newEnv(t)
+	b := newWebBrowser(t, e.URL)
+	const email, password = "ada@example.com", "correct horse battery"
+	one := b.person("ada-tab1")
+	one.screen("auth")
+	one.register(email, password, true)
+	two := one.tab("ada-tab2")
+	two.screen("timeline")
+	one.liveOn()
+	two.liveOn()
+
+	// A post in one tab reaches the other, with her controls on it.
+	const fromOne = "Posted in the first tab"
+	one.post(fromOne)
+	two.waitFor("the first tab's post arrives", messageJS(fromOne))
+	if n := webEval[int](two, fmt.Sprintf(`document.querySelectorAll(%q).length`, two.messageSelector(fromOne)+" button[data-act=edit]")); n != 1 {
+		t.Errorf("the second tab shows %d edit buttons on her own message, want 1", n)
+	}
+
+	// Deleted in one tab while being edited in the other.
+	const doomed, rewrite = "This one gets deleted", "A careful rewrite, typed at length"
+	one.post(doomed)
+	sel := two.messageSelector(doomed)
+	id := webEval[string](two, fmt.Sprintf(`document.querySelector(%q).dataset.id`, sel))
+	two.click(sel + " button[data-act=edit]")
+	two.fill(sel+" form.edit textarea", rewrite)
+	mine := one.messageSelector(doomed)
+	one.click(mine + " button[data-act=delete]")
+	one.click(mine + " button[data-act=remove]")
+	one.waitFor("the message is gone", "!"+messageJS(doomed))
+	two.waitFor("the editor says the message is gone", fmt.Sprintf(`document.querySelector(%q)?.textContent.includes('deleted elsewhere')`, sel+" .form-error"))
+	if got := webEval[string](two, fmt.Sprintf(`document.querySelector(%q)?.value ?? '(no editor)'`, sel+" form.edit textarea")); got != rewrite {
+		t.Errorf("after the delete elsewhere the editor holds %q, want %q", got, rewrite)
+	}
+	two.expect(http.StatusNotFound, "/api/messages/"+id)
+	two.do("clearing the error", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).replaceChildren()`, sel+" .form-error")))
+	two.click(sel + " button[data-act=save]")
+	two.waitFor("Save is refused with the reason", fmt.Sprintf(`document.querySelector(%q)?.textContent.includes('deleted elsewhere')`, sel+" .form-error"))
+	if got := webEval[string](two, fmt.Sprintf(`document.querySelector(%q)?.value ?? '(no editor)'`, sel+" form.edit textarea")); got != rewrite {
+		t.Errorf("after the refused save the editor holds %q, want %q", got, rewrite)
+	}
+	two.do("pressing Escape in the editor", chromedp.Focus(chromedp.CSS(sel+" form.edit textarea")), chromedp.KeyEvent(kb.Escape))
+	two.waitFor("the deleted message leaves when the editor closes", "!document.querySelector("+fmt.Sprintf("%q", sel)+")")
+	if got := two.focused(); got == "BODY" {
+		t.Error("after the deleted message left, nothing has the focus")
+	}
+
+	// Logging out in one tab: the other says so at once, and keeps its
+	// half-typed post for her next login.
+	const draft = "Half a thought, not yet posted"
+	two.fill("#post-content", draft)
+	one.click("#logout")
+	one.screen("auth")
+	two.screen("auth")
+	if got := two.text("#notice"); !strings.Contains(got, "another tab") {
+		t.Errorf("after logging out in the first tab the second says %q, want it to name the other tab", got)
+	}
+	two.login(email, password) // for this tab only
+	if got := webEval[string](two, `document.querySelector('#post-content').value`); got != draft {
+		t.Errorf("after logging in again the post box holds %q, want the draft %q", got, draft)
+	}
+
+	// Another device signed out: the tab on its own token goes to the
+	// login screen, and the first tab's remembered token stays.
+	one.fill("#login-email", email)
+	one.fill("#login-password", password)
+	one.click("#login-remember")
+	one.click("#login-form button[type=submit]")
+	one.screen("timeline")
+	two.liveOn()
+	two.expect(http.StatusUnauthorized, "/api/messages/stream")
+	one.click("#nav-settings")
+	one.screen("settings")
+	one.waitFor("both devices are listed", `document.querySelectorAll('#devices li').length === 2`)
+	one.click(`#devices button[data-current="false"]`)
+	two.screen("auth")
+	if got := two.text("#notice"); !strings.Contains(got, "session has ended") {
+		t.Errorf("after its token was signed out the second tab says %q", got)
+	}
+	one.do("reloading the first tab", chromedp.Reload())
+	one.screen("settings") // still signed in, on the screen it was on
+
+	// The session ends under a click on Post: the login screen says why,
+	// and the post form has no stale error after the next login.
+	two.login(email, password)
+	two.liveOn()
+	const second = "Another thought, cut short"
+	two.fill("#post-content", second)
+	token := webEval[string](two, `sessionStorage.getItem('herald.token')`)
+	if res := e.do(request{Method: "POST", Path: "/api/logout", Token: token}); res.Status != http.StatusNoContent {
+		t.Fatalf("logging the second tab's token out: status %d: %s", res.Status, res.Body)
+	}
+	two.expect(http.StatusUnauthorized, "/api/messages")
+	two.expect(http.StatusUnauthorized, "/api/messages/stream")
+	two.click("#post-form button[type=submit]")
+	two.screen("auth")
+	if got := two.text("#notice"); !strings.Contains(got, "session has ended") {
+		t.Errorf("after the session ended under Post the page says %q", got)
+	}
+	two.login(email, password)
+	if got := two.formError("#post-form"); got != "" {
+		t.Errorf("after logging in again the post form says %q, want nothing", got)
+	}
+	if got := webEval[string](two, `document.querySelector('#post-content').value`); got != second {
+		t.Errorf("after logging in again the post box holds %q, want %q", got, second)
+	}
+}
