@@ -2,12 +2,20 @@ package http_test
 
 import (
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"herald/auth"
+	heraldhttp "herald/http"
 )
 
 // The web client as a person meets it outside the happy path: two tabs on
@@ -150,4 +158,112 @@ func TestWebClientTwoTabs(t *testing.T) {
 	if got := webEval[string](two, `document.querySelector('#post-content').value`); got != second {
 		t.Errorf("after logging in again the post box holds %q, want %q", got, second)
 	}
+}
+
+// serveDBAt is serveDB on a listener at addr, so a restarted server is
+// found where the page left the old one.
+func serveDBAt(t *testing.T, path, addr string) (stop func()) {
+	t.Helper()
+	db := openDB(t, path)
+	handler := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 2), heraldhttp.Config{})
+	srv := httptest.NewUnstartedServer(handler)
+	var l net.Listener
+	var err error
+	// The old listener's port is free once it is closed; give the kernel
+	// a moment should it not be yet.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if l, err = net.Listen("tcp", addr); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("listening again on %s: %v", addr, err)
+	}
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			handler.CloseStreams()
+			srv.Close()
+			if err := db.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// TestWebClientServerRestart: the server stops under an open page and comes
+// back on the same database and address. The page says the server cannot
+// be reached, at the top and where live updates are announced; a post
+// tried meanwhile says so too and keeps its text. Once the server answers
+// anything again, the live stream opens at once rather than at the end of
+// its backoff, the stale error goes, the post goes through and what others
+// post arrives live; all without a reload.
+func TestWebClientServerRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "herald.db")
+	e, stop := serveDB(t, openDB(t, path), heraldhttp.Config{}, nil)
+	addr := e.HTTP.Listener.Addr().String()
+	const email, password = "ada@example.com", "correct horse battery"
+	e.register(email, password)
+	bob := e.register("bob@example.com", "staple battery horse")
+
+	b := newWebBrowser(t, e.URL)
+	ada := b.person("ada")
+	ada.screen("auth")
+	ada.login(email, password)
+	ada.liveOn()
+
+	const draft = "Typed while the server restarts"
+	ada.fill("#post-content", draft)
+	ada.tolerate("net::ERR_CONNECTION_REFUSED", "/api/messages/stream")
+	ada.tolerate("net::ERR_INCOMPLETE_CHUNKED_ENCODING", "/api/messages/stream")
+	ada.expectBroken("net::ERR_CONNECTION_REFUSED", "/api/messages")
+	stop()
+	down := time.Now()
+	ada.waitFor("the live line says the server cannot be reached", `document.querySelector('#live').textContent.includes('cannot be reached')`)
+	if got := ada.text("#notice"); !strings.Contains(got, "cannot be reached") {
+		t.Errorf("with the server down the page's notice says %q", got)
+	}
+	ada.click("#post-form button[type=submit]")
+	ada.waitFor("the post is refused", `document.querySelector('#post-form .form-error').textContent !== ''`)
+	if got := ada.formError("#post-form"); !strings.Contains(got, "cannot be reached") {
+		t.Errorf("a post with the server down says %q", got)
+	}
+	if got := webEval[string](ada, `document.querySelector('#post-content').value`); got != draft {
+		t.Errorf("after the refused post the box holds %q, want %q", got, draft)
+	}
+
+	// Down long enough for the stream's backoff to grow past 8 seconds:
+	// its next try on its own would come well after the server is back.
+	time.Sleep(time.Until(down.Add(11 * time.Second)))
+	serveDBAt(t, path, addr)
+
+	// Something else she does reaches the server: the settings' list of
+	// devices. The stream takes that as the sign to try at once.
+	ada.click("#nav-settings")
+	ada.screen("settings")
+	ada.waitFor("the devices are listed", `document.querySelectorAll('#devices li').length === 2`) // Go's registration and her login
+	answered := time.Now()
+	ada.click("#nav-timeline")
+	ada.screen("timeline")
+	ada.liveOn()
+	if waited := time.Since(answered); waited > 4*time.Second {
+		t.Errorf("the live stream opened again %v after the server answered, want at once", waited.Round(time.Millisecond))
+	}
+	if got := ada.formError("#post-form"); got != "" {
+		t.Errorf("with the server back the post form still says %q", got)
+	}
+	if got := webEval[string](ada, `document.querySelector('#post-content').value`); got != draft {
+		t.Errorf("with the server back the box holds %q, want %q", got, draft)
+	}
+	ada.click("#post-form button[type=submit]")
+	ada.waitFor("the draft is posted", messageJS(draft))
+	e2 := &env{t: t, URL: e.URL}
+	const fromBob = "Bob, after the restart"
+	e2.post(bob, fromBob)
+	ada.waitFor("Bob's message arrives live", messageJS(fromBob))
 }

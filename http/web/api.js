@@ -40,6 +40,19 @@ export class ApiError extends Error {
   }
 }
 
+// Whether the server answered the last time anything asked it. A change
+// is told to the page as an event on window, "herald:unreachable" or
+// "herald:reachable", so it can say so and the live stream can stop
+// waiting out its backoff once the server is back.
+let reachable = true;
+export function serverReached(yes) {
+  if (yes === reachable) return;
+  reachable = yes;
+  dispatchEvent(new Event(yes ? 'herald:reachable' : 'herald:unreachable'));
+}
+
+export const UNREACHABLE = 'The server cannot be reached. Check the connection and try again.';
+
 // request sends one API call. body is sent as JSON unless contentType says
 // otherwise; the answer is { data, etag }.
 export async function request(method, path, { token, body, headers = {}, contentType = 'application/json' } = {}) {
@@ -50,8 +63,11 @@ export async function request(method, path, { token, body, headers = {}, content
   try {
     res = await fetch(path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
   } catch {
-    throw new ApiError(0, { detail: 'The server cannot be reached. Check the connection and try again' });
+    serverReached(false);
+    throw new ApiError(0, { detail: UNREACHABLE });
   }
+  // A proxy's 502 or 504 is the server not answering too.
+  serverReached(res.status !== 502 && res.status !== 504);
   if (res.ok) {
     const data = res.status === 204 ? null : await res.json();
     return { data, etag: res.headers.get('ETag') };

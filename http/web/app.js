@@ -1,7 +1,7 @@
 // Herald's web client: signing in and out, and switching between the
 // timeline and the account settings (#settings).
 
-import { h, $, showError, clearError, busy } from './dom.js';
+import { h, $, showError, clearError, clearUnreachable, busy } from './dom.js';
 import { KEY, request, savedToken, saveToken, forgetToken } from './api.js';
 import { timeline } from './timeline.js';
 import { settings } from './settings.js';
@@ -139,6 +139,21 @@ addEventListener('storage', (e) => {
   if (e.key === KEY && e.oldValue === session.token && e.newValue !== session.token && session.token) {
     session.ended('You logged out in another tab. Please log in again.');
   }
+});
+
+// The server not answering is said once, at the top, whichever screen is
+// shown; so is its coming back. The forms say it again when used.
+let toldUnreachable = false;
+addEventListener('herald:unreachable', () => {
+  if (!session.token) return;
+  toldUnreachable = true;
+  announce('The server cannot be reached. What you type is kept; the page reconnects when the server answers again.');
+});
+addEventListener('herald:reachable', () => {
+  clearUnreachable();
+  if (!toldUnreachable) return;
+  toldUnreachable = false;
+  announce('Connected to the server again.');
 });
 
 async function start() {

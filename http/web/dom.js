@@ -48,11 +48,24 @@ export function showError(scope, err) {
   }
   box.append(h('p', {}, err.message));
   if (items.length) box.append(h('ul', {}, ...items));
+  // No answer at all (status 0): the page takes the error away when the
+  // server answers again (clearUnreachable).
+  box.toggleAttribute('data-unreachable', err.status === 0);
 }
 
 export function clearError(scope) {
-  $('.form-error', scope)?.replaceChildren();
+  const box = $('.form-error', scope);
+  box?.replaceChildren();
+  box?.removeAttribute('data-unreachable');
   for (const f of scope.querySelectorAll('[aria-invalid]')) f.removeAttribute('aria-invalid');
+}
+
+// clearUnreachable takes away every "the server cannot be reached".
+export function clearUnreachable() {
+  for (const box of document.querySelectorAll('.form-error[data-unreachable]')) {
+    box.replaceChildren();
+    box.removeAttribute('data-unreachable');
+  }
 }
 
 // busy disables a form's buttons while its request is in flight, so a

@@ -1,6 +1,8 @@
 // The live stream, GET /api/messages/stream (Server-Sent Events). EventSource
 // cannot send a bearer token, so this reads the response body itself.
 
+import { serverReached } from './api.js';
+
 // sseParser returns a function to feed text chunks to; it calls emit with
 // { type, data, id } for each event and { retry } when the server sets the
 // reconnection delay. It follows the HTML standard's parsing rules: lines
@@ -46,10 +48,19 @@ export function sseParser(emit) {
   };
 }
 
-const sleep = (ms, signal) =>
+// sleep waits ms, or less: until signal aborts, or until one of the
+// window events in wakeOn fires.
+const sleep = (ms, signal, wakeOn = []) =>
   new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+    const done = () => {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      for (const name of wakeOn) removeEventListener(name, done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+    for (const name of wakeOn) addEventListener(name, done);
   });
 
 // silenceFor is how long a stream may say nothing before it is taken for
@@ -65,7 +76,9 @@ const silenceFor = (res) => {
 // liveStream keeps a stream open until close(): on a dropped or silent
 // connection it reconnects with backoff, sending Last-Event-ID so nothing
 // is missed. It stops for good on 401 (the token is gone) and on any other
-// refusal that retrying cannot fix, telling onState why.
+// refusal that retrying cannot fix, telling onState why. onState hears
+// 'live', 'reconnecting', 'offline' (the server did not answer at all),
+// 'unauthorized' and 'unavailable'.
 export function liveStream({ token, params, onEvent, onState }) {
   const abort = new AbortController();
   const { signal } = abort;
@@ -75,6 +88,7 @@ export function liveStream({ token, params, onEvent, onState }) {
   (async () => {
     while (!signal.aborted) {
       let wait = 0;
+      let offline = false;
       // One connection: aborted by close() or by the watchdog.
       const conn = new AbortController();
       const hangUp = () => conn.abort();
@@ -87,7 +101,12 @@ export function liveStream({ token, params, onEvent, onState }) {
       try {
         const headers = { Authorization: `Bearer ${token}`, Accept: 'text/event-stream' };
         if (lastId !== null) headers['Last-Event-ID'] = lastId;
-        const res = await fetch(`/api/messages/stream?${params}`, { headers, signal: conn.signal, cache: 'no-store' });
+        const res = await fetch(`/api/messages/stream?${params}`, { headers, signal: conn.signal, cache: 'no-store' }).catch((err) => {
+          // No answer at all, unless the watchdog or close() hung up.
+          offline = !conn.signal.aborted;
+          throw err;
+        });
+        serverReached(res.status !== 502 && res.status !== 504);
         if (res.status === 401) return onState('unauthorized');
         if (res.ok) {
           heard(res);
@@ -107,7 +126,8 @@ export function liveStream({ token, params, onEvent, onState }) {
             feed(value);
           }
         } else if (res.status === 429 || res.status >= 500) {
-          wait = Number(res.headers.get('Retry-After')) * 1000;
+          // Seconds; a date (which Herald never sends) counts as none.
+          wait = (Number(res.headers.get('Retry-After')) || 0) * 1000;
         } else {
           return onState('unavailable');
         }
@@ -117,8 +137,13 @@ export function liveStream({ token, params, onEvent, onState }) {
         clearTimeout(watchdog);
         signal.removeEventListener('abort', hangUp);
       }
-      onState('reconnecting');
-      await sleep(Math.max(wait, retry, delay) * (0.8 + Math.random() * 0.4), signal);
+      if (offline) serverReached(false);
+      onState(offline ? 'offline' : 'reconnecting');
+      // A server that did not answer may be back long before the backoff
+      // ends: when the browser is online again, or another request got an
+      // answer, try at once. A server that answered "later" is left alone.
+      const wakeOn = offline ? ['online', 'herald:reachable'] : [];
+      await sleep(Math.max(wait, retry, delay) * (0.8 + Math.random() * 0.4), signal, wakeOn);
       delay = Math.min(delay * 2, 30000);
     }
   })();

@@ -241,6 +241,7 @@ export function timeline({ session, announce }) {
   const liveText = {
     live: 'Live updates are on.',
     reconnecting: 'Live updates paused; reconnecting…',
+    offline: 'The server cannot be reached. Live updates resume when it answers again.',
     unavailable: 'Live updates are not available; new messages appear when you search again.',
   };
 
