@@ -267,3 +267,115 @@ func TestWebClientServerRestart(t *testing.T) {
 	e2.post(bob, fromBob)
 	ada.waitFor("Bob's message arrives live", messageJS(fromBob))
 }
+
+// busyTap answers the next few logins in place of the server: first as
+// Herald does when its password-hashing queue is full (503, Retry-After 1,
+// the problem document problemFor writes for auth.ErrBusy), then as a
+// proxy in front of it might during maintenance (503, an HTML page, a
+// Retry-After date). A real full queue is a matter of timing; its answer
+// is not.
+type busyTap struct {
+	mu    sync.Mutex
+	queue []func(http.ResponseWriter)
+}
+
+func (tap *busyTap) tune(srv *http.Server) {
+	next := srv.Handler
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tap.mu.Lock()
+		var answer func(http.ResponseWriter)
+		if r.URL.Path == "/api/login" && len(tap.queue) > 0 {
+			answer, tap.queue = tap.queue[0], tap.queue[1:]
+		}
+		tap.mu.Unlock()
+		if answer == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		answer(w)
+	})
+}
+
+func (tap *busyTap) push(answer func(http.ResponseWriter)) {
+	tap.mu.Lock()
+	defer tap.mu.Unlock()
+	tap.queue = append(tap.queue, answer)
+}
+
+// TestWebClientWaitMessages: refusals that mean "not now" say how long to
+// wait, in words, with the number from Retry-After in the unit a person
+// would use: a registration beyond the address's limit (429, 45 seconds),
+// a login beyond the account's failures (429, 5 minutes), a server busy
+// hashing passwords (503, 1 second: singular), and a 503 without a problem
+// document whose Retry-After is a date. Never "Error 429", a status
+// number, JSON, or the server's "try again later" beside a number.
+func TestWebClientWaitMessages(t *testing.T) {
+	tap := &busyTap{}
+	oneRegistration := auth.Rate{Burst: 1, Every: 45 * time.Second}
+	cfg := heraldhttp.Config{Limits: heraldhttp.Limits{
+		RegistrationsPerAddress: oneRegistration,
+		LoginFailuresPerAccount: auth.Rate{Burst: 1, Every: 5 * time.Minute},
+	}}
+	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), cfg, tap.tune)
+	b := newWebBrowser(t, e.URL)
+	p := b.person("ada")
+	p.screen("auth")
+	const email, password = "ada@example.com", "correct horse battery"
+
+	// refusal submits form and returns what its alert region says.
+	refusal := func(form string) string {
+		t.Helper()
+		p.do("clearing the form's error", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).replaceChildren()`, form+" .form-error")))
+		p.click(form + " button[type=submit]")
+		p.waitFor("the refusal shows", fmt.Sprintf(`document.querySelector(%q).textContent !== ''`, form+" .form-error"))
+		return p.formError(form)
+	}
+	check := func(what, got, want string) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s: the form says %q, want %q", what, got, want)
+		}
+		for _, bad := range []string{"429", "503", "{", "later", "seconds."} {
+			if strings.Contains(got, bad) && !strings.Contains(want, bad) {
+				t.Errorf("%s: the form says %q, which has %q in it", what, got, bad)
+			}
+		}
+	}
+
+	p.register(email, password, false)
+	p.click("#logout")
+	p.screen("auth")
+	p.expect(http.StatusTooManyRequests, "/api/register")
+	p.fill("#register-email", "bob@example.com")
+	p.fill("#register-password", "staple battery horse")
+	check("a registration beyond the limit", refusal("#register-form"),
+		"Too many registrations from your address. Please wait 45 seconds, then try again.")
+
+	p.expect(http.StatusUnauthorized, "/api/login")
+	p.expect(http.StatusTooManyRequests, "/api/login")
+	p.fill("#login-email", email)
+	p.fill("#login-password", "not her password")
+	refusal("#login-form")
+	check("a login beyond the failures allowed", refusal("#login-form"),
+		"Too many failed logins. Please wait 5 minutes, then try again.")
+
+	tap.push(func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the server is busy checking passwords; try again in a moment"}`)
+	})
+	p.expect(http.StatusServiceUnavailable, "/api/login")
+	check("a server busy hashing passwords", refusal("#login-form"),
+		"The server is busy checking passwords. Please wait 1 second, then try again.")
+
+	tap.push(func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Retry-After", time.Now().Add(150*time.Second).UTC().Format(http.TimeFormat))
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, `<html><body><h1>503 Service Unavailable</h1></body></html>`)
+	})
+	p.expect(http.StatusServiceUnavailable, "/api/login")
+	check("a proxy's 503 during maintenance", refusal("#login-form"),
+		"The server is busy or down for maintenance. Please wait 3 minutes, then try again.")
+}

@@ -26,11 +26,40 @@ export function forgetToken(token) {
   }
 }
 
+// waitFor reads Retry-After (RFC 9110: seconds, or an HTTP date) as whole
+// seconds from now, or null when there is none or it cannot be read.
+function waitFor(header) {
+  if (!header) return null;
+  if (/^\d+$/.test(header.trim())) return Number(header);
+  const at = Date.parse(header);
+  return Number.isNaN(at) ? null : Math.max(1, Math.ceil((at - Date.now()) / 1000));
+}
+
+// pleaseWait tells a person how long to wait, in the unit they would
+// use: "5 minutes" rather than "300 seconds".
+function pleaseWait(seconds) {
+  if (seconds == null) return 'Please wait a moment, then try again.';
+  const [n, unit] = seconds < 90 ? [seconds, 'second'] : [Math.ceil(seconds / 60), 'minute'];
+  return `Please wait ${n} ${unit}${n === 1 ? '' : 's'}, then try again.`;
+}
+
+// What to say for a refusal that came without a problem document, from a
+// proxy say: the status alone.
+const fallback = {
+  429: 'Too many requests.',
+  502: 'The server cannot be reached.',
+  503: 'The server is busy or down for maintenance.',
+  504: 'The server took too long to answer.',
+};
+
 export class ApiError extends Error {
   constructor(status, problem, headers) {
-    let msg = sentence(problem?.detail || problem?.title) || `The request failed (status ${status}).`;
-    const wait = headers?.get('Retry-After');
-    if (wait) msg += ` Try again in ${wait} seconds.`;
+    let msg = sentence(problem?.detail || problem?.title) || fallback[status] || `The request failed (status ${status}).`;
+    // 429 and 503 mean "not now": say for how long, in place of the
+    // detail's own vaguer "try again later".
+    if (status === 429 || status === 503) {
+      msg = msg.replace(/[;,]\s*try again[^.;]*\.$/i, '.') + ` ${pleaseWait(waitFor(headers?.get('Retry-After')))}`;
+    }
     super(msg);
     this.status = status;
     this.violations = problem?.violations ?? [];
