@@ -379,3 +379,125 @@ func TestWebClientWaitMessages(t *testing.T) {
 	check("a proxy's 503 during maintenance", refusal("#login-form"),
 		"The server is busy or down for maintenance. Please wait 3 minutes, then try again.")
 }
+
+// TestWebClientKeyboard: the client with the keyboard alone. Tab goes
+// through the login form's fields in order, then its button; focus is
+// visible (:focus-visible). On the timeline Tab goes from the post box to
+// Post, on to the search and each own message's Edit and Delete. Post and
+// Search pressed from the keyboard leave the focus where the person can
+// go on (the post box; the Search button), not on <body>. Escape closes an
+// editor and the question whether to delete, giving the focus back to the
+// button that opened it; after a delete the focus is on the next message.
+// The skip link moves the focus to the content without leaving the screen.
+func TestWebClientKeyboard(t *testing.T) {
+	e := newEnv(t)
+	const email, password = "ada@example.com", "correct horse battery"
+	token := e.register(email, password)
+	for _, c := range []string{"first", "second", "third"} {
+		e.post(token, c)
+	}
+	b := newWebBrowser(t, e.URL)
+	p := b.person("ada")
+	p.screen("auth")
+	tab := func() string {
+		t.Helper()
+		p.do("pressing Tab", chromedp.KeyEvent(kb.Tab))
+		return p.focused()
+	}
+	press := func(what, key string) {
+		t.Helper()
+		p.do("pressing "+what, chromedp.KeyEvent(key))
+	}
+	outlined := func() bool {
+		return webEval[bool](p, `(() => { const s = getComputedStyle(document.activeElement); return s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 2; })()`)
+	}
+
+	// The login form, in order, and visibly.
+	var order []string
+	for i := 0; i < 8 && (len(order) == 0 || order[len(order)-1] != "BUTTON:Log in"); i++ {
+		order = append(order, tab())
+		if order[len(order)-1] != "BODY" && !outlined() {
+			t.Errorf("%s has the focus with no visible outline", order[len(order)-1])
+		}
+	}
+	want := []string{"login-email", "login-password", "login-remember", "BUTTON:Log in"}
+	if len(order) < len(want) || strings.Join(order[len(order)-len(want):], " ") != strings.Join(want, " ") {
+		t.Errorf("Tab on the login screen goes %q, want it to end %q", order, want)
+	}
+	p.do("focusing the e-mail", chromedp.Focus(chromedp.CSS("#login-email")))
+	p.do("typing the credentials", chromedp.KeyEvent(email), chromedp.KeyEvent(kb.Tab), chromedp.KeyEvent(password), chromedp.KeyEvent(kb.Enter))
+	p.screen("timeline")
+	p.waitFor("the messages are shown", messageJS("first"))
+
+	// Post with the button, from the keyboard.
+	p.do("focusing the post box", chromedp.Focus(chromedp.CSS("#post-content")))
+	press("typing", "fourth")
+	if got := tab(); got != "BUTTON:Post" {
+		t.Errorf("Tab from the post box goes to %q, want the Post button", got)
+	}
+	press("Enter", kb.Enter)
+	p.waitFor("the message is posted", messageJS("fourth"))
+	p.waitFor("the post is done", `!document.querySelector('#post-form button').disabled`)
+	if got := p.focused(); got != "post-content" {
+		t.Errorf("after posting with the Post button the focus is on %q, want the post box", got)
+	}
+
+	// Search with the button, from the keyboard.
+	p.do("focusing Search", chromedp.Focus(chromedp.CSS("#search-form button[type=submit]")))
+	press("Enter", kb.Enter)
+	p.waitFor("the search is done", `!document.querySelector('#messages').hasAttribute('aria-busy') && !document.querySelector('#search-form button').disabled && document.querySelectorAll('#messages > li').length === 4`)
+	if got := p.focused(); got != "BUTTON:Search" {
+		t.Errorf("after searching with the Search button the focus is on %q, want the button", got)
+	}
+
+	// On to the messages' own buttons, newest first.
+	order = nil
+	for i := 0; i < 12 && !strings.HasPrefix(p.focused(), "delete:third"); i++ {
+		order = append(order, tab())
+	}
+	want = []string{"edit:fourth", "delete:fourth", "edit:third", "delete:third"}
+	if len(order) < len(want) || strings.Join(order[len(order)-len(want):], " ") != strings.Join(want, " ") {
+		t.Errorf("Tab from Search goes %q, want it to end %q", order, want)
+	}
+
+	// Escape closes the editor, its text unsaved, and the focus is back on Edit.
+	sel := p.messageSelector("second")
+	p.do("focusing Edit", chromedp.Focus(chromedp.CSS(sel+" button[data-act=edit]")))
+	press("Enter", kb.Enter)
+	p.waitFor("the editor has the focus", `document.activeElement.matches('form.edit textarea')`)
+	press("typing", " and more")
+	press("Escape", kb.Escape)
+	p.waitFor("the editor is closed", fmt.Sprintf(`!document.querySelector(%q)`, sel+" form.edit"))
+	if got := p.focused(); got != "edit:second" {
+		t.Errorf("after Escape in the editor the focus is on %q, want its Edit button", got)
+	}
+
+	// Escape also takes back the question whether to delete; then delete.
+	p.do("focusing Delete", chromedp.Focus(chromedp.CSS(sel+" button[data-act=delete]")))
+	press("Enter", kb.Enter)
+	if got := p.focused(); got != "remove:second" {
+		t.Errorf("Delete puts the focus on %q, want the confirming button", got)
+	}
+	press("Escape", kb.Escape)
+	p.waitFor("the question is gone", fmt.Sprintf(`!document.querySelector(%q)`, sel+" [data-act=remove]"))
+	if got := p.focused(); got != "delete:second" {
+		t.Errorf("after Escape on the question the focus is on %q, want its Delete button", got)
+	}
+	press("Enter", kb.Enter)
+	press("Enter", kb.Enter)
+	p.waitFor("the message is deleted", "!"+messageJS("second"))
+	if got := p.focused(); got != "edit:first" {
+		t.Errorf("after the delete the focus is on %q, want the next message's Edit button", got)
+	}
+
+	// The skip link on the settings screen stays on it.
+	p.click("#nav-settings")
+	p.screen("settings")
+	p.do("focusing the skip link", chromedp.Focus(chromedp.CSS(".skip")))
+	press("Enter", kb.Enter)
+	time.Sleep(200 * time.Millisecond) // a hashchange would have come by now
+	p.screen("settings")
+	if got := p.focused(); got != "main" {
+		t.Errorf("after the skip link the focus is on %q, want the main content", got)
+	}
+}

@@ -156,6 +156,13 @@ addEventListener('herald:reachable', () => {
   announce('Connected to the server again.');
 });
 
+// The skip link moves the focus to the content without touching the hash,
+// which picks the screen (route): "#main" would leave the settings.
+$('.skip').addEventListener('click', (e) => {
+  e.preventDefault();
+  $('#main').focus();
+});
+
 async function start() {
   const token = savedToken();
   if (!token) return show('auth');

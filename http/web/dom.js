@@ -69,13 +69,19 @@ export function clearUnreachable() {
 }
 
 // busy disables a form's buttons while its request is in flight, so a
-// double press does not post twice.
+// double press does not post twice. Disabling the button that has the
+// focus drops the focus to <body>, where a keyboard user would have to
+// start over from the top of the page; it is given back afterwards, unless
+// the work has put it somewhere on purpose.
 export async function busy(form, work) {
   const buttons = [...form.querySelectorAll('button')];
+  const focused = buttons.find((b) => b === document.activeElement);
   buttons.forEach((b) => (b.disabled = true));
   try {
     return await work();
   } finally {
     buttons.forEach((b) => (b.disabled = false));
+    const lost = document.activeElement === document.body || document.activeElement === null;
+    if (focused && lost && focused.isConnected && focused.offsetParent !== null) focused.focus();
   }
 }

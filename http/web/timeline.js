@@ -300,6 +300,9 @@ export function timeline({ session, announce }) {
         // Under a search, the stream adds it if it matches.
         if (!filters.size) put(data);
         announce('Message posted.');
+        // Ready for the next one, whether it was sent with Enter in the box
+        // or with the Post button.
+        box.focus();
       } catch (err) {
         showError(postForm, err);
       }
@@ -386,6 +389,8 @@ export function timeline({ session, announce }) {
     });
   }
 
+  // cancel closes the editor or the question whether to delete, and gives
+  // the focus back to the button that opened it.
   function cancel(li) {
     li.editing = false;
     if (li.gone) {
@@ -393,8 +398,9 @@ export function timeline({ session, announce }) {
       return announce('The message was deleted elsewhere.');
     }
     if (li.unmatched) return leave(li.message.id);
+    const act = li.confirming ? 'delete' : 'edit';
     put(li.message);
-    shown.get(li.message.id).querySelector('button').focus();
+    shown.get(li.message.id).querySelector(`[data-act=${act}]`).focus();
   }
 
   function confirmDelete(li) {
@@ -404,7 +410,7 @@ export function timeline({ session, announce }) {
       h('button', { type: 'button', class: 'danger', 'data-act': 'remove' }, 'Yes, delete'),
       h('button', { type: 'button', 'data-act': 'cancel' }, 'Keep it'));
     actions.replaceWith(prompt);
-    li.editing = true;
+    li.editing = li.confirming = true;
     prompt.querySelector('[data-act=remove]').focus();
   }
 
