@@ -25,7 +25,7 @@ func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, 
 		err := db.writes.update(func(tx *bbolt.Tx) error {
 			n = 0
 			var old []*Message
-			owners := make(map[uint64]string)
+			owners := newOwnerEmails(tx)
 			c := tx.Bucket(bucketMsgsByTime).Cursor()
 			limit := timeKey(cutoff)
 			for k, _ := c.First(); k != nil && len(old) < retainChunk && string(k[:8]) < string(limit); k, _ = c.Next() {
@@ -33,7 +33,7 @@ func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, 
 				if err != nil {
 					return err
 				}
-				joinOwner(tx, m, owners) // a deleted owner's purge may still be running; its change has no e-mail
+				owners.join(m) // a deleted owner's purge may still be running; its change has no e-mail
 				old = append(old, m)
 			}
 			// Deleting while the cursor walks would move it; delete after.

@@ -243,8 +243,7 @@ func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
 	// through one cursor: each tx.Bucket and Bucket.Get is a seek from the
 	// root with a fresh cursor, and a page of 20 made dozens of them.
 	msgs := tx.Bucket(bucketMessages).Cursor()
-	users := tx.Bucket(bucketUsers)
-	owners := make(map[uint64]string)
+	owners := newOwnerEmails(tx)
 	var key [8]byte
 	var probe Message
 	txSteps := 0
@@ -311,7 +310,7 @@ func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
 		if err := decodeMessageInto(m, id, b); err != nil {
 			return err
 		}
-		if s.inTimeRange(m.CreatedAt) && joinOwnerIn(users, m, owners) {
+		if s.inTimeRange(m.CreatedAt) && owners.join(m) {
 			if len(s.page.Messages) == s.limit {
 				// One match beyond the page proves there is a next page.
 				s.page.NextBeforeID = s.page.Messages[s.limit-1].ID
