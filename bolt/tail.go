@@ -132,13 +132,23 @@ func tailRecordHas(rec, term []byte) bool {
 		if w <= 0 || n > uint64(len(rec)-w) {
 			return false
 		}
-		switch c := bytes.Compare(rec[w:w+int(n)], term); {
+		t := rec[w : w+int(n)]
+		rec = rec[w+int(n):]
+		// Terms are sorted, and most differ from the one sought in their
+		// first byte: deciding on it skips bytes.Compare's call, which
+		// was half of this function's time in a two-word search.
+		if len(t) > 0 && len(term) > 0 && t[0] != term[0] {
+			if t[0] > term[0] {
+				return false
+			}
+			continue
+		}
+		switch c := bytes.Compare(t, term); {
 		case c == 0:
 			return true
 		case c > 0:
 			return false
 		}
-		rec = rec[w+int(n):]
 	}
 	return false
 }

@@ -27,6 +27,8 @@ func TestTailRecord(t *testing.T) {
 	}{
 		{"apple", true}, {"café", true}, {"river", true}, {strings.Repeat("x", 300), true},
 		{"app", false}, {"apples", false}, {"banana", false}, {"a", false}, {"zebra", false}, {"", false},
+		// Same first byte as a stored term, different after it.
+		{"cafe", false}, {"caff", false}, {"rivet", false}, {"rive", false}, {"xx", false},
 	} {
 		if got := tailRecordHas(rec, []byte(tt.term)); got != tt.want {
 			t.Errorf("tailRecordHas(%q) = %v, want %v", tt.term, got, tt.want)
@@ -34,6 +36,9 @@ func TestTailRecord(t *testing.T) {
 	}
 	if tailRecordHas(nil, []byte("apple")) {
 		t.Error("a missing record has no terms")
+	}
+	if tailRecordHas([]byte{0, 1, 'a'}, []byte("a")) != true || tailRecordHas([]byte{0}, []byte("a")) {
+		t.Error("a damaged record with an empty term must be read past, not panic")
 	}
 	// Cut anywhere inside a term, a record is refused, never misread.
 	for n := 1; n < len(rec); n++ {
@@ -456,4 +461,19 @@ func TestSearchCountsTailReads(t *testing.T) {
 // decide themselves what is merged when.
 func manualMerges(t *testing.T) {
 	t.Setenv("HERALD_TEST_MERGE_POSTINGS", "")
+}
+
+// BenchmarkTailRecordHas is the check a search makes of every candidate
+// from the tail: a record of 25 words, sought for one it holds near the
+// end and one it lacks.
+func BenchmarkTailRecordHas(b *testing.B) {
+	terms := sortedTerms("veteko pohadu fesajo feteha tekoko zigasa kobaba dulili bazidu fekove haveve apple " +
+		"feliko bazipo kokoha mibajo vekoba nopodu fezite joziga fegadu linoru ziziga popote river")
+	rec := encodeTailRecord(terms)
+	river, rivet := []byte("river"), []byte("rivet")
+	for b.Loop() {
+		if !tailRecordHas(rec, river) || tailRecordHas(rec, rivet) {
+			b.Fatal("wrong answer")
+		}
+	}
 }
