@@ -190,7 +190,10 @@ func (s *Server) pageBuffer() *[]byte {
 }
 
 // recyclePageBuffer takes back buf once its page has been written:
-// net/http has copied the body out by the time Write returns.
+// net/http's HTTP/1.1 server, the only one Herald runs, has copied the
+// body out or sent it by the time Write returns. (Serving HTTP/2 would
+// need this looked at again: its Write may return while a frame still
+// points at the slice.)
 func (s *Server) recyclePageBuffer(buf *[]byte) {
 	if cap(*buf) <= maxPooledPage {
 		s.pages.Put(buf)
