@@ -387,12 +387,14 @@ func TestWebClientWaitMessages(t *testing.T) {
 // Search pressed from the keyboard leave the focus where the person can
 // go on (the post box; the Search button), not on <body>. Escape closes an
 // editor and the question whether to delete, giving the focus back to the
-// button that opened it; after a delete the focus is on the next message.
+// button that opened it; after a delete the focus is on the next message
+// (its first button, or the message itself when it is someone else's).
 // The skip link moves the focus to the content without leaving the screen.
 func TestWebClientKeyboard(t *testing.T) {
 	e := newEnv(t)
 	const email, password = "ada@example.com", "correct horse battery"
 	token := e.register(email, password)
+	e.post(e.register("bob@example.com", "bob's long password"), "bob's")
 	for _, c := range []string{"first", "second", "third"} {
 		e.post(token, c)
 	}
@@ -445,7 +447,7 @@ func TestWebClientKeyboard(t *testing.T) {
 	// Search with the button, from the keyboard.
 	p.do("focusing Search", chromedp.Focus(chromedp.CSS("#search-form button[type=submit]")))
 	press("Enter", kb.Enter)
-	p.waitFor("the search is done", `!document.querySelector('#messages').hasAttribute('aria-busy') && !document.querySelector('#search-form button').disabled && document.querySelectorAll('#messages > li').length === 4`)
+	p.waitFor("the search is done", `!document.querySelector('#messages').hasAttribute('aria-busy') && !document.querySelector('#search-form button').disabled && document.querySelectorAll('#messages > li').length === 5`)
 	if got := p.focused(); got != "BUTTON:Search" {
 		t.Errorf("after searching with the Search button the focus is on %q, want the button", got)
 	}
@@ -488,6 +490,15 @@ func TestWebClientKeyboard(t *testing.T) {
 	p.waitFor("the message is deleted", "!"+messageJS("second"))
 	if got := p.focused(); got != "edit:first" {
 		t.Errorf("after the delete the focus is on %q, want the next message's Edit button", got)
+	}
+	// The next message is someone else's, with no buttons: it takes the
+	// focus itself, rather than sending the person back to the top.
+	press("Tab", kb.Tab)
+	press("Enter", kb.Enter)
+	press("Enter", kb.Enter)
+	p.waitFor("the message is deleted", "!"+messageJS("first"))
+	if got := webEval[string](p, `document.activeElement.closest('li')?.querySelector('.content')?.textContent ?? document.activeElement.id`); got != "bob's" {
+		t.Errorf("after deleting the message above someone else's the focus is on %q, want that message", got)
 	}
 
 	// The skip link on the settings screen stays on it.

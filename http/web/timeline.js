@@ -83,8 +83,20 @@ export function timeline({ session, announce }) {
     const neighbour = li.nextElementSibling ?? li.previousElementSibling;
     li.remove();
     shown.delete(id);
-    if (hadFocus) (neighbour?.querySelector('button') ?? $('#timeline-title')).focus();
+    if (hadFocus) focusOn(neighbour);
     $('#empty').hidden = shown.size > 0 || !!next;
+  }
+
+  // focusOn gives the focus to the message next to one taken away, so a
+  // keyboard user goes on from where they were: to its first button, or to
+  // the message itself when it has none (someone else's); with no message
+  // left, to the timeline's heading.
+  function focusOn(li) {
+    const button = li?.querySelector('button');
+    if (button) return button.focus();
+    if (!li) return $('#timeline-title').focus();
+    li.firstChild.tabIndex = -1; // focusable by script, not a Tab stop
+    li.firstChild.focus();
   }
 
   // deleted takes away a message deleted elsewhere, except one open in
