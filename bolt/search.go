@@ -385,8 +385,9 @@ func (s *searcher) postingLists(tx *bbolt.Tx) ([]*postingList, error) {
 }
 
 // tailRecords reads tail records for one transaction's search, through one
-// cursor: Bucket.Get starts a fresh cursor each time, whose allocations were
-// a tenth of a common-word search's CPU under load.
+// cursor: Bucket.Get starts a fresh cursor each time, and its allocations
+// (the cursor and its stack) were about 5% of a common-word search's CPU
+// under load.
 type tailRecords struct {
 	c     *bbolt.Cursor
 	key   [8]byte
