@@ -387,9 +387,8 @@ func TestLongSearchesTakeTurns(t *testing.T) {
 func TestLongSearchesTakeTurnsByAccount(t *testing.T) {
 	db := mustOpen(t)
 	ada, adaToken := mustCreateUser(t, db, "ada@example.com")
-	_, bobToken := mustCreateUser(t, db, "bob@example.com")
-	// Enough that each search spends its whole budget, most of it after
-	// taking its turn: the order they finish in is the order of their turns.
+	bob, bobToken := mustCreateUser(t, db, "bob@example.com")
+	// Enough that each search spends its whole budget and must take a turn.
 	bulkMessages(t, db, []uint64{ada.ID}, 0, func(i int) string { return []string{"left", "right"}[i%2] }, 2*stepsPerPage)
 	costly := SearchQuery{Terms: Terms("left right")}
 
@@ -397,7 +396,12 @@ func TestLongSearchesTakeTurnsByAccount(t *testing.T) {
 		db.turns.slots <- struct{}{}
 	}
 	var mu sync.Mutex
-	var finished []string
+	var turns []uint64 // accounts, in the order their searches got a slot
+	db.turns.taken = func(account uint64) {
+		mu.Lock()
+		turns = append(turns, account)
+		mu.Unlock()
+	}
 	var wg sync.WaitGroup
 	search := func(name string, token TokenHash, waiting int) {
 		wg.Add(1)
@@ -406,9 +410,6 @@ func TestLongSearchesTakeTurnsByAccount(t *testing.T) {
 			if _, _, err := db.SearchFor(context.Background(), token, costly); err != nil {
 				t.Errorf("%s's search: %v", name, err)
 			}
-			mu.Lock()
-			finished = append(finished, name)
-			mu.Unlock()
 		}()
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 			if _, w := db.LongSearchLoad(); w == waiting {
@@ -430,9 +431,10 @@ func TestLongSearchesTakeTurnsByAccount(t *testing.T) {
 	}
 	// Which of Ada's first and Bob's gets the slot first is the runtime's
 	// choice; Ada's second only queues for a slot once her first is done,
-	// and by then Bob's holds it.
-	if len(finished) != 3 || finished[2] != "Ada 2" {
-		t.Errorf("searches finished in the order %q, want Ada's second last", finished)
+	// behind Bob's, which is already queued (a channel serves its waiting
+	// senders in order).
+	if want := ada.ID; len(turns) != 3 || turns[2] != want || !slices.Contains(turns, bob.ID) {
+		t.Errorf("searches got their slots in the order of accounts %v, want Ada's (%d) second one last, after Bob's (%d)", turns, ada.ID, bob.ID)
 	}
 	if running, waiting := db.LongSearchLoad(); running != 0 || waiting != 0 {
 		t.Errorf("afterwards %d running and %d waiting, want none", running, waiting)

@@ -19,6 +19,12 @@ type searchTurns struct {
 
 	mu       sync.Mutex
 	accounts map[uint64]*accountTurn // accounts with a costly search running or waiting
+
+	// For tests: taken, when set, hears each account whose search has just
+	// got its slot, in the order they got them. The order searches finish
+	// in does not show it: one may lose the CPU between giving up its slot
+	// and returning while the next runs to its end.
+	taken func(account uint64)
 }
 
 type accountTurn struct {
@@ -56,6 +62,9 @@ func (st *searchTurns) take(ctx context.Context, account uint64) (release func()
 		<-a.turn
 		leave()
 		return nil, err
+	}
+	if st.taken != nil {
+		st.taken(account)
 	}
 	return func() {
 		<-st.slots
