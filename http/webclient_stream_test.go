@@ -309,3 +309,57 @@ func reversed(s []string) []string {
 	slices.Reverse(r)
 	return r
 }
+
+// TestWebClientResetKeepsEditor: a stream that resumes from a position the
+// change log no longer holds gets a reset, and the page loads its list
+// afresh. Not under an open editor, which would go with the list and take
+// what was typed in it: the reload waits until the editor closes, and the
+// text stays where it was. Closing the editor then brings the list up to
+// date, missed messages included.
+func TestWebClientResetKeepsEditor(t *testing.T) {
+	tap := &serverTap{}
+	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{}, tap.tune)
+	const adaEmail, adaPassword = "ada@example.com", "correct horse battery"
+	adaToken := e.register(adaEmail, adaPassword)
+	bob := e.register("bob@example.com", "staple battery horse")
+	const mine, draft = "Ada's message, about to be edited", "A long rewrite that must not be lost"
+	e.post(adaToken, mine)
+
+	b := newWebBrowser(t, e.URL)
+	ada := b.person("ada")
+	ada.screen("auth")
+	ada.login(adaEmail, adaPassword)
+	ada.waitFor("live updates are on", `document.querySelector('#live').textContent === 'Live updates are on.'`)
+	sel := ada.messageSelector(mine)
+	ada.click(sel + " button[data-act=edit]")
+	ada.fill(sel+" form.edit textarea", draft)
+
+	// While the stream is down, changes come and the log forgets them.
+	ada.expectBroken("net::ERR_INCOMPLETE_CHUNKED_ENCODING", "/api/messages/stream")
+	tap.cut(t)
+	ada.waitFor("the page notices the drop", `document.querySelector('#live').textContent.startsWith('Live updates paused')`)
+	const missed = "Bob, while Ada's stream was down and forgotten"
+	e.post(bob, missed)
+	e.post(bob, "and once more, so the log holds only this")
+	if _, err := e.DB.TrimChanges(context.Background(), 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	ada.waitFor("live updates are on again, after the reset", `document.querySelector('#live').textContent === 'Live updates are on.'`)
+	// Events are handled in order: once a later one shows, so has the reset.
+	const later = "Bob, after the stream came back"
+	e.post(bob, later)
+	ada.waitFor("a message posted after the reset arrives live", messageJS(later))
+	if got := webEval[string](ada, fmt.Sprintf(`document.querySelector(%q)?.value ?? '(no editor)'`, sel+" form.edit textarea")); got != draft {
+		t.Fatalf("after the reset the editor holds %q, want %q", got, draft)
+	}
+	if got := tap.requests(); len(got) != 2 {
+		t.Fatalf("stream requests %q, want the first and one resume", got)
+	}
+
+	// Closing the editor carries out the reset: the missed message is shown.
+	ada.click(sel + " button[data-act=cancel]")
+	ada.waitFor("the list is loaded afresh, with the missed message", messageJS(missed))
+	if got := ada.focused(); got == "BODY" {
+		t.Error("after the reload nothing has the focus")
+	}
+}

@@ -24,6 +24,7 @@ export function timeline({ session, announce }) {
   let queued = null; // live events that arrive while page one loads
   let stream = null;
   const checks = new Map(); // id → the pending question about its latest update
+  let resetPending = false; // a reset came while an editor was open
 
   const mine = (m) => sameEmail(m.user.email, session.me.email);
 
@@ -213,6 +214,7 @@ export function timeline({ session, announce }) {
   // clear empties the timeline for a new first page; live events wait in
   // the queue until it has loaded.
   function clear() {
+    resetPending = false;
     generation++;
     loading = false;
     shown.clear();
@@ -221,6 +223,23 @@ export function timeline({ session, announce }) {
     queued = [];
     checks.clear();
     clearError(searchForm);
+  }
+
+  const editorOpen = () => [...shown.values()].some((li) => li.editing);
+
+  function reload() {
+    clear();
+    loadPage();
+  }
+
+  // reloadIfReset runs as an editor or a question whether to delete
+  // closes: a reset that came meanwhile is carried out now. The focus,
+  // inside the list that is replaced, goes to its heading.
+  function reloadIfReset() {
+    if (!resetPending || editorOpen()) return;
+    const hadFocus = list.contains(document.activeElement);
+    reload();
+    if (hadFocus) $('#timeline-title').focus();
   }
 
   function apply(ev) {
@@ -244,8 +263,11 @@ export function timeline({ session, announce }) {
         deleted(m.id);
         break;
       case 'reset':
-        clear();
-        loadPage();
+        // The stream missed changes, so the list is loaded afresh; but not
+        // under an open editor, which would go with it and take what was
+        // typed. That waits until the last editor closes (reloadIfReset).
+        if (editorOpen()) resetPending = true;
+        else reload();
         break;
     }
   }
@@ -351,6 +373,7 @@ export function timeline({ session, announce }) {
       li.etag = res.etag;
     } catch (err) {
       li.editing = false;
+      reloadIfReset();
       if (err.status !== 404) return announce(err.message);
       remove(li.message.id);
       return announce('That message was deleted elsewhere.');
@@ -399,20 +422,25 @@ export function timeline({ session, announce }) {
         showError(form, err);
       }
     });
+    reloadIfReset();
   }
 
   // cancel closes the editor or the question whether to delete, and gives
   // the focus back to the button that opened it.
   function cancel(li) {
     li.editing = false;
-    if (li.gone) {
-      remove(li.message.id);
-      return announce('The message was deleted elsewhere.');
+    try {
+      if (li.gone) {
+        remove(li.message.id);
+        return announce('The message was deleted elsewhere.');
+      }
+      if (li.unmatched) return leave(li.message.id);
+      const act = li.confirming ? 'delete' : 'edit';
+      put(li.message);
+      shown.get(li.message.id).querySelector(`[data-act=${act}]`).focus();
+    } finally {
+      reloadIfReset();
     }
-    if (li.unmatched) return leave(li.message.id);
-    const act = li.confirming ? 'delete' : 'edit';
-    put(li.message);
-    shown.get(li.message.id).querySelector(`[data-act=${act}]`).focus();
   }
 
   function confirmDelete(li) {
@@ -436,6 +464,8 @@ export function timeline({ session, announce }) {
       if (err.status !== 404) return announce(err.message);
       remove(li.message.id);
       announce('The message was already deleted.');
+    } finally {
+      reloadIfReset();
     }
   }
 
