@@ -242,9 +242,8 @@ func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
 	// Every bucket is opened once per transaction and every record read
 	// through one cursor: each tx.Bucket and Bucket.Get is a seek from the
 	// root with a fresh cursor, and a page of 20 made dozens of them.
-	msgs := tx.Bucket(bucketMessages).Cursor()
+	msgs := newIDReader(tx.Bucket(bucketMessages))
 	owners := newOwnerEmails(tx)
-	var key [8]byte
 	var probe Message
 	txSteps := 0
 	for {
@@ -293,12 +292,9 @@ func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
 		}
 		b := lists[0].val
 		if !lists[0].records {
-			binary.BigEndian.PutUint64(key[:], id)
-			k, v := msgs.Seek(key[:])
-			if !bytes.Equal(k, key[:]) {
+			if b = msgs.get(id); b == nil {
 				return fmt.Errorf("search: index points at missing message %d", id)
 			}
-			b = v
 		}
 		m := &probe // the match beyond a full page is only looked at
 		if len(s.page.Messages) < s.limit {
@@ -360,7 +356,7 @@ func (s *searcher) postingLists(tx *bbolt.Tx) ([]*postingList, error) {
 		if base > merged {
 			return nil, errStaleTail
 		}
-		s.recs, s.merged = &tailRecords{c: tx.Bucket(bucketTermsTail).Cursor()}, merged
+		s.recs, s.merged = &tailRecords{records: newIDReader(tx.Bucket(bucketTermsTail))}, merged
 		if s.termKeys == nil {
 			for _, t := range s.q.Terms {
 				s.termKeys = append(s.termKeys, []byte(t))
@@ -384,23 +380,17 @@ func (s *searcher) postingLists(tx *bbolt.Tx) ([]*postingList, error) {
 	return lists, nil
 }
 
-// tailRecords reads tail records for one transaction's search, through one
-// cursor: Bucket.Get starts a fresh cursor each time, and its allocations
-// (the cursor and its stack) were about 5% of a common-word search's CPU
-// under load.
+// tailRecords reads tail records for one transaction's search. Through
+// Bucket.Get, whose fresh cursor per call allocated, they were about 5% of
+// a common-word search's CPU under load.
 type tailRecords struct {
-	c     *bbolt.Cursor
-	key   [8]byte
-	reads int // records read since takeReads
+	records idReader
+	reads   int // records read since takeReads
 }
 
 // hasAll reports whether message id's tail record holds every term.
 func (r *tailRecords) hasAll(id uint64, terms [][]byte) bool {
-	binary.BigEndian.PutUint64(r.key[:], id)
-	k, rec := r.c.Seek(r.key[:])
-	if !bytes.Equal(k, r.key[:]) {
-		rec = nil
-	}
+	rec := r.records.get(id)
 	r.reads++
 	for _, t := range terms {
 		if !tailRecordHas(rec, t) {
