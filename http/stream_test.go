@@ -215,8 +215,18 @@ func (st *sseStream) nextSummaries(t *testing.T, n int) []string {
 // its timeouts or connections; stop ends it and closes the database.
 func serveDB(t *testing.T, db *bolt.DB, cfg heraldhttp.Config, tune func(*http.Server)) (e *env, stop func()) {
 	t.Helper()
+	return serveDBOn(t, nil, db, cfg, tune)
+}
+
+// serveDBOn is serveDB on listener l, or on one of httptest's when l is nil.
+func serveDBOn(t *testing.T, l net.Listener, db *bolt.DB, cfg heraldhttp.Config, tune func(*http.Server)) (e *env, stop func()) {
+	t.Helper()
 	handler := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 2), cfg)
 	srv := httptest.NewUnstartedServer(handler)
+	if l != nil {
+		srv.Listener.Close()
+		srv.Listener = l
+	}
 	if tune != nil {
 		tune(srv.Config)
 	}

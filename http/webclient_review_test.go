@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,12 +20,6 @@ import (
 // The web client as a person meets it outside the happy path: two tabs on
 // one account, a server that restarts under an open page, the limits'
 // refusals, and the keyboard alone.
-
-// liveOn waits until the page says its live stream is open.
-func (p *webPerson) liveOn() {
-	p.t.Helper()
-	p.waitFor("live updates are on", `document.querySelector('#live').textContent === 'Live updates are on.'`)
-}
 
 // focused describes the element with the focus: its id, else its tag and
 // data-act, so a failure says where the focus went.
@@ -164,9 +157,6 @@ func TestWebClientTwoTabs(t *testing.T) {
 // found where the page left the old one.
 func serveDBAt(t *testing.T, path, addr string) (stop func()) {
 	t.Helper()
-	db := openDB(t, path)
-	handler := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 2), heraldhttp.Config{})
-	srv := httptest.NewUnstartedServer(handler)
 	var l net.Listener
 	var err error
 	// The old listener's port is free once it is closed; give the kernel
@@ -179,20 +169,7 @@ func serveDBAt(t *testing.T, path, addr string) (stop func()) {
 	if err != nil {
 		t.Fatalf("listening again on %s: %v", addr, err)
 	}
-	srv.Listener.Close()
-	srv.Listener = l
-	srv.Start()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			handler.CloseStreams()
-			srv.Close()
-			if err := db.Close(); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	t.Cleanup(stop)
+	_, stop = serveDBOn(t, l, openDB(t, path), heraldhttp.Config{}, nil)
 	return stop
 }
 
