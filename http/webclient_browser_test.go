@@ -91,23 +91,19 @@ type webPerson struct {
 // the same localStorage, as when someone opens the client twice.
 func (p *webPerson) tab(name string) *webPerson {
 	p.t.Helper()
-	b := p.b
-	q := &webPerson{b: b, t: b.t, name: name, watch: &pageWatch{}}
 	// A context made from p's inherits p's browser context.
-	ctx, cancel := chromedp.NewContext(p.ctx, chromedp.WithListener(q.watch.listen))
-	b.t.Cleanup(cancel)
-	q.ctx = ctx
-	b.persons = append(b.persons, q)
-	if err := chromedp.Do(ctx); err != nil {
-		b.t.Fatalf("opening a tab for %s: %v", name, err)
-	}
-	q.do("opening the client", chromedp.Navigate(b.server+"/"))
-	return q
+	return p.b.open(name, p.ctx)
 }
 
 func (b *webBrowser) person(name string) *webPerson {
+	return b.open(name, b.ctx, chromedp.WithNewBrowserContext())
+}
+
+// open opens a tab on the client under a context made from parent.
+func (b *webBrowser) open(name string, parent context.Context, opts ...chromedp.ContextOption) *webPerson {
+	b.t.Helper()
 	p := &webPerson{b: b, t: b.t, name: name, watch: &pageWatch{}}
-	ctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext(), chromedp.WithListener(p.watch.listen))
+	ctx, cancel := chromedp.NewContext(parent, append(opts, chromedp.WithListener(p.watch.listen))...)
 	b.t.Cleanup(cancel)
 	p.ctx = ctx
 	b.persons = append(b.persons, p)
@@ -169,6 +165,12 @@ func (p *webPerson) shoot(name string) {
 // messageJS finds the timeline's item whose text is content.
 func messageJS(content string) string {
 	return fmt.Sprintf(`[...document.querySelectorAll('#messages > li')].find(li => li.querySelector('.content')?.textContent === %q)`, content)
+}
+
+// liveOn waits until the page says its live stream is open.
+func (p *webPerson) liveOn() {
+	p.t.Helper()
+	p.waitFor("live updates are on", `document.querySelector('#live').textContent === 'Live updates are on.'`)
 }
 
 // timelineContents lists the messages shown, top to bottom.

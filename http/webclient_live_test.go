@@ -26,7 +26,7 @@ func TestWebClientLive(t *testing.T) {
 	bob.screen("auth")
 	bob.register(bobEmail, bobPassword, false)
 	for _, p := range []*webPerson{ada, bob} {
-		p.waitFor("live updates are on", `document.querySelector('#live').textContent === 'Live updates are on.'`)
+		p.liveOn()
 	}
 
 	// A new message arrives at Bob's, announced, with no controls.
@@ -59,7 +59,7 @@ func TestWebClientLive(t *testing.T) {
 	// Under a search for his own messages, Ada's new one stays away while
 	// his own, posted after it, arrives.
 	bob.search("", bobEmail)
-	bob.waitFor("live updates are on again", `document.querySelector('#live').textContent === 'Live updates are on.'`)
+	bob.liveOn()
 	ada.post("Ada again, not Bob's")
 	const bobs = "Bob's own, after Ada's"
 	bob.fill("#post-content", bobs)

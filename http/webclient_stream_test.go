@@ -117,7 +117,7 @@ func TestWebClientResume(t *testing.T) {
 	ada := b.person("ada")
 	ada.screen("auth")
 	ada.login(adaEmail, adaPassword)
-	ada.waitFor("live updates are on", `document.querySelector('#live').textContent === 'Live updates are on.'`)
+	ada.liveOn()
 
 	ada.expectBroken("net::ERR_INCOMPLETE_CHUNKED_ENCODING", "/api/messages/stream")
 	// Dropped before any event: the opening block's id is what the page
@@ -128,7 +128,7 @@ func TestWebClientResume(t *testing.T) {
 	const before = "Bob, before the connection drops"
 	e.post(bob, before)
 	ada.waitFor("Bob's message posted during the first drop arrives", messageJS(before))
-	ada.waitFor("live updates are on after the first drop", `document.querySelector('#live').textContent === 'Live updates are on.'`)
+	ada.liveOn()
 	seen, _ := e.DB.ChangeHead()
 
 	tap.cut(t)
@@ -143,7 +143,7 @@ func TestWebClientResume(t *testing.T) {
 	for _, content := range away {
 		ada.waitFor("a message posted while the stream was down arrives", messageJS(content))
 	}
-	ada.waitFor("live updates are on again", `document.querySelector('#live').textContent === 'Live updates are on.'`)
+	ada.liveOn()
 	got := tap.requests()
 	if want := []string{"", strconv.FormatUint(opened, 10), strconv.FormatUint(seen, 10)}; !slices.Equal(got, want) {
 		t.Errorf("Last-Event-ID of the stream requests: %q, want %q", got, want)
@@ -170,7 +170,7 @@ func TestWebClientSilentStream(t *testing.T) {
 	ada.expectBroken("net::ERR_ABORTED", "/api/messages/stream")
 	ada.login(adaEmail, adaPassword)
 	ada.waitFor("the page gives up on the silent stream", `document.querySelector('#live').textContent.startsWith('Live updates paused')`)
-	ada.waitFor("live updates are on again", `document.querySelector('#live').textContent === 'Live updates are on.'`)
+	ada.liveOn()
 	if got := tap.requests(); len(got) != 2 {
 		t.Fatalf("stream requests: %q, want the silent one and one more", got)
 	}
@@ -329,7 +329,7 @@ func TestWebClientResetKeepsEditor(t *testing.T) {
 	ada := b.person("ada")
 	ada.screen("auth")
 	ada.login(adaEmail, adaPassword)
-	ada.waitFor("live updates are on", `document.querySelector('#live').textContent === 'Live updates are on.'`)
+	ada.liveOn()
 	sel := ada.messageSelector(mine)
 	ada.click(sel + " button[data-act=edit]")
 	ada.fill(sel+" form.edit textarea", draft)
@@ -344,7 +344,7 @@ func TestWebClientResetKeepsEditor(t *testing.T) {
 	if _, err := e.DB.TrimChanges(context.Background(), 0, 1); err != nil {
 		t.Fatal(err)
 	}
-	ada.waitFor("live updates are on again, after the reset", `document.querySelector('#live').textContent === 'Live updates are on.'`)
+	ada.liveOn()
 	// Events are handled in order: once a later one shows, so has the reset.
 	const later = "Bob, after the stream came back"
 	e.post(bob, later)
