@@ -80,6 +80,10 @@ export function serverReached(yes) {
   dispatchEvent(new Event(yes ? 'herald:reachable' : 'herald:unreachable'));
 }
 
+// answered notes a response: a proxy's 502 or 504 is the server not
+// answering too.
+export const answered = (res) => serverReached(res.status !== 502 && res.status !== 504);
+
 export const UNREACHABLE = 'The server cannot be reached. Check the connection and try again.';
 
 // request sends one API call. body is sent as JSON unless contentType says
@@ -95,8 +99,7 @@ export async function request(method, path, { token, body, headers = {}, content
     serverReached(false);
     throw new ApiError(0, { detail: UNREACHABLE });
   }
-  // A proxy's 502 or 504 is the server not answering too.
-  serverReached(res.status !== 502 && res.status !== 504);
+  answered(res);
   if (res.ok) {
     const data = res.status === 204 ? null : await res.json();
     return { data, etag: res.headers.get('ETag') };

@@ -1,7 +1,7 @@
 // The live stream, GET /api/messages/stream (Server-Sent Events). EventSource
 // cannot send a bearer token, so this reads the response body itself.
 
-import { serverReached } from './api.js';
+import { answered, serverReached } from './api.js';
 
 // sseParser returns a function to feed text chunks to; it calls emit with
 // { type, data, id } for each event and { retry } when the server sets the
@@ -106,7 +106,7 @@ export function liveStream({ token, params, onEvent, onState }) {
           offline = !conn.signal.aborted;
           throw err;
         });
-        serverReached(res.status !== 502 && res.status !== 504);
+        answered(res);
         if (res.status === 401) return onState('unauthorized');
         if (res.ok) {
           heard(res);
