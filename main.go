@@ -515,7 +515,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	logger.Info("listening", "addr", ln.Addr().String(), "db", cfg.dbPath)
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(heraldhttp.CoalesceWrites(srv, ln)) }()
 	select {
 	case err := <-serveErr:
 		return err

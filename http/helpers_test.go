@@ -99,7 +99,10 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		o(&cfg)
 	}
 	handler := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 4), cfg)
-	srv := httptest.NewServer(handler)
+	// Served as main serves it, so every test goes through CoalesceWrites.
+	srv := httptest.NewUnstartedServer(handler)
+	srv.Listener = heraldhttp.CoalesceWrites(srv.Config, srv.Listener)
+	srv.Start()
 	t.Cleanup(func() {
 		// httptest's Close waits for every request, and streams never end
 		// on their own.

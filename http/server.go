@@ -385,7 +385,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	info := &requestInfo{}
 	r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
-	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK, ctx: r.Context()}
 	h := rec.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
@@ -428,6 +428,7 @@ type statusRecorder struct {
 	status int
 	bytes  int64
 	wrote  bool
+	ctx    context.Context // the request's, which knows its connection
 }
 
 func (rec *statusRecorder) WriteHeader(status int) {
@@ -442,6 +443,21 @@ func (rec *statusRecorder) Write(b []byte) (int, error) {
 	n, err := rec.ResponseWriter.Write(b)
 	rec.bytes += int64(n)
 	return n, err
+}
+
+// FlushError sends everything written so far, including a write the
+// connection holds back to send with the next one (CoalesceWrites): a
+// handler that flushes wants its bytes on the wire now.
+// http.ResponseController.Flush calls it.
+func (rec *statusRecorder) FlushError() error {
+	rec.wrote = true
+	if err := http.NewResponseController(rec.ResponseWriter).Flush(); err != nil {
+		return err
+	}
+	if cc := coalescingConnFrom(rec.ctx); cc != nil {
+		return cc.release()
+	}
+	return nil
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.

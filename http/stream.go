@@ -471,6 +471,7 @@ func (s *Server) streamMessages(w http.ResponseWriter, r *http.Request, _ httpro
 		release()
 		return nil // the status has gone out; the client sees an empty stream and retries
 	}
+	conn = rawConn(conn)
 	sub := &subscriber{conn: conn, filter: filter, userID: u.ID, token: caller(r).tokenHash, expires: tok.ExpiresAt, release: release}
 	s.streams.start(sub, from)
 	return nil

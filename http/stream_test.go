@@ -230,6 +230,7 @@ func serveDBOn(t *testing.T, l net.Listener, db *bolt.DB, cfg heraldhttp.Config,
 	if tune != nil {
 		tune(srv.Config)
 	}
+	srv.Listener = heraldhttp.CoalesceWrites(srv.Config, srv.Listener)
 	srv.Start()
 	var once sync.Once
 	stop = func() {
@@ -711,9 +712,18 @@ func TestStreamSlowConsumer(t *testing.T) {
 	// reading blocks the server's writes after kilobytes, not megabytes.
 	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{Streams: limits}, func(srv *http.Server) {
 		srv.ConnState = func(c net.Conn, state http.ConnState) {
-			if tcp, ok := c.(*net.TCPConn); ok && state == http.StateNew {
-				_ = tcp.SetWriteBuffer(8192)
+			if under, ok := c.(interface{ NetConn() net.Conn }); ok {
+				c = under.NetConn()
 			}
+			if state != http.StateNew {
+				return
+			}
+			tcp, ok := c.(*net.TCPConn)
+			if !ok {
+				t.Errorf("connection is a %T: cannot shrink its send buffer", c)
+				return
+			}
+			_ = tcp.SetWriteBuffer(8192)
 		}
 	})
 	ada := e.register("ada@example.com", "correct horse battery")
