@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // One write per response.
@@ -21,10 +22,11 @@ import (
 // buffer size and sends it with the write that follows. net/http writes a
 // full buffer only from the middle of a larger write, so more bytes follow
 // at once — except when a handler flushes, or a response ends, with exactly
-// a buffer's worth waiting. Every other way out releases what is held: the
-// next read of the request stream (which is how net/http waits for the
-// next request, so nothing outlives its response), Close, CloseWrite, a flush through ResponseController (see
-// statusRecorder.FlushError) and taking the connection over (rawConn).
+// a buffer's worth waiting. So what is held is released by the next read of
+// the request stream (which is how net/http waits for the next request, so
+// nothing outlives its response), by CloseWrite, by a flush through
+// ResponseController (statusRecorder.FlushError) and when a handler takes
+// the connection over (rawConn). Close drops it; see Close for why.
 
 // connBufferSize is the size of net/http's per-connection write buffer.
 const connBufferSize = 4 << 10
@@ -81,14 +83,14 @@ type coalescingConn struct {
 	mu     sync.Mutex
 	buf    *[2 * connBufferSize]byte // from pool while a write is held
 	held   []byte                    // within buf
-	closed bool
+	closed atomic.Bool               // nothing more is held once set
 }
 
 func (c *coalescingConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.held) == 0 {
-		if len(p) != connBufferSize || c.closed {
+		if len(p) != connBufferSize || c.closed.Load() {
 			return c.Conn.Write(p)
 		}
 		c.buf = c.pool.Get().(*[2 * connBufferSize]byte)
@@ -144,11 +146,14 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// Close drops what is held rather than send it. net/http closes a
+// connection after flushing a finished answer (and CloseWrite, which it
+// calls first, has sent it), or to abandon an unfinished one, which the
+// client will not get whole either way. Sending would mean waiting, maybe
+// for a write in progress to a client that reads nothing, and
+// http.Server.Close relies on Close cutting such writes short.
 func (c *coalescingConn) Close() error {
-	c.mu.Lock()
-	_ = c.releaseLocked() // the connection goes either way
-	c.closed = true
-	c.mu.Unlock()
+	c.closed.Store(true)
 	return c.Conn.Close()
 }
 

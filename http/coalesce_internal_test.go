@@ -111,14 +111,14 @@ func TestCoalescingConnWrites(t *testing.T) {
 				return err
 			},
 			[][]byte{append(bytes.Clone(full), "rest"...)}},
-		{"close releases it",
+		{"close drops it",
 			func(c *coalescingConn) error {
 				if _, err := c.Write(full); err != nil {
 					return err
 				}
 				return c.Close()
 			},
-			[][]byte{full}},
+			nil},
 		{"close write releases it",
 			func(c *coalescingConn) error {
 				if _, err := c.Write(full); err != nil {
@@ -370,5 +370,57 @@ func TestResponseEndingOnFullBuffer(t *testing.T) {
 	}
 	if w := counted.take(); len(w) != 2 || w[0] != connBufferSize {
 		t.Errorf("writes %v, want two of %d", w, connBufferSize)
+	}
+}
+
+// TestCloseDoesNotWaitForWrite: closing a connection cuts short a write
+// stuck on a client that reads nothing, as http.Server.Close needs.
+func TestCloseDoesNotWaitForWrite(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close() // and never reads
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &coalescingConn{Conn: server, pool: &sync.Pool{New: func() any { return new([2 * connBufferSize]byte) }}}
+
+	wrote := make(chan struct{}, 1)
+	stopped := make(chan error, 1)
+	go func() {
+		chunk := make([]byte, 1<<20)
+		for {
+			if _, err := c.Write(chunk); err != nil {
+				stopped <- err
+				return
+			}
+			select {
+			case wrote <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	<-wrote // the next writes fill the socket's buffers and block
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for a write that cannot finish")
+	}
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write went on after Close")
 	}
 }
