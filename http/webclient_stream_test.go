@@ -246,11 +246,31 @@ func TestWebClientSearchEdits(t *testing.T) {
 	e.patch(bob, ids["tea old"], "café old too")
 	e.patch(bob, ids["café old"], "nothing old")
 
-	// Ada's own edit takes hers out of her search.
+	// Ada's own edit takes hers out of her search. The stream's update
+	// can reach the page before the PATCH's answer does (the change is
+	// published before its writer hears of it); the answer is held back
+	// until it has, so it is that order which is tested: the focus, taken
+	// from Save while the request was in flight, still goes on to the
+	// neighbour rather than to <body>.
 	mine := p.messageSelector("café from Ada")
 	p.click(mine + " button[data-act=edit]")
 	p.fill(mine+" form.edit textarea", "tea from Ada")
+	webEval[bool](p, `(() => {
+		const real = window.fetch;
+		const held = new Promise((release) => (window.releasePatch = release));
+		window.fetch = async (path, init) => {
+			const res = await real(path, init);
+			if (init?.method === 'PATCH') {
+				window.fetch = real;
+				await held;
+			}
+			return res;
+		};
+		return true;
+	})()`)
 	p.click(mine + " button[data-act=save]")
+	p.waitFor("the stream's update has come while the PATCH is held", item("café from Ada")+"?.unmatched === true")
+	webEval[bool](p, `(window.releasePatch(), true)`)
 	p.waitFor("Ada's edited message is gone", "!"+item("café from Ada"))
 	if webEval[bool](p, `document.activeElement === document.body`) {
 		t.Error("after Ada's message left the list, nothing has the focus")

@@ -77,10 +77,12 @@ export function timeline({ session, announce }) {
     $('#empty').hidden = true;
   }
 
-  function remove(id) {
+  // hadFocus says the focus was in the message before busy() took it away
+  // while its request was in flight.
+  function remove(id, { hadFocus = false } = {}) {
     const li = shown.get(id);
     if (!li) return;
-    const hadFocus = li.contains(document.activeElement);
+    hadFocus ||= li.contains(document.activeElement);
     const neighbour = li.nextElementSibling ?? li.previousElementSibling;
     li.remove();
     shown.delete(id);
@@ -410,7 +412,7 @@ export function timeline({ session, announce }) {
         // The version this edit replaced had left the search. Should the new
         // one match, the stream sends its update, which brings it back.
         if (li.unmatched) {
-          remove(data.id);
+          remove(data.id, { hadFocus: true });
           return announce('Message saved.');
         }
         put(data);
