@@ -35,8 +35,7 @@ const connBufferSize = 4 << 10
 // response in one write, and sets srv.ConnContext so handlers can release
 // what a connection holds. Serve srv on the listener it returns.
 func CoalesceWrites(srv *http.Server, ln net.Listener) net.Listener {
-	l := &coalescingListener{Listener: ln}
-	l.held.New = func() any { return new([2 * connBufferSize]byte) }
+	l := &coalescingListener{Listener: ln, held: newHeldPool()}
 	before := srv.ConnContext
 	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		if before != nil {
@@ -54,7 +53,11 @@ type coalescingListener struct {
 	net.Listener
 	// held lends buffers to connections only while they hold a write, so
 	// idle keep-alive connections hold no memory of their own.
-	held sync.Pool
+	held *sync.Pool
+}
+
+func newHeldPool() *sync.Pool {
+	return &sync.Pool{New: func() any { return new([2 * connBufferSize]byte) }}
 }
 
 func (l *coalescingListener) Accept() (net.Conn, error) {
@@ -62,7 +65,7 @@ func (l *coalescingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &coalescingConn{Conn: c, pool: &l.held}, nil
+	return &coalescingConn{Conn: c, pool: l.held}, nil
 }
 
 type coalescingConnKey struct{}

@@ -54,30 +54,22 @@ func filled(n int, b byte) []byte { return bytes.Repeat([]byte{b}, n) }
 func TestCoalescingConnWrites(t *testing.T) {
 	full := filled(connBufferSize, 'a')
 	tests := []struct {
-		name string
-		do   func(c *coalescingConn) error
-		want [][]byte // what reached the connection underneath, write by write
+		name      string
+		fullFirst bool // write a full buffer before do
+		do        func(c *coalescingConn) error
+		want      [][]byte // what reached the connection underneath, write by write
 	}{
-		{"a write of another size goes at once",
+		{"a write of another size goes at once", false,
 			func(c *coalescingConn) error { _, err := c.Write([]byte("small")); return err },
 			[][]byte{[]byte("small")}},
-		{"a full buffer waits for what follows",
-			func(c *coalescingConn) error { _, err := c.Write(full); return err },
+		{"a full buffer waits for what follows", true,
+			func(*coalescingConn) error { return nil },
 			nil},
-		{"a full buffer goes with the rest",
-			func(c *coalescingConn) error {
-				if _, err := c.Write(full); err != nil {
-					return err
-				}
-				_, err := c.Write([]byte("rest"))
-				return err
-			},
+		{"a full buffer goes with the rest", true,
+			func(c *coalescingConn) error { _, err := c.Write([]byte("rest")); return err },
 			[][]byte{append(bytes.Clone(full), "rest"...)}},
-		{"a rest too big to copy still follows the full buffer",
+		{"a rest too big to copy still follows the full buffer", true,
 			func(c *coalescingConn) error {
-				if _, err := c.Write(full); err != nil {
-					return err
-				}
 				n, err := c.Write(filled(3*connBufferSize, 'b'))
 				if err == nil && n != 3*connBufferSize {
 					err = fmt.Errorf("wrote %d, want %d", n, 3*connBufferSize)
@@ -87,23 +79,16 @@ func TestCoalescingConnWrites(t *testing.T) {
 			// net.Buffers writes one part at a time to anything but a
 			// socket; to a *net.TCPConn it is one writev.
 			[][]byte{full, filled(3*connBufferSize, 'b')}},
-		{"a read releases it",
+		{"a read releases it", true,
 			func(c *coalescingConn) error {
-				if _, err := c.Write(full); err != nil {
+				if _, err := c.Read(make([]byte, 4096)); err != io.EOF {
 					return err
 				}
-				_, err := c.Read(make([]byte, 4096))
-				if err == io.EOF {
-					err = nil
-				}
-				return err
+				return nil
 			},
 			[][]byte{full}},
-		{"net/http's one-byte background read does not",
+		{"net/http's one-byte background read does not", true,
 			func(c *coalescingConn) error {
-				if _, err := c.Write(full); err != nil {
-					return err
-				}
 				if _, err := c.Read(make([]byte, 1)); err != io.EOF {
 					return err
 				}
@@ -111,27 +96,14 @@ func TestCoalescingConnWrites(t *testing.T) {
 				return err
 			},
 			[][]byte{append(bytes.Clone(full), "rest"...)}},
-		{"close drops it",
-			func(c *coalescingConn) error {
-				if _, err := c.Write(full); err != nil {
-					return err
-				}
-				return c.Close()
-			},
+		{"close drops it", true,
+			func(c *coalescingConn) error { return c.Close() },
 			nil},
-		{"close write releases it",
-			func(c *coalescingConn) error {
-				if _, err := c.Write(full); err != nil {
-					return err
-				}
-				return c.CloseWrite()
-			},
+		{"close write releases it", true,
+			func(c *coalescingConn) error { return c.CloseWrite() },
 			[][]byte{full}},
-		{"taking the connection over releases it",
+		{"taking the connection over releases it", true,
 			func(c *coalescingConn) error {
-				if _, err := c.Write(full); err != nil {
-					return err
-				}
 				raw := rawConn(c)
 				if _, ok := raw.(*recordingConn); !ok {
 					return fmt.Errorf("rawConn gave a %T", raw)
@@ -140,7 +112,7 @@ func TestCoalescingConnWrites(t *testing.T) {
 				return err
 			},
 			[][]byte{full, []byte("event")}},
-		{"nothing is held once closed",
+		{"nothing is held once closed", false,
 			func(c *coalescingConn) error {
 				_ = c.Close()
 				if _, err := c.Write(full); err == nil {
@@ -153,8 +125,12 @@ func TestCoalescingConnWrites(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			under := &recordingConn{}
-			pool := &sync.Pool{New: func() any { return new([2 * connBufferSize]byte) }}
-			c := &coalescingConn{Conn: under, pool: pool}
+			c := &coalescingConn{Conn: under, pool: newHeldPool()}
+			if tt.fullFirst {
+				if _, err := c.Write(full); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if err := tt.do(c); err != nil {
 				t.Fatal(err)
 			}
@@ -390,7 +366,7 @@ func TestCloseDoesNotWaitForWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &coalescingConn{Conn: server, pool: &sync.Pool{New: func() any { return new([2 * connBufferSize]byte) }}}
+	c := &coalescingConn{Conn: server, pool: newHeldPool()}
 
 	wrote := make(chan struct{}, 1)
 	stopped := make(chan error, 1)
