@@ -230,6 +230,10 @@ type streamHub struct {
 	revoked   map[uint64]bool // accounts that lost a token since the last round
 
 	poke chan struct{} // wakes the dispatcher; holds at most one wake
+
+	// afterStatus, when set (by tests), runs once a stream's status has
+	// gone out and before the stream starts.
+	afterStatus func()
 }
 
 func newStreamHub(db *bolt.DB, limits StreamLimits, now func() time.Time) *streamHub {
@@ -447,6 +451,11 @@ func (s *Server) streamMessages(w http.ResponseWriter, r *http.Request, _ httpro
 		return err
 	}
 
+	// The stream starts from the head as it is before the status goes
+	// out: a client that sees the 200 and then writes must get its own
+	// change, so the position cannot be read any later than this.
+	head, _ := s.db.ChangeHead()
+
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no") // nginx would otherwise hold events back
@@ -472,8 +481,11 @@ func (s *Server) streamMessages(w http.ResponseWriter, r *http.Request, _ httpro
 		return nil // the status has gone out; the client sees an empty stream and retries
 	}
 	conn = rawConn(conn)
+	if s.streams.afterStatus != nil {
+		s.streams.afterStatus()
+	}
 	sub := &subscriber{conn: conn, filter: filter, userID: u.ID, token: caller(r).tokenHash, expires: tok.ExpiresAt, release: release}
-	s.streams.start(sub, from)
+	s.streams.start(sub, from, head)
 	return nil
 }
 
@@ -508,11 +520,11 @@ const (
 	resetText       = "\nevent: reset\ndata: {\"reason\":\"the change log no longer holds the requested event; reload and continue from here\"}\n\n"
 )
 
-// start catches sub up from the position it resumes from (or the head),
-// then hands it to the dispatcher, all on the request's goroutine. The
-// stream is cut if it falls further behind while catching up.
-func (h *streamHub) start(sub *subscriber, from *uint64) {
-	head, _ := h.db.ChangeHead()
+// start catches sub up from the position it resumes from (or from head,
+// the log's head when its status went out), then hands it to the
+// dispatcher, all on the request's goroutine. The stream is cut if it
+// falls further behind while catching up.
+func (h *streamHub) start(sub *subscriber, from *uint64, head uint64) {
 	last := head
 	allowedLag := uint64(h.limits.MaxLag)
 	if from != nil {

@@ -1,6 +1,12 @@
 package http
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,4 +36,67 @@ func TestRoundGap(t *testing.T) {
 			t.Errorf("roundGap(%d writes, %.0f/s) = %v, want %v", tt.writes, tt.rate, got, tt.want)
 		}
 	}
+}
+
+// TestStreamStartsBeforeItsStatus: a client that has the stream's 200 and
+// then writes gets its own change, however soon after the status the
+// change commits, because the stream's position is fixed before the status
+// goes out. The hook commits the change in the narrowest gap there is:
+// after the status, before the stream starts.
+func TestStreamStartsBeforeItsStatus(t *testing.T) {
+	s, _ := newInternalServer(t)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	call := func(method, path, token, body string) (*http.Response, error) {
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		return http.DefaultClient.Do(req)
+	}
+	res, err := call(http.MethodPost, "/api/register", "", `{"email":"ada@example.com","password":"correct horse battery"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var registered struct{ Token string }
+	err = json.NewDecoder(res.Body).Decode(&registered)
+	res.Body.Close()
+	if err != nil || res.StatusCode != http.StatusCreated {
+		t.Fatalf("register: %d, %v", res.StatusCode, err)
+	}
+
+	s.streams.afterStatus = func() {
+		res, err := call(http.MethodPost, "/api/messages", registered.Token, `{"content":"right after the status"}`)
+		if err != nil {
+			t.Errorf("post: %v", err)
+			return
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusCreated {
+			t.Errorf("post: status %d", res.StatusCode)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api/messages/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+registered.Token)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	lines := bufio.NewScanner(stream.Body)
+	for lines.Scan() {
+		if strings.HasPrefix(lines.Text(), "data: ") && strings.Contains(lines.Text(), "right after the status") {
+			return
+		}
+	}
+	t.Fatalf("the stream never sent the change committed right after its status (%v)", lines.Err())
 }

@@ -40,6 +40,9 @@ type sseStream struct {
 	done   chan struct{} // closed when the server ends the stream or the client closes it
 	err    error         // why reading stopped; read after done
 	cancel context.CancelFunc
+	// skipped holds the unnamed blocks (the opening, heartbeats) next
+	// passed over, for a failure to show.
+	skipped []sseEvent
 }
 
 // openStream opens GET /api/messages/stream?query with token, sending
@@ -132,26 +135,38 @@ func (st *sseStream) close() {
 // next returns the next event that has a name, skipping comments.
 func (st *sseStream) next() sseEvent {
 	st.t.Helper()
-	timeout := time.After(5 * time.Second)
+	ev, ok := st.tryNext(5 * time.Second)
+	if !ok {
+		st.t.Fatalf("no event within 5s; before it the stream sent only %+v", st.skipped)
+	}
+	return ev
+}
+
+// tryNext is next waiting at most d, reporting false when nothing came.
+func (st *sseStream) tryNext(d time.Duration) (sseEvent, bool) {
+	st.t.Helper()
+	timeout := time.After(d)
 	for {
 		select {
 		case ev := <-st.events:
 			if ev.Event != "" {
-				return ev
+				return ev, true
 			}
+			st.skipped = append(st.skipped, ev)
 		case <-st.done:
 			// Drain what was read before the end.
 			select {
 			case ev := <-st.events:
 				if ev.Event != "" {
-					return ev
+					return ev, true
 				}
+				st.skipped = append(st.skipped, ev)
 				continue
 			default:
 			}
-			st.t.Fatalf("stream ended (%v) while waiting for an event", st.err)
+			st.t.Fatalf("stream ended (%v) while waiting for an event; before it the stream sent only %+v", st.err, st.skipped)
 		case <-timeout:
-			st.t.Fatal("no event within 5s")
+			return sseEvent{}, false
 		}
 	}
 }
@@ -205,7 +220,11 @@ func (st *sseStream) nextSummaries(t *testing.T, n int) []string {
 	t.Helper()
 	out := make([]string, n)
 	for i := range out {
-		out[i] = st.next().summary(t)
+		ev, ok := st.tryNext(5 * time.Second)
+		if !ok {
+			t.Fatalf("event %d of %d did not come within 5s; the stream sent %q, then only %+v", i+1, n, out[:i], st.skipped)
+		}
+		out[i] = ev.summary(t)
 	}
 	return out
 }
@@ -430,17 +449,21 @@ func TestStreamResume(t *testing.T) {
 	e.remove(ada, m["id"].(float64))
 
 	want := []string{"created #2 two", "created #3 three", "created #4 four", "deleted #4"}
-	for _, how := range []struct{ header, query string }{
-		{seen.ID, ""},
-		{"", "lastEventId=" + seen.ID},
-		{seen.ID, "lastEventId=4"},
+	for _, how := range []struct{ name, header, query string }{
+		{"by header", seen.ID, ""},
+		{"by parameter", "", "lastEventId=" + seen.ID},
+		{"header over parameter", seen.ID, "lastEventId=4"},
 	} {
-		re := e.openStream(ada, how.query, how.header)
-		if got := re.nextSummaries(t, len(want)); strings.Join(got, "|") != strings.Join(want, "|") {
-			t.Errorf("resumed (%+v) with %q, want %q", how, got, want)
-		}
-		re.expectQuiet(50 * time.Millisecond)
-		re.close()
+		t.Run(how.name, func(t *testing.T) {
+			re := e.openStream(ada, how.query, how.header)
+			re.t = t
+			t.Cleanup(re.close)
+			if got := re.nextSummaries(t, len(want)); strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Errorf("resumed with %q, want %q", got, want)
+			}
+			re.expectQuiet(50 * time.Millisecond)
+			re.close()
+		})
 	}
 	// And resuming at the head is simply live.
 	re := e.openStream(ada, "", "5")
