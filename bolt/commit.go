@@ -131,6 +131,7 @@ func (c *committer) commit(batch []*writeOp) {
 		start := time.Now()
 		c.pending = c.pending[:0]
 		err := c.bolt.Update(func(tx *bbolt.Tx) error {
+			fillGrowingBuckets(tx)
 			for i, op := range batch {
 				if err := runWrite(op.fn, tx); err != nil {
 					failed, failure = i, err

@@ -191,6 +191,7 @@ func (db *DB) upgradeFrom1() error {
 	indexed := 0
 	for done := false; !done; {
 		err := db.bolt.Update(func(tx *bbolt.Tx) error {
+			fillGrowingBuckets(tx)
 			meta := tx.Bucket(bucketMeta)
 			next := uint64(1)
 			if v := meta.Get(metaUpgradeNext); len(v) == 8 {
