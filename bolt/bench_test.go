@@ -2,8 +2,10 @@ package bolt
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // benchWords is the vocabulary of generated messages; "zeppelin" is placed
@@ -97,5 +99,27 @@ func BenchmarkContentTerms(b *testing.B) {
 	b.SetBytes(int64(len(content)))
 	for b.Loop() {
 		ContentTerms(content)
+	}
+}
+
+// BenchmarkSortedTerms: a message's terms as every create and edit
+// computes them before it queues for the write transaction, for text with
+// some accented and CJK words and for plain ASCII.
+func BenchmarkSortedTerms(b *testing.B) {
+	mixed := benchContent(7)
+	ascii := strings.Map(func(r rune) rune {
+		if r >= utf8.RuneSelf {
+			return 'x'
+		}
+		return r
+	}, mixed)
+	for _, bc := range []struct{ name, content string }{{"mixed", mixed}, {"ascii", ascii}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.content)))
+			for b.Loop() {
+				sortedTerms(bc.content)
+			}
+		})
 	}
 }

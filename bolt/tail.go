@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -180,7 +181,12 @@ func newTailIndex(mergeAt int) *tailIndex {
 func (t *tailIndex) add(id uint64, terms []string) {
 	t.mu.Lock()
 	for _, term := range terms {
-		ids := t.terms[term]
+		ids, known := t.terms[term]
+		if !known {
+			// The map keeps its keys as long as the word is in the tail;
+			// a caller's term may share memory with its whole message.
+			term = strings.Clone(term)
+		}
 		i, found := len(ids), false
 		if i > 0 && ids[i-1] >= id {
 			i, found = slices.BinarySearch(ids, id)

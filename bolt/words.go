@@ -84,14 +84,25 @@ func ContentTerms(content string) map[string]struct{} {
 // is the costliest part of indexing, and outside the transaction it runs
 // on every core instead of in the single committer — and insert in key
 // order, which keeps bbolt's cursor near its last position.
+//
+// It folds every word into one buffer and sorts slices of it, with no set
+// to hash into: the terms share one allocation, so whoever keeps one for
+// long (the tail's in-memory index) keeps a copy.
 func sortedTerms(content string) []string {
-	set := ContentTerms(content)
-	terms := make([]string, 0, len(set))
-	for t := range set {
-		terms = append(terms, t)
+	var buf []byte
+	var ends []int
+	for word := range words([]byte(content)) {
+		buf = termKey(buf, word)
+		ends = append(ends, len(buf))
+	}
+	all := string(buf)
+	terms := make([]string, len(ends))
+	start := 0
+	for i, end := range ends {
+		terms[i], start = all[start:end], end
 	}
 	slices.Sort(terms)
-	return terms
+	return slices.Compact(terms)
 }
 
 // termKey appends the index form of word to dst: NFC-normalised and
@@ -138,19 +149,30 @@ func isASCII(b []byte) bool {
 	return true
 }
 
+// wordRuneAt reports whether the rune at content[i] is part of a word,
+// and its size. Most text is ASCII, where a byte's range answers without
+// decoding it or consulting Unicode's tables.
+func wordRuneAt(content []byte, i int) (bool, int) {
+	if c := content[i]; c < utf8.RuneSelf {
+		lower := c | 0x20 // 'A'–'Z' to 'a'–'z'; no other byte lands there
+		return 'a' <= lower && lower <= 'z' || '0' <= c && c <= '9', 1
+	}
+	r, size := utf8.DecodeRune(content[i:])
+	return isWordRune(r), size
+}
+
 // words yields each word of content in order, as sub-slices of content.
 func words(content []byte) func(yield func([]byte) bool) {
 	return func(yield func([]byte) bool) {
 		for i := 0; i < len(content); {
-			r, size := utf8.DecodeRune(content[i:])
-			if !isWordRune(r) {
+			in, size := wordRuneAt(content, i)
+			if !in {
 				i += size
 				continue
 			}
 			start := i
 			for i < len(content) {
-				r, size = utf8.DecodeRune(content[i:])
-				if !isWordRune(r) {
+				if in, size = wordRuneAt(content, i); !in {
 					break
 				}
 				i += size
@@ -165,6 +187,11 @@ func words(content []byte) func(yield func([]byte) bool) {
 // appendFolded appends the folded form of word to dst, matching Fold.
 func appendFolded(dst, word []byte) []byte {
 	for i := 0; i < len(word); {
+		if c := word[i]; c < utf8.RuneSelf {
+			dst = append(dst, byte(foldRune(rune(c))))
+			i++
+			continue
+		}
 		r, size := utf8.DecodeRune(word[i:])
 		dst = utf8.AppendRune(dst, foldRune(r))
 		i += size

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -179,6 +180,11 @@ func FuzzTerms(f *testing.F) {
 		if again := Terms(s); !slices.Equal(again, terms) {
 			t.Fatalf("Terms(%q) = %q then %q", s, terms, again)
 		}
+		// What writers index is the set the stream filters by, in order.
+		set := slices.Sorted(maps.Keys(ContentTerms(s)))
+		if sorted := sortedTerms(s); !slices.Equal(sorted, set) {
+			t.Fatalf("sortedTerms(%q) = %q, want the sorted ContentTerms %q", s, sorted, set)
+		}
 	})
 }
 
@@ -229,4 +235,15 @@ func containsTerms(content []byte, terms []string) bool {
 		}
 	}
 	return true
+}
+
+// TestWordRuneAtASCII: the ASCII shortcut answers as Unicode's tables do
+// for every byte below 0x80.
+func TestWordRuneAtASCII(t *testing.T) {
+	for c := range byte(utf8.RuneSelf) {
+		in, size := wordRuneAt([]byte{c}, 0)
+		if want := isWordRune(rune(c)); in != want || size != 1 {
+			t.Errorf("wordRuneAt(%q) = %v, %d; want %v, 1", c, in, size, want)
+		}
+	}
 }
