@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -475,5 +476,28 @@ func BenchmarkTailRecordHas(b *testing.B) {
 		if !tailRecordHas(rec, river) || tailRecordHas(rec, rivet) {
 			b.Fatal("wrong answer")
 		}
+	}
+}
+
+// TestTailIndexAdd: lists stay ascending and free of repeats whatever
+// order IDs come in: new messages, a write retried after a rollback (the
+// same ID again), an edit of an older message (an ID below the newest),
+// and a dropped merge.
+func TestTailIndexAdd(t *testing.T) {
+	ti := newTailIndex(1 << 20)
+	ti.add(1, []string{"a", "b"})
+	ti.add(3, []string{"a"})
+	ti.add(3, []string{"a", "c"}) // retried after a rollback
+	ti.add(2, []string{"a", "c"}) // an edit of an older message
+	ti.add(4, []string{"b", "c"})
+	ti.add(4, []string{"b"}) // retried again
+	ti.dropThrough(1)
+	ti.add(5, []string{"a"})
+	want := map[string][]uint64{"a": {2, 3, 5}, "b": {4}, "c": {2, 3, 4}}
+	if !maps.EqualFunc(ti.terms, want, slices.Equal) {
+		t.Errorf("terms = %v, want %v", ti.terms, want)
+	}
+	if got := ti.size(); got != 7 {
+		t.Errorf("size = %d, want 7", got)
 	}
 }
