@@ -204,7 +204,7 @@ func TestWebClientSearchEdits(t *testing.T) {
 	post := func(token, content string) {
 		ids[content] = e.post(token, content)["id"].(float64)
 	}
-	post(bob, "café old") // the 21st match: beyond page one
+	post(bob, "café old") // the 22nd match: beyond page one, as is filler 1
 	post(bob, "tea old")
 	var fillers []string
 	for i := 1; i <= 15; i++ {
@@ -217,6 +217,7 @@ func TestWebClientSearchEdits(t *testing.T) {
 	post(bob, "café two")
 	post(bob, "tea three")
 	post(bob, "café four")
+	post(ada, "café from Ada, first")
 	post(ada, "café from Ada")
 	post(ada, "café from Ada, too")
 
@@ -224,6 +225,34 @@ func TestWebClientSearchEdits(t *testing.T) {
 	p := b.person("ada")
 	p.screen("auth")
 	p.login(adaEmail, adaPassword)
+	// The stream's events can be held back, to test the orders an update
+	// and a PATCH's answer can reach the page in: the stream's body goes
+	// through a gate that holdStream closes and releaseStream opens.
+	webEval[bool](p, `(() => {
+		const real = window.fetch;
+		window.fetch = async (path, init) => {
+			const res = await real(path, init);
+			if (!String(path).startsWith('/api/messages/stream') || !res.ok) return res;
+			const reader = res.body.getReader();
+			const body = new ReadableStream({
+				async pull(c) {
+					const { value, done } = await reader.read();
+					while (window.streamHeld) await window.streamHeld;
+					if (done) c.close();
+					else c.enqueue(value);
+				},
+				cancel: (reason) => reader.cancel(reason),
+			});
+			return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+		};
+		window.holdStream = () => {
+			window.streamHeld = new Promise((open) => (window.releaseStream = () => {
+				window.streamHeld = null;
+				open();
+			}));
+		};
+		return true;
+	})()`)
 	p.search("café", "")
 	p.waitFor("page one of the search is shown", `document.querySelectorAll('#messages > li').length === 20 && !document.querySelector('#more').hidden`)
 	item := func(content string) string {
@@ -246,12 +275,31 @@ func TestWebClientSearchEdits(t *testing.T) {
 	e.patch(bob, ids["tea old"], "café old too")
 	e.patch(bob, ids["café old"], "nothing old")
 
-	// Ada's own edit takes hers out of her search. The stream's update
-	// can reach the page before the PATCH's answer does (the change is
-	// published before its writer hears of it); the answer is held back
-	// until it has, so it is that order which is tested: the focus, taken
-	// from Save while the request was in flight, still goes on to the
-	// neighbour rather than to <body>.
+	// Ada's own edits take two of hers out of her search, one in each
+	// order the PATCH's answer and the stream's update can come in; either
+	// way the focus, on the message since Save, goes on to its neighbour
+	// rather than to <body>.
+	//
+	// The answer first, as is usual: the stream is held until the page
+	// shows the edit; the update's check then finds the message gone.
+	first := p.messageSelector("café from Ada, first")
+	p.click(first + " button[data-act=edit]")
+	p.fill(first+" form.edit textarea", "tea from Ada, first")
+	webEval[bool](p, `(window.holdStream(), true)`)
+	p.click(first + " button[data-act=save]")
+	p.waitFor("the PATCH's answer is shown while the stream is held", messageJS("tea from Ada, first"))
+	webEval[bool](p, `(window.releaseStream(), true)`)
+	p.waitFor("Ada's first edited message is gone", "!"+item("café from Ada, first"))
+	if webEval[bool](p, `document.activeElement === document.body`) {
+		t.Error("after Ada's first message left the list, nothing has the focus")
+	}
+	if got, want := p.text("#notice"), "The message no longer matches the search."; got != want {
+		t.Errorf("after Ada's first message left, the page says %q, want %q", got, want)
+	}
+
+	// The update first: it can reach the page before the PATCH's answer
+	// does (the change is published before its writer hears of it), and
+	// the answer is held back until it has.
 	mine := p.messageSelector("café from Ada")
 	p.click(mine + " button[data-act=edit]")
 	p.fill(mine+" form.edit textarea", "tea from Ada")
@@ -304,7 +352,7 @@ func TestWebClientSearchEdits(t *testing.T) {
 	e.patch(bob, ids["café four"], four)
 	p.waitFor("the edit that stays in the search is shown", messageJS(four))
 
-	want := append([]string{four, three, "café one"}, reversed(fillers)...)
+	want := append([]string{four, three, "café one"}, reversed(fillers[1:])...)
 	if got := p.timelineContents(); !slices.Equal(got, want) {
 		t.Errorf("the search shows\n%q\nwant\n%q", got, want)
 	}
@@ -314,8 +362,8 @@ func TestWebClientSearchEdits(t *testing.T) {
 			checks = append(checks, q)
 		}
 	}
-	if len(checks) != 5 {
-		t.Errorf("the page asked %d bounded searches, want one for each of the 5 updates within page one: %q", len(checks), checks)
+	if len(checks) != 6 {
+		t.Errorf("the page asked %d bounded searches, want one for each of the 6 updates within page one: %q", len(checks), checks)
 	}
 	for _, q := range checks {
 		if q.Get("q") != "café" || q.Get("since") != "2026-01-02T15:04:05.000000Z" || q.Get("until") != "2026-01-02T15:04:05.001Z" {
