@@ -245,13 +245,15 @@ func TestWebClientServerRestart(t *testing.T) {
 	ada.waitFor("Bob's message arrives live", messageJS(fromBob))
 }
 
-// busyTap answers the next few logins in place of the server: first as
+// busyTap answers the next few requests for its path in place of the
+// server. For logins: first as
 // Herald does when its password-hashing queue is full (503, Retry-After 1,
 // the problem document problemFor writes for auth.ErrBusy), then as a
 // proxy in front of it might during maintenance (503, an HTML page, a
 // Retry-After date). A real full queue is a matter of timing; its answer
 // is not.
 type busyTap struct {
+	path  string // the requests answered in place of the server
 	mu    sync.Mutex
 	queue []func(http.ResponseWriter)
 }
@@ -261,7 +263,7 @@ func (tap *busyTap) tune(srv *http.Server) {
 	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tap.mu.Lock()
 		var answer func(http.ResponseWriter)
-		if r.URL.Path == "/api/login" && len(tap.queue) > 0 {
+		if r.URL.Path == tap.path && len(tap.queue) > 0 {
 			answer, tap.queue = tap.queue[0], tap.queue[1:]
 		}
 		tap.mu.Unlock()
@@ -287,7 +289,7 @@ func (tap *busyTap) push(answer func(http.ResponseWriter)) {
 // document whose Retry-After is a date. Never "Error 429", a status
 // number, JSON, or the server's "try again later" beside a number.
 func TestWebClientWaitMessages(t *testing.T) {
-	tap := &busyTap{}
+	tap := &busyTap{path: "/api/login"}
 	oneRegistration := auth.Rate{Burst: 1, Every: 45 * time.Second}
 	cfg := heraldhttp.Config{Limits: heraldhttp.Limits{
 		RegistrationsPerAddress: oneRegistration,
@@ -487,5 +489,45 @@ func TestWebClientKeyboard(t *testing.T) {
 	p.screen("settings")
 	if got := p.focused(); got != "main" {
 		t.Errorf("after the skip link the focus is on %q, want the main content", got)
+	}
+}
+
+// TestWebClientSignsInWhenTheServerAnswers: a page opened with a saved
+// token while the server answers "not now" (a restart behind a proxy, a
+// maintenance page) shows the login screen and says it will sign in once
+// the server answers; then it does, without a reload or the password.
+func TestWebClientSignsInWhenTheServerAnswers(t *testing.T) {
+	tap := &busyTap{path: "/api/me"}
+	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{}, tap.tune)
+	const email, password = "ada@example.com", "correct horse battery"
+	e.register(email, password)
+	b := newWebBrowser(t, e.URL)
+	ada := b.person("ada")
+	ada.screen("auth")
+	ada.login(email, password)
+	ada.screen("timeline")
+
+	for range 2 {
+		tap.push(func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+		})
+		ada.expect(http.StatusServiceUnavailable, "/api/me")
+	}
+	ada.do("reloading", chromedp.Reload())
+	ada.screen("auth")
+	ada.waitFor("the page says it will sign in", `document.querySelector('#notice').textContent !== ''`)
+	if got, want := ada.text("#notice"), "The server is busy or down for maintenance. You will be signed in as soon as it answers."; got != want {
+		t.Errorf("with the server busy the page says %q, want %q", got, want)
+	}
+	ada.screen("timeline")
+	if got := ada.text("#whoami"); got != "Signed in as "+email {
+		t.Errorf("signed in as %q", got)
+	}
+	tap.mu.Lock()
+	left := len(tap.queue)
+	tap.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d of the busy answers were never asked for", left)
 	}
 }

@@ -1,7 +1,7 @@
 // Herald's web client: signing in and out, and switching between the
 // timeline and the account settings (#settings).
 
-import { h, $, showError, clearError, clearUnreachable, busy } from './dom.js';
+import { h, $, showError, clearError, clearUnreachable, busy, sleep } from './dom.js';
 import { KEY, request, savedToken, saveToken, forgetToken } from './api.js';
 import { timeline } from './timeline.js';
 import { settings } from './settings.js';
@@ -163,16 +163,39 @@ $('.skip').addEventListener('click', (e) => {
   $('#main').focus();
 });
 
+// start opens the session of a token saved earlier. A server that cannot
+// be reached, or answers "not now" (a restart, a proxy's 502 or 503), is
+// asked again, at once when the browser is back online or another request
+// gets through, and otherwise after a wait that doubles up to half a
+// minute: the token is kept meanwhile, since it may well still work. The
+// login screen is shown all along, for whoever would rather sign in.
 async function start() {
-  const token = savedToken();
-  if (!token) return show('auth');
-  try {
-    const { data } = await request('GET', '/api/me', { token });
-    enter(token, data);
-  } catch (err) {
-    if (err.status === 401) forgetToken(token);
-    show('auth');
-    if (err.status !== 401) announce(err.message);
+  for (let wait = 1000, first = true; ; wait = Math.min(wait * 2, 30000), first = false) {
+    const token = savedToken();
+    if (session.token) return; // signed in by hand meanwhile
+    if (!token) return void (first && show('auth'));
+    let err;
+    try {
+      const { data } = await request('GET', '/api/me', { token });
+      if (!session.token) enter(token, data);
+      return;
+    } catch (e) {
+      err = e;
+    }
+    if (session.token) return;
+    if (first) show('auth');
+    if (err.status === 401) {
+      forgetToken(token);
+      if (!first) announce('Your session has ended. Please log in again.');
+      return;
+    }
+    const notNow = err.status === 0 || err.status === 429 || err.status >= 500;
+    if (!notNow) return announce(err.message);
+    if (first) {
+      const unreachable = err.status === 0 || err.status === 502 || err.status === 504;
+      announce(`${unreachable ? 'The server cannot be reached.' : 'The server is busy or down for maintenance.'} You will be signed in as soon as it answers.`);
+    }
+    await sleep(wait, null, ['online', 'herald:reachable']);
   }
 }
 

@@ -85,3 +85,18 @@ export async function busy(form, work) {
     if (focused && lost && focused.isConnected && focused.offsetParent !== null) focused.focus();
   }
 }
+
+// sleep waits ms, or less: until signal (if any) aborts, or until one of
+// the window events in wakeOn fires.
+export const sleep = (ms, signal, wakeOn = []) =>
+  new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      for (const name of wakeOn) removeEventListener(name, done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+    for (const name of wakeOn) addEventListener(name, done);
+  });

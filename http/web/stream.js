@@ -2,6 +2,7 @@
 // cannot send a bearer token, so this reads the response body itself.
 
 import { answered, serverReached } from './api.js';
+import { sleep } from './dom.js';
 
 // sseParser returns a function to feed text chunks to; it calls emit with
 // { type, data, id } for each event and { retry } when the server sets the
@@ -47,21 +48,6 @@ export function sseParser(emit) {
     }
   };
 }
-
-// sleep waits ms, or less: until signal aborts, or until one of the
-// window events in wakeOn fires.
-const sleep = (ms, signal, wakeOn = []) =>
-  new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      for (const name of wakeOn) removeEventListener(name, done);
-      resolve();
-    };
-    const t = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-    for (const name of wakeOn) addEventListener(name, done);
-  });
 
 // silenceFor is how long a stream may say nothing before it is taken for
 // dead: 2.5 times the keep-alive interval the server announces, so one
