@@ -507,9 +507,16 @@ func TestWebClientSignsInWhenTheServerAnswers(t *testing.T) {
 	ada.login(email, password)
 	ada.screen("timeline")
 
-	for range 2 {
+	// The first answer asks for 3 seconds, longer than the page's own
+	// first wait of 1: the second question must not come sooner.
+	var mu sync.Mutex
+	var asked []time.Time
+	for _, retryAfter := range []string{"3", "1"} {
 		tap.push(func(w http.ResponseWriter) {
-			w.Header().Set("Retry-After", "1")
+			mu.Lock()
+			asked = append(asked, time.Now())
+			mu.Unlock()
+			w.Header().Set("Retry-After", retryAfter)
 			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 		})
 		ada.expect(http.StatusServiceUnavailable, "/api/me")
@@ -529,5 +536,10 @@ func TestWebClientSignsInWhenTheServerAnswers(t *testing.T) {
 	tap.mu.Unlock()
 	if left != 0 {
 		t.Errorf("%d of the busy answers were never asked for", left)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) == 2 && asked[1].Sub(asked[0]) < 2500*time.Millisecond {
+		t.Errorf("the page asked again %v after a Retry-After of 3 seconds", asked[1].Sub(asked[0]).Round(time.Millisecond))
 	}
 }

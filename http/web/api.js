@@ -62,6 +62,7 @@ export class ApiError extends Error {
     }
     super(msg);
     this.status = status;
+    this.retryAfter = waitFor(headers?.get('Retry-After')); // seconds, or null
     this.violations = problem?.violations ?? [];
     // RFC 6750: the server says invalid_token when the token itself is no
     // good, as opposed to a wrong password confirming a change.

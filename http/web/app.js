@@ -165,10 +165,11 @@ $('.skip').addEventListener('click', (e) => {
 
 // start opens the session of a token saved earlier. A server that cannot
 // be reached, or answers "not now" (a restart, a proxy's 502 or 503), is
-// asked again, at once when the browser is back online or another request
-// gets through, and otherwise after a wait that doubles up to half a
-// minute: the token is kept meanwhile, since it may well still work. The
-// login screen is shown all along, for whoever would rather sign in.
+// asked again: at once when the browser is back online or another request
+// gets through, otherwise after a wait that doubles up to half a minute,
+// or the longer one its Retry-After asks for. The token is kept meanwhile,
+// since it may well still work; the login screen is shown all along, for
+// whoever would rather sign in.
 async function start() {
   for (let wait = 1000, first = true; ; wait = Math.min(wait * 2, 30000), first = false) {
     const token = savedToken();
@@ -195,7 +196,9 @@ async function start() {
       const unreachable = err.status === 0 || err.status === 502 || err.status === 504;
       announce(`${unreachable ? 'The server cannot be reached.' : 'The server is busy or down for maintenance.'} You will be signed in as soon as it answers.`);
     }
-    await sleep(wait, null, ['online', 'herald:reachable']);
+    // A server that said when to come back is taken at its word, within
+    // reason: a maintenance page's hour would leave the page stuck.
+    await sleep(Math.max(wait, Math.min(err.retryAfter ?? 0, 300) * 1000), null, ['online', 'herald:reachable']);
   }
 }
 
