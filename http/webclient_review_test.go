@@ -543,3 +543,74 @@ func TestWebClientSignsInWhenTheServerAnswers(t *testing.T) {
 		t.Errorf("the page asked again %v after a Retry-After of 3 seconds", asked[1].Sub(asked[0]).Round(time.Millisecond))
 	}
 }
+
+// TestWebClientKeepsEditsAcrossSessions: editors open when the session
+// ends under them (here, the token signed out from elsewhere) come back,
+// with what was typed, when the same person logs in again in the tab: one
+// on page one, and one on a page the page loads again to reach it. Each
+// keeps the version its text was written against, so the one whose
+// message was changed elsewhere meanwhile refuses to overwrite that
+// change, and the other saves.
+func TestWebClientKeepsEditsAcrossSessions(t *testing.T) {
+	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{}, nil)
+	const email, password = "ada@example.com", "correct horse battery"
+	ada := e.register(email, password)
+	bob := e.register("bob@example.com", "staple battery horse")
+	const old, recent = "Ada's old message", "Ada's recent message"
+	oldID := e.post(ada, old)["id"].(float64)
+	for i := range 25 {
+		e.post(bob, fmt.Sprintf("Bob's message %d", i))
+	}
+	recentID := e.post(ada, recent)["id"].(float64)
+	const doomed, doomedText = "Ada's message, soon deleted", "Words worth keeping"
+	doomedID := e.post(ada, doomed)["id"].(float64)
+
+	b := newWebBrowser(t, e.URL)
+	p := b.person("ada")
+	p.screen("auth")
+	p.login(email, password)
+	p.liveOn()
+	p.waitFor("page one is shown", `document.querySelectorAll('#messages > li').length === 20 && !document.querySelector('#more').hidden`)
+	p.do("pressing the older button", chromedp.Focus(chromedp.CSS("#more")), chromedp.KeyEvent(kb.Enter))
+	oldSel, recentSel, doomedSel := p.messageSelector(old), p.messageSelector(recent), p.messageSelector(doomed)
+	const oldText, recentText = "Ada's old message, rewritten", "Ada's recent message, rewritten"
+	for _, ed := range []struct{ sel, text string }{{oldSel, oldText}, {recentSel, recentText}, {doomedSel, doomedText}} {
+		p.click(ed.sel + " button[data-act=edit]")
+		p.waitFor("the editor is open", fmt.Sprintf(`document.querySelector(%q)`, ed.sel+" form.edit"))
+		p.fill(ed.sel+" form.edit textarea", ed.text)
+	}
+
+	p.expect(http.StatusUnauthorized, "/api/messages/stream")
+	token := webEval[string](p, `sessionStorage.getItem('herald.token')`)
+	if res := e.do(request{Method: http.MethodPost, Path: "/api/logout", Token: token}); res.Status != http.StatusNoContent {
+		t.Fatalf("logging Ada's page out: status %d: %s", res.Status, res.Body)
+	}
+	p.screen("auth")
+	// Changed and deleted elsewhere while she is away.
+	phone := e.login(email, password)
+	e.patch(phone, recentID, "Ada's recent message, changed on her phone")
+	e.remove(phone, doomedID)
+
+	p.login(email, password)
+	for _, ed := range []struct{ sel, text string }{{oldSel, oldText}, {recentSel, recentText}} {
+		p.waitFor("the editor is open again", fmt.Sprintf(`document.querySelector(%q)`, ed.sel+" form.edit"))
+		if got := webEval[string](p, fmt.Sprintf(`document.querySelector(%q).value`, ed.sel+" form.edit textarea")); got != ed.text {
+			t.Errorf("the editor opened again holds %q, want %q", got, ed.text)
+		}
+	}
+	// The deleted message's edit cannot be reopened: its text is said.
+	if got := p.formError("#post-form"); !strings.Contains(got, doomedText) {
+		t.Errorf("the edit of a deleted message left the post form saying %q, want its text", got)
+	}
+	p.expect(http.StatusPreconditionFailed, fmt.Sprintf("/api/messages/%d", int(recentID)))
+	p.click(recentSel + " button[data-act=save]")
+	p.waitFor("the save is refused", fmt.Sprintf(`document.querySelector(%q).textContent !== ''`, recentSel+" form.edit .form-error"))
+	if got := p.text(recentSel + " form.edit .form-error"); !strings.Contains(got, "changed elsewhere") {
+		t.Errorf("saving over a change made elsewhere says %q", got)
+	}
+	p.click(oldSel + " button[data-act=save]")
+	p.waitFor("the old message is saved", messageJS(oldText))
+	if got := e.do(request{Method: http.MethodGet, Path: fmt.Sprintf("/api/messages/%d", int(oldID)), Token: ada}).JSON(t)["content"]; got != oldText {
+		t.Errorf("the store holds %q for the old message, want %q", got, oldText)
+	}
+}

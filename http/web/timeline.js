@@ -478,22 +478,60 @@ export function timeline({ session, announce }) {
     if (entries.some((e) => e.isIntersecting) && next && !loading) loadPage();
   }, { rootMargin: '400px' }).observe(more);
 
-  // A message half typed when the session ended without being asked to
-  // (the token was revoked elsewhere, another tab logged out): given back
-  // if the same person logs in again in this tab, and to nobody else.
+  // What was being typed when the session ended without being asked to
+  // (the token was revoked elsewhere, another tab logged out): the post
+  // box, and every open editor whose text was changed. Given back if the
+  // same person logs in again in this tab, and to nobody else.
   let draft = null;
 
+  // reopen opens the editors a draft kept, with the text as it was,
+  // loading older pages as far as their messages. The ETag stays the one the text was
+  // written against, so a save still fails if the message changed in
+  // between, rather than overwrite that change. An edit whose message is
+  // not shown any more is said, with its text, rather than dropped.
+  async function reopen(edits) {
+    const lost = [];
+    for (const kept of edits) {
+      // Older than page one: load pages until it is shown or cannot be.
+      while (!shown.has(kept.id) && next && Math.min(...shown.keys()) > kept.id) {
+        const before = shown.size;
+        await loadPage();
+        if (shown.size === before) break;
+      }
+      const li = shown.get(kept.id);
+      if (!li) {
+        lost.push(kept.content);
+        continue;
+      }
+      await edit(li);
+      const form = $('form.edit', li);
+      if (!form) continue; // deleted meanwhile: edit() said so
+      form.elements.content.value = kept.content;
+      li.etag = kept.etag;
+    }
+    if (lost.length) {
+      showError(postForm, { message: `An edit you had not saved is of a message no longer shown here; its text was: ${lost.join(' / ')}` });
+    }
+  }
+
   return {
-    start() {
-      if (draft && sameEmail(draft.email, session.me.email)) postForm.elements.content.value = draft.content;
+    async start() {
+      const kept = draft && sameEmail(draft.email, session.me.email) ? draft : null;
       draft = null;
-      return search();
+      if (kept) postForm.elements.content.value = kept.content;
+      await search();
+      if (kept?.edits.length) await reopen(kept.edits);
     },
     // stop ends the timeline; keepDraftOf is the e-mail of the person whose
-    // draft to keep, when the session ended under them.
+    // drafts to keep, when the session ended under them.
     stop(keepDraftOf) {
       const content = postForm.elements.content.value;
-      draft = keepDraftOf && content.trim() ? { email: keepDraftOf, content } : null;
+      const edits = [];
+      for (const [id, li] of shown) {
+        const text = li.editing && $('form.edit', li)?.elements.content.value;
+        if (text && text !== li.message.content && li.etag) edits.push({ id, content: text, etag: li.etag });
+      }
+      draft = keepDraftOf && (content.trim() || edits.length) ? { email: keepDraftOf, content, edits } : null;
       stream?.close();
       stream = null;
       generation++;
