@@ -485,31 +485,41 @@ export function timeline({ session, announce }) {
   let draft = null;
 
   // reopen opens the editors a draft kept, with the text as it was,
-  // loading older pages as far as their messages. The ETag stays the one the text was
-  // written against, so a save still fails if the message changed in
-  // between, rather than overwrite that change. An edit whose message is
-  // not shown any more is said, with its text, rather than dropped.
+  // loading older pages as far as their messages. The ETag stays the one
+  // the text was written against, so a save still fails if the message
+  // changed in between, rather than overwrite that change. An edit whose
+  // message is gone is said, with its text, rather than dropped. Should
+  // the session end again meanwhile, what is left goes with the new draft;
+  // nothing of it is ever shown to a session of someone else.
   async function reopen(edits) {
+    const gen = generation;
+    const me = session.me;
     const lost = [];
-    for (const kept of edits) {
+    for (const [i, kept] of edits.entries()) {
       // Older than page one: load pages until it is shown or cannot be.
-      while (!shown.has(kept.id) && next && Math.min(...shown.keys()) > kept.id) {
+      while (gen === generation && !shown.has(kept.id) && next && Math.min(...shown.keys()) > kept.id) {
         const before = shown.size;
         await loadPage();
         if (shown.size === before) break;
       }
+      if (gen === generation && shown.has(kept.id)) await edit(shown.get(kept.id));
+      if (gen !== generation) {
+        // The session ended, or the person began another search.
+        const rest = edits.slice(i);
+        if (draft && sameEmail(draft.email, me.email)) draft.edits.push(...rest);
+        else if (session.me === me) lost.push(...rest.map((e) => e.content));
+        break;
+      }
       const li = shown.get(kept.id);
-      if (!li) {
-        lost.push(kept.content);
+      const form = li && $('form.edit', li);
+      if (!form) {
+        lost.push(kept.content); // not shown, or deleted as it was opened
         continue;
       }
-      await edit(li);
-      const form = $('form.edit', li);
-      if (!form) continue; // deleted meanwhile: edit() said so
       form.elements.content.value = kept.content;
       li.etag = kept.etag;
     }
-    if (lost.length) {
+    if (lost.length && session.me === me) {
       showError(postForm, { message: `An edit you had not saved is of a message no longer shown here; its text was: ${lost.join(' / ')}` });
     }
   }
@@ -531,7 +541,9 @@ export function timeline({ session, announce }) {
         const text = li.editing && $('form.edit', li)?.elements.content.value;
         if (text && text !== li.message.content && li.etag) edits.push({ id, content: text, etag: li.etag });
       }
-      draft = keepDraftOf && (content.trim() || edits.length) ? { email: keepDraftOf, content, edits } : null;
+      // Kept even when empty: an editor being opened again as the session
+      // ends puts its text here (reopen).
+      draft = keepDraftOf ? { email: keepDraftOf, content, edits } : null;
       stream?.close();
       stream = null;
       generation++;
