@@ -71,9 +71,10 @@ func TestCheck(t *testing.T) {
 		}
 		defer b.Close()
 		return b.Update(func(tx *bbolt.Tx) error {
-			terms := tx.Bucket([]byte("terms"))
+			// A block of one posting: the word and the ID in its key.
+			postings := tx.Bucket([]byte("postings"))
 			ghost := binary.BigEndian.AppendUint64([]byte("ghost\x00"), 2)
-			if err := terms.Put(ghost, nil); err != nil {
+			if err := postings.Put(ghost, nil); err != nil {
 				return err
 			}
 			// Message 2 is new enough to be in the search index's tail.

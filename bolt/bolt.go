@@ -28,7 +28,7 @@ var (
 	bucketMessages     = []byte("messages")       // messageID → message record
 	bucketMsgsByOwner  = []byte("msgs_by_owner")  // userID‖messageID → nil
 	bucketMsgsByTime   = []byte("msgs_by_time")   // createdAt‖messageID → nil
-	bucketTerms        = []byte("terms")          // term‖0x00‖messageID → nil, for messages up to meta/terms_merged
+	bucketPostings     = []byte("postings")       // term‖0x00‖first messageID → a block of IDs, for messages up to meta/terms_merged
 	bucketMeta         = []byte("meta")           // layout version, upgrade progress
 	bucketDeleting     = []byte("deleting")       // userID → e-mail: deleted accounts whose messages are being removed
 	bucketChanges      = []byte("changes")        // sequence → change record: the log live streams tail
@@ -36,14 +36,14 @@ var (
 	allBuckets = [][]byte{
 		bucketUsers, bucketUsersByEmail,
 		bucketTokens, bucketTokensByUser,
-		bucketMessages, bucketMsgsByOwner, bucketMsgsByTime, bucketTerms, bucketTermsTail,
+		bucketMessages, bucketMsgsByOwner, bucketMsgsByTime, bucketPostings, bucketTermsTail,
 		bucketMeta, bucketDeleting, bucketChanges,
 	}
 
 	// Buckets whose keys only rise, so new keys land at the very end, and
 	// buckets mostly grown that way: see fillGrowingBuckets.
 	appendOnlyBuckets   = [][]byte{bucketMsgsByTime, bucketChanges}
-	mostlyAppendBuckets = [][]byte{bucketMessages, bucketTermsTail, bucketTerms}
+	mostlyAppendBuckets = [][]byte{bucketMessages, bucketTermsTail, bucketPostings}
 )
 
 // fillGrowingBuckets has the buckets that grow at their end fill the
@@ -55,8 +55,8 @@ var (
 //
 // Append-only buckets (IDs and times only rise; nothing is rewritten)
 // fill pages completely. Messages and tail records are appended too, but
-// an edit rewrites one in place, and the terms bucket takes a merge's
-// postings at the end of each word's range: these leave a tenth of each
+// an edit rewrites one in place, and the postings bucket takes a merge's
+// blocks at the end of each word's range: these leave a tenth of each
 // page free, so an edit or the next merge finds room before it splits a
 // page (simulated against half-full pages with thousands of merged words:
 // 61–80% of each leaf used against 51–56%). The owner index keeps bbolt's
@@ -102,7 +102,7 @@ type Options struct {
 	// many writes it carried. It runs on the committer; keep it quick.
 	OnCommit func(took time.Duration, writes int)
 	// TailMergePostings is how many postings the search index's tail
-	// gathers before they are merged into the terms bucket (see tail.go);
+	// gathers before they are merged into the postings bucket (see tail.go);
 	// zero means DefaultTailMergePostings. Tests make it small.
 	TailMergePostings int
 	// LongSearches is how many searches may be past their first read

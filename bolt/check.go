@@ -218,7 +218,7 @@ func (c *checker) tokens() {
 func (c *checker) messages() {
 	users := c.tx.Bucket(bucketUsers)
 	msgs := c.tx.Bucket(bucketMessages)
-	byOwner, byTime, terms := c.tx.Bucket(bucketMsgsByOwner), c.tx.Bucket(bucketMsgsByTime), c.tx.Bucket(bucketTerms)
+	byOwner, byTime, postings := c.tx.Bucket(bucketMsgsByOwner), c.tx.Bucket(bucketMsgsByTime), c.tx.Bucket(bucketPostings)
 	c.sequenceAhead(bucketMessages)
 	tail := c.tx.Bucket(bucketTermsTail)
 	st := readTermsState(c.tx)
@@ -269,7 +269,8 @@ func (c *checker) messages() {
 		}
 		for term := range ContentTerms(m.Content) {
 			nTerms++
-			if terms.Get(termIndexKey(term, m.ID)) == nil {
+			block, _, _, err := termBlocks(postings, []byte(term)).blockAtMost(nil, m.ID)
+			if _, found := slices.BinarySearch(block, m.ID); err != nil || !found {
 				missingTerms = true
 				c.addf("message %d: word %q missing from the search index", m.ID, term)
 			}
@@ -311,30 +312,74 @@ func (c *checker) messages() {
 			return nil
 		})
 	}
-	// Entries above the watermark are a merge's work in progress: search
-	// ignores them, but they must be right when the merge ends.
-	if missingTerms || terms.Stats().KeyN != nTerms || st.mergingTo != 0 {
-		_ = terms.ForEach(func(k, _ []byte) error {
-			sep := len(k) - 9
-			if sep < 1 || k[sep] != termSeparator {
-				c.addf("terms: key %x is not term‖0‖id", k)
-				return nil
-			}
-			if id := btoi(k[sep+1:]); id > st.mainUpTo() {
-				c.addf("search index: word %q of message %d, above terms_merged %d and any merge", k[:sep], id, st.merged)
-				return nil
-			}
-			m := c.message(k[sep+1:])
-			if m == nil {
-				c.addf("search index: word %q points at missing message %d", k[:sep], btoi(k[sep+1:]))
-				return nil
-			}
-			if _, ok := ContentTerms(m.Content)[string(k[:sep])]; !ok {
-				c.addf("search index: word %q points at message %d, which does not contain it", k[:sep], m.ID)
-			}
-			return nil
-		})
+	if c.postings(postings) != nTerms || missingTerms || st.mergingTo != 0 {
+		c.danglingPostings(postings, st)
 	}
+}
+
+// postings checks the shape of every block — its key, its IDs rising,
+// below the next block's, its size — and counts the IDs they hold.
+func (c *checker) postings(b *bbolt.Bucket) int {
+	n := 0
+	var term []byte
+	var last uint64 // the last ID of term's blocks so far
+	var ids []uint64
+	_ = b.ForEach(func(k, v []byte) error {
+		sep := len(k) - 9
+		if sep < 1 || k[sep] != termSeparator {
+			c.addf("postings: key %x is not term‖0‖first", k)
+			return nil
+		}
+		first := btoi(k[sep+1:])
+		if !bytes.Equal(k[:sep], term) {
+			term, last = bytes.Clone(k[:sep]), 0
+		} else if first <= last {
+			c.addf("postings: word %q has a block from message %d, at or below the %d of the block before", term, first, last)
+		}
+		var ok bool
+		if ids, ok = decodeBlock(ids[:0], first, v); !ok {
+			c.addf("postings: the block of %q from message %d is malformed", term, first)
+			return nil
+		}
+		if len(v) > maxBlockBytes {
+			c.addf("postings: the block of %q from message %d is %d bytes, above the %d a block may hold", term, first, len(v), maxBlockBytes)
+		}
+		n += len(ids)
+		last = ids[len(ids)-1]
+		return nil
+	})
+	return n
+}
+
+// danglingPostings reports every posting that names no message, a message
+// without the word, or one above the merge watermark and any merge.
+// Postings above the watermark are a merge's work in progress: search
+// ignores them, but they must be right when the merge ends.
+func (c *checker) danglingPostings(b *bbolt.Bucket, st termsState) {
+	var ids []uint64
+	_ = b.ForEach(func(k, v []byte) error {
+		sep := len(k) - 9
+		if sep < 1 || k[sep] != termSeparator {
+			return nil // reported by postings
+		}
+		term := k[:sep]
+		ids, _ = decodeBlock(ids[:0], btoi(k[sep+1:]), v)
+		for _, id := range ids {
+			if id > st.mainUpTo() {
+				c.addf("search index: word %q of message %d, above terms_merged %d and any merge", term, id, st.merged)
+				continue
+			}
+			m := c.message(itob(id))
+			if m == nil {
+				c.addf("search index: word %q points at missing message %d", term, id)
+				continue
+			}
+			if _, ok := ContentTerms(m.Content)[string(term)]; !ok {
+				c.addf("search index: word %q points at message %d, which does not contain it", term, m.ID)
+			}
+		}
+		return nil
+	})
 }
 
 // tailRecord checks that message m, above the merge watermark, has a tail

@@ -2,6 +2,8 @@ package bolt
 
 import (
 	"encoding/binary"
+	"maps"
+	"slices"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -13,14 +15,15 @@ import (
 //
 //   msgs_by_owner  ownerID‖messageID        a user's messages, newest last
 //   msgs_by_time   createdAt‖messageID      turns since/until into ID bounds
-//   terms          term‖0x00‖messageID      the inverted index of content,
-//                                           up to meta/terms_merged
+//   postings       term‖0x00‖firstID →      the inverted index of content,
+//                  a block of IDs           up to meta/terms_merged
+//                                           (see postings.go)
 //   terms_tail     messageID → terms        the rest of it (see tail.go)
 //
 // IDs are big-endian, so within one owner or one term the entries sort by ID,
 // which is creation order.
 
-// termSeparator ends the term part of a terms key. Terms are made of word
+// termSeparator ends the term part of a postings key. Terms are made of word
 // runes only (see termKey), and no UTF-8 encoding of one contains a zero
 // byte, so the term‖0x00 prefix of one term is never a prefix of another's.
 const termSeparator = 0x00
@@ -30,13 +33,6 @@ func termPrefix(term []byte) []byte {
 	k := make([]byte, 0, len(term)+1+8)
 	k = append(k, term...)
 	return append(k, termSeparator)
-}
-
-func termIndexKey(term string, id uint64) []byte {
-	k := make([]byte, 0, len(term)+1+8)
-	k = append(k, term...)
-	k = append(k, termSeparator)
-	return binary.BigEndian.AppendUint64(k, id)
 }
 
 // timeKey encodes an instant so that byte order is time order, negative
@@ -61,17 +57,23 @@ func timeIndexKey(t time.Time, id uint64) []byte {
 	return binary.BigEndian.AppendUint64(timeKey(t), id)
 }
 
-// indexMessage adds every index entry of m straight into the terms bucket;
-// terms is sortedTerms(m.Content). Only the layout upgrade, which indexes
-// messages that are all below the merge watermark it then sets, uses it:
-// new messages go through indexNewMessage.
-func indexMessage(tx *bbolt.Tx, m *Message, terms []string) error {
-	if err := indexOwnerAndTime(tx, m); err != nil {
-		return err
+// indexMessages adds every index entry of msgs, in ascending ID order,
+// straight into the postings bucket. Only the layout upgrade, which
+// indexes messages that are all below the merge watermark it then sets,
+// uses it: new messages go through indexNewMessage.
+func indexMessages(tx *bbolt.Tx, msgs []*Message) error {
+	byTerm := make(map[string][]uint64)
+	for _, m := range msgs {
+		if err := indexOwnerAndTime(tx, m); err != nil {
+			return err
+		}
+		for _, term := range sortedTerms(m.Content) {
+			byTerm[term] = append(byTerm[term], m.ID)
+		}
 	}
-	index := tx.Bucket(bucketTerms)
-	for _, term := range terms {
-		if err := index.Put(termIndexKey(term, m.ID), nil); err != nil {
+	postings := tx.Bucket(bucketPostings)
+	for _, term := range slices.Sorted(maps.Keys(byTerm)) {
+		if err := termBlocks(postings, []byte(term)).add(byTerm[term]); err != nil {
 			return err
 		}
 	}
@@ -85,7 +87,7 @@ func (db *DB) indexNewMessage(tx *bbolt.Tx, m *Message, terms []string) error {
 		return err
 	}
 	// IDs only grow and a merge only takes IDs that exist, so a new
-	// message is always above the terms bucket's part.
+	// message is always above the postings bucket's part.
 	return db.putTailRecord(tx, m.ID, terms)
 }
 
@@ -107,9 +109,9 @@ func (db *DB) unindexMessage(tx *bbolt.Tx, m *Message) error {
 	}
 	st := readTermsState(tx)
 	if m.ID <= st.mainUpTo() {
-		terms := tx.Bucket(bucketTerms)
+		postings := tx.Bucket(bucketPostings)
 		for term := range ContentTerms(m.Content) {
-			if err := terms.Delete(termIndexKey(term, m.ID)); err != nil {
+			if err := termBlocks(postings, []byte(term)).remove(m.ID); err != nil {
 				return err
 			}
 		}
@@ -135,7 +137,7 @@ func (db *DB) removeMessage(tx *bbolt.Tx, m *Message) error {
 }
 
 // reindexContent moves message id's postings from the words of oldContent
-// to newTerms (sortedTerms of the new content): in the terms bucket, only
+// to newTerms (sortedTerms of the new content): in the postings bucket, only
 // the terms that differ; in the tail, the whole record.
 func (db *DB) reindexContent(tx *bbolt.Tx, id uint64, oldContent string, newTerms []string) error {
 	st := readTermsState(tx)
@@ -144,17 +146,17 @@ func (db *DB) reindexContent(tx *bbolt.Tx, id uint64, oldContent string, newTerm
 		for _, t := range newTerms {
 			after[t] = struct{}{}
 		}
-		terms := tx.Bucket(bucketTerms)
+		postings := tx.Bucket(bucketPostings)
 		for term := range before {
 			if _, kept := after[term]; !kept {
-				if err := terms.Delete(termIndexKey(term, id)); err != nil {
+				if err := termBlocks(postings, []byte(term)).remove(id); err != nil {
 					return err
 				}
 			}
 		}
 		for term := range after {
 			if _, had := before[term]; !had {
-				if err := terms.Put(termIndexKey(term, id), nil); err != nil {
+				if err := termBlocks(postings, []byte(term)).add([]uint64{id}); err != nil {
 					return err
 				}
 			}

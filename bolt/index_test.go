@@ -30,8 +30,10 @@ func termEntries(t *testing.T, db *testDB, id uint64) []string {
 			got, _ = tailRecordTerms(tx.Bucket(bucketTermsTail).Get(itob(id)))
 			return nil
 		}
-		return tx.Bucket(bucketTerms).ForEach(func(k, _ []byte) error {
-			if btoi(k[len(k)-8:]) == id {
+		var ids []uint64
+		return tx.Bucket(bucketPostings).ForEach(func(k, v []byte) error {
+			ids, _ = decodeBlock(ids[:0], btoi(k[len(k)-8:]), v)
+			if _, found := slices.BinarySearch(ids, id); found {
 				got = append(got, string(k[:len(k)-9]))
 			}
 			return nil
@@ -596,7 +598,7 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 			return tx.Bucket(bucketTermsTail).Put(itob(m.ID), encodeTailRecord([]string{"hello", "world"}))
 		}, "terms_tail: message 1 is at or below terms_merged 1", false},
 		{"TermAboveWatermark", func(tx *bbolt.Tx, m *Message) error {
-			return tx.Bucket(bucketTerms).Put(termIndexKey("hello", m.ID), nil)
+			return addPosting(tx, "hello", m.ID)
 		}, `word "hello" of message 1, above terms_merged 0 and any merge`, true},
 		{"WatermarkBeyondMessages", func(tx *bbolt.Tx, m *Message) error {
 			return tx.Bucket(bucketMeta).Put(metaTermsMerged, itob(50))
@@ -605,17 +607,29 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 			return tx.Bucket(bucketMeta).Put(metaTermsMerging, mergingValue(1, nil))
 		}, "meta/terms_merging: a merge through 1, which is not above terms_merged 1", false},
 		{"DanglingTerm", func(tx *bbolt.Tx, m *Message) error {
-			return tx.Bucket(bucketTerms).Put(termIndexKey("ghost", m.ID), nil)
+			return addPosting(tx, "ghost", m.ID)
 		}, `word "ghost" points at message 1, which does not contain it`, false},
 		{"MissingTerm", func(tx *bbolt.Tx, m *Message) error {
-			return tx.Bucket(bucketTerms).Delete(termIndexKey("hello", m.ID))
+			return termBlocks(tx.Bucket(bucketPostings), []byte("hello")).remove(m.ID)
 		}, `message 1: word "hello" missing from the search index`, false},
 		{"TermOfMissingMessage", func(tx *bbolt.Tx, m *Message) error {
 			if err := tx.Bucket(bucketMeta).Put(metaTermsMerged, itob(99)); err != nil {
 				return err
 			}
-			return tx.Bucket(bucketTerms).Put(termIndexKey("hello", 99), nil)
+			return addPosting(tx, "hello", 99)
 		}, `word "hello" points at missing message 99`, false},
+		{"MalformedBlock", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketPostings).Put(postingKey([]byte("hello"), m.ID), []byte{0})
+		}, `postings: the block of "hello" from message 1 is malformed`, false},
+		{"OverlappingBlocks", func(tx *bbolt.Tx, m *Message) error {
+			if err := tx.Bucket(bucketMeta).Put(metaTermsMerged, itob(9)); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketPostings).Put(postingKey([]byte("hello"), 0), []byte{5})
+		}, `postings: word "hello" has a block from message 1, at or below the 5 of the block before`, false},
+		{"OversizedBlock", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketPostings).Put(postingKey([]byte("world"), m.ID), bytes.Repeat([]byte{1}, maxBlockBytes+1))
+		}, `postings: the block of "world" from message 1 is 257 bytes`, false},
 		{"MissingOwnerEntry", func(tx *bbolt.Tx, m *Message) error {
 			return tx.Bucket(bucketMsgsByOwner).Delete(compositeKey(m.OwnerID, itob(m.ID)))
 		}, "message 1: missing from msgs_by_owner", false},
@@ -936,6 +950,11 @@ func TestUpgradeClampsCreationTimes(t *testing.T) {
 	if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, "message 3: created at") }) {
 		t.Errorf("CheckInvariants() = %q, want the falling creation time reported", problems)
 	}
+}
+
+// addPosting adds one posting as a merge or an edit would.
+func addPosting(tx *bbolt.Tx, term string, id uint64) error {
+	return termBlocks(tx.Bucket(bucketPostings), []byte(term)).add([]uint64{id})
 }
 
 // layout1Copy copies testdata/layout1.db, written by the first release, to

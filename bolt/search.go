@@ -269,6 +269,8 @@ func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
 				}
 			}
 			switch {
+			case lists[i].err != nil:
+				return lists[i].err
 			case !ok || id < s.lo:
 				s.done = true
 				return nil
@@ -362,10 +364,10 @@ func (s *searcher) postingLists(tx *bbolt.Tx) ([]*postingList, error) {
 				s.termKeys = append(s.termKeys, []byte(t))
 			}
 		}
-		terms := tx.Bucket(bucketTerms)
+		postings := tx.Bucket(bucketPostings)
 		for i, t := range s.q.Terms {
-			p := newPostingList(terms.Cursor(), termPrefix([]byte(t)))
-			p.bound, p.tail = merged, tails[i]
+			p := newPostingList(postings.Cursor(), termPrefix([]byte(t)))
+			p.blocks, p.bound, p.tail = true, merged, tails[i]
 			lists = append(lists, p)
 		}
 	}
@@ -412,7 +414,7 @@ func (r *tailRecords) takeReads() int {
 }
 
 // postingList is the set of message IDs under one key prefix (prefix‖id),
-// read through a cursor.
+// or a term's blocks (see postings.go), read through a cursor.
 type postingList struct {
 	c      *bbolt.Cursor
 	prefix []byte
@@ -428,6 +430,13 @@ type postingList struct {
 	// which may hold more than the snapshot (see searcher.walk).
 	bound uint64
 	tail  []uint64
+	// blocks: the keys are prefix‖first and name blocks of IDs. block is
+	// the one under the cursor, decoded; it holds every ID of the list in
+	// [block[0], blockHi].
+	blocks  bool
+	block   []uint64
+	blockHi uint64
+	err     error // a malformed block, which ended the list
 }
 
 func newPostingList(c *bbolt.Cursor, prefix []byte) *postingList {
@@ -455,6 +464,9 @@ func (p *postingList) seekAtMost(id uint64) (uint64, bool) {
 		if id = p.bound; id == 0 {
 			return 0, false
 		}
+	}
+	if p.blocks {
+		return p.seekBlockAtMost(id)
 	}
 	if p.placed && id < p.at && p.at-id <= prevBeforeSeek {
 		// Walking down a list is the common case: the key wanted is the
@@ -490,4 +502,62 @@ func (p *postingList) idOf(k []byte) (uint64, bool) {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(k[len(p.prefix):]), true
+}
+
+// seekBlockAtMost is seekAtMost over blocks. A walk goes down a list, so
+// the block wanted is most often the one decoded already or the one before
+// it, which the cursor reaches with one step back.
+func (p *postingList) seekBlockAtMost(id uint64) (uint64, bool) {
+	if len(p.block) > 0 && id < p.block[0] {
+		// The block before the one under the cursor holds every ID up to
+		// p.block[0]-1; if it starts at or below id, it is the one.
+		hi := p.block[0] - 1
+		k, v := p.c.Prev()
+		if first, ok := p.idOf(k); ok && first <= id && p.decode(first, v) {
+			p.blockHi = hi
+		} else {
+			p.block = p.block[:0]
+		}
+	}
+	if len(p.block) == 0 || id < p.block[0] || id > p.blockHi {
+		p.block = p.block[:0]
+		p.key = binary.BigEndian.AppendUint64(p.key[:len(p.prefix)], id)
+		k, v := p.c.Seek(p.key)
+		if k == nil || !bytes.Equal(k, p.key) {
+			if k == nil {
+				k, v = p.c.Last()
+			} else {
+				k, v = p.c.Prev()
+			}
+		}
+		first, ok := p.idOf(k)
+		if !ok {
+			p.placed = false
+			return 0, false // no block starts at or below id
+		}
+		if !p.decode(first, v) {
+			p.placed, p.err = false, postingBlocks{prefix: p.prefix}.malformed(first)
+			return 0, false
+		}
+		p.blockHi = id
+	}
+	i, found := slices.BinarySearch(p.block, id)
+	if !found {
+		i--
+	}
+	p.at, p.placed = p.block[i], true
+	return p.at, true
+}
+
+// decode reads a block into p.block; false for a malformed one.
+func (p *postingList) decode(first uint64, v []byte) bool {
+	if p.block == nil {
+		p.block = make([]uint64, 0, 64)
+	}
+	var ok bool
+	p.block, ok = decodeBlock(p.block[:0], first, v)
+	if !ok {
+		p.block = p.block[:0]
+	}
+	return ok
 }

@@ -17,7 +17,7 @@ import (
 
 // The search index in two parts.
 //
-// The terms bucket (term‖0‖id) is what search reads, but a new message's
+// The postings bucket (see postings.go) is what search reads, but a new message's
 // thirty-odd words land in thirty-odd leaves scattered over the whole
 // bucket, and a commit rewrites every leaf it touched: with 100,000
 // messages a group of 32 creates dirtied about 800 pages, and that write,
@@ -29,25 +29,25 @@ import (
 // through an in-memory index of the tail (tailIndex) and checks each
 // candidate against the tail record in its own transaction.
 //
-// When the tail holds enough postings, a merge moves them into the terms
-// bucket in term order, a few thousand per transaction, sharing the group
-// commit with everyone else. Each term's new postings sort after its old
-// ones, so a merge of thousands of messages touches about one leaf per
-// distinct word rather than one per posting.
+// When the tail holds enough postings, a merge moves them into the
+// postings bucket in term order, a few thousand per transaction, sharing
+// the group commit with everyone else. Each term's new postings sort after
+// its old ones, so a merge of thousands of messages rewrites one block or
+// two per distinct word, in about one leaf per word.
 //
 // Where the index stands is kept in meta, so every transaction sees one
 // consistent state:
 //
-//	terms_merged   W: the terms bucket is complete for every message up to
+//	terms_merged   W: the postings bucket is complete for every message up to
 //	               W; the tail holds the words of every message above W.
 //	terms_merging  hi‖term: a merge of the tail records (W, hi] is under
 //	               way and has copied the postings of every term before
-//	               term. Readers ignore terms entries above W, so a merge
+//	               term. Readers ignore postings above W, so a merge
 //	               half done changes no answer; the transaction that ends
 //	               it deletes the merged tail records and raises W to hi.
 //
 // While a merge is under way, a change to a message in (W, hi] keeps both
-// parts right: its terms entries as well as its tail record.
+// parts right: its postings as well as its tail record.
 
 var (
 	bucketTermsTail = []byte("terms_tail") // messageID → its terms, for messages above meta/terms_merged
@@ -75,7 +75,7 @@ type termsState struct {
 }
 
 // mainUpTo is the highest message ID that has (or may be getting) entries
-// in the terms bucket.
+// in the postings bucket.
 func (s termsState) mainUpTo() uint64 { return max(s.merged, s.mergingTo) }
 
 func readTermsState(tx *bbolt.Tx) termsState {
@@ -220,7 +220,7 @@ func (t *tailIndex) add(id uint64, terms []string) {
 }
 
 // dropThrough forgets every ID up to merged, which a merge has moved into
-// the terms bucket, and recounts what is left.
+// the postings bucket, and recounts what is left.
 func (t *tailIndex) dropThrough(merged uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -444,15 +444,21 @@ func (db *DB) mergeTail(ctx context.Context) (bool, error) {
 			db.merge.mu.Lock()
 			touched := db.merge.touched
 			db.merge.mu.Unlock()
-			index, tail := tx.Bucket(bucketTerms), tx.Bucket(bucketTermsTail)
+			index, tail := tx.Bucket(bucketPostings), tx.Bucket(bucketTermsTail)
+			var kept []uint64
 			for _, term := range terms[:chunk] {
+				kept = kept[:0]
 				for _, id := range postings[term] {
 					if _, changed := touched[id]; changed && !tailRecordHas(tail.Get(itob(id)), []byte(term)) {
 						continue // edited away or deleted since the read
 					}
-					if err := index.Put(termIndexKey(term, id), nil); err != nil {
-						return err
-					}
+					kept = append(kept, id)
+				}
+				if len(kept) == 0 {
+					continue
+				}
+				if err := termBlocks(index, []byte(term)).add(kept); err != nil {
+					return err
 				}
 			}
 			meta := tx.Bucket(bucketMeta)

@@ -25,7 +25,14 @@ import (
 //	   are merged into the terms bucket in batches; meta/terms_merged
 //	   records how far. An older Herald would write terms entries above
 //	   the watermark, which search ignores, so it must refuse the file.
-const currentLayout = 4
+//	5  the merged index keeps each word's IDs in packed blocks (the
+//	   postings bucket, see postings.go) instead of a key per posting in
+//	   the terms bucket.
+const currentLayout = 5
+
+// bucketTerms is layout 4's index, term‖0x00‖messageID → nil; only the
+// upgrade to layout 5 reads it.
+var bucketTerms = []byte("terms")
 
 var (
 	metaLayout      = []byte("layout")
@@ -85,7 +92,114 @@ func (db *DB) prepareLayout() error {
 			return err
 		}
 	}
-	return db.upgradeFrom3()
+	if layout <= 3 {
+		if err := db.upgradeFrom3(); err != nil {
+			return err
+		}
+	}
+	return db.upgradeFrom4()
+}
+
+// upgradeFrom4 packs the terms bucket's postings into blocks, a chunk of
+// terms per transaction so the dirty pages stay a few MiB, then drops the
+// terms bucket. Until the last transaction the file is a complete layout 4
+// database with a partial postings bucket beside it, so a crash (or an
+// older Herald opening the file meanwhile) loses nothing: the upgrade
+// starts over on the next Open. Postings above the merge watermark (a
+// merge a crash interrupted) are copied like the others; the merger goes
+// on from where the merge stopped.
+func (db *DB) upgradeFrom4() error {
+	start := time.Now()
+	var resume []byte // the first terms key not yet copied; nil once done
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		terms := tx.Bucket(bucketTerms)
+		if terms == nil {
+			return nil // from layout 1, whose upgrade built blocks directly
+		}
+		// What an interrupted upgrade left is redone from the start.
+		if err := tx.DeleteBucket(bucketPostings); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(bucketPostings); err != nil {
+			return err
+		}
+		resume, _ = terms.Cursor().First()
+		resume = bytes.Clone(resume)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("upgrading to layout 5: %w", err)
+	}
+	if resume != nil {
+		db.log.Info("upgrading database layout 4 to 5: packing the search index into blocks; this runs once")
+	}
+	postings, words := 0, 0
+	for resume != nil {
+		err := db.bolt.Update(func(tx *bbolt.Tx) error {
+			fillGrowingBuckets(tx)
+			blocks := tx.Bucket(bucketPostings)
+			c := tx.Bucket(bucketTerms).Cursor()
+			var term []byte
+			var ids []uint64
+			flush := func() error {
+				if len(ids) == 0 {
+					return nil
+				}
+				words++
+				return termBlocks(blocks, term).add(ids)
+			}
+			k, _ := c.Seek(resume)
+			for n := 0; k != nil; k, _ = c.Next() {
+				sep := len(k) - 9
+				if sep < 1 || k[sep] != termSeparator {
+					return fmt.Errorf("terms: key %x is not term‖0‖id", k)
+				}
+				if !bytes.Equal(k[:sep], term) {
+					if n >= upgradeChunk*16 {
+						break // a whole term per chunk: the next one starts here
+					}
+					if err := flush(); err != nil {
+						return err
+					}
+					term, ids = bytes.Clone(k[:sep]), ids[:0]
+				}
+				ids = append(ids, btoi(k[sep+1:]))
+				n++
+				postings++
+			}
+			if err := flush(); err != nil {
+				return err
+			}
+			resume = bytes.Clone(k)
+			if resume != nil {
+				return nil
+			}
+			if err := tx.DeleteBucket(bucketTerms); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketMeta).Put(metaLayout, itob(5))
+		})
+		if err != nil {
+			return fmt.Errorf("upgrading to layout 5: %w", err)
+		}
+	}
+	if postings == 0 {
+		// Nothing to pack: a database that never had a terms bucket (one
+		// coming up from layout 1 builds blocks directly) or an empty one.
+		err := db.bolt.Update(func(tx *bbolt.Tx) error {
+			if tx.Bucket(bucketTerms) != nil {
+				if err := tx.DeleteBucket(bucketTerms); err != nil {
+					return err
+				}
+			}
+			return tx.Bucket(bucketMeta).Put(metaLayout, itob(5))
+		})
+		if err != nil {
+			return fmt.Errorf("upgrading to layout 5: %w", err)
+		}
+	}
+	db.log.Info("database upgraded to layout 5: the search index is packed into blocks", "words", words, "postings", postings, "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
 }
 
 // upgradeFrom3 starts the search index's tail. Every message so far is in
@@ -230,11 +344,11 @@ func (db *DB) upgradeFrom1() error {
 					}
 				}
 				newest = m.CreatedAt
-				// The owner entry exists already; indexMessage rewrites it
-				// as it is, which costs little and keeps one code path.
-				if err := indexMessage(tx, m, sortedTerms(m.Content)); err != nil {
-					return err
-				}
+			}
+			// The owner entries exist already; indexMessages rewrites them
+			// as they are, which costs little and keeps one code path.
+			if err := indexMessages(tx, chunk); err != nil {
+				return err
 			}
 			n := len(chunk)
 			k = resume
