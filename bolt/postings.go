@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 
 	bbolt "go.etcd.io/bbolt"
@@ -39,6 +40,12 @@ func postingKey(term []byte, first uint64) []byte {
 // decodeBlock appends the IDs of the block first, rest to dst; false for a
 // value that is not a block of ascending IDs.
 func decodeBlock(dst []uint64, first uint64, rest []byte) ([]uint64, bool) {
+	return decodeBlockUpTo(dst, first, rest, math.MaxUint64)
+}
+
+// decodeBlockUpTo is decodeBlock stopping before the first ID above limit;
+// what it leaves undecoded is not checked.
+func decodeBlockUpTo(dst []uint64, first uint64, rest []byte, limit uint64) ([]uint64, bool) {
 	dst = append(dst, first)
 	id := first
 	for len(rest) > 0 {
@@ -46,7 +53,9 @@ func decodeBlock(dst []uint64, first uint64, rest []byte) ([]uint64, bool) {
 		if n <= 0 || d == 0 || id+d < id {
 			return dst, false
 		}
-		id += d
+		if id += d; id > limit {
+			break
+		}
 		dst = append(dst, id)
 		rest = rest[n:]
 	}

@@ -211,11 +211,17 @@ func checkSeekAtMost(t *testing.T, tx *bbolt.Tx, word string, ids []uint64, rng 
 		if !ok || got == 0 {
 			return
 		}
-		switch rng.IntN(3) {
+		switch rng.IntN(5) {
 		case 0:
 			q = got - 1
 		case 1:
 			q = got - min(got, uint64(1+rng.IntN(20)))
+		case 2:
+			// The walk asks again for what it has, or for a little more
+			// than the last answer when another list held it back.
+			q = got + uint64(rng.IntN(3))
+		case 3:
+			q = got + uint64(rng.IntN(40))
 		default:
 			q = got - min(got, uint64(1+rng.IntN(1500)))
 		}
@@ -375,4 +381,29 @@ func TestUpgradeFromLayout4(t *testing.T) {
 	}
 	tdb.DB = db
 	checkSearches("after reopening")
+}
+
+// TestAtMostFrom compares atMostFrom, from every hint, with a plain binary
+// search over lists with gaps short and long.
+func TestAtMostFrom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 200 {
+		ids := make([]uint64, rng.IntN(40))
+		next := uint64(1 + rng.IntN(5))
+		for i := range ids {
+			ids[i] = next
+			next += uint64(1 + rng.IntN([]int{2, 20, 200}[rng.IntN(3)]))
+		}
+		for hint := -1; hint <= len(ids); hint++ {
+			for id := uint64(0); id <= next; id++ {
+				want := len(ids) - 1
+				for want >= 0 && ids[want] > id {
+					want--
+				}
+				if got := atMostFrom(ids, hint, id); got != want {
+					t.Fatalf("atMostFrom(%v, %d, %d) = %d, want %d", ids, hint, id, got, want)
+				}
+			}
+		}
+	}
 }

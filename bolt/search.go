@@ -428,14 +428,16 @@ type postingList struct {
 	// A term's list reads the cursor only up to bound (the merge
 	// watermark); above it, its candidates come from the tail in memory,
 	// which may hold more than the snapshot (see searcher.walk).
-	bound uint64
-	tail  []uint64
+	bound   uint64
+	tail    []uint64
+	tailIdx int // where the last answer from tail was
 	// blocks: the keys are prefix‖first and name blocks of IDs. block is
 	// the one under the cursor, decoded; it holds every ID of the list in
 	// [block[0], blockHi].
 	blocks  bool
 	block   []uint64
 	blockHi uint64
+	idx     int   // p.block[idx] is at, once placed in the block
 	err     error // a malformed block, which ended the list
 }
 
@@ -452,10 +454,8 @@ const prevBeforeSeek = 8
 // seekAtMost returns the largest ID in the list that is at most id.
 func (p *postingList) seekAtMost(id uint64) (uint64, bool) {
 	if id > p.bound {
-		i, found := slices.BinarySearch(p.tail, id)
-		if !found {
-			i--
-		}
+		i := atMostFrom(p.tail, p.tailIdx, id)
+		p.tailIdx = i
 		if i >= 0 && p.tail[i] > p.bound {
 			// A candidate only: walk checks what every list agrees on
 			// against the tail record, once for all the query's words.
@@ -506,15 +506,15 @@ func (p *postingList) idOf(k []byte) (uint64, bool) {
 
 // seekBlockAtMost is seekAtMost over blocks. A walk goes down a list, so
 // the block wanted is most often the one decoded already or the one before
-// it, which the cursor reaches with one step back.
+// it, which the cursor reaches with one step back. A block is decoded only
+// up to the ID sought: the walk never asks for a higher one afterwards.
 func (p *postingList) seekBlockAtMost(id uint64) (uint64, bool) {
 	if len(p.block) > 0 && id < p.block[0] {
 		// The block before the one under the cursor holds every ID up to
 		// p.block[0]-1; if it starts at or below id, it is the one.
-		hi := p.block[0] - 1
 		k, v := p.c.Prev()
-		if first, ok := p.idOf(k); ok && first <= id && p.decode(first, v) {
-			p.blockHi = hi
+		if first, ok := p.idOf(k); ok && first <= id && p.decode(first, v, id) {
+			p.blockHi = id
 		} else {
 			p.block = p.block[:0]
 		}
@@ -535,29 +535,67 @@ func (p *postingList) seekBlockAtMost(id uint64) (uint64, bool) {
 			p.placed = false
 			return 0, false // no block starts at or below id
 		}
-		if !p.decode(first, v) {
+		if !p.decode(first, v, id) {
 			p.placed, p.err = false, postingBlocks{prefix: p.prefix}.malformed(first)
 			return 0, false
 		}
 		p.blockHi = id
 	}
-	i, found := slices.BinarySearch(p.block, id)
-	if !found {
-		i--
-	}
-	p.at, p.placed = p.block[i], true
+	p.placeIn(id)
 	return p.at, true
 }
 
-// decode reads a block into p.block; false for a malformed one.
-func (p *postingList) decode(first uint64, v []byte) bool {
+// placeIn moves to the largest ID of the decoded block not above id, which
+// is at least p.block[0].
+func (p *postingList) placeIn(id uint64) {
+	p.idx = atMostFrom(p.block, p.idx, id)
+	p.at, p.placed = p.block[p.idx], true
+}
+
+// atMostFrom is the index of the largest of the ascending ids not above id,
+// or -1. A walk goes down a list, most often by a few IDs, so it looks just
+// below hint, the index of the last answer, before it searches.
+func atMostFrom(ids []uint64, hint int, id uint64) int {
+	k := hint
+	if k < 0 || k >= len(ids) {
+		k = len(ids) - 1
+	}
+	switch {
+	case k < 0:
+		return -1
+	case ids[k] > id:
+		for stop := max(0, k-prevBeforeSeek); k > stop && ids[k] > id; k-- {
+		}
+		if ids[k] > id {
+			return lastAtMost(ids[:k], id)
+		}
+	case k+1 < len(ids) && ids[k+1] <= id:
+		return k + 1 + lastAtMost(ids[k+1:], id)
+	}
+	return k
+}
+
+// lastAtMost is the index of the largest of the ascending ids not above id;
+// -1 if there is none.
+func lastAtMost(ids []uint64, id uint64) int {
+	i, found := slices.BinarySearch(ids, id)
+	if !found {
+		i--
+	}
+	return i
+}
+
+// decode reads a block into p.block, its IDs up to limit; false for a
+// malformed one. The last place becomes the block's last decoded ID.
+func (p *postingList) decode(first uint64, v []byte, limit uint64) bool {
 	if p.block == nil {
 		p.block = make([]uint64, 0, 64)
 	}
 	var ok bool
-	p.block, ok = decodeBlock(p.block[:0], first, v)
+	p.block, ok = decodeBlockUpTo(p.block[:0], first, v, limit)
 	if !ok {
 		p.block = p.block[:0]
 	}
+	p.idx = len(p.block) - 1
 	return ok
 }

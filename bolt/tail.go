@@ -325,7 +325,7 @@ type merger struct {
 // merger could do that, so it is a bug, reported rather than papered over.
 var errMergeRaced = errors.New("the search index changed under its merge")
 
-// mergeTail moves up to maxMergePostings of the tail into the terms
+// mergeTail moves up to maxMergePostings of the tail into the postings
 // bucket, finishing first a merge a crash interrupted. It reports whether
 // it merged anything.
 func (db *DB) mergeTail(ctx context.Context) (bool, error) {
@@ -545,5 +545,5 @@ func (db *DB) runMerger() {
 	}
 }
 
-// noMergeBound is the terms-bucket bound for lists that have no tail.
+// noMergeBound is the postings bound for lists that have no tail.
 const noMergeBound = math.MaxUint64
