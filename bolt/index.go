@@ -2,8 +2,6 @@ package bolt
 
 import (
 	"encoding/binary"
-	"maps"
-	"slices"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -55,29 +53,6 @@ func timeBoundKey(t time.Time) []byte {
 
 func timeIndexKey(t time.Time, id uint64) []byte {
 	return binary.BigEndian.AppendUint64(timeKey(t), id)
-}
-
-// indexMessages adds every index entry of msgs, in ascending ID order,
-// straight into the postings bucket. Only the layout upgrade, which
-// indexes messages that are all below the merge watermark it then sets,
-// uses it: new messages go through indexNewMessage.
-func indexMessages(tx *bbolt.Tx, msgs []*Message) error {
-	byTerm := make(map[string][]uint64)
-	for _, m := range msgs {
-		if err := indexOwnerAndTime(tx, m); err != nil {
-			return err
-		}
-		for _, term := range sortedTerms(m.Content) {
-			byTerm[term] = append(byTerm[term], m.ID)
-		}
-	}
-	postings := tx.Bucket(bucketPostings)
-	for _, term := range slices.Sorted(maps.Keys(byTerm)) {
-		if err := termBlocks(postings, []byte(term)).add(byTerm[term]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // indexNewMessage adds every index entry of a new message m; its words go

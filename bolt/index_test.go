@@ -627,6 +627,12 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 			}
 			return tx.Bucket(bucketPostings).Put(postingKey([]byte("hello"), 0), []byte{5})
 		}, `postings: word "hello" has a block from message 1, at or below the 5 of the block before`, false},
+		{"TouchingBlocks", func(tx *bbolt.Tx, m *Message) error { // message 1 in two blocks
+			if err := tx.Bucket(bucketMeta).Put(metaTermsMerged, itob(9)); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketPostings).Put(postingKey([]byte("hello"), 0), []byte{1})
+		}, `postings: word "hello" has a block from message 1, at or below the 1 of the block before`, false},
 		{"OversizedBlock", func(tx *bbolt.Tx, m *Message) error {
 			return tx.Bucket(bucketPostings).Put(postingKey([]byte("world"), m.ID), bytes.Repeat([]byte{1}, maxBlockBytes+1))
 		}, `postings: the block of "world" from message 1 is 257 bytes`, false},
@@ -782,6 +788,63 @@ func TestUpgradeFromLayout1(t *testing.T) {
 		t.Errorf("second open logged %q, want nothing", log.String())
 	}
 	checkIndexes(t, db)
+}
+
+// TestUpgradeFromLayout1BegunByAnOlderRelease finishes an upgrade from
+// layout 1 that the previous release (layout 4, a key per posting in the
+// terms bucket) was cut short in after two messages. Finishing it into
+// the postings bucket left the first two in terms, which the upgrade to
+// layout 5 then packed over the rest: every word of the others was lost.
+func TestUpgradeFromLayout1BegunByAnOlderRelease(t *testing.T) {
+	path := layout1Copy(t)
+	raw, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = raw.Update(func(tx *bbolt.Tx) error {
+		for _, name := range [][]byte{bucketMsgsByOwner, bucketMsgsByTime, bucketTerms, bucketMeta} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		c := tx.Bucket(bucketMessages).Cursor()
+		k, v := c.First()
+		for range 2 {
+			m, err := decodeMessage(btoi(k), v)
+			if err != nil {
+				return err
+			}
+			if err := indexOwnerAndTime(tx, m); err != nil {
+				return err
+			}
+			for _, term := range sortedTerms(m.Content) {
+				key := append(termPrefix([]byte(term)), itob(m.ID)...)
+				if err := tx.Bucket(bucketTerms).Put(key, nil); err != nil {
+					return err
+				}
+			}
+			k, v = c.Next()
+		}
+		return tx.Bucket(bucketMeta).Put(metaUpgradeNext, bytes.Clone(k))
+	})
+	if cerr := raw.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	checkIndexes(t, db)
+	tdb := &testDB{DB: db, Path: path}
+	for q, want := range map[string]int{"hello": 2, "café": 1, "edited": 1, "日本語": 1} {
+		if got := len(mustSearch(t, tdb, SearchQuery{Terms: Terms(q)}).Messages); got != want {
+			t.Errorf("search %q after the upgrade: %d messages, want %d", q, got, want)
+		}
+	}
 }
 
 func TestOpenRefusesNewerLayout(t *testing.T) {

@@ -134,6 +134,38 @@ func (p postingBlocks) malformed(first uint64) error {
 	return fmt.Errorf("search index: the block of %q from message %d is malformed", p.prefix[:len(p.prefix)-1], first)
 }
 
+// has reports whether the term's blocks hold id. It reads the one block
+// that could, only as far as id, and allocates nothing beyond the key: the
+// consistency check asks it once for every word of every message.
+func (p postingBlocks) has(id uint64) (bool, error) {
+	c := p.b.Cursor()
+	k, _ := c.Seek(binary.BigEndian.AppendUint64(p.prefix[:len(p.prefix):len(p.prefix)], id))
+	if first, ok := p.firstOf(k); ok && first == id {
+		return true, nil
+	}
+	var v []byte
+	if k == nil {
+		k, v = c.Last()
+	} else {
+		k, v = c.Prev()
+	}
+	first, ok := p.firstOf(k)
+	if !ok {
+		return false, nil
+	}
+	for at := first; len(v) > 0; {
+		d, n := binary.Uvarint(v)
+		if n <= 0 || d == 0 || at+d < at {
+			return false, p.malformed(first)
+		}
+		if at += d; at >= id {
+			return at == id, nil
+		}
+		v = v[n:]
+	}
+	return false, nil
+}
+
 // firstOf reads the first ID of a key of this term's blocks; false for a
 // key of another term.
 func (p postingBlocks) firstOf(k []byte) (uint64, bool) {

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -184,6 +185,15 @@ func TestPostingBlocksAgainstASet(t *testing.T) {
 					t.Fatalf("step %d: %q holds %v\nwant %v", step, w, got, want)
 				}
 				checkSeekAtMost(t, tx, w, want, rng)
+				for range 50 {
+					id := uint64(rng.IntN(3700))
+					if rng.IntN(2) == 0 && len(want) > 0 {
+						id = want[rng.IntN(len(want))]
+					}
+					if got, err := termBlocks(tx.Bucket(bucketPostings), []byte(w)).has(id); err != nil || got != model[w][id] {
+						t.Fatalf("step %d: %q has(%d) = %v, %v; want %v", step, w, id, got, err, model[w][id])
+					}
+				}
 			}
 			return nil
 		})
@@ -381,6 +391,121 @@ func TestUpgradeFromLayout4(t *testing.T) {
 	}
 	tdb.DB = db
 	checkSearches("after reopening")
+}
+
+// TestUpgradeFromLayout4InManyTransactions packs more postings than one
+// upgrade transaction takes, so the upgrade resumes from where each one
+// stopped; every posting must arrive exactly once.
+func TestUpgradeFromLayout4InManyTransactions(t *testing.T) {
+	manualMerges(t)
+	path := fixtureCopy(t, "layout4.db")
+	raw, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]uint64{}
+	total := 0
+	err = raw.Update(func(tx *bbolt.Tx) error {
+		terms := tx.Bucket(bucketTerms)
+		if err := terms.ForEach(func(k, _ []byte) error {
+			term := string(k[:len(k)-9])
+			want[term] = append(want[term], btoi(k[len(k)-8:]))
+			total++
+			return nil
+		}); err != nil {
+			return err
+		}
+		// Words with tens of thousands of postings each, of IDs no message
+		// has: the upgrade copies keys, it does not look at messages.
+		for w := range 5 {
+			term := fmt.Sprintf("bulk%d", w)
+			for i := range 40000 + 7*w {
+				id := uint64(1000 + i*(w+1))
+				if err := terms.Put(append(termPrefix([]byte(term)), itob(id)...), nil); err != nil {
+					return err
+				}
+				want[term] = append(want[term], id)
+				total++
+			}
+		}
+		return nil
+	})
+	if err := errors.Join(err, raw.Close()); err != nil {
+		t.Fatal(err)
+	}
+	if total <= 2*upgradeChunk*16 {
+		t.Fatalf("%d postings fit in two upgrade transactions; the test needs three", total)
+	}
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got := map[string][]uint64{}
+	err = db.bolt.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketPostings).ForEach(func(k, v []byte) error {
+			term := string(k[:len(k)-9])
+			var ok bool
+			if got[term], ok = decodeBlock(got[term], btoi(k[len(k)-8:]), v); !ok {
+				return fmt.Errorf("block %q is malformed", k)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for term, ids := range want {
+		if !slices.Equal(got[term], ids) {
+			t.Errorf("%q: %d postings after the upgrade, want %d", term, len(got[term]), len(ids))
+		}
+	}
+	for term := range got {
+		if want[term] == nil {
+			t.Errorf("%q: in the postings bucket, not in the terms bucket", term)
+		}
+	}
+}
+
+// TestSearchReportsAMalformedBlock: a search that meets a damaged block
+// fails rather than answer with the matches it found before it.
+func TestSearchReportsAMalformedBlock(t *testing.T) {
+	manualMerges(t)
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	for i := range 300 {
+		mustCreateMessage(t, db, ada.ID, fmt.Sprintf("hello number %d", i))
+	}
+	mergeAll(t, db.DB)
+	var damaged, was []byte
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		// The oldest of hello's blocks, so the walk finds matches first.
+		k, v := tx.Bucket(bucketPostings).Cursor().Seek(termPrefix([]byte("hello")))
+		damaged, was = bytes.Clone(k), bytes.Clone(v)
+		return tx.Bucket(bucketPostings).Put(damaged, []byte{0})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // before mustOpen's check of the whole file
+		if err := db.bolt.Update(func(tx *bbolt.Tx) error { return tx.Bucket(bucketPostings).Put(damaged, was) }); err != nil {
+			t.Error(err)
+		}
+	})
+	q := SearchQuery{Terms: Terms("hello"), Limit: 100}
+	for {
+		p, err := db.SearchMessages(context.Background(), q)
+		if err != nil {
+			if !strings.Contains(err.Error(), "malformed") {
+				t.Errorf("search error = %v, want one naming the malformed block", err)
+			}
+			return
+		}
+		if p.NextBeforeID == 0 {
+			t.Fatalf("every page of %q answered; the damaged block %x went unnoticed", "hello", damaged)
+		}
+		q.BeforeID = p.NextBeforeID
+	}
 }
 
 // TestAtMostFrom compares atMostFrom, from every hint, with a plain binary

@@ -114,7 +114,7 @@ func (db *DB) upgradeFrom4() error {
 	err := db.bolt.Update(func(tx *bbolt.Tx) error {
 		terms := tx.Bucket(bucketTerms)
 		if terms == nil {
-			return nil // from layout 1, whose upgrade built blocks directly
+			return nil // no layout 4 index: nothing to pack
 		}
 		// What an interrupted upgrade left is redone from the start.
 		if err := tx.DeleteBucket(bucketPostings); err != nil {
@@ -184,8 +184,7 @@ func (db *DB) upgradeFrom4() error {
 		}
 	}
 	if postings == 0 {
-		// Nothing to pack: a database that never had a terms bucket (one
-		// coming up from layout 1 builds blocks directly) or an empty one.
+		// Nothing to pack: an empty terms bucket, or none.
 		err := db.bolt.Update(func(tx *bbolt.Tx) error {
 			if tx.Bucket(bucketTerms) != nil {
 				if err := tx.DeleteBucket(bucketTerms); err != nil {
@@ -345,9 +344,9 @@ func (db *DB) upgradeFrom1() error {
 				}
 				newest = m.CreatedAt
 			}
-			// The owner entries exist already; indexMessages rewrites them
+			// The owner entries exist already; indexLayout2 rewrites them
 			// as they are, which costs little and keeps one code path.
-			if err := indexMessages(tx, chunk); err != nil {
+			if err := indexLayout2(tx, chunk); err != nil {
 				return err
 			}
 			n := len(chunk)
@@ -367,6 +366,29 @@ func (db *DB) upgradeFrom1() error {
 		}
 	}
 	db.log.Info("database upgraded to layout 2", "messages_indexed", indexed, "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
+
+// indexLayout2 adds every index entry of msgs as layout 2 had them: words
+// in the terms bucket, a key per posting, which upgradeFrom4 then packs.
+// An interrupted upgrade from layout 1 may be finished by another release
+// than the one that began it (the previous one writes terms), so both
+// must write the same bucket: the one both know.
+func indexLayout2(tx *bbolt.Tx, msgs []*Message) error {
+	terms, err := tx.CreateBucketIfNotExists(bucketTerms)
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if err := indexOwnerAndTime(tx, m); err != nil {
+			return err
+		}
+		for _, term := range sortedTerms(m.Content) {
+			if err := terms.Put(binary.BigEndian.AppendUint64(termPrefix([]byte(term)), m.ID), nil); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
