@@ -48,6 +48,7 @@ type config struct {
 	logFormat       string
 	hashQueue       int
 	memoryLimitMiB  int
+	procs           int
 	trustedProxies  string // comma-separated CIDRs, checked by validate
 	admins          string // comma-separated e-mails
 	retain          time.Duration
@@ -83,6 +84,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (`text|json`)")
 	fs.IntVar(&c.hashQueue, "hash-queue", 0, "logins that may wait for a hashing slot before the rest get 503; 0 means 32 per slot (`N`)")
 	fs.IntVar(&c.memoryLimitMiB, "memory-limit", 0, "soft limit on the Go heap in MiB; 0 means 24 + 24 per hashing slot; GOMEMLIMIT, when set, wins (`MIB`)")
+	fs.IntVar(&c.procs, "procs", 0, "goroutines the Go runtime runs at once (its GOMAXPROCS); 0 means twice the CPUs available; GOMAXPROCS, when set, wins (`N`)")
 	fs.IntVar(&c.streamsPerUser, "max-streams-per-user", heraldhttp.DefaultStreamsPerUser, "live streams one account may hold open at once (`N`)")
 	fs.IntVar(&c.streams, "max-streams", heraldhttp.DefaultStreams, "live streams open at once in all; each costs a connection, so raise the file limit (ulimit -n) with it (`N`)")
 	c.changesKeepFor = 7 * 24 * time.Hour
@@ -163,6 +165,8 @@ func (c *config) validate() error {
 		return configError("retain", "must not be negative")
 	case c.memoryLimitMiB < 0:
 		return configError("memory-limit", "must not be negative")
+	case c.procs < 0:
+		return configError("procs", "must not be negative")
 	case c.streamsPerUser < 1:
 		return configError("max-streams-per-user", "must be at least 1")
 	case c.streams < 1:
@@ -382,6 +386,33 @@ func setMemoryLimit(cfg *config, getenv func(string) string, logger *slog.Logger
 	}
 }
 
+// setProcs gives the Go scheduler more slots (Ps) than there are CPUs and
+// returns the CPUs it found. With one P per CPU a goroutine that becomes
+// runnable — a request whose bytes arrived, the group committer back from
+// fsync — waits in Go's run queue until a running goroutine yields: under
+// load on two CPUs, goroutines waited 1.0-1.3 ms at p90 and 3.1-3.7 ms at
+// p99 (runtime/metrics /sched/latencies), and that wait was most of the
+// read p99s of bench/scale.sh. With twice the Ps the kernel, which
+// preempts at a finer grain, shares the CPUs between their threads: the
+// waits halved, the read p99s with them, at the same throughput (see
+// docs/PERFORMANCE.md). GOMAXPROCS, when the operator sets it, is left
+// alone.
+func setProcs(cfg *config, getenv func(string) string, logger *slog.Logger) (cpus int) {
+	// Before any change, the runtime's own choice: the CPUs this process
+	// may use, container limits included.
+	cpus = runtime.GOMAXPROCS(0)
+	if getenv("GOMAXPROCS") != "" {
+		return cpus
+	}
+	procs := cfg.procs
+	if procs == 0 {
+		procs = 2 * cpus
+	}
+	runtime.GOMAXPROCS(procs)
+	logger.Debug("scheduler slots set", "procs", procs, "cpus", cpus)
+	return cpus
+}
+
 // serve opens the database and answers HTTP until ctx ends.
 func serve(ctx context.Context, cfg *config, getenv func(string) string, logger *slog.Logger) (err error) {
 	// The port first: a server that cannot listen must leave nothing
@@ -402,7 +433,10 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		defer metricsLn.Close()
 		set = metrics.NewSet()
 	}
-	opts := bolt.Options{Logger: logger}
+	cpus := setProcs(cfg, getenv, logger)
+	// Long searches are limited by CPUs, not by scheduler slots: at most
+	// half the machine goes to them.
+	opts := bolt.Options{Logger: logger, LongSearches: max(1, cpus/2)}
 	if set != nil {
 		commitTime := set.NewHistogram("herald_db_commit_duration_seconds")
 		commitWrites := set.NewHistogram("herald_db_commit_writes")

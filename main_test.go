@@ -560,6 +560,10 @@ func TestParseConfig(t *testing.T) {
 		{name: "Admins", vars: map[string]string{"HERALD_ADMINS": "ada@example.com, root@example.org"}, want: with(func(c *config) { c.admins = "ada@example.com, root@example.org" })},
 		{name: "MemoryLimit", args: []string{"--memory-limit", "200"}, want: with(func(c *config) { c.memoryLimitMiB = 200 })},
 		{name: "MemoryLimitNegative", vars: map[string]string{"HERALD_MEMORY_LIMIT": "-5"}, wantErr: "memory-limit"},
+		{name: "Procs", args: []string{"--procs", "3"}, want: with(func(c *config) { c.procs = 3 })},
+		{name: "ProcsEnv", vars: map[string]string{"HERALD_PROCS": "6"}, want: with(func(c *config) { c.procs = 6 })},
+		{name: "ProcsNegative", args: []string{"--procs=-1"}, wantErr: "--procs (HERALD_PROCS) must not be negative"},
+		{name: "ProcsNotANumber", vars: map[string]string{"HERALD_PROCS": "many"}, wantErr: "HERALD_PROCS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -598,6 +602,7 @@ var flagNames = map[string]string{
 	"log-format":       "HERALD_LOG_FORMAT",
 	"hash-queue":       "HERALD_HASH_QUEUE",
 	"memory-limit":     "HERALD_MEMORY_LIMIT",
+	"procs":            "HERALD_PROCS",
 	"admins":           "HERALD_ADMINS",
 	"retain":           "HERALD_RETAIN",
 	"metrics-addr":     "HERALD_METRICS_ADDR",
@@ -973,6 +978,34 @@ func TestSignalEndsStreams(t *testing.T) {
 // TestSetMemoryLimit: the soft limit follows the hashing slots, and under
 // it the collector lets the heap grow 4x; GOGC and GOMEMLIMIT set by the
 // operator win.
+func TestSetProcs(t *testing.T) {
+	const cpus = 3 // what the runtime would choose, as far as setProcs can tell
+	old := runtime.GOMAXPROCS(cpus)
+	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tt := range []struct {
+		name      string
+		procs     int
+		vars      map[string]string
+		wantProcs int
+	}{
+		{"default: twice the CPUs", 0, map[string]string{}, 2 * cpus},
+		{"--procs", 5, map[string]string{}, 5},
+		{"GOMAXPROCS wins", 5, map[string]string{"GOMAXPROCS": "3"}, cpus},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			runtime.GOMAXPROCS(cpus)
+			got := setProcs(&config{procs: tt.procs}, func(k string) string { return tt.vars[k] }, logger)
+			if got != cpus {
+				t.Errorf("setProcs reported %d CPUs, want %d", got, cpus)
+			}
+			if got := runtime.GOMAXPROCS(0); got != tt.wantProcs {
+				t.Errorf("GOMAXPROCS %d, want %d", got, tt.wantProcs)
+			}
+		})
+	}
+}
+
 func TestSetMemoryLimit(t *testing.T) {
 	gcPercent := func() int {
 		p := debug.SetGCPercent(100)
