@@ -164,7 +164,10 @@ func decodeJSON(body io.Reader, spec fieldSpec) (fields, error) {
 	}
 	f := make(fields, len(raw))
 	var invalid bolt.ValidationError
-	for name, value := range raw {
+	// In name order (checkFieldNames sorted names), not the map's: of two
+	// bad values, the same one is named every time.
+	for _, name := range names {
+		value := raw[name]
 		if bytes.Equal(value, []byte("null")) {
 			f[name] = nil
 			continue

@@ -476,3 +476,16 @@ func TestDecode_JSONInvalidUTF8(t *testing.T) {
 		}
 	}
 }
+
+// Of two values that are both wrong, a JSON body is refused naming the
+// same one every time: the first in name order.
+func TestJSONBodyNamesTheSameBadValueEveryTime(t *testing.T) {
+	e := newEnv(t)
+	for range 20 {
+		res := decSend(t, e, "/api/register", decJSON, `{"password":3,"email":4}`, false)
+		p := assertProblem(t, res, http.StatusBadRequest)
+		if detail, _ := p["detail"].(string); !strings.Contains(detail, `"email"`) || strings.Contains(detail, "password") {
+			t.Fatalf("detail = %q, want it to name email, the first bad field by name", detail)
+		}
+	}
+}
