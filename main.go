@@ -398,12 +398,14 @@ func setMemoryLimit(cfg *config, getenv func(string) string, logger *slog.Logger
 // docs/PERFORMANCE.md). GOMAXPROCS, when the operator sets it, is left
 // alone.
 func setProcs(cfg *config, getenv func(string) string, logger *slog.Logger) (cpus int) {
-	// Before any change, the runtime's own choice: the CPUs this process
-	// may use, container limits included.
-	cpus = runtime.GOMAXPROCS(0)
 	if getenv("GOMAXPROCS") != "" {
-		return cpus
+		return runtime.GOMAXPROCS(0)
 	}
+	// The runtime's own choice, the CPUs this process may use (container
+	// limits included), whatever an earlier serve in this process set:
+	// twice the current value would double again on every call.
+	runtime.SetDefaultGOMAXPROCS()
+	cpus = runtime.GOMAXPROCS(0)
 	procs := cfg.procs
 	if procs == 0 {
 		procs = 2 * cpus

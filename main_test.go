@@ -979,25 +979,33 @@ func TestSignalEndsStreams(t *testing.T) {
 // it the collector lets the heap grow 4x; GOGC and GOMEMLIMIT set by the
 // operator win.
 func TestSetProcs(t *testing.T) {
-	const cpus = 3 // what the runtime would choose, as far as setProcs can tell
-	old := runtime.GOMAXPROCS(cpus)
+	old := runtime.GOMAXPROCS(0)
 	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+	runtime.SetDefaultGOMAXPROCS()
+	cpus := runtime.GOMAXPROCS(0) // what the runtime chooses on this machine
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, tt := range []struct {
 		name      string
 		procs     int
 		vars      map[string]string
+		calls     int
 		wantProcs int
+		wantCPUs  int
 	}{
-		{"default: twice the CPUs", 0, map[string]string{}, 2 * cpus},
-		{"--procs", 5, map[string]string{}, 5},
-		{"GOMAXPROCS wins", 5, map[string]string{"GOMAXPROCS": "3"}, cpus},
+		{"default: twice the CPUs", 0, map[string]string{}, 1, 2 * cpus, cpus},
+		{"a second serve in the process does not double it again", 0, map[string]string{}, 3, 2 * cpus, cpus},
+		{"--procs", 5, map[string]string{}, 1, 5, cpus},
+		// The runtime read the variable at start; here it stands at 3.
+		{"GOMAXPROCS wins", 5, map[string]string{"GOMAXPROCS": "3"}, 1, 3, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			runtime.GOMAXPROCS(cpus)
-			got := setProcs(&config{procs: tt.procs}, func(k string) string { return tt.vars[k] }, logger)
-			if got != cpus {
-				t.Errorf("setProcs reported %d CPUs, want %d", got, cpus)
+			runtime.GOMAXPROCS(3)
+			var got int
+			for range tt.calls {
+				got = setProcs(&config{procs: tt.procs}, func(k string) string { return tt.vars[k] }, logger)
+			}
+			if got != tt.wantCPUs {
+				t.Errorf("setProcs reported %d CPUs, want %d", got, tt.wantCPUs)
 			}
 			if got := runtime.GOMAXPROCS(0); got != tt.wantProcs {
 				t.Errorf("GOMAXPROCS %d, want %d", got, tt.wantProcs)
