@@ -135,35 +135,28 @@ func (p postingBlocks) malformed(first uint64) error {
 }
 
 // has reports whether the term's blocks hold id. It reads the one block
-// that could, only as far as id, and allocates nothing beyond the key: the
+// that could, only as far as id, into a buffer on the stack: the
 // consistency check asks it once for every word of every message.
 func (p postingBlocks) has(id uint64) (bool, error) {
 	c := p.b.Cursor()
-	k, _ := c.Seek(binary.BigEndian.AppendUint64(p.prefix[:len(p.prefix):len(p.prefix)], id))
-	if first, ok := p.firstOf(k); ok && first == id {
-		return true, nil
-	}
-	var v []byte
-	if k == nil {
-		k, v = c.Last()
-	} else {
-		k, v = c.Prev()
+	k, v := c.Seek(binary.BigEndian.AppendUint64(p.prefix[:len(p.prefix):len(p.prefix)], id))
+	if first, ok := p.firstOf(k); !ok || first != id {
+		if k == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev()
+		}
 	}
 	first, ok := p.firstOf(k)
 	if !ok {
 		return false, nil
 	}
-	for at := first; len(v) > 0; {
-		d, n := binary.Uvarint(v)
-		if n <= 0 || d == 0 || at+d < at {
-			return false, p.malformed(first)
-		}
-		if at += d; at >= id {
-			return at == id, nil
-		}
-		v = v[n:]
+	var buf [maxBlockBytes + 1]uint64 // a block's most IDs: one a byte
+	ids, ok := decodeBlockUpTo(buf[:0], first, v, id)
+	if !ok {
+		return false, p.malformed(first)
 	}
-	return false, nil
+	return ids[len(ids)-1] == id, nil
 }
 
 // firstOf reads the first ID of a key of this term's blocks; false for a
