@@ -797,11 +797,7 @@ func TestUpgradeFromLayout1(t *testing.T) {
 // layout 5 then packed over the rest: every word of the others was lost.
 func TestUpgradeFromLayout1BegunByAnOlderRelease(t *testing.T) {
 	path := layout1Copy(t)
-	raw, err := bbolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = raw.Update(func(tx *bbolt.Tx) error {
+	updateFile(t, path, func(tx *bbolt.Tx) error {
 		for _, name := range [][]byte{bucketMsgsByOwner, bucketMsgsByTime, bucketTerms, bucketMeta} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
@@ -818,8 +814,7 @@ func TestUpgradeFromLayout1BegunByAnOlderRelease(t *testing.T) {
 				return err
 			}
 			for _, term := range sortedTerms(m.Content) {
-				key := append(termPrefix([]byte(term)), itob(m.ID)...)
-				if err := tx.Bucket(bucketTerms).Put(key, nil); err != nil {
+				if err := tx.Bucket(bucketTerms).Put(postingKey([]byte(term), m.ID), nil); err != nil {
 					return err
 				}
 			}
@@ -827,12 +822,6 @@ func TestUpgradeFromLayout1BegunByAnOlderRelease(t *testing.T) {
 		}
 		return tx.Bucket(bucketMeta).Put(metaUpgradeNext, bytes.Clone(k))
 	})
-	if cerr := raw.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	db, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -959,12 +948,8 @@ func TestWritePanicIsAnError(t *testing.T) {
 func TestUpgradeClampsCreationTimes(t *testing.T) {
 	path := layout1Copy(t)
 	// Message 3 of the fixture goes back an hour, as a clock step would.
-	raw, err := bbolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var second time.Time
-	err = raw.Update(func(tx *bbolt.Tx) error {
+	updateFile(t, path, func(tx *bbolt.Tx) error {
 		msgs := tx.Bucket(bucketMessages)
 		m2, err := decodeMessage(2, msgs.Get(itob(2)))
 		if err != nil {
@@ -978,10 +963,6 @@ func TestUpgradeClampsCreationTimes(t *testing.T) {
 		m3.CreatedAt = m3.CreatedAt.Add(-time.Hour)
 		return msgs.Put(itob(3), encodeMessage(m3))
 	})
-	raw.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	db, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -1036,6 +1017,19 @@ func fixtureCopy(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// updateFile changes the file at path in one bbolt transaction, below
+// Herald's Open: to write what an older release or a crash left.
+func updateFile(t *testing.T, path string, fn func(*bbolt.Tx) error) {
+	t.Helper()
+	raw, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(raw.Update(fn), raw.Close()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // issueTokenRecord stores t as it is, public ID included, for tests that

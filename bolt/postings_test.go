@@ -3,7 +3,6 @@ package bolt
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -314,20 +313,13 @@ func BenchmarkPostingsAppend(b *testing.B) {
 func TestUpgradeFromLayout4(t *testing.T) {
 	manualMerges(t)
 	path := fixtureCopy(t, "layout4.db")
-	raw, err := bbolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = raw.Update(func(tx *bbolt.Tx) error {
+	updateFile(t, path, func(tx *bbolt.Tx) error {
 		b, err := tx.CreateBucket(bucketPostings)
 		if err != nil {
 			return err
 		}
 		return b.Put(postingKey([]byte("ghost"), 1), nil)
 	})
-	if err := errors.Join(err, raw.Close()); err != nil {
-		t.Fatal(err)
-	}
 
 	var log bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&log, nil))
@@ -399,13 +391,9 @@ func TestUpgradeFromLayout4(t *testing.T) {
 func TestUpgradeFromLayout4InManyTransactions(t *testing.T) {
 	manualMerges(t)
 	path := fixtureCopy(t, "layout4.db")
-	raw, err := bbolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[string][]uint64{}
 	total := 0
-	err = raw.Update(func(tx *bbolt.Tx) error {
+	updateFile(t, path, func(tx *bbolt.Tx) error {
 		terms := tx.Bucket(bucketTerms)
 		if err := terms.ForEach(func(k, _ []byte) error {
 			term := string(k[:len(k)-9])
@@ -421,7 +409,7 @@ func TestUpgradeFromLayout4InManyTransactions(t *testing.T) {
 			term := fmt.Sprintf("bulk%d", w)
 			for i := range 40000 + 7*w {
 				id := uint64(1000 + i*(w+1))
-				if err := terms.Put(append(termPrefix([]byte(term)), itob(id)...), nil); err != nil {
+				if err := terms.Put(postingKey([]byte(term), id), nil); err != nil {
 					return err
 				}
 				want[term] = append(want[term], id)
@@ -430,9 +418,6 @@ func TestUpgradeFromLayout4InManyTransactions(t *testing.T) {
 		}
 		return nil
 	})
-	if err := errors.Join(err, raw.Close()); err != nil {
-		t.Fatal(err)
-	}
 	if total <= 2*upgradeChunk*16 {
 		t.Fatalf("%d postings fit in two upgrade transactions; the test needs three", total)
 	}

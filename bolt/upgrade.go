@@ -384,7 +384,8 @@ func indexLayout2(tx *bbolt.Tx, msgs []*Message) error {
 			return err
 		}
 		for _, term := range sortedTerms(m.Content) {
-			if err := terms.Put(binary.BigEndian.AppendUint64(termPrefix([]byte(term)), m.ID), nil); err != nil {
+			// term‖0‖id: a block key's shape, one posting to a key.
+			if err := terms.Put(postingKey([]byte(term), m.ID), nil); err != nil {
 				return err
 			}
 		}
