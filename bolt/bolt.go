@@ -305,6 +305,19 @@ func (r *idReader) get(id uint64) []byte {
 	return nil
 }
 
+// lastEntry is Cursor.Last for write transactions. A key deleted in a
+// write transaction leaves its page in place, possibly empty, until the
+// commit; when every page of a bucket is empty, bbolt v1.5.0's Last never
+// returns (its skip of empty pages and Prev's return to First call each
+// other). First, which skips empty pages forward, finds such a bucket
+// empty; with one key anywhere, Last's skip finds the last.
+func lastEntry(c *bbolt.Cursor) ([]byte, []byte) {
+	if k, _ := c.First(); k == nil {
+		return nil, nil
+	}
+	return c.Last()
+}
+
 // compositeKey joins an 8-byte ID prefix with a suffix, the shape of every
 // secondary index key here.
 func compositeKey(prefix uint64, suffix []byte) []byte {

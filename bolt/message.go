@@ -269,7 +269,7 @@ func (db *DB) insertMessage(tx *bbolt.Tx, owner *User, content string, terms []s
 // never falling as IDs rise: it turns since/until into ID bounds.
 func (db *DB) creationTime(tx *bbolt.Tx) time.Time {
 	now := db.clock()
-	if k, _ := tx.Bucket(bucketMsgsByTime).Cursor().Last(); len(k) >= 8 {
+	if k, _ := lastEntry(tx.Bucket(bucketMsgsByTime).Cursor()); len(k) >= 8 {
 		if newest := timeFromKey(k); now.Before(newest) {
 			return newest
 		}

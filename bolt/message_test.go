@@ -3,6 +3,7 @@ package bolt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -482,4 +483,46 @@ func TestDeleteMessage(t *testing.T) {
 		}
 		checkIndexes(t, db.DB)
 	})
+}
+
+// TestCreateInTheTransactionThatEmptiedTheStore: the group commit can put a
+// create in the transaction of a purge or a retention pass that deleted
+// every message. The create reads the newest creation time from the time
+// index, every page of which is then empty; bbolt's Cursor.Last never
+// returned there, and the committer, with every write behind it, stopped.
+func TestCreateInTheTransactionThatEmptiedTheStore(t *testing.T) {
+	manualMerges(t)
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	msgs := bulkMessages(t, db, []uint64{ada.ID}, time.Millisecond, func(i int) string { return fmt.Sprint("message ", i) }, 1500)
+	var created *Message
+	withinSeconds("a create after every message was deleted", func() {
+		err := db.writes.update(func(tx *bbolt.Tx) error {
+			for _, m := range msgs {
+				stored, err := messageRecord(tx, m.ID)
+				if err != nil {
+					return err
+				}
+				if err := db.removeMessage(tx, stored); err != nil {
+					return err
+				}
+			}
+			owner, err := userByID(tx, ada.ID)
+			if err != nil {
+				return err
+			}
+			created, err = db.insertMessage(tx, owner, "the only one left", sortedTerms("the only one left"))
+			return err
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	if created == nil {
+		t.Fatal("nothing created")
+	}
+	page, err := db.SearchMessages(context.Background(), SearchQuery{})
+	if err != nil || len(page.Messages) != 1 || page.Messages[0].ID != created.ID {
+		t.Errorf("after the transaction: %+v, %v; want only message %d", page, err, created.ID)
+	}
 }

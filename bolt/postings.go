@@ -101,33 +101,49 @@ func termBlocks(b *bbolt.Bucket, term []byte) postingBlocks {
 // found false with next the first ID of the term's first block.
 func (p postingBlocks) blockAtMost(dst []uint64, id uint64) (ids []uint64, next uint64, found bool, err error) {
 	c := p.b.Cursor()
-	k, v := c.Seek(binary.BigEndian.AppendUint64(bytes.Clone(p.prefix), id))
-	if first, ok := p.firstOf(k); ok && first == id {
-		ids, ok := decodeBlock(dst, first, v)
-		if !ok {
-			return nil, 0, false, p.malformed(first)
-		}
-		if nk, _ := c.Next(); nk != nil {
-			next, _ = p.firstOf(nk)
-		}
-		return ids, next, true, nil
-	} else if ok {
-		next = first
+	first, v, after, ok := p.lastBlockAtMost(c, id)
+	if after == nil && ok && first == id {
+		after, _ = c.Next()
 	}
-	if k == nil {
-		k, v = c.Last()
-	} else {
-		k, v = c.Prev()
-	}
-	first, ok := p.firstOf(k)
+	next, _ = p.firstOf(after)
 	if !ok {
 		return nil, next, false, nil
 	}
-	ids, ok = decodeBlock(dst, first, v)
-	if !ok {
+	if ids, ok = decodeBlock(dst, first, v); !ok {
 		return nil, 0, false, p.malformed(first)
 	}
 	return ids, next, true, nil
+}
+
+// lastBlockAtMost finds, through c, the term's last block starting at or
+// below id: its first ID and value, or ok false. after is the key Seek
+// found past id, when it found one; nil when the block starts at id, with
+// c left on it.
+//
+// Blocks are deleted by writers, and a key deleted in a write transaction
+// leaves its page in place, possibly empty, until the commit. bbolt
+// v1.5.0's Prev then stops on an empty page and reports nil though blocks
+// precede it, so a nil from Prev is checked by walking forward from the
+// term's first block; Last goes through lastEntry.
+func (p postingBlocks) lastBlockAtMost(c *bbolt.Cursor, id uint64) (first uint64, v, after []byte, ok bool) {
+	k, v := c.Seek(binary.BigEndian.AppendUint64(p.prefix[:len(p.prefix):len(p.prefix)], id))
+	if first, ok := p.firstOf(k); ok && first == id {
+		return first, v, nil, true
+	}
+	after = k
+	if k == nil {
+		k, v = lastEntry(c)
+	} else if k, v = c.Prev(); k == nil {
+		for fk, fv := c.Seek(p.prefix); ; fk, fv = c.Next() {
+			f, ok := p.firstOf(fk)
+			if !ok || f > id {
+				break
+			}
+			k, v = fk, fv
+		}
+	}
+	first, ok = p.firstOf(k)
+	return first, v, after, ok
 }
 
 func (p postingBlocks) malformed(first uint64) error {
@@ -138,16 +154,7 @@ func (p postingBlocks) malformed(first uint64) error {
 // that could, only as far as id, into a buffer on the stack: the
 // consistency check asks it once for every word of every message.
 func (p postingBlocks) has(id uint64) (bool, error) {
-	c := p.b.Cursor()
-	k, v := c.Seek(binary.BigEndian.AppendUint64(p.prefix[:len(p.prefix):len(p.prefix)], id))
-	if first, ok := p.firstOf(k); !ok || first != id {
-		if k == nil {
-			k, v = c.Last()
-		} else {
-			k, v = c.Prev()
-		}
-	}
-	first, ok := p.firstOf(k)
+	first, v, _, ok := p.lastBlockAtMost(p.b.Cursor(), id)
 	if !ok {
 		return false, nil
 	}

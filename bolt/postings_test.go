@@ -3,13 +3,16 @@ package bolt
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 )
@@ -515,5 +518,121 @@ func TestAtMostFrom(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// withinSeconds runs fn and ends the test binary if it has not returned
+// in 10 s. A cursor that loops inside a write transaction holds the
+// database: a panic or t.Fatal would run the test's cleanups, which wait
+// for that transaction too, until go test's own timeout.
+func withinSeconds(what string, fn func()) {
+	done := make(chan struct{})
+	go func() { defer close(done); fn() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		fmt.Fprintf(os.Stderr, "FAIL: %s did not return in 10s\n", what)
+		os.Exit(1)
+	}
+}
+
+// TestLastEntryOfAnEmptiedBucket: in the write transaction that deleted
+// every key of a bucket of many pages, bbolt's Cursor.Last never returns;
+// lastEntry says the bucket is empty, and with one key left, finds it.
+func TestLastEntryOfAnEmptiedBucket(t *testing.T) {
+	db := openPostings(t)
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		for i := range 2000 {
+			if err := tx.Bucket(bucketPostings).Put(itob(uint64(i)), make([]byte, 40)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, keep := range []int{-1, 0, 700, 1999} {
+		err := db.Update(func(tx *bbolt.Tx) error {
+			b := tx.Bucket(bucketPostings)
+			for i := range 2000 {
+				if i != keep {
+					if err := b.Delete(itob(uint64(i))); err != nil {
+						return err
+					}
+				}
+			}
+			var k []byte
+			withinSeconds("lastEntry", func() { k, _ = lastEntry(b.Cursor()) })
+			switch {
+			case keep < 0 && k != nil:
+				t.Errorf("every key deleted: lastEntry = %x, want none", k)
+			case keep >= 0 && !bytes.Equal(k, itob(uint64(keep))):
+				t.Errorf("key %d kept: lastEntry = %x", keep, k)
+			}
+			return errors.New("roll back")
+		})
+		if err == nil {
+			t.Fatal("the transaction committed")
+		}
+	}
+}
+
+// TestBlocksFoundPastEmptiedPages looks a term's blocks up in the write
+// transaction that deleted whole pages of them: bbolt's Prev stops on the
+// emptied pages and reports nothing before them, where a block is.
+func TestBlocksFoundPastEmptiedPages(t *testing.T) {
+	db := openPostings(t)
+	ids := make([]uint64, 200*(maxBlockBytes+1))
+	for i := range ids {
+		ids[i] = uint64(i + 1)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		return termBlocks(tx.Bucket(bucketPostings), []byte("m")).add(ids)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err := db.Update(func(tx *bbolt.Tx) error {
+		blocks := blocksOf(t, tx, "m")
+		if len(blocks) < 160 {
+			t.Fatalf("%d blocks; the test deletes pages' worth from the 50th", len(blocks))
+		}
+		p := termBlocks(tx.Bucket(bucketPostings), []byte("m"))
+		for _, b := range blocks[50:150] {
+			if err := p.b.Delete(postingKey([]byte("m"), b[0])); err != nil {
+				return err
+			}
+		}
+		id := blocks[49][10]
+		withinSeconds("blockAtMost", func() {
+			got, next, found, err := p.blockAtMost(nil, id)
+			if err != nil || !found || !slices.Equal(got, blocks[49]) || next != blocks[150][0] {
+				t.Errorf("blockAtMost(%d) = %d IDs from %v, next %d, found %v, %v; want block 49 (from %d), next %d",
+					id, len(got), got[:min(1, len(got))], next, found, err, blocks[49][0], blocks[150][0])
+			}
+		})
+		if has, err := p.has(id); err != nil || !has {
+			t.Errorf("has(%d) = %v, %v; want true", id, has, err)
+		}
+		if err := p.remove(id); err != nil {
+			return err
+		}
+		if has, err := p.has(id); err != nil || has {
+			t.Errorf("has(%d) after remove = %v, %v; want false", id, has, err)
+		}
+		// Every block deleted: nothing found, and no endless look for it.
+		for _, b := range blocksOf(t, tx, "m") {
+			if err := p.b.Delete(postingKey([]byte("m"), b[0])); err != nil {
+				return err
+			}
+		}
+		withinSeconds("blockAtMost in an emptied bucket", func() {
+			if _, _, found, err := p.blockAtMost(nil, ids[len(ids)-1]+5); found || err != nil {
+				t.Errorf("blockAtMost in an emptied bucket = found %v, %v", found, err)
+			}
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
