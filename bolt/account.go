@@ -1,8 +1,8 @@
 package bolt
 
 import (
-	"bytes"
 	"fmt"
+	"math"
 
 	bbolt "go.etcd.io/bbolt"
 )
@@ -59,38 +59,38 @@ func (db *DB) DeleteAccount(by Caller) error {
 }
 
 // purgeMessages removes a deleted account's messages with their index
-// entries, then its deleting mark.
+// entries, newest first, then its deleting mark. The account is gone, so
+// no message of it appears meanwhile: each transaction goes on below the
+// last one removed.
 func (db *DB) purgeMessages(userID uint64) error {
+	below := uint64(math.MaxUint64)
 	for done := false; !done; {
+		var lowest uint64
 		err := db.writes.update(func(tx *bbolt.Tx) error {
-			done = false
-			prefix := itob(userID)
-			var chunk []*Message
-			email := string(tx.Bucket(bucketDeleting).Get(prefix))
-			c := tx.Bucket(bucketMsgsByOwner).Cursor()
-			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(chunk) < purgeChunk; k, _ = c.Next() {
-				m, err := messageRecord(tx, btoi(k[8:]))
-				if err != nil {
-					return err
-				}
-				m.OwnerEmail = email
-				chunk = append(chunk, m)
+			done, lowest = false, 0
+			key := itob(userID)
+			email := string(tx.Bucket(bucketDeleting).Get(key))
+			chunk, err := db.ownerMessages(tx, userID, below, purgeChunk)
+			if err != nil {
+				return err
 			}
-			// Deleting while the cursor walks would move it; delete after.
 			for _, m := range chunk {
+				m.OwnerEmail = email
 				if err := db.removeMessage(tx, m); err != nil {
 					return err
 				}
+				lowest = m.ID
 			}
 			if len(chunk) < purgeChunk {
 				done = true
-				return tx.Bucket(bucketDeleting).Delete(prefix)
+				return tx.Bucket(bucketDeleting).Delete(key)
 			}
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("removing the messages of deleted account %d: %w", userID, err)
 		}
+		below = lowest
 	}
 	return nil
 }

@@ -26,8 +26,6 @@ var (
 	bucketTokens       = []byte("tokens")         // sha256(token) → token record
 	bucketTokensByUser = []byte("tokens_by_user") // userID‖sha256(token) → nil
 	bucketMessages     = []byte("messages")       // messageID → message record
-	bucketMsgsByOwner  = []byte("msgs_by_owner")  // userID‖messageID → nil
-	bucketMsgsByTime   = []byte("msgs_by_time")   // createdAt‖messageID → nil
 	bucketPostings     = []byte("postings")       // term‖0x00‖first messageID → a block of IDs, for messages up to meta/terms_merged
 	bucketMeta         = []byte("meta")           // layout version, upgrade progress
 	bucketDeleting     = []byte("deleting")       // userID → e-mail: deleted accounts whose messages are being removed
@@ -36,13 +34,13 @@ var (
 	allBuckets = [][]byte{
 		bucketUsers, bucketUsersByEmail,
 		bucketTokens, bucketTokensByUser,
-		bucketMessages, bucketMsgsByOwner, bucketMsgsByTime, bucketPostings, bucketTermsTail,
+		bucketMessages, bucketPostings, bucketTermsTail,
 		bucketMeta, bucketDeleting, bucketChanges,
 	}
 
 	// Buckets whose keys only rise, so new keys land at the very end, and
 	// buckets mostly grown that way: see fillGrowingBuckets.
-	appendOnlyBuckets   = [][]byte{bucketMsgsByTime, bucketChanges}
+	appendOnlyBuckets   = [][]byte{bucketChanges}
 	mostlyAppendBuckets = [][]byte{bucketMessages, bucketTermsTail, bucketPostings}
 )
 
@@ -53,16 +51,13 @@ var (
 // bucket would stay half empty for good: twice the pages written per
 // commit, twice the file, twice the pages a read walks.
 //
-// Append-only buckets (IDs and times only rise; nothing is rewritten)
+// Append-only buckets (sequence numbers only rise; nothing is rewritten)
 // fill pages completely. Messages and tail records are appended too, but
 // an edit rewrites one in place, and the postings bucket takes a merge's
 // blocks at the end of each word's range: these leave a tenth of each
 // page free, so an edit or the next merge finds room before it splits a
 // page (simulated against half-full pages with thousands of merged words:
-// 61–80% of each leaf used against 51–56%). The owner index keeps bbolt's
-// default: with thousands of owners its inserts are as good as random, and
-// a full page split by one insert leaves a page holding almost nothing
-// (simulated: 12–35% used against 70%).
+// 61–80% of each leaf used against 51–56%).
 func fillGrowingBuckets(tx *bbolt.Tx) {
 	for _, name := range appendOnlyBuckets {
 		if b := tx.Bucket(name); b != nil {

@@ -200,8 +200,8 @@ func TestChangeLogOfPurgeAndRetention(t *testing.T) {
 	}
 	got := mustChangesAfter(t, db.DB, head)
 	want := []string{
-		`4 message.deleted #2 ada@example.com "ada one"`,
-		`5 message.deleted #3 ada@example.com "ada two"`,
+		`4 message.deleted #3 ada@example.com "ada two"`, // a purge goes newest first
+		`5 message.deleted #2 ada@example.com "ada one"`,
 		fmt.Sprintf(`6 message.deleted #%d bob@example.com "old news"`, old.ID),
 	}
 	if !equalStrings(got, want) {

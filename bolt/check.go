@@ -209,7 +209,8 @@ func (c *checker) tokens() {
 	}
 }
 
-// messages checks every message against its three indexes. Each message
+// messages checks every message against the search index, its words and
+// its owner's term. Each message
 // must have its entries (checked one by one). When none is missing, an
 // index holds no other entry exactly when its size equals the number
 // expected, so the slower hunt for dangling entries runs only when an entry
@@ -218,7 +219,7 @@ func (c *checker) tokens() {
 func (c *checker) messages() {
 	users := c.tx.Bucket(bucketUsers)
 	msgs := c.tx.Bucket(bucketMessages)
-	byOwner, byTime, postings := c.tx.Bucket(bucketMsgsByOwner), c.tx.Bucket(bucketMsgsByTime), c.tx.Bucket(bucketPostings)
+	postings := c.tx.Bucket(bucketPostings)
 	c.sequenceAhead(bucketMessages)
 	tail := c.tx.Bucket(bucketTermsTail)
 	st := readTermsState(c.tx)
@@ -231,7 +232,7 @@ func (c *checker) messages() {
 	n, nTerms, nTail := 0, 0, 0
 	var newest time.Time // creation times must not fall as IDs rise
 	var newestID uint64
-	var missingOwner, missingTime, missingTerms, missingTail bool
+	var missingTerms, missingTail bool
 	_ = msgs.ForEach(func(k, v []byte) error {
 		n++
 		if len(k) != 8 {
@@ -252,14 +253,6 @@ func (c *checker) messages() {
 		if users.Get(itob(m.OwnerID)) == nil && c.tx.Bucket(bucketDeleting).Get(itob(m.OwnerID)) == nil {
 			c.addf("message %d: its owner %d does not exist", m.ID, m.OwnerID)
 		}
-		if byOwner.Get(compositeKey(m.OwnerID, k)) == nil {
-			missingOwner = true
-			c.addf("message %d: missing from msgs_by_owner", m.ID)
-		}
-		if byTime.Get(timeIndexKey(m.CreatedAt, m.ID)) == nil {
-			missingTime = true
-			c.addf("message %d: missing from msgs_by_time", m.ID)
-		}
 		if m.ID > st.merged {
 			nTail++
 			if !c.tailRecord(tail, m) {
@@ -267,11 +260,11 @@ func (c *checker) messages() {
 			}
 			return nil
 		}
-		for term := range ContentTerms(m.Content) {
+		for _, term := range messageTerms(m) {
 			nTerms++
 			if found, err := termBlocks(postings, []byte(term)).has(m.ID); err != nil || !found {
 				missingTerms = true
-				c.addf("message %d: word %q missing from the search index", m.ID, term)
+				c.addf("message %d: term %q missing from the search index", m.ID, term)
 			}
 		}
 		return nil
@@ -287,26 +280,6 @@ func (c *checker) messages() {
 				c.addf("terms_tail: message %d is at or below terms_merged %d, so search never reads it", btoi(k), st.merged)
 			case c.message(k) == nil:
 				c.addf("terms_tail: a record of missing message %d", btoi(k))
-			}
-			return nil
-		})
-	}
-	if missingOwner || byOwner.Stats().KeyN != n {
-		_ = byOwner.ForEach(func(k, _ []byte) error {
-			if len(k) != 16 {
-				c.addf("msgs_by_owner: key %x is not owner‖id", k)
-			} else if m := c.message(k[8:]); m == nil || m.OwnerID != btoi(k[:8]) {
-				c.addf("msgs_by_owner: entry %d‖%d points at no message of that owner", btoi(k[:8]), btoi(k[8:]))
-			}
-			return nil
-		})
-	}
-	if missingTime || byTime.Stats().KeyN != n {
-		_ = byTime.ForEach(func(k, _ []byte) error {
-			if len(k) != 16 {
-				c.addf("msgs_by_time: key %x is not time‖id", k)
-			} else if m := c.message(k[8:]); m == nil || !m.CreatedAt.Equal(timeFromKey(k)) {
-				c.addf("msgs_by_time: entry %s‖%d points at no message created then", timeFromKey(k).Format("2006-01-02T15:04:05.000000Z"), btoi(k[8:]))
 			}
 			return nil
 		})
@@ -373,8 +346,8 @@ func (c *checker) danglingPostings(b *bbolt.Bucket, st termsState) {
 				c.addf("search index: word %q points at missing message %d", term, id)
 				continue
 			}
-			if _, ok := ContentTerms(m.Content)[string(term)]; !ok {
-				c.addf("search index: word %q points at message %d, which does not contain it", term, m.ID)
+			if !slices.Contains(messageTerms(m), string(term)) {
+				c.addf("search index: term %q points at message %d, which does not have it", term, m.ID)
 			}
 		}
 		return nil
@@ -391,8 +364,8 @@ func (c *checker) tailRecord(tail *bbolt.Bucket, m *Message) bool {
 		return false
 	}
 	got, ok := tailRecordTerms(rec)
-	if want := sortedTerms(m.Content); !ok || !slices.Equal(got, want) {
-		c.addf("message %d: its tail record holds %q, its words are %q", m.ID, got, want)
+	if want := messageTerms(m); !ok || !slices.Equal(got, want) {
+		c.addf("message %d: its tail record holds %q, its terms are %q", m.ID, got, want)
 		return true
 	}
 	if c.tail == nil {

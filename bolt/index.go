@@ -2,6 +2,8 @@ package bolt
 
 import (
 	"encoding/binary"
+	"slices"
+	"strconv"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -11,15 +13,26 @@ import (
 // the record it indexes, through the functions below, so no reader can ever
 // see a message without its index entries or an entry without its message.
 //
-//   msgs_by_owner  ownerID‖messageID        a user's messages, newest last
-//   msgs_by_time   createdAt‖messageID      turns since/until into ID bounds
-//   postings       term‖0x00‖firstID →      the inverted index of content,
-//                  a block of IDs           up to meta/terms_merged
-//                                           (see postings.go)
+//   postings       term‖0x00‖firstID →      the inverted index, up to
+//                  a block of IDs           meta/terms_merged (see
+//                                           postings.go)
 //   terms_tail     messageID → terms        the rest of it (see tail.go)
 //
-// IDs are big-endian, so within one owner or one term the entries sort by ID,
-// which is creation order.
+// A message's terms are the words of its content and its owner's term
+// (see ownerTerm): "who wrote it" is one more posting list, which search
+// intersects like a word's. There is no time index. IDs rise with creation
+// time (see DB.creationTime), so since and until are found by a binary
+// search over the IDs of the messages bucket (see firstCreatedAtOrAfter).
+//
+// Neither costs a create a scattered write. An owner index of its own,
+// owner‖id, put every create in the leaf of its owner, a dozen leaves for
+// a group of creates from a dozen users; a time index was one more bucket
+// rewritten at its end. Without them a create writes at the end of the
+// messages, tail and changes buckets only, and the owner postings reach
+// the postings bucket with the words, in a merge's bulk appends.
+//
+// IDs are big-endian, so within one term the entries sort by ID, which is
+// creation order.
 
 // termSeparator ends the term part of a postings key. Terms are made of word
 // runes only (see termKey), and no UTF-8 encoding of one contains a zero
@@ -40,51 +53,133 @@ func timeKey(t time.Time) []byte {
 	return binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(timeToMicros(t))^(1<<63))
 }
 
-// timeBoundKey is timeKey of the first stored instant at or after t. The
-// store keeps microseconds, so a bound with a finer part rounds up: a
-// message at 12:00:00.000001 is after since=12:00:00.0000005 and before
+// boundMicros is the first stored instant at or after t, in the store's
+// microseconds: a bound with a finer part rounds up, so a message at
+// 12:00:00.000001 is after since=12:00:00.0000005 and before
 // until=12:00:00.0000015.
-func timeBoundKey(t time.Time) []byte {
+func boundMicros(t time.Time) int64 {
 	if t.Truncate(time.Microsecond).Before(t) {
 		t = t.Truncate(time.Microsecond).Add(time.Microsecond)
 	}
-	return timeKey(t)
+	return timeToMicros(t)
 }
 
-func timeIndexKey(t time.Time, id uint64) []byte {
-	return binary.BigEndian.AppendUint64(timeKey(t), id)
-}
-
-// indexNewMessage adds every index entry of a new message m; its words go
-// to the tail (see tail.go).
-func (db *DB) indexNewMessage(tx *bbolt.Tx, m *Message, terms []string) error {
-	if err := indexOwnerAndTime(tx, m); err != nil {
-		return err
+// firstCreatedAtOrAfter returns the smallest ID of the messages created at
+// or after t, and false when there is none. Creation times never fall as
+// IDs rise, so "the first message at or after x has been created by t" is
+// false and then true along the IDs, and a binary search over the ID range
+// finds where it turns: log2 of the highest ID in seeks (20 at a million),
+// however many IDs deletions left unused.
+func firstCreatedAtOrAfter(msgs *bbolt.Cursor, t time.Time) (uint64, bool) {
+	bound := boundMicros(t)
+	// atOrAfter finds the first message with an ID of at least x, and
+	// whether it was created at or after the bound; found is false when
+	// there is no such message.
+	atOrAfter := func(x uint64) (id uint64, created, found bool) {
+		k, v := msgs.Seek(itob(x))
+		if len(k) != 8 || len(v) < messageHeaderLen {
+			return 0, false, false
+		}
+		return btoi(k), createdMicros(v) >= bound, true
 	}
+	// Invariant: the first message from lo on was created before the
+	// bound (or lo is 0, before every ID); the first from hi on was
+	// created at or after it, or there is none.
+	k, _ := lastEntry(msgs)
+	if len(k) != 8 {
+		return 0, false
+	}
+	lo, hi := uint64(0), btoi(k)+1
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if _, created, found := atOrAfter(mid); !found || created {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	id, _, found := atOrAfter(hi)
+	return id, found
+}
+
+// ownerTerm is the index term of the messages of user ownerID: "@" and
+// the ID in decimal. '@' is not a word rune, so no word of any content is
+// an owner term, and the term holds no zero byte, like every other.
+func ownerTerm(ownerID uint64) string {
+	return "@" + strconv.FormatUint(ownerID, 10)
+}
+
+// withOwnerTerm adds owner's term to terms (sorted, distinct), in order.
+// The result does not share terms' backing array.
+func withOwnerTerm(terms []string, owner uint64) []string {
+	t := ownerTerm(owner)
+	i, found := slices.BinarySearch(terms, t)
+	if found { // cannot happen: no word is an owner term
+		return slices.Clone(terms)
+	}
+	return slices.Insert(slices.Clip(terms), i, t)
+}
+
+// messageTerms is every index term of m, sorted: what its tail record
+// holds.
+func messageTerms(m *Message) []string {
+	return withOwnerTerm(sortedTerms(m.Content), m.OwnerID)
+}
+
+// ownerMessages returns up to limit messages of owner with IDs below
+// below, newest first, found through the owner's term in tx.
+func (db *DB) ownerMessages(tx *bbolt.Tx, owner, below uint64, limit int) ([]*Message, error) {
+	term := ownerTerm(owner)
+	_, tails := db.tail.lists([]string{term})
+	list := newPostingList(tx.Bucket(bucketPostings).Cursor(), termPrefix([]byte(term)))
+	list.blocks, list.bound, list.tail = true, readTermsState(tx).merged, tails[0]
+	msgs := newIDReader(tx.Bucket(bucketMessages))
+	var out []*Message
+	next := below - 1
+	for below > 1 && len(out) < limit {
+		id, ok := list.seekAtMost(next)
+		if list.err != nil {
+			return nil, list.err
+		}
+		if !ok {
+			break
+		}
+		// The tail in memory may hold IDs this transaction does not (see
+		// tailIndex); the record decides.
+		if rec := msgs.get(id); rec != nil {
+			m, err := decodeMessage(id, rec)
+			if err != nil {
+				return nil, err
+			}
+			if m.OwnerID == owner {
+				out = append(out, m)
+			}
+		}
+		if id == 1 {
+			break
+		}
+		next = id - 1
+	}
+	return out, nil
+}
+
+// indexNewMessage adds every index entry of a new message m; terms are the
+// words of its content (sortedTerms). All of them go to the tail (see
+// tail.go), with the owner's term.
+func (db *DB) indexNewMessage(tx *bbolt.Tx, m *Message, terms []string) error {
 	// IDs only grow and a merge only takes IDs that exist, so a new
 	// message is always above the postings bucket's part.
-	return db.putTailRecord(tx, m.ID, terms)
-}
-
-func indexOwnerAndTime(tx *bbolt.Tx, m *Message) error {
-	if err := tx.Bucket(bucketMsgsByOwner).Put(compositeKey(m.OwnerID, itob(m.ID)), nil); err != nil {
-		return err
-	}
-	return tx.Bucket(bucketMsgsByTime).Put(timeIndexKey(m.CreatedAt, m.ID), nil)
+	return db.putTailRecord(tx, m.ID, withOwnerTerm(terms, m.OwnerID))
 }
 
 // unindexMessage removes every index entry of m, as stored.
 func (db *DB) unindexMessage(tx *bbolt.Tx, m *Message) error {
-	id := itob(m.ID)
-	if err := tx.Bucket(bucketMsgsByOwner).Delete(compositeKey(m.OwnerID, id)); err != nil {
-		return err
-	}
-	if err := tx.Bucket(bucketMsgsByTime).Delete(timeIndexKey(m.CreatedAt, m.ID)); err != nil {
-		return err
-	}
 	st := readTermsState(tx)
 	if m.ID <= st.mainUpTo() {
 		postings := tx.Bucket(bucketPostings)
+		if err := termBlocks(postings, []byte(ownerTerm(m.OwnerID))).remove(m.ID); err != nil {
+			return err
+		}
 		for term := range ContentTerms(m.Content) {
 			if err := termBlocks(postings, []byte(term)).remove(m.ID); err != nil {
 				return err
@@ -93,7 +188,7 @@ func (db *DB) unindexMessage(tx *bbolt.Tx, m *Message) error {
 	}
 	if m.ID > st.merged {
 		db.touchMerging(st, m.ID)
-		return tx.Bucket(bucketTermsTail).Delete(id)
+		return tx.Bucket(bucketTermsTail).Delete(itob(m.ID))
 	}
 	return nil
 }
@@ -111,40 +206,36 @@ func (db *DB) removeMessage(tx *bbolt.Tx, m *Message) error {
 	return db.recordChange(tx, MessageDeleted, m, "")
 }
 
-// reindexContent moves message id's postings from the words of oldContent
-// to newTerms (sortedTerms of the new content): in the postings bucket, only
-// the terms that differ; in the tail, the whole record.
-func (db *DB) reindexContent(tx *bbolt.Tx, id uint64, oldContent string, newTerms []string) error {
+// reindexContent moves message m's postings from the words of its stored
+// content to newTerms (sortedTerms of the new content): in the postings
+// bucket, only the words that differ (the owner's term stays); in the tail,
+// the whole record.
+func (db *DB) reindexContent(tx *bbolt.Tx, m *Message, newTerms []string) error {
 	st := readTermsState(tx)
-	if id <= st.mainUpTo() {
-		before, after := ContentTerms(oldContent), make(map[string]struct{}, len(newTerms))
+	if m.ID <= st.mainUpTo() {
+		before, after := ContentTerms(m.Content), make(map[string]struct{}, len(newTerms))
 		for _, t := range newTerms {
 			after[t] = struct{}{}
 		}
 		postings := tx.Bucket(bucketPostings)
 		for term := range before {
 			if _, kept := after[term]; !kept {
-				if err := termBlocks(postings, []byte(term)).remove(id); err != nil {
+				if err := termBlocks(postings, []byte(term)).remove(m.ID); err != nil {
 					return err
 				}
 			}
 		}
 		for term := range after {
 			if _, had := before[term]; !had {
-				if err := termBlocks(postings, []byte(term)).add([]uint64{id}); err != nil {
+				if err := termBlocks(postings, []byte(term)).add([]uint64{m.ID}); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	if id > st.merged {
-		db.touchMerging(st, id)
-		return db.putTailRecord(tx, id, newTerms)
+	if m.ID > st.merged {
+		db.touchMerging(st, m.ID)
+		return db.putTailRecord(tx, m.ID, withOwnerTerm(newTerms, m.OwnerID))
 	}
 	return nil
-}
-
-// timeFromKey reads the instant at the start of a msgs_by_time key.
-func timeFromKey(k []byte) time.Time {
-	return microsToTime(int64(binary.BigEndian.Uint64(k) ^ (1 << 63)))
 }

@@ -51,14 +51,14 @@ func TestTermIndex(t *testing.T) {
 		db := mustOpen(t)
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
 		m := mustCreateMessage(t, db, ada.ID, "Hello, hello WORLD! Café")
-		if got, want := termEntries(t, db, m.ID), []string{"café", "hello", "world"}; !slices.Equal(got, want) {
+		if got, want := termEntries(t, db, m.ID), []string{"@1", "café", "hello", "world"}; !slices.Equal(got, want) {
 			t.Errorf("after create: terms = %q, want %q", got, want)
 		}
 		content := "world peace"
 		if _, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{Content: &content}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := termEntries(t, db, m.ID), []string{"peace", "world"}; !slices.Equal(got, want) {
+		if got, want := termEntries(t, db, m.ID), []string{"@1", "peace", "world"}; !slices.Equal(got, want) {
 			t.Errorf("after update: terms = %q, want %q", got, want)
 		}
 		if got := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms("hello")})); len(got) != 0 {
@@ -463,6 +463,65 @@ func TestCreationTimeNeverFalls(t *testing.T) {
 	}
 }
 
+// TestFirstCreatedAtOrAfter compares the binary search that turns since
+// and until into IDs with a scan of every message, for bounds at, between,
+// before and after the messages' times, over IDs with gaps (deleted
+// messages, the first and the last among them) and runs of messages
+// created in the same microsecond.
+func TestFirstCreatedAtOrAfter(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	var msgs []*Message
+	for i, step := range []time.Duration{0, time.Second, 0, 0, time.Microsecond, time.Hour, 0, time.Millisecond, 3 * time.Second, 0, time.Microsecond, time.Minute, 0, time.Second} {
+		db.Clock.Add(step)
+		msgs = append(msgs, mustCreateMessage(t, db, ada.ID, fmt.Sprintf("message %d", i)))
+	}
+	for _, i := range []int{0, 4, 5, 9, len(msgs) - 1} {
+		if _, err := db.DeleteMessage(msgs[i].ID, ByUser(ada.ID), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var bounds []time.Time
+	for _, m := range msgs {
+		for _, d := range []time.Duration{-time.Hour, -time.Microsecond, -time.Nanosecond, 0, time.Nanosecond, time.Microsecond} {
+			bounds = append(bounds, m.CreatedAt.Add(d))
+		}
+	}
+	bounds = append(bounds, time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC))
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		for _, bound := range bounds {
+			var want uint64 // a scan: the first stored message created at or after bound
+			_ = tx.Bucket(bucketMessages).ForEach(func(k, v []byte) error {
+				if want == 0 && !microsToTime(createdMicros(v)).Before(bound) {
+					want = btoi(k)
+				}
+				return nil
+			})
+			got, ok := firstCreatedAtOrAfter(tx.Bucket(bucketMessages).Cursor(), bound)
+			if got != want || ok != (want != 0) {
+				t.Errorf("firstCreatedAtOrAfter(%s) = %d, %v; a scan finds %d", bound.Format(time.RFC3339Nano), got, ok, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And with no messages at all.
+	for _, m := range msgs {
+		_, _ = db.DeleteMessage(m.ID, ByUser(ada.ID), nil)
+	}
+	err = db.bolt.View(func(tx *bbolt.Tx) error {
+		if got, ok := firstCreatedAtOrAfter(tx.Bucket(bucketMessages).Cursor(), bounds[0]); ok {
+			t.Errorf("firstCreatedAtOrAfter with no messages = %d, true; want none", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestGroupCommit runs many concurrent writers and counts commits: they
 // must share transactions (fewer commits than writes), every write must be
 // on disk once it returned (reopen and look), and a writer refused inside a
@@ -587,7 +646,7 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 		}, "message 1: missing from the search index's tail", true},
 		{"WrongTailRecord", func(tx *bbolt.Tx, m *Message) error {
 			return tx.Bucket(bucketTermsTail).Put(itob(m.ID), encodeTailRecord([]string{"hello"}))
-		}, `message 1: its tail record holds ["hello"], its words are ["hello" "world"]`, true},
+		}, `message 1: its tail record holds ["hello"], its terms are ["@1" "hello" "world"]`, true},
 		{"MalformedTailRecord", func(tx *bbolt.Tx, m *Message) error {
 			return tx.Bucket(bucketTermsTail).Put(itob(m.ID), []byte{9, 'x'})
 		}, "message 1: its tail record holds", true},
@@ -608,10 +667,10 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 		}, "meta/terms_merging: a merge through 1, which is not above terms_merged 1", false},
 		{"DanglingTerm", func(tx *bbolt.Tx, m *Message) error {
 			return addPosting(tx, "ghost", m.ID)
-		}, `word "ghost" points at message 1, which does not contain it`, false},
+		}, `term "ghost" points at message 1, which does not have it`, false},
 		{"MissingTerm", func(tx *bbolt.Tx, m *Message) error {
 			return termBlocks(tx.Bucket(bucketPostings), []byte("hello")).remove(m.ID)
-		}, `message 1: word "hello" missing from the search index`, false},
+		}, `message 1: term "hello" missing from the search index`, false},
 		{"TermOfMissingMessage", func(tx *bbolt.Tx, m *Message) error {
 			if err := tx.Bucket(bucketMeta).Put(metaTermsMerged, itob(99)); err != nil {
 				return err
@@ -636,15 +695,15 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 		{"OversizedBlock", func(tx *bbolt.Tx, m *Message) error {
 			return tx.Bucket(bucketPostings).Put(postingKey([]byte("world"), m.ID), bytes.Repeat([]byte{1}, maxBlockBytes+1))
 		}, `postings: the block of "world" from message 1 is 257 bytes`, false},
-		{"MissingOwnerEntry", func(tx *bbolt.Tx, m *Message) error {
-			return tx.Bucket(bucketMsgsByOwner).Delete(compositeKey(m.OwnerID, itob(m.ID)))
-		}, "message 1: missing from msgs_by_owner", false},
-		{"DanglingOwnerEntry", func(tx *bbolt.Tx, m *Message) error {
-			return tx.Bucket(bucketMsgsByOwner).Put(compositeKey(m.OwnerID, itob(42)), nil)
-		}, "msgs_by_owner: entry 1‖42 points at no message of that owner", false},
-		{"MissingTimeEntry", func(tx *bbolt.Tx, m *Message) error {
-			return tx.Bucket(bucketMsgsByTime).Delete(timeIndexKey(m.CreatedAt, m.ID))
-		}, "message 1: missing from msgs_by_time", false},
+		{"MissingOwnerTerm", func(tx *bbolt.Tx, m *Message) error {
+			return termBlocks(tx.Bucket(bucketPostings), []byte(ownerTerm(m.OwnerID))).remove(m.ID)
+		}, `message 1: term "@1" missing from the search index`, false},
+		{"DanglingOwnerTerm", func(tx *bbolt.Tx, m *Message) error {
+			return addPosting(tx, ownerTerm(m.OwnerID+1), m.ID)
+		}, `term "@2" points at message 1, which does not have it`, false},
+		{"TailRecordWithoutOwner", func(tx *bbolt.Tx, m *Message) error {
+			return tx.Bucket(bucketTermsTail).Put(itob(m.ID), encodeTailRecord([]string{"hello", "world"}))
+		}, `message 1: its tail record holds ["hello" "world"], its terms are ["@1" "hello" "world"]`, true},
 		{"DanglingEmail", func(tx *bbolt.Tx, m *Message) error {
 			return tx.Bucket(bucketUsersByEmail).Put([]byte("ghost@example.com"), itob(77))
 		}, `users_by_email["ghost@example.com"] points at missing user`, false},

@@ -96,13 +96,17 @@ func decodeMessageInto(m *Message, id uint64, b []byte) error {
 	*m = Message{
 		ID:        id,
 		OwnerID:   binary.BigEndian.Uint64(b[1:]),
-		CreatedAt: microsToTime(int64(binary.BigEndian.Uint64(b[9:]))),
+		CreatedAt: microsToTime(createdMicros(b)),
 		UpdatedAt: microsToTime(int64(binary.BigEndian.Uint64(b[17:]))),
 		Revision:  binary.BigEndian.Uint64(b[25:]),
 		Content:   string(b[messageHeaderLen:]),
 	}
 	return nil
 }
+
+// createdMicros is a record's creation time, read without decoding the
+// rest; rec is at least messageHeaderLen bytes.
+func createdMicros(rec []byte) int64 { return int64(binary.BigEndian.Uint64(rec[9:])) }
 
 // messageByID loads a message and joins its owner's e-mail.
 func messageByID(tx *bbolt.Tx, id uint64) (*Message, error) {
@@ -266,11 +270,13 @@ func (db *DB) insertMessage(tx *bbolt.Tx, owner *User, content string, terms []s
 
 // creationTime is now, or the newest message's creation time if the clock
 // has gone back since (an NTP step, say). Search relies on creation times
-// never falling as IDs rise: it turns since/until into ID bounds.
+// never falling as IDs rise: it turns since/until into ID bounds. (A
+// deleted newest message does not count: only stored messages are
+// searched.)
 func (db *DB) creationTime(tx *bbolt.Tx) time.Time {
 	now := db.clock()
-	if k, _ := lastEntry(tx.Bucket(bucketMsgsByTime).Cursor()); len(k) >= 8 {
-		if newest := timeFromKey(k); now.Before(newest) {
+	if _, v := lastEntry(tx.Bucket(bucketMessages).Cursor()); len(v) >= messageHeaderLen {
+		if newest := microsToTime(createdMicros(v)); now.Before(newest) {
 			return newest
 		}
 	}
@@ -356,7 +362,7 @@ func (db *DB) UpdateMessage(id uint64, by Caller, upd MessageUpdate, pre Precond
 		if upd.Content == nil || *upd.Content == m.Content {
 			return nil
 		}
-		if err := db.reindexContent(tx, id, m.Content, newTerms); err != nil {
+		if err := db.reindexContent(tx, m, newTerms); err != nil {
 			return err
 		}
 		before := m.Content

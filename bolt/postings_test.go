@@ -334,8 +334,8 @@ func TestUpgradeFromLayout4(t *testing.T) {
 		t.Errorf("log = %q, want one line for the upgrade from 4 to 5", log.String())
 	}
 	err = db.bolt.View(func(tx *bbolt.Tx) error {
-		if v := tx.Bucket(bucketMeta).Get(metaLayout); btoi(v) != 5 {
-			t.Errorf("layout after the upgrade = %d, want 5", btoi(v))
+		if v := tx.Bucket(bucketMeta).Get(metaLayout); btoi(v) != currentLayout {
+			t.Errorf("layout after the upgrade = %d, want %d", btoi(v), currentLayout)
 		}
 		if tx.Bucket(bucketTerms) != nil {
 			t.Error("the terms bucket is still there")
@@ -449,7 +449,9 @@ func TestUpgradeFromLayout4InManyTransactions(t *testing.T) {
 		}
 	}
 	for term := range got {
-		if want[term] == nil {
+		// Owner terms come from the upgrade to layout 6, which its own
+		// tests check.
+		if want[term] == nil && !strings.HasPrefix(term, "@") {
 			t.Errorf("%q: in the postings bucket, not in the terms bucket", term)
 		}
 	}

@@ -13,8 +13,9 @@ const retainChunk = 500
 
 // DeleteMessagesBefore deletes the messages created before cutoff, with
 // their index entries, retainChunk per transaction, oldest first, and
-// returns how many it deleted. It walks the time index, so it reads only
-// what it deletes.
+// returns how many it deleted. Creation times never fall as IDs rise, so
+// it walks the messages from the first and reads only what it deletes,
+// and one more.
 func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, error) {
 	deleted := 0
 	for {
@@ -26,12 +27,15 @@ func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, 
 			n = 0
 			var old []*Message
 			owners := newOwnerEmails(tx)
-			c := tx.Bucket(bucketMsgsByTime).Cursor()
-			limit := timeKey(cutoff)
-			for k, _ := c.First(); k != nil && len(old) < retainChunk && string(k[:8]) < string(limit); k, _ = c.Next() {
-				m, err := messageRecord(tx, btoi(k[8:]))
+			c := tx.Bucket(bucketMessages).Cursor()
+			limit := boundMicros(cutoff)
+			for k, v := c.First(); k != nil && len(old) < retainChunk; k, v = c.Next() {
+				m, err := decodeMessage(btoi(k), v)
 				if err != nil {
 					return err
+				}
+				if timeToMicros(m.CreatedAt) >= limit {
+					break
 				}
 				owners.join(m) // a deleted owner's purge may still be running; its change has no e-mail
 				old = append(old, m)

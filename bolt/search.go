@@ -170,11 +170,13 @@ type searcher struct {
 	limit int
 	page  *SearchPage
 
-	ownerID uint64 // 0: any owner
-	lo      uint64 // smallest ID that can match (from Since)
-	next    uint64 // every ID above next has been ruled out
-	steps   int
-	done    bool
+	// terms are the query's words and its owner's term: the posting
+	// lists to intersect.
+	terms []string
+	lo    uint64 // smallest ID that can match (from Since)
+	next  uint64 // every ID above next has been ruled out
+	steps int
+	done  bool
 	// uncheckedSteps counts steps since the context was last checked.
 	uncheckedSteps int
 	// recs reads the tail records of this transaction's term lists, whose
@@ -191,34 +193,37 @@ type searcher struct {
 // of 20 in one allocation, without reserving 100 for a rare word's few.
 const slabMessages = 20
 
-// plan turns the filters into ID bounds, inside the first transaction. IDs
-// rise with creation time (see DB.creationTime), so since and until become
-// seeks in msgs_by_time rather than a filter applied to every message.
+// plan turns the filters into ID bounds and the terms to intersect, inside
+// the first transaction. IDs rise with creation time (see
+// DB.creationTime), so since and until become ID bounds found by binary
+// search rather than a filter applied to every message.
 func (s *searcher) plan(tx *bbolt.Tx) {
 	s.lo, s.next = 1, math.MaxUint64
 	if s.q.BeforeID != 0 {
 		s.next = s.q.BeforeID - 1
 	}
+	s.terms = s.q.Terms
 	if s.q.OwnerEmail != "" {
 		id := tx.Bucket(bucketUsersByEmail).Get(emailKey(s.q.OwnerEmail))
 		if id == nil {
 			s.done = true // no such author, so no such messages
 			return
 		}
-		s.ownerID = btoi(id)
+		// The owner's messages are one more posting list.
+		s.terms = append(slices.Clip(s.terms), ownerTerm(btoi(id)))
 	}
-	byTime := tx.Bucket(bucketMsgsByTime).Cursor()
+	msgs := tx.Bucket(bucketMessages).Cursor()
 	if s.q.Since != nil {
-		k, _ := byTime.Seek(timeBoundKey(*s.q.Since))
-		if k == nil {
+		id, ok := firstCreatedAtOrAfter(msgs, *s.q.Since)
+		if !ok {
 			s.done = true // nothing was created at or after since
 			return
 		}
-		s.lo = btoi(k[8:])
+		s.lo = id
 	}
 	if s.q.Until != nil {
-		if k, _ := byTime.Seek(timeBoundKey(*s.q.Until)); k != nil {
-			s.next = min(s.next, btoi(k[8:])-1)
+		if id, ok := firstCreatedAtOrAfter(msgs, *s.q.Until); ok {
+			s.next = min(s.next, id-1)
 		}
 	}
 	if s.next < s.lo {
@@ -345,39 +350,33 @@ func (s *searcher) inTimeRange(t time.Time) bool {
 // needs, because a merge committed after the transaction began.
 var errStaleTail = errors.New("the search index's tail moved on; retry in a newer transaction")
 
-// postingLists opens one list per term, plus the owner's messages when the
-// query names an owner; with neither, every message is a candidate. A
-// term's list is its terms entries up to the merge watermark and its tail
-// candidates above it (see tail.go).
+// postingLists opens one list per term, the owner's included; with none,
+// every message is a candidate. A term's list is its postings up to the
+// merge watermark and its tail candidates above it (see tail.go).
 func (s *searcher) postingLists(tx *bbolt.Tx) ([]*postingList, error) {
-	var lists []*postingList
 	s.recs = nil
-	if len(s.q.Terms) > 0 {
-		merged := readTermsState(tx).merged
-		base, tails := s.db.tail.lists(s.q.Terms)
-		if base > merged {
-			return nil, errStaleTail
-		}
-		s.recs, s.merged = &tailRecords{records: newIDReader(tx.Bucket(bucketTermsTail))}, merged
-		if s.termKeys == nil {
-			for _, t := range s.q.Terms {
-				s.termKeys = append(s.termKeys, []byte(t))
-			}
-		}
-		postings := tx.Bucket(bucketPostings)
-		for i, t := range s.q.Terms {
-			p := newPostingList(postings.Cursor(), termPrefix([]byte(t)))
-			p.blocks, p.bound, p.tail = true, merged, tails[i]
-			lists = append(lists, p)
-		}
-	}
-	if s.ownerID != 0 {
-		lists = append(lists, newPostingList(tx.Bucket(bucketMsgsByOwner).Cursor(), itob(s.ownerID)))
-	}
-	if len(lists) == 0 {
+	if len(s.terms) == 0 {
 		all := newPostingList(tx.Bucket(bucketMessages).Cursor(), nil)
 		all.records = true
-		lists = append(lists, all)
+		return []*postingList{all}, nil
+	}
+	merged := readTermsState(tx).merged
+	base, tails := s.db.tail.lists(s.terms)
+	if base > merged {
+		return nil, errStaleTail
+	}
+	s.recs, s.merged = &tailRecords{records: newIDReader(tx.Bucket(bucketTermsTail))}, merged
+	if s.termKeys == nil {
+		for _, t := range s.terms {
+			s.termKeys = append(s.termKeys, []byte(t))
+		}
+	}
+	postings := tx.Bucket(bucketPostings)
+	lists := make([]*postingList, len(s.terms))
+	for i, t := range s.terms {
+		p := newPostingList(postings.Cursor(), termPrefix([]byte(t)))
+		p.blocks, p.bound, p.tail = true, merged, tails[i]
+		lists[i] = p
 	}
 	return lists, nil
 }

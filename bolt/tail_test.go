@@ -350,6 +350,7 @@ func TestSearchRetriesWhenTheTailMovedOn(t *testing.T) {
 	defer tx.Rollback()
 	mergeAll(t, db.DB) // tx still sees the message in the tail
 	s := &searcher{db: db.DB, q: SearchQuery{Terms: Terms("apple")}}
+	s.plan(tx)
 	if _, err := s.postingLists(tx); !errors.Is(err, errStaleTail) {
 		t.Errorf("postingLists in a transaction from before the merge = %v, want errStaleTail", err)
 	}
@@ -396,7 +397,7 @@ func TestUpgradeFromLayout3(t *testing.T) {
 		t.Fatalf("Authenticate(old token) = %v", err)
 	}
 	m := mustCreateMessage(t, tdb, u.ID, "the river again")
-	if got := termEntries(t, tdb, m.ID); !slices.Equal(got, []string{"again", "river", "the"}) {
+	if got := termEntries(t, tdb, m.ID); !slices.Equal(got, []string{ownerTerm(u.ID), "again", "river", "the"}) {
 		t.Errorf("new message's tail record = %q", got)
 	}
 	if got := pageIDs(mustSearch(t, tdb, SearchQuery{Terms: Terms("river")})); !slices.Equal(got, []uint64{m.ID, 5, 3}) {

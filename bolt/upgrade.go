@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -28,15 +30,28 @@ import (
 //	5  the merged index keeps each word's IDs in packed blocks (the
 //	   postings bucket, see postings.go) instead of a key per posting in
 //	   the terms bucket.
-const currentLayout = 5
+//	6  a message's owner is a term of the search index (see ownerTerm),
+//	   and the owner and time indexes are gone. An older Herald would
+//	   write owner entries and no owner terms, so it must refuse the file.
+const currentLayout = 6
 
-// bucketTerms is layout 4's index, term‖0x00‖messageID → nil; only the
-// upgrade to layout 5 reads it.
-var bucketTerms = []byte("terms")
+// Buckets of older layouts, which only upgrades read or write:
+//
+//	terms          term‖0x00‖messageID → nil: layout 4's index
+//	msgs_by_owner  ownerID‖messageID → nil: layouts 1 to 5
+//	msgs_by_time   createdAt‖messageID → nil: layouts 2 to 5
+var (
+	bucketTerms       = []byte("terms")
+	bucketMsgsByOwner = []byte("msgs_by_owner")
+	bucketMsgsByTime  = []byte("msgs_by_time")
+)
 
 var (
 	metaLayout      = []byte("layout")
 	metaUpgradeNext = []byte("upgrade_next") // first message ID not yet indexed
+	// metaOwnerTermsNext is the first message ID whose owner term the
+	// upgrade to layout 6 has not added yet; absent once it is done.
+	metaOwnerTermsNext = []byte("owner_terms_next")
 )
 
 // upgradeChunk is how many messages one upgrade transaction indexes: small
@@ -49,6 +64,7 @@ const upgradeChunk = 5000
 // recorded, and the next Open goes on from there.
 func (db *DB) prepareLayout() error {
 	var layout uint64
+	var ownerTermsPending bool
 	err := db.bolt.Update(func(tx *bbolt.Tx) error {
 		fresh, err := heraldFile(tx)
 		if err != nil {
@@ -60,6 +76,7 @@ func (db *DB) prepareLayout() error {
 			}
 		}
 		meta := tx.Bucket(bucketMeta)
+		ownerTermsPending = meta.Get(metaOwnerTermsNext) != nil
 		switch v := meta.Get(metaLayout); {
 		case v != nil && len(v) != 8:
 			return fmt.Errorf("meta/layout is %d bytes, want 8", len(v))
@@ -71,13 +88,23 @@ func (db *DB) prepareLayout() error {
 		default:
 			layout = 1
 		}
+		if layout < 6 {
+			// The upgrades before layout 6 keep the owner and time indexes
+			// up to date, as their layouts had them (layout 1 had no time
+			// index); the upgrade to 6 drops both.
+			for _, name := range [][]byte{bucketMsgsByOwner, bucketMsgsByTime} {
+				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+					return fmt.Errorf("create bucket %s: %w", name, err)
+				}
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	switch {
-	case layout == currentLayout:
+	case layout == currentLayout && !ownerTermsPending:
 		return nil
 	case layout > currentLayout:
 		return fmt.Errorf("the database was written by a newer Herald (layout %d; this one reads up to %d)", layout, currentLayout)
@@ -97,7 +124,123 @@ func (db *DB) prepareLayout() error {
 			return err
 		}
 	}
-	return db.upgradeFrom4()
+	if layout <= 4 {
+		if err := db.upgradeFrom4(); err != nil {
+			return err
+		}
+	}
+	return db.upgradeFrom5()
+}
+
+// upgradeFrom5 adds every message's owner term to the search index, then
+// drops the owner and time indexes. Its first transaction raises the
+// layout to 6, so from then on an older Herald refuses the file rather
+// than write messages without owner terms; meta/owner_terms_next records
+// how far the upgrade got, and an Open after a crash goes on from there.
+// Every step is idempotent: an owner posting already there stays once, a
+// tail record already holding its owner term is left alone.
+//
+// Each message's owner posting goes where its word postings are: the
+// postings bucket up to the merge watermark, and the tail above it. A
+// merge a crash interrupted has copied the terms before meta's next term
+// of the messages it merges; the owner terms among those are copied too,
+// and the merge copies the rest when it goes on.
+func (db *DB) upgradeFrom5() error {
+	start := time.Now()
+	next := uint64(0) // 0: nothing to do
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(metaOwnerTermsNext); v != nil {
+			if len(v) != 8 {
+				return fmt.Errorf("meta/%s is %d bytes, want 8", metaOwnerTermsNext, len(v))
+			}
+			next = btoi(v)
+			return nil
+		}
+		if btoi(meta.Get(metaLayout)) == currentLayout {
+			return nil
+		}
+		next = 1
+		if err := meta.Put(metaOwnerTermsNext, itob(next)); err != nil {
+			return err
+		}
+		return meta.Put(metaLayout, itob(6))
+	})
+	if err != nil || next == 0 {
+		return err
+	}
+	db.log.Info("upgrading database layout 5 to 6: adding message owners to the search index; this runs once")
+	messages := 0
+	for next != 0 {
+		err := db.bolt.Update(func(tx *bbolt.Tx) error {
+			fillGrowingBuckets(tx)
+			st := readTermsState(tx)
+			postings, tail := tx.Bucket(bucketPostings), tx.Bucket(bucketTermsTail)
+			owned := make(map[uint64][]uint64) // owner → IDs for the postings bucket
+			c := tx.Bucket(bucketMessages).Cursor()
+			n := 0
+			k, v := c.Seek(itob(next))
+			for ; k != nil && n < upgradeChunk; k, v = c.Next() {
+				m, err := decodeMessage(btoi(k), v)
+				if err != nil {
+					return err
+				}
+				term := ownerTerm(m.OwnerID)
+				merging := m.ID <= st.mergingTo && len(st.nextTerm) > 0 && term < string(st.nextTerm)
+				if m.ID <= st.merged || merging {
+					owned[m.OwnerID] = append(owned[m.OwnerID], m.ID)
+				}
+				if m.ID > st.merged {
+					if err := addOwnerToTailRecord(tail, m.ID, term); err != nil {
+						return err
+					}
+				}
+				n++
+			}
+			owners := slices.Sorted(maps.Keys(owned))
+			for _, owner := range owners {
+				if err := termBlocks(postings, []byte(ownerTerm(owner))).add(owned[owner]); err != nil {
+					return err
+				}
+			}
+			messages += n
+			meta := tx.Bucket(bucketMeta)
+			if k != nil {
+				next = btoi(k)
+				return meta.Put(metaOwnerTermsNext, itob(next))
+			}
+			next = 0
+			for _, name := range [][]byte{bucketMsgsByOwner, bucketMsgsByTime} {
+				if tx.Bucket(name) != nil {
+					if err := tx.DeleteBucket(name); err != nil {
+						return err
+					}
+				}
+			}
+			return meta.Delete(metaOwnerTermsNext)
+		})
+		if err != nil {
+			return fmt.Errorf("upgrading to layout 6: %w", err)
+		}
+	}
+	db.log.Info("database upgraded to layout 6: message owners are terms of the search index", "messages", messages, "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
+
+// addOwnerToTailRecord puts term into message id's tail record, unless it
+// is there. A message without a record is left so: CheckInvariants
+// reports that, and inventing a record would hide it.
+func addOwnerToTailRecord(tail *bbolt.Bucket, id uint64, term string) error {
+	rec := tail.Get(itob(id))
+	if rec == nil || tailRecordHas(rec, []byte(term)) {
+		return nil
+	}
+	terms, ok := tailRecordTerms(rec)
+	if !ok {
+		return fmt.Errorf("terms_tail: malformed record %d", id)
+	}
+	i, _ := slices.BinarySearch(terms, term)
+	return tail.Put(itob(id), encodeTailRecord(slices.Insert(terms, i, term)))
 }
 
 // upgradeFrom4 packs the terms bucket's postings into blocks, a chunk of
@@ -391,6 +534,24 @@ func indexLayout2(tx *bbolt.Tx, msgs []*Message) error {
 		}
 	}
 	return nil
+}
+
+// indexOwnerAndTime adds m's entries to the owner and time indexes of
+// layouts 2 to 5.
+func indexOwnerAndTime(tx *bbolt.Tx, m *Message) error {
+	if err := tx.Bucket(bucketMsgsByOwner).Put(compositeKey(m.OwnerID, itob(m.ID)), nil); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketMsgsByTime).Put(timeIndexKey(m.CreatedAt, m.ID), nil)
+}
+
+func timeIndexKey(t time.Time, id uint64) []byte {
+	return binary.BigEndian.AppendUint64(timeKey(t), id)
+}
+
+// timeFromKey reads the instant at the start of a msgs_by_time key.
+func timeFromKey(k []byte) time.Time {
+	return microsToTime(int64(binary.BigEndian.Uint64(k) ^ (1 << 63)))
 }
 
 func maxTime(a, b time.Time) time.Time {

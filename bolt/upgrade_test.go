@@ -1,0 +1,268 @@
+package bolt
+
+import (
+	"bytes"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+// testdata/layout5.db was written by the last layout 5 release: ada (user
+// 1) and bob (user 2); messages 1–6 merged into the postings, 3 edited and
+// 4 (bob's) deleted since; 7–11 in the tail, and a merge of 7–9 stopped,
+// as a crash leaves it, after copying the words before "m".
+var layout5Owners = map[string][]uint64{
+	"ada@example.com": {11, 9, 7, 5, 3, 1},
+	"bob@example.com": {10, 8, 6, 2},
+}
+
+// ownerPostings lists the IDs under owner's term in the postings bucket.
+func ownerPostings(t *testing.T, db *DB, owner uint64) []uint64 {
+	t.Helper()
+	var ids []uint64
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		prefix := termPrefix([]byte(ownerTerm(owner)))
+		c := tx.Bucket(bucketPostings).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			var ok bool
+			if ids, ok = decodeBlock(ids, btoi(k[len(prefix):]), v); !ok {
+				t.Errorf("the block of owner %d at %x is malformed", owner, k)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// upgradeLayout5 runs the layout upgrade alone on a copy of
+// testdata/layout5.db, changed first by change if it is not nil: Open's
+// merger would finish the interrupted merge meanwhile, and the test wants
+// the file as the upgrade leaves it. It returns the copy's path and the
+// upgraded file's owner postings.
+func upgradeLayout5(t *testing.T, change func(*bbolt.Tx) error) (path string, ada, bob []uint64) {
+	t.Helper()
+	path = fixtureCopy(t, "layout5.db")
+	if change != nil {
+		updateFile(t, path, change)
+	}
+	raw, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	db := &DB{bolt: raw, log: slog.New(slog.DiscardHandler)}
+	if err := db.prepareLayout(); err != nil {
+		t.Fatalf("upgrading layout 5: %v", err)
+	}
+	return path, ownerPostings(t, db, 1), ownerPostings(t, db, 2)
+}
+
+// openLayout5 opens a copy of testdata/layout5.db, changed first by change
+// if it is not nil, and returns the database and what Open logged.
+func openLayout5(t *testing.T, change func(*bbolt.Tx) error) (*testDB, *bytes.Buffer) {
+	t.Helper()
+	manualMerges(t)
+	path := fixtureCopy(t, "layout5.db")
+	if change != nil {
+		updateFile(t, path, change)
+	}
+	var log bytes.Buffer
+	db, err := Open(path, Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), TailMergePostings: 1 << 30})
+	if err != nil {
+		t.Fatalf("Open(layout 5) = %v", err)
+	}
+	tdb := &testDB{DB: db, Path: path}
+	t.Cleanup(func() { _ = tdb.Close() })
+	return tdb, &log
+}
+
+// checkLayout5Upgraded checks what every upgrade of layout5.db must give:
+// layout 6, no owner or time index, every owner's messages found by
+// search alone and with words, and a clean consistency check.
+func checkLayout5Upgraded(t *testing.T, db *testDB, when string) {
+	t.Helper()
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(metaLayout); btoi(v) != 6 {
+			t.Errorf("%s: layout = %d, want 6", when, btoi(v))
+		}
+		if meta.Get(metaOwnerTermsNext) != nil {
+			t.Errorf("%s: meta/%s is still there", when, metaOwnerTermsNext)
+		}
+		for _, name := range [][]byte{bucketMsgsByOwner, bucketMsgsByTime} {
+			if tx.Bucket(name) != nil {
+				t.Errorf("%s: bucket %s is still there", when, name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for email, want := range layout5Owners {
+		if got := pageIDs(mustSearch(t, db, SearchQuery{OwnerEmail: email})); !slices.Equal(got, want) {
+			t.Errorf("%s: messages of %s = %v, want %v", when, email, got, want)
+		}
+	}
+	for _, tt := range []struct {
+		owner, q string
+		want     []uint64
+	}{
+		{"ada@example.com", "river", []uint64{5}},
+		{"bob@example.com", "river", []uint64{10, 8, 2}},
+		{"ada@example.com", "apple", []uint64{7}},
+		{"bob@example.com", "apple", []uint64{6, 2}},
+		{"ada@example.com", "hello", []uint64{11, 1}},
+		{"bob@example.com", "hello", []uint64{6}},
+		{"ada@example.com", "tail zebra", []uint64{9}},
+		{"bob@example.com", "deleted", nil},
+	} {
+		q := SearchQuery{OwnerEmail: tt.owner, Terms: Terms(tt.q)}
+		if got := pageIDs(mustSearch(t, db, q)); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: search %q by %s = %v, want %v", when, tt.q, tt.owner, got, tt.want)
+		}
+	}
+	checkIndexes(t, db.DB)
+}
+
+// TestUpgradeFromLayout5 opens a file written by the release with owner
+// and time indexes and checks it is upgraded once, with a log line; that
+// the owner postings went where the words' are, the interrupted merge's
+// share included; and that the merge then finishes.
+func TestUpgradeFromLayout5(t *testing.T) {
+	// Merged through 6, and the merge of 7–9 had copied the terms before
+	// "m", owner terms among them; 10 and 11 are in the tail only.
+	_, ada, bob := upgradeLayout5(t, nil)
+	if want := []uint64{1, 3, 5, 7, 9}; !slices.Equal(ada, want) {
+		t.Errorf("ada's postings = %v, want %v", ada, want)
+	}
+	if want := []uint64{2, 6, 8}; !slices.Equal(bob, want) {
+		t.Errorf("bob's postings = %v, want %v", bob, want)
+	}
+
+	db, log := openLayout5(t, nil)
+	if n := strings.Count(log.String(), "database upgraded to layout 6"); n != 1 || strings.Contains(log.String(), "upgraded to layout 5") {
+		t.Errorf("log = %q, want one line for the upgrade from 5 to 6", log.String())
+	}
+	for id := uint64(7); id <= 11; id++ {
+		m := mustMessage(t, db, id)
+		if got := termEntries(t, db, id); !slices.Contains(got, ownerTerm(m.OwnerID)) {
+			t.Errorf("message %d's tail record = %q, want its owner's term", id, got)
+		}
+	}
+	checkLayout5Upgraded(t, db, "after the upgrade")
+
+	mergeAll(t, db.DB)
+	if st := termsStateOf(t, db.DB); st.merged != 11 || st.mergingTo != 0 {
+		t.Errorf("after merging: %+v, want everything through message 11 merged", st)
+	}
+	checkLayout5Upgraded(t, db, "after the merge")
+
+	u, _, err := db.Authenticate(tokenHash("bob-token"))
+	if err != nil {
+		t.Fatalf("Authenticate(bob's old token) = %v", err)
+	}
+	m := mustCreateMessage(t, db, u.ID, "bob again")
+	if got := pageIDs(mustSearch(t, db, SearchQuery{OwnerEmail: "bob@example.com", Limit: 2})); !slices.Equal(got, []uint64{m.ID, 10}) {
+		t.Errorf("bob's newest two after a new message = %v, want [%d 10]", got, m.ID)
+	}
+
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	log.Reset()
+	reopened, err := Open(db.Path, Options{Logger: slog.New(slog.NewTextHandler(log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.DB = reopened
+	if log.Len() != 0 {
+		t.Errorf("second open logged %q, want nothing", log.String())
+	}
+}
+
+// TestUpgradeFromLayout5Resumed: an upgrade stopped by a crash, in either
+// of the states it can leave, goes on at the next Open and gives what an
+// upgrade in one go gives.
+func TestUpgradeFromLayout5Resumed(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*bbolt.Tx) error
+	}{
+		// Its first transaction raised the layout, and nothing more
+		// committed.
+		{"BeforeTheFirstChunk", func(tx *bbolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			if err := meta.Put(metaOwnerTermsNext, itob(1)); err != nil {
+				return err
+			}
+			return meta.Put(metaLayout, itob(6))
+		}},
+		// As above, with owner postings and tail records already holding
+		// owner terms: a chunk must be safe to do twice.
+		{"ChunkDoneTwice", func(tx *bbolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			if err := meta.Put(metaOwnerTermsNext, itob(3)); err != nil {
+				return err
+			}
+			if err := meta.Put(metaLayout, itob(6)); err != nil {
+				return err
+			}
+			postings := tx.Bucket(bucketPostings)
+			if err := termBlocks(postings, []byte(ownerTerm(1))).add([]uint64{1, 3, 5}); err != nil {
+				return err
+			}
+			if err := termBlocks(postings, []byte(ownerTerm(2))).add([]uint64{2, 6}); err != nil {
+				return err
+			}
+			return addOwnerToTailRecord(tx.Bucket(bucketTermsTail), 10, ownerTerm(2))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, log := openLayout5(t, tt.change)
+			if !strings.Contains(log.String(), "database upgraded to layout 6") {
+				t.Errorf("log = %q, want the upgrade to layout 6 finished", log.String())
+			}
+			checkLayout5Upgraded(t, db, "after the upgrade")
+			mergeAll(t, db.DB)
+			checkLayout5Upgraded(t, db, "after the merge")
+		})
+	}
+}
+
+// TestUpgradeFromLayout5BeforeAMergeCopiedAnything: a merge recorded but
+// not yet copying (no next term) has copied no owner term either, so the
+// upgrade leaves the merged messages' owners to the tail and the merge.
+func TestUpgradeFromLayout5BeforeAMergeCopiedAnything(t *testing.T) {
+	notCopying := func(tx *bbolt.Tx) error {
+		postings := tx.Bucket(bucketPostings)
+		if err := termBlocks(postings, []byte("apple")).remove(7); err != nil {
+			return err
+		}
+		if err := termBlocks(postings, []byte("another")).remove(8); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(metaTermsMerging, mergingValue(9, nil))
+	}
+	_, ada, bob := upgradeLayout5(t, notCopying)
+	if want := []uint64{1, 3, 5}; !slices.Equal(ada, want) {
+		t.Errorf("ada's postings = %v, want %v", ada, want)
+	}
+	if want := []uint64{2, 6}; !slices.Equal(bob, want) {
+		t.Errorf("bob's postings = %v, want %v", bob, want)
+	}
+	db, _ := openLayout5(t, notCopying)
+	checkLayout5Upgraded(t, db, "after the upgrade")
+	mergeAll(t, db.DB)
+	if got, want := ownerPostings(t, db.DB, 1), []uint64{1, 3, 5, 7, 9, 11}; !slices.Equal(got, want) {
+		t.Errorf("ada's postings after the merge = %v, want %v", got, want)
+	}
+	checkLayout5Upgraded(t, db, "after the merge")
+}
