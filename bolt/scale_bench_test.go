@@ -117,9 +117,11 @@ func seedScale(b *testing.B, db *testDB, n int) {
 	// The newest scaleTail messages stay in the search index's tail, as
 	// some always do on a live server; the rest is merged.
 	tail := min(scaleTail, n/10)
-	bulkMessages(b, db, owners, 0, scaleContent, n-tail)
+	// A millisecond apart where the clock is the test's, so since and
+	// until have times to tell apart.
+	bulkMessages(b, db, owners, time.Millisecond, scaleContent, n-tail)
 	mergeAll(b, db.DB)
-	bulkMessages(b, db, owners, 0, func(i int) string { return scaleContent(n - tail + i) }, tail)
+	bulkMessages(b, db, owners, time.Millisecond, func(i int) string { return scaleContent(n - tail + i) }, tail)
 }
 
 // scaleTail is about half of what the tail holds before it is merged, at
@@ -186,6 +188,13 @@ func BenchmarkScale(b *testing.B) {
 			if n/DefaultSearchLimit < 2*deep {
 				deep = n / DefaultSearchLimit / 2
 			}
+			createdAt := func(id uint64) *time.Time {
+				m, err := db.Message(id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return &m.CreatedAt
+			}
 			searches := []struct {
 				name string
 				q    SearchQuery
@@ -202,6 +211,8 @@ func BenchmarkScale(b *testing.B) {
 				{"OwnerAndCommonWord", SearchQuery{OwnerEmail: "user42@example.com", Terms: Terms("world")}},
 				{"OwnerAndRareWord", SearchQuery{OwnerEmail: "user42@example.com", Terms: Terms("zeppelin")}},
 				{"CommonWordDeep", SearchQuery{Terms: Terms("hello"), BeforeID: last / 2}},
+				// Two binary searches over the IDs, then a page from the middle.
+				{"SinceAndUntil", SearchQuery{Since: createdAt(last / 4), Until: createdAt(last / 2)}},
 				{"WorstCaseTwoWordsThatNeverMeet", SearchQuery{Terms: Terms("left right")}},
 			}
 			for _, s := range searches {
