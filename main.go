@@ -386,6 +386,23 @@ func setMemoryLimit(cfg *config, getenv func(string) string, logger *slog.Logger
 	}
 }
 
+// storeOptions configures the store for a machine of cpus CPUs, its
+// commits reported to set when metrics are on (set may be nil).
+func storeOptions(cpus int, logger *slog.Logger, set *metrics.Set) bolt.Options {
+	// Long searches are limited by CPUs, not by scheduler slots (see
+	// setProcs): at most half the machine goes to them.
+	opts := bolt.Options{Logger: logger, LongSearches: max(1, cpus/2)}
+	if set != nil {
+		commitTime := set.NewHistogram("herald_db_commit_duration_seconds")
+		commitWrites := set.NewHistogram("herald_db_commit_writes")
+		opts.OnCommit = func(took time.Duration, writes int) {
+			commitTime.Update(took.Seconds())
+			commitWrites.Update(float64(writes))
+		}
+	}
+	return opts
+}
+
 // setProcs gives the Go scheduler more slots (Ps) than there are CPUs and
 // returns the CPUs it found. With one P per CPU a goroutine that becomes
 // runnable — a request whose bytes arrived, the group committer back from
@@ -435,19 +452,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		defer metricsLn.Close()
 		set = metrics.NewSet()
 	}
-	cpus := setProcs(cfg, getenv, logger)
-	// Long searches are limited by CPUs, not by scheduler slots: at most
-	// half the machine goes to them.
-	opts := bolt.Options{Logger: logger, LongSearches: max(1, cpus/2)}
-	if set != nil {
-		commitTime := set.NewHistogram("herald_db_commit_duration_seconds")
-		commitWrites := set.NewHistogram("herald_db_commit_writes")
-		opts.OnCommit = func(took time.Duration, writes int) {
-			commitTime.Update(took.Seconds())
-			commitWrites.Update(float64(writes))
-		}
-	}
-	db, err := bolt.Open(cfg.dbPath, opts)
+	db, err := bolt.Open(cfg.dbPath, storeOptions(setProcs(cfg, getenv, logger), logger, set))
 	if err != nil {
 		return err
 	}
