@@ -19,8 +19,13 @@ func TestDeleteAccount(t *testing.T) {
 	if _, err := db.CreateToken(ada.ID, phone, defaultTTL); err != nil {
 		t.Fatal(err)
 	}
-	// More than one purge transaction's worth of messages.
-	adas := bulkMessages(t, db, []uint64{ada.ID}, time.Millisecond, func(i int) string { return fmt.Sprint("shared word ", i) }, 2*purgeChunk+3)
+	// More than one purge transaction's worth of messages, in the search
+	// index's postings (merged) and in its tail, where a purge finds them
+	// through their owner's term.
+	say := func(i int) string { return fmt.Sprint("shared word ", i) }
+	adas := bulkMessages(t, db, []uint64{ada.ID}, time.Millisecond, say, purgeChunk+1)
+	mergeAll(t, db.DB)
+	adas = append(adas, bulkMessages(t, db, []uint64{ada.ID}, time.Millisecond, say, purgeChunk+2)...)
 	bobs := bulkMessages(t, db, []uint64{bob.ID}, time.Millisecond, func(i int) string { return fmt.Sprint("shared word bob ", i) }, 5)
 
 	if err := db.DeleteAccount(ByToken(phone)); err != nil {

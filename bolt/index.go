@@ -127,38 +127,57 @@ func messageTerms(m *Message) []string {
 }
 
 // ownerMessages returns up to limit messages of owner with IDs below
-// below, newest first, found through the owner's term in tx.
+// below, newest first, found through the owner's term in tx: the tail in
+// memory above the merge watermark, the postings up to it.
+//
+// It runs in write transactions (an account's purge), where blocks deleted
+// earlier in the transaction can leave empty pages that bbolt v1.5.0's
+// backward cursor steps mishandle; so it reads the postings a block at a
+// time through postingBlocks, which guards against that, rather than
+// through search's postingList.
 func (db *DB) ownerMessages(tx *bbolt.Tx, owner, below uint64, limit int) ([]*Message, error) {
 	term := ownerTerm(owner)
+	merged := readTermsState(tx).merged
 	_, tails := db.tail.lists([]string{term})
-	list := newPostingList(tx.Bucket(bucketPostings).Cursor(), termPrefix([]byte(term)))
-	list.blocks, list.bound, list.tail = true, readTermsState(tx).merged, tails[0]
 	msgs := newIDReader(tx.Bucket(bucketMessages))
 	var out []*Message
-	next := below - 1
-	for below > 1 && len(out) < limit {
-		id, ok := list.seekAtMost(next)
-		if list.err != nil {
-			return nil, list.err
+	// take adds message id if this transaction holds it as owner's: the
+	// tail in memory may hold IDs it does not (see tailIndex).
+	take := func(id uint64) error {
+		rec := msgs.get(id)
+		if rec == nil {
+			return nil
 		}
-		if !ok {
-			break
+		m, err := decodeMessage(id, rec)
+		if err == nil && m.OwnerID == owner {
+			out = append(out, m)
 		}
-		// The tail in memory may hold IDs this transaction does not (see
-		// tailIndex); the record decides.
-		if rec := msgs.get(id); rec != nil {
-			m, err := decodeMessage(id, rec)
-			if err != nil {
+		return err
+	}
+	tail := tails[0]
+	for i := len(tail) - 1; i >= 0 && len(out) < limit && tail[i] > merged; i-- {
+		if tail[i] < below {
+			if err := take(tail[i]); err != nil {
 				return nil, err
 			}
-			if m.OwnerID == owner {
-				out = append(out, m)
+		}
+	}
+	blocks := termBlocks(tx.Bucket(bucketPostings), []byte(term))
+	var ids []uint64
+	for next := min(below-1, merged); next >= 1 && len(out) < limit; {
+		var found bool
+		var err error
+		if ids, _, found, err = blocks.blockAtMost(ids[:0], next); err != nil || !found {
+			return out, err
+		}
+		for i := len(ids) - 1; i >= 0 && len(out) < limit; i-- {
+			if ids[i] <= next {
+				if err := take(ids[i]); err != nil {
+					return nil, err
+				}
 			}
 		}
-		if id == 1 {
-			break
-		}
-		next = id - 1
+		next = ids[0] - 1
 	}
 	return out, nil
 }
