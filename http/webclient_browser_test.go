@@ -124,7 +124,38 @@ func (p *webPerson) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		p.shoot("failed-" + p.name + ".png")
+		p.describe()
 		p.t.Fatalf("%s, %s: %v", p.name, what, err)
+	}
+}
+
+// pageStateJS is what a failed step logs of the page besides its
+// screenshot: what the timeline holds and says, which a rare failure on a
+// loaded machine cannot be run again to see.
+const pageStateJS = `JSON.stringify({
+	items: document.querySelectorAll('#messages > li').length,
+	busy: document.querySelector('#messages')?.getAttribute('aria-busy'),
+	moreHidden: document.querySelector('#more')?.hidden,
+	moreTop: document.querySelector('#more')?.getBoundingClientRect().top,
+	innerHeight, scrollY, scrollHeight: document.body.scrollHeight,
+	live: document.querySelector('#live')?.textContent,
+	notice: document.querySelector('#notice')?.textContent,
+	errors: [...document.querySelectorAll('[role=alert], .error')].map(e => e.textContent).filter(Boolean),
+})`
+
+// describe logs the page's state and every request it made, as far as a
+// page that may be stuck still answers.
+func (p *webPerson) describe() {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+	defer cancel()
+	if state, err := chromedp.Run(ctx, chromedp.Evaluate[string](pageStateJS)); err == nil {
+		p.t.Logf("%s's page: %s", p.name, state)
+	}
+	requests, problems := p.watch.snapshot()
+	p.t.Logf("%s's page requested, in order:\n\t%s", p.name, strings.Join(requests, "\n\t"))
+	if len(problems) > 0 {
+		p.t.Logf("%s's page reported:\n\t%s", p.name, strings.Join(problems, "\n\t"))
 	}
 }
 
@@ -140,6 +171,7 @@ func webEval[T any](p *webPerson, js string) T {
 	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[T](js, chromedp.EvalAwaitPromise))
 	if err != nil {
 		p.shoot("failed-" + p.name + ".png")
+		p.describe()
 		p.t.Fatalf("%s, evaluating %s: %v", p.name, js, err)
 	}
 	return v
