@@ -84,8 +84,9 @@ func (c *checker) addf(format string, args ...any) {
 	}
 }
 
-// layout reports missing buckets and a layout other than the current one;
-// it returns false when buckets are missing.
+// layout reports missing buckets, a layout other than the current one and
+// an upgrade left unfinished; it returns false for any of them, as the
+// current layout's rules cannot be checked on a file not yet in it.
 func (c *checker) layout() bool {
 	complete := true
 	for _, name := range allBuckets {
@@ -97,11 +98,16 @@ func (c *checker) layout() bool {
 	if !complete {
 		return false
 	}
-	if v := c.tx.Bucket(bucketMeta).Get(metaLayout); len(v) != 8 || btoi(v) != currentLayout {
+	meta := c.tx.Bucket(bucketMeta)
+	if v := meta.Get(metaLayout); len(v) != 8 || btoi(v) != currentLayout {
 		c.addf("meta/layout is %x, want %d (a database of an older Herald: start herald once to upgrade it)", v, currentLayout)
+		return false
 	}
-	if c.tx.Bucket(bucketMeta).Get(metaUpgradeNext) != nil {
-		c.addf("meta/upgrade_next is set: a layout upgrade was interrupted; start herald once to finish it")
+	for _, marker := range [][]byte{metaUpgradeNext, metaOwnerTermsNext} {
+		if meta.Get(marker) != nil {
+			c.addf("meta/%s is set: a layout upgrade was interrupted; start herald once to finish it", marker)
+			return false
+		}
 	}
 	return true
 }

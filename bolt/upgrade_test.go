@@ -266,3 +266,46 @@ func TestUpgradeFromLayout5BeforeAMergeCopiedAnything(t *testing.T) {
 	}
 	checkLayout5Upgraded(t, db, "after the merge")
 }
+
+// TestCheckOnAFileNotYetUpgraded: `herald check` on a file of an older
+// layout, or one whose upgrade a crash interrupted, says so in one line
+// rather than listing every message as damaged by rules the file does not
+// follow yet.
+func TestCheckOnAFileNotYetUpgraded(t *testing.T) {
+	cases := []struct {
+		name, want string
+		damage     func(meta *bbolt.Bucket) error
+	}{
+		{"layout 5", "meta/layout is 0000000000000005, want 6", func(*bbolt.Bucket) error { return nil }},
+		{"owner terms interrupted", "meta/owner_terms_next is set", func(meta *bbolt.Bucket) error {
+			if err := meta.Put(metaOwnerTermsNext, itob(1)); err != nil {
+				return err
+			}
+			return meta.Put(metaLayout, itob(currentLayout))
+		}},
+		{"index build interrupted", "meta/upgrade_next is set", func(meta *bbolt.Bucket) error {
+			if err := meta.Put(metaUpgradeNext, itob(1)); err != nil {
+				return err
+			}
+			return meta.Put(metaLayout, itob(currentLayout))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := fixtureCopy(t, "layout5.db")
+			updateFile(t, path, func(tx *bbolt.Tx) error { return tc.damage(tx.Bucket(bucketMeta)) })
+			snap, err := OpenSnapshot(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer snap.Close()
+			problems, err := snap.Check()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(problems) != 1 || !strings.Contains(problems[0], tc.want) || !strings.Contains(problems[0], "start herald once") {
+				t.Errorf("Check = %q, want one problem saying %q and to start herald once", problems, tc.want)
+			}
+		})
+	}
+}
