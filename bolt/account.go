@@ -32,19 +32,8 @@ func (db *DB) DeleteAccount(by Caller) error {
 		if err != nil {
 			return err
 		}
-		if err := db.revokeTokensExcept(tx, u.ID, nil); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketUsersByEmail).Delete(emailKey(u.Email)); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketUsers).Delete(itob(u.ID)); err != nil {
-			return err
-		}
 		userID = u.ID
-		// The e-mail is kept for the purge's change records: streams
-		// filtering by this owner hear that the messages are gone.
-		return tx.Bucket(bucketDeleting).Put(itob(u.ID), []byte(u.Email))
+		return db.removeAccount(tx, u)
 	})
 	if err != nil {
 		return err
@@ -56,6 +45,23 @@ func (db *DB) DeleteAccount(by Caller) error {
 		db.log.Warn("removing a deleted account's messages; the next start finishes it", "user", userID, "err", err)
 	}
 	return nil
+}
+
+// removeAccount is DeleteAccount's first transaction: the account and its
+// tokens go, and its messages are marked for the purge.
+func (db *DB) removeAccount(tx *bbolt.Tx, u *User) error {
+	if err := db.revokeTokensExcept(tx, u.ID, nil); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketUsersByEmail).Delete(emailKey(u.Email)); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketUsers).Delete(itob(u.ID)); err != nil {
+		return err
+	}
+	// The e-mail is kept for the purge's change records: streams
+	// filtering by this owner hear that the messages are gone.
+	return tx.Bucket(bucketDeleting).Put(itob(u.ID), []byte(u.Email))
 }
 
 // purgeMessages removes a deleted account's messages with their index

@@ -73,18 +73,7 @@ func TestDeleteAccountInterrupted(t *testing.T) {
 	adas := bulkMessages(t, db, []uint64{ada.ID}, time.Millisecond, func(i int) string { return fmt.Sprint("ada says ", i) }, purgeChunk+10)
 	kept := mustCreateMessage(t, db, bob.ID, "bob says hello")
 	// The first half of DeleteAccount, then stop.
-	err := db.bolt.Update(func(tx *bbolt.Tx) error {
-		if err := db.revokeTokensExcept(tx, ada.ID, nil); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketUsersByEmail).Delete(emailKey(ada.Email)); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketUsers).Delete(itob(ada.ID)); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketDeleting).Put(itob(ada.ID), nil)
-	})
+	err := db.bolt.Update(func(tx *bbolt.Tx) error { return db.removeAccount(tx, ada) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -209,6 +209,33 @@ func TestChangeLogOfPurgeAndRetention(t *testing.T) {
 	}
 }
 
+// TestChangeLogOfRetentionDuringPurge: retention that deletes a message of
+// an account whose purge has not reached it yet logs the owner's e-mail
+// like the purge would, so streams filtering by that owner hear of it.
+func TestChangeLogOfRetentionDuringPurge(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	old := mustCreateMessage(t, db, ada.ID, "ada old")
+	db.Clock.Add(48 * time.Hour)
+	head, _ := db.ChangeHead()
+	// DeleteAccount's first transaction, the purge not yet run.
+	if err := db.bolt.Update(func(tx *bbolt.Tx) error { return db.removeAccount(tx, ada) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.DeleteMessagesBefore(context.Background(), db.Clock.Now().Add(-24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	got := mustChangesAfter(t, db.DB, head)
+	want := []string{fmt.Sprintf(`%d message.deleted #%d ada@example.com "ada old"`, head+1, old.ID)}
+	if !equalStrings(got, want) {
+		t.Errorf("changes =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if err := db.purgeMessages(ada.ID); err != nil {
+		t.Fatal(err)
+	}
+	checkIndexes(t, db.DB)
+}
+
 // TestUpgradeFromLayout2 opens a file written by the release before the
 // change log (testdata/layout2.db) and checks it is upgraded once, with a
 // log line, and that changes are logged from then on.

@@ -26,7 +26,7 @@ func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, 
 		err := db.writes.update(func(tx *bbolt.Tx) error {
 			n = 0
 			var old []*Message
-			owners := newOwnerEmails(tx)
+			owners, deleting := newOwnerEmails(tx), tx.Bucket(bucketDeleting)
 			c := tx.Bucket(bucketMessages).Cursor()
 			limit := boundMicros(cutoff)
 			for k, v := c.First(); k != nil && len(old) < retainChunk; k, v = c.Next() {
@@ -37,7 +37,13 @@ func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, 
 				if timeToMicros(m.CreatedAt) >= limit {
 					break
 				}
-				owners.join(m) // a deleted owner's purge may still be running; its change has no e-mail
+				if !owners.join(m) {
+					// The owner's account is deleted and its purge still
+					// running: the e-mail it kept for the purge's changes
+					// goes in this one too, so streams filtering by that
+					// owner hear of the deletion.
+					m.OwnerEmail = string(deleting.Get(itob(m.OwnerID)))
+				}
 				old = append(old, m)
 			}
 			// Deleting while the cursor walks would move it; delete after.
