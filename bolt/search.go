@@ -70,7 +70,12 @@ func (q *SearchQuery) Fingerprint() uint64 {
 	for _, bound := range []*time.Time{q.Since, q.Until} {
 		h.Write([]byte{0xff})
 		if bound != nil {
-			h.Write(timeKey(*bound))
+			// The bound as the search applies it, rounded up to the
+			// store's microseconds: two bounds that select the same
+			// messages share a cursor, two that do not never do. Encoded
+			// as timeKey did, so cursors with whole-microsecond bounds
+			// given out before stay valid.
+			h.Write(binary.BigEndian.AppendUint64(nil, uint64(boundMicros(*bound))^(1<<63)))
 		}
 	}
 	return binary.BigEndian.Uint64(h.Sum(nil))
