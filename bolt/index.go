@@ -46,11 +46,15 @@ func termPrefix(term []byte) []byte {
 	return append(k, termSeparator)
 }
 
-// timeKey encodes an instant so that byte order is time order, negative
-// Unix times (before 1970, down to year 1) included: flipping the sign bit
-// of the two's complement value orders int64s as unsigned bytes.
-func timeKey(t time.Time) []byte {
-	return binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(timeToMicros(t))^(1<<63))
+// timeKey encodes an instant so that byte order is time order (microsKey).
+func timeKey(t time.Time) []byte { return microsKey(timeToMicros(t)) }
+
+// microsKey encodes the store's microseconds so that byte order is time
+// order, negative Unix times (before 1970, down to year 1) included:
+// flipping the sign bit of the two's complement value orders int64s as
+// unsigned bytes.
+func microsKey(us int64) []byte {
+	return binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(us)^(1<<63))
 }
 
 // boundMicros is the first stored instant at or after t, in the store's

@@ -122,7 +122,8 @@ func TestSearchQueryRules(t *testing.T) {
 }
 
 func TestFingerprint(t *testing.T) {
-	at := func(s int64) *time.Time { tm := time.Unix(s, 0).UTC(); return &tm }
+	within := func(s int64, ns int64) *time.Time { tm := time.Unix(s, ns).UTC(); return &tm }
+	at := func(s int64) *time.Time { return within(s, 0) }
 	base := SearchQuery{Terms: Terms("hello world"), OwnerEmail: "ada@example.com", Since: at(10), Until: at(20)}
 	same := []SearchQuery{
 		{Terms: Terms("WORLD hello"), OwnerEmail: " ADA@example.com ", Since: at(10), Until: at(20)},
@@ -131,7 +132,6 @@ func TestFingerprint(t *testing.T) {
 	// Two bounds within one microsecond select the same messages (the
 	// store keeps microseconds and rounds a bound up), so they share a
 	// cursor.
-	within := func(s int64, ns int64) *time.Time { tm := time.Unix(s, ns).UTC(); return &tm }
 	if a, b := (SearchQuery{Since: within(10, 1)}), (SearchQuery{Since: within(10, 1_000)}); a.Fingerprint() != b.Fingerprint() {
 		t.Errorf("since 10s+1ns and since 10s+1µs select the same messages but differ")
 	}

@@ -73,9 +73,9 @@ func (q *SearchQuery) Fingerprint() uint64 {
 			// The bound as the search applies it, rounded up to the
 			// store's microseconds: two bounds that select the same
 			// messages share a cursor, two that do not never do. Encoded
-			// as timeKey did, so cursors with whole-microsecond bounds
-			// given out before stay valid.
-			h.Write(binary.BigEndian.AppendUint64(nil, uint64(boundMicros(*bound))^(1<<63)))
+			// as timeKey, so cursors with whole-microsecond bounds given
+			// out before stay valid.
+			h.Write(microsKey(boundMicros(*bound)))
 		}
 	}
 	return binary.BigEndian.Uint64(h.Sum(nil))
