@@ -64,6 +64,14 @@ func (db *DB) removeAccount(tx *bbolt.Tx, u *User) error {
 	return tx.Bucket(bucketDeleting).Put(itob(u.ID), []byte(u.Email))
 }
 
+// deletedAccountEmail is the e-mail a deleted account's deleting mark
+// keeps for the change records of its messages' removal; empty when the
+// account is not being deleted, or was by a release before the mark held
+// it.
+func deletedAccountEmail(tx *bbolt.Tx, userID uint64) string {
+	return string(tx.Bucket(bucketDeleting).Get(itob(userID)))
+}
+
 // purgeMessages removes a deleted account's messages with their index
 // entries, newest first, then its deleting mark. The account is gone, so
 // no message of it appears meanwhile: each transaction goes on below the
@@ -74,8 +82,7 @@ func (db *DB) purgeMessages(userID uint64) error {
 		var lowest uint64
 		err := db.writes.update(func(tx *bbolt.Tx) error {
 			done, lowest = false, 0
-			key := itob(userID)
-			email := string(tx.Bucket(bucketDeleting).Get(key))
+			email := deletedAccountEmail(tx, userID)
 			chunk, err := db.ownerMessages(tx, userID, below, purgeChunk)
 			if err != nil {
 				return err
@@ -89,7 +96,7 @@ func (db *DB) purgeMessages(userID uint64) error {
 			}
 			if len(chunk) < purgeChunk {
 				done = true
-				return tx.Bucket(bucketDeleting).Delete(key)
+				return tx.Bucket(bucketDeleting).Delete(itob(userID))
 			}
 			return nil
 		})

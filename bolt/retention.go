@@ -26,7 +26,7 @@ func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, 
 		err := db.writes.update(func(tx *bbolt.Tx) error {
 			n = 0
 			var old []*Message
-			owners, deleting := newOwnerEmails(tx), tx.Bucket(bucketDeleting)
+			owners := newOwnerEmails(tx)
 			c := tx.Bucket(bucketMessages).Cursor()
 			limit := boundMicros(cutoff)
 			for k, v := c.First(); k != nil && len(old) < retainChunk; k, v = c.Next() {
@@ -42,7 +42,7 @@ func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, 
 					// running: the e-mail it kept for the purge's changes
 					// goes in this one too, so streams filtering by that
 					// owner hear of the deletion.
-					m.OwnerEmail = string(deleting.Get(itob(m.OwnerID)))
+					m.OwnerEmail = deletedAccountEmail(tx, m.OwnerID)
 				}
 				old = append(old, m)
 			}
