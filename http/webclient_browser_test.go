@@ -140,7 +140,7 @@ const pageStateJS = `JSON.stringify({
 	innerHeight, scrollY, scrollHeight: document.body.scrollHeight,
 	live: document.querySelector('#live')?.textContent,
 	notice: document.querySelector('#notice')?.textContent,
-	errors: [...document.querySelectorAll('[role=alert], .error')].map(e => e.textContent).filter(Boolean),
+	errors: [...document.querySelectorAll('.form-error')].map(e => e.textContent).filter(Boolean),
 })`
 
 // describe logs the page's state and every request it made, as far as a
