@@ -720,6 +720,9 @@ func TestSearchCursorBoundToQuery(t *testing.T) {
 			"q=hello+world&owner=bob%40example.com&since=2020-01-01T00:00:00Z",
 			"q=hello+world&owner=ada%40example.com",
 			"q=hello+world&owner=ada%40example.com&since=2020-01-01T00:00:01Z",
+			// Within the microsecond the store keeps, but a message at
+			// exactly 00:00:00 is after one bound and not this one.
+			"q=hello+world&owner=ada%40example.com&since=2020-01-01T00:00:00.0000005Z",
 			"q=hello+world&owner=ada%40example.com&since=2020-01-01T00:00:00Z&until=2030-01-01T00:00:00Z",
 			"",
 		} {
