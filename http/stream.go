@@ -146,15 +146,46 @@ type event struct {
 	terms  map[string]struct{} // the message's words after the change
 	before map[string]struct{} // and before it, for an update
 	text   []byte              // id:, event: and data: lines, blank line included
-	size   int                 // memory it holds, roughly
+	// block holds text and, back to back, the texts of the events
+	// rendered with it, so a stream sent a run of them gets one piece
+	// (see appendPiece) rather than a piece per event.
+	block []byte
+	off   int // where text starts in block
+	size  int // memory it holds, roughly
 }
 
-func renderEvent(ch *bolt.Change) *event {
-	ev := &event{seq: ch.Seq, owner: bolt.EmailKey(ch.Message.OwnerEmail), terms: bolt.ContentTerms(ch.Message.Content)}
-	if ch.Kind == bolt.MessageUpdated {
-		ev.before = bolt.ContentTerms(ch.Before)
+// renderEvents renders changes, consecutive in the log, into events whose
+// texts share one block.
+func renderEvents(chs []*bolt.Change) []*event {
+	evs := make([]*event, len(chs))
+	room := 0
+	for _, ch := range chs {
+		room += 160 + len(ch.Message.Content) + len(ch.Message.OwnerEmail)
 	}
-	b := make([]byte, 0, 96+len(ch.Message.Content))
+	block := make([]byte, 0, room)
+	for i, ch := range chs {
+		ev := &event{seq: ch.Seq, owner: bolt.EmailKey(ch.Message.OwnerEmail), terms: bolt.ContentTerms(ch.Message.Content), off: len(block)}
+		if ch.Kind == bolt.MessageUpdated {
+			ev.before = bolt.ContentTerms(ch.Before)
+		}
+		block = appendEventText(block, ch)
+		evs[i] = ev
+	}
+	for i, ev := range evs {
+		end := len(block)
+		if i+1 < len(evs) {
+			end = evs[i+1].off
+		}
+		ev.block = block
+		ev.text = block[ev.off:end:end]
+		// The term sets cost about what the text they came from does.
+		ev.size = 2*len(ev.text) + len(chs[i].Before)
+	}
+	return evs
+}
+
+// appendEventText appends the lines of ch's event.
+func appendEventText(b []byte, ch *bolt.Change) []byte {
 	b = append(b, "id: "...)
 	b = strconv.AppendUint(b, ch.Seq, 10)
 	b = append(b, "\nevent: "...)
@@ -168,10 +199,22 @@ func renderEvent(ch *bolt.Change) *event {
 		// JSON escapes every line break, so the payload is one data: line.
 		b = appendMessageJSON(b, &ch.Message)
 	}
-	ev.text = append(b, "\n\n"...)
-	// The term sets cost about what the text they came from does.
-	ev.size = 2*len(ev.text) + len(ch.Before)
-	return ev
+	return append(b, "\n\n"...)
+}
+
+// appendPiece adds ev's text to the pieces of a write, lengthening the
+// last piece instead when the text follows it in the same block. A piece
+// keeps its block's capacity so the next text can be found after it; the
+// pieces are only written, never appended to.
+func appendPiece(pieces net.Buffers, ev *event) net.Buffers {
+	if n := len(pieces); n > 0 {
+		last := pieces[n-1]
+		if after := last[len(last):cap(last)]; len(after) >= len(ev.text) && &after[0] == &ev.text[0] {
+			pieces[n-1] = last[:len(last)+len(ev.text)]
+			return pieces
+		}
+	}
+	return append(pieces, ev.block[ev.off:ev.off+len(ev.text)])
 }
 
 // streamFilter is what a stream asked for: search's q and owner.
@@ -375,8 +418,7 @@ func (h *streamHub) renderUpTo(head uint64) error {
 		if len(chs) == 0 {
 			break
 		}
-		for _, ch := range chs {
-			ev := renderEvent(ch)
+		for _, ev := range renderEvents(chs) {
 			h.window = append(h.window, ev)
 			h.windowBytes += ev.size
 		}
@@ -400,11 +442,7 @@ func (h *streamHub) replay(last uint64) ([]*event, uint64, error) {
 	if err != nil {
 		return nil, head, err
 	}
-	evs := make([]*event, len(chs))
-	for i, ch := range chs {
-		evs[i] = renderEvent(ch)
-	}
-	return evs, head, nil
+	return renderEvents(chs), head, nil
 }
 
 // streamParams are the parameters a stream takes.
@@ -503,8 +541,9 @@ type subscriber struct {
 	expires time.Time
 	release func() // gives back its place under the limits
 
-	last     uint64    // the change the stream has been sent up to
-	lastSend time.Time // when the dispatcher last handed it bytes
+	last     uint64      // the change the stream has been sent up to
+	lastSend time.Time   // when the dispatcher last handed it bytes
+	pieces   net.Buffers // the storage of its writes' pieces, kept between rounds
 	writing  atomic.Bool
 	ended    atomic.Bool
 }
@@ -767,12 +806,14 @@ func (h *streamHub) round(subs []*subscriber, head uint64, now time.Time) (write
 			h.end(sub, hint(behindText))
 			continue
 		}
-		var out net.Buffers
+		// The stream is not writing, so its pieces are free to reuse.
+		out := sub.pieces[:0]
 		for _, ev := range evs {
 			if sub.filter.passes(ev) {
-				out = append(out, ev.text)
+				out = appendPiece(out, ev)
 			}
 		}
+		sub.pieces = out
 		sub.last = head
 		if len(out) > 0 {
 			h.send(sub, out, now)

@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"herald/bolt"
 )
 
 // TestRoundGap: the gap between rounds grows with the writes a round made
@@ -99,4 +103,68 @@ func TestStreamStartsBeforeItsStatus(t *testing.T) {
 		}
 	}
 	t.Fatalf("the stream never sent the change committed right after its status (%v)", lines.Err())
+}
+
+// TestStreamPieces: events rendered together lie back to back in one
+// block, so a round hands a stream a run of them as one piece; an event
+// its filter drops, or a block boundary, starts a new piece; and the
+// pieces carry exactly the texts, in order.
+func TestStreamPieces(t *testing.T) {
+	at := time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
+	change := func(seq uint64, kind bolt.ChangeKind, content string) *bolt.Change {
+		return &bolt.Change{Seq: seq, Kind: kind, At: at, Before: "old words", Message: bolt.Message{
+			ID: seq, OwnerID: 1, OwnerEmail: "ada@example.com", Content: content, CreatedAt: at, UpdatedAt: at, Revision: 1,
+		}}
+	}
+	changes := []*bolt.Change{
+		change(1, bolt.MessageCreated, "apple one"),
+		change(2, bolt.MessageUpdated, "apple two"),
+		change(3, bolt.MessageCreated, "pear three"),
+		change(4, bolt.MessageDeleted, "pear three"),
+		change(5, bolt.MessageCreated, "apple five"),
+	}
+	first, second := renderEvents(changes[:4]), renderEvents(changes[4:])
+	window := append(slices.Clip(first), second...)
+	for i, ev := range window {
+		// Sharing a block changes no event's text, and leaves no room to
+		// append one text over the next.
+		if want := string(appendEventText(nil, changes[i])); string(ev.text) != want || cap(ev.text) != len(ev.text) {
+			t.Errorf("event %d: text %q (cap %d), want %q", ev.seq, ev.text, cap(ev.text), want)
+		}
+	}
+	everything := streamFilter{}
+	apples := streamFilter{terms: []string{"apple"}}
+	for _, tt := range []struct {
+		name   string
+		filter streamFilter
+		from   int // index of the first event the stream has not had
+		pieces []string
+	}{
+		{"a run within a block is one piece", everything, 0, []string{texts(first...), texts(second...)}},
+		{"from the middle of a block", everything, 2, []string{texts(first[2:]...), texts(second...)}},
+		{"a dropped event splits the run", apples, 0, []string{texts(first[0], first[1]), texts(second...)}},
+		{"one event", everything, 4, []string{texts(second...)}},
+	} {
+		var out net.Buffers
+		for _, ev := range window[tt.from:] {
+			if tt.filter.passes(ev) {
+				out = appendPiece(out, ev)
+			}
+		}
+		var got []string
+		for _, p := range out {
+			got = append(got, string(p))
+		}
+		if !slices.Equal(got, tt.pieces) {
+			t.Errorf("%s: pieces %q, want %q", tt.name, got, tt.pieces)
+		}
+	}
+}
+
+func texts(evs ...*event) string {
+	var b []byte
+	for _, ev := range evs {
+		b = append(b, ev.text...)
+	}
+	return string(b)
 }
