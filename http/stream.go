@@ -103,6 +103,10 @@ func roundGap(writes int, rate float64) time.Duration {
 	return min(max(streamRoundGap, gap), streamRoundGapMax)
 }
 
+// keptPieces is the most pieces whose storage a stream keeps between
+// rounds; runs rendered together make one piece, so this is most writes.
+const keptPieces = 8
+
 // streamFinalWrite bounds the write of a stream's last words (a retry
 // hint), and so how long a shutdown waits for them.
 const streamFinalWrite = time.Second
@@ -543,7 +547,7 @@ type subscriber struct {
 
 	last     uint64      // the change the stream has been sent up to
 	lastSend time.Time   // when the dispatcher last handed it bytes
-	pieces   net.Buffers // the storage of its writes' pieces, kept between rounds
+	pieces   net.Buffers // storage for its writes' pieces, kept between rounds when small
 	writing  atomic.Bool
 	ended    atomic.Bool
 }
@@ -813,7 +817,13 @@ func (h *streamHub) round(subs []*subscriber, head uint64, now time.Time) (write
 				out = appendPiece(out, ev)
 			}
 		}
-		sub.pieces = out
+		// Keep the storage of a few pieces for the next round, not of the
+		// many a filter passing every other event of a busy round needs:
+		// thousands of streams would hold it between rounds.
+		sub.pieces = nil
+		if cap(out) <= keptPieces {
+			sub.pieces = out
+		}
 		sub.last = head
 		if len(out) > 0 {
 			h.send(sub, out, now)
