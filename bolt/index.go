@@ -159,11 +159,12 @@ func (db *DB) ownerMessages(tx *bbolt.Tx, owner, below uint64, limit int) ([]*Me
 		return err
 	}
 	tail := tails[0]
-	for i := len(tail) - 1; i >= 0 && len(out) < limit && tail[i] > merged; i-- {
-		if tail[i] < below {
-			if err := take(tail[i]); err != nil {
-				return nil, err
-			}
+	// A purge asks chunk after chunk, each below the last: start at below
+	// rather than step over every ID the chunks before took.
+	start, _ := slices.BinarySearch(tail, below)
+	for i := start - 1; i >= 0 && len(out) < limit && tail[i] > merged; i-- {
+		if err := take(tail[i]); err != nil {
+			return nil, err
 		}
 	}
 	blocks := termBlocks(tx.Bucket(bucketPostings), []byte(term))
