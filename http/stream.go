@@ -159,26 +159,49 @@ type event struct {
 }
 
 // renderEvents renders changes, consecutive in the log, into events whose
-// texts share one block.
+// texts share blocks of about eventBlockBytes.
 func renderEvents(chs []*bolt.Change) []*event {
-	evs := make([]*event, len(chs))
-	room := 0
-	for _, ch := range chs {
-		room += 160 + len(ch.Message.Content) + len(ch.Message.OwnerEmail)
+	evs := make([]*event, 0, len(chs))
+	for len(chs) > 0 {
+		n, room := 1, eventRoom(chs[0])
+		for n < len(chs) && room+eventRoom(chs[n]) <= eventBlockBytes {
+			room += eventRoom(chs[n])
+			n++
+		}
+		evs = renderBlock(evs, chs[:n], room)
+		chs = chs[n:]
 	}
+	return evs
+}
+
+// eventBlockBytes bounds a block of rendered events: one event left in
+// the hub's window keeps its whole block, so the window's byte limit is
+// exceeded by at most about this much.
+const eventBlockBytes = 64 << 10
+
+// eventRoom is about the bytes ch's event renders to.
+func eventRoom(ch *bolt.Change) int {
+	return 160 + len(ch.Message.Content) + len(ch.Message.OwnerEmail)
+}
+
+// renderBlock appends to evs the events of chs, their texts back to back
+// in one block of capacity room (more if they need it).
+func renderBlock(evs []*event, chs []*bolt.Change, room int) []*event {
+	first := len(evs)
 	block := make([]byte, 0, room)
-	for i, ch := range chs {
+	for _, ch := range chs {
 		ev := &event{seq: ch.Seq, owner: bolt.EmailKey(ch.Message.OwnerEmail), terms: bolt.ContentTerms(ch.Message.Content), off: len(block)}
 		if ch.Kind == bolt.MessageUpdated {
 			ev.before = bolt.ContentTerms(ch.Before)
 		}
 		block = appendEventText(block, ch)
-		evs[i] = ev
+		evs = append(evs, ev)
 	}
-	for i, ev := range evs {
+	// Offsets hold in the final block wherever append moved it.
+	for i, ev := range evs[first:] {
 		end := len(block)
-		if i+1 < len(evs) {
-			end = evs[i+1].off
+		if first+i+1 < len(evs) {
+			end = evs[first+i+1].off
 		}
 		ev.block = block
 		ev.text = block[ev.off:end:end]

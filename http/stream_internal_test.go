@@ -161,6 +161,35 @@ func TestStreamPieces(t *testing.T) {
 	}
 }
 
+// TestStreamBlocksBounded: a batch of large events is rendered into
+// several blocks of at most about eventBlockBytes, since one event left in
+// the window keeps its whole block; each block is still one piece.
+func TestStreamBlocksBounded(t *testing.T) {
+	at := time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
+	big := strings.Repeat("word ", (eventBlockBytes/2-400)/5) // two fit in a block, not three
+	var changes []*bolt.Change
+	for seq := uint64(1); seq <= 5; seq++ {
+		changes = append(changes, &bolt.Change{Seq: seq, Kind: bolt.MessageCreated, At: at, Message: bolt.Message{
+			ID: seq, OwnerID: 1, OwnerEmail: "ada@example.com", Content: big, CreatedAt: at, UpdatedAt: at, Revision: 1,
+		}})
+	}
+	evs := renderEvents(changes)
+	var out net.Buffers
+	for i, ev := range evs {
+		if want := string(appendEventText(nil, changes[i])); string(ev.text) != want {
+			t.Fatalf("event %d: text differs from its own rendering", ev.seq)
+		}
+		out = appendPiece(out, ev)
+	}
+	var sizes []int
+	for _, p := range out {
+		sizes = append(sizes, len(p))
+	}
+	if len(out) != 3 || texts(evs...) != string(slices.Concat(out...)) {
+		t.Errorf("five events of %d bytes went out in pieces of %v bytes, want three pieces (two, two, one) of the same bytes", len(evs[0].text), sizes)
+	}
+}
+
 func texts(evs ...*event) string {
 	var b []byte
 	for _, ev := range evs {
