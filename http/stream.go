@@ -163,10 +163,13 @@ type event struct {
 func renderEvents(chs []*bolt.Change) []*event {
 	evs := make([]*event, 0, len(chs))
 	for len(chs) > 0 {
-		n, room := 1, eventRoom(chs[0])
-		for n < len(chs) && room+eventRoom(chs[n]) <= eventBlockBytes {
-			room += eventRoom(chs[n])
-			n++
+		n, room := 0, 0
+		for ; n < len(chs); n++ {
+			r := eventRoom(chs[n])
+			if n > 0 && room+r > eventBlockBytes {
+				break
+			}
+			room += r
 		}
 		evs = renderBlock(evs, chs[:n], room)
 		chs = chs[n:]
@@ -258,6 +261,17 @@ func (f *streamFilter) passes(ev *event) bool {
 		return false
 	}
 	return hasAll(ev.terms, f.terms) || (ev.before != nil && hasAll(ev.before, f.terms))
+}
+
+// gather appends to out the texts of the events of evs that pass, in as
+// few pieces as they lie in (appendPiece).
+func (f *streamFilter) gather(out net.Buffers, evs []*event) net.Buffers {
+	for _, ev := range evs {
+		if f.passes(ev) {
+			out = appendPiece(out, ev)
+		}
+	}
+	return out
 }
 
 func hasAll(set map[string]struct{}, terms []string) bool {
@@ -834,12 +848,7 @@ func (h *streamHub) round(subs []*subscriber, head uint64, now time.Time) (write
 			continue
 		}
 		// The stream is not writing, so its pieces are free to reuse.
-		out := sub.pieces[:0]
-		for _, ev := range evs {
-			if sub.filter.passes(ev) {
-				out = appendPiece(out, ev)
-			}
-		}
+		out := sub.filter.gather(sub.pieces[:0], evs)
 		// Keep the storage of a few pieces for the next round, not of the
 		// many a filter passing every other event of a busy round needs:
 		// thousands of streams would hold it between rounds.

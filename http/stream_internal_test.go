@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -110,18 +109,12 @@ func TestStreamStartsBeforeItsStatus(t *testing.T) {
 // its filter drops, or a block boundary, starts a new piece; and the
 // pieces carry exactly the texts, in order.
 func TestStreamPieces(t *testing.T) {
-	at := time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
-	change := func(seq uint64, kind bolt.ChangeKind, content string) *bolt.Change {
-		return &bolt.Change{Seq: seq, Kind: kind, At: at, Before: "old words", Message: bolt.Message{
-			ID: seq, OwnerID: 1, OwnerEmail: "ada@example.com", Content: content, CreatedAt: at, UpdatedAt: at, Revision: 1,
-		}}
-	}
 	changes := []*bolt.Change{
-		change(1, bolt.MessageCreated, "apple one"),
-		change(2, bolt.MessageUpdated, "apple two"),
-		change(3, bolt.MessageCreated, "pear three"),
-		change(4, bolt.MessageDeleted, "pear three"),
-		change(5, bolt.MessageCreated, "apple five"),
+		testChange(1, bolt.MessageCreated, "apple one"),
+		testChange(2, bolt.MessageUpdated, "apple two"),
+		testChange(3, bolt.MessageCreated, "pear three"),
+		testChange(4, bolt.MessageDeleted, "pear three"),
+		testChange(5, bolt.MessageCreated, "apple five"),
 	}
 	first, second := renderEvents(changes[:4]), renderEvents(changes[4:])
 	window := append(slices.Clip(first), second...)
@@ -145,12 +138,7 @@ func TestStreamPieces(t *testing.T) {
 		{"a dropped event splits the run", apples, 0, []string{texts(first[0], first[1]), texts(second...)}},
 		{"one event", everything, 4, []string{texts(second...)}},
 	} {
-		var out net.Buffers
-		for _, ev := range window[tt.from:] {
-			if tt.filter.passes(ev) {
-				out = appendPiece(out, ev)
-			}
-		}
+		out := tt.filter.gather(nil, window[tt.from:])
 		var got []string
 		for _, p := range out {
 			got = append(got, string(p))
@@ -165,22 +153,18 @@ func TestStreamPieces(t *testing.T) {
 // several blocks of at most about eventBlockBytes, since one event left in
 // the window keeps its whole block; each block is still one piece.
 func TestStreamBlocksBounded(t *testing.T) {
-	at := time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
 	big := strings.Repeat("word ", (eventBlockBytes/2-400)/5) // two fit in a block, not three
 	var changes []*bolt.Change
 	for seq := uint64(1); seq <= 5; seq++ {
-		changes = append(changes, &bolt.Change{Seq: seq, Kind: bolt.MessageCreated, At: at, Message: bolt.Message{
-			ID: seq, OwnerID: 1, OwnerEmail: "ada@example.com", Content: big, CreatedAt: at, UpdatedAt: at, Revision: 1,
-		}})
+		changes = append(changes, testChange(seq, bolt.MessageCreated, big))
 	}
 	evs := renderEvents(changes)
-	var out net.Buffers
 	for i, ev := range evs {
 		if want := string(appendEventText(nil, changes[i])); string(ev.text) != want {
 			t.Fatalf("event %d: text differs from its own rendering", ev.seq)
 		}
-		out = appendPiece(out, ev)
 	}
+	out := (&streamFilter{}).gather(nil, evs)
 	var sizes []int
 	for _, p := range out {
 		sizes = append(sizes, len(p))
@@ -188,6 +172,15 @@ func TestStreamBlocksBounded(t *testing.T) {
 	if len(out) != 3 || texts(evs...) != string(slices.Concat(out...)) {
 		t.Errorf("five events of %d bytes went out in pieces of %v bytes, want three pieces (two, two, one) of the same bytes", len(evs[0].text), sizes)
 	}
+}
+
+// testChange is change seq of the log: kind, to a message of ada's with
+// content (replacing "old words", for an update).
+func testChange(seq uint64, kind bolt.ChangeKind, content string) *bolt.Change {
+	at := time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
+	return &bolt.Change{Seq: seq, Kind: kind, At: at, Before: "old words", Message: bolt.Message{
+		ID: seq, OwnerID: 1, OwnerEmail: "ada@example.com", Content: content, CreatedAt: at, UpdatedAt: at, Revision: 1,
+	}}
 }
 
 func texts(evs ...*event) string {
