@@ -46,7 +46,7 @@ func (l *internalLog) String() string {
 
 // newInternalServer builds a Server over a fresh bbolt file, logging to the
 // returned sink.
-func newInternalServer(t *testing.T) (*Server, *internalLog) {
+func newInternalServer(t testing.TB) (*Server, *internalLog) {
 	t.Helper()
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -36,11 +35,8 @@ func BenchmarkStreamRound(b *testing.B) {
 }
 
 func benchStreamRound(b *testing.B, streams, events int, q string) {
-	db, err := bolt.Open(filepath.Join(b.TempDir(), "herald.db"), bolt.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = db.Close() })
+	s, _ := newInternalServer(b)
+	db := s.db
 	_, tokenHash, err := auth.MintToken()
 	if err != nil {
 		b.Fatal(err)
@@ -59,7 +55,7 @@ func benchStreamRound(b *testing.B, streams, events int, q string) {
 		}
 	}
 	head, _ := db.ChangeHead()
-	hub := newStreamHub(db, StreamLimits{}, time.Now)
+	hub := s.streams
 	hub.rendered = head - uint64(events)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
