@@ -384,6 +384,89 @@ func FuzzSearchQuery(f *testing.F) {
 	})
 }
 
+// FuzzStreamRequest sends the stream's parameters and Last-Event-ID as a
+// client could. A recorder has no connection to take, so what runs is all
+// the stream does before its first event: it must answer 200 with an event
+// stream, or a 400 naming the one thing it refused, and take q and owner
+// exactly when search takes them.
+func FuzzStreamRequest(f *testing.F) {
+	z := fzNew(f, 0)
+	ada := z.register(f, "ada@example.com")
+	z.post(f, ada, "hello stream")
+	f.Fuzz(func(t *testing.T, rawQuery, lastEventID string, head bool) {
+		if strings.ContainsAny(lastEventID, "\r\n\x00") {
+			return // net/http refuses such a header before any handler sees it
+		}
+		method := http.MethodGet
+		if head {
+			method = http.MethodHead
+		}
+		r := httptest.NewRequest(method, "/api/messages/stream", nil)
+		r.URL.RawQuery = rawQuery
+		r.Header.Set("Authorization", "Bearer "+ada)
+		if lastEventID != "" {
+			r.Header.Set("Last-Event-ID", lastEventID)
+		}
+		rec := z.serve(r)
+		p := z.check(t, rec)
+
+		wantPath, want := fzStreamVerdict(t, z, ada, rawQuery, lastEventID)
+		if rec.Code != want {
+			t.Fatalf("%s ?%s with Last-Event-ID %q: status %d, want %d: %s", method, rawQuery, lastEventID, rec.Code, want, rec.Body)
+		}
+		switch {
+		case want == http.StatusOK:
+			if got := rec.Header().Get("Content-Type"); got != "text/event-stream" {
+				t.Errorf("200 with Content-Type %q, want text/event-stream", got)
+			}
+		case wantPath != "":
+			if paths := violationPaths(p); len(paths) != 1 || paths[0] != wantPath {
+				t.Errorf("?%s with Last-Event-ID %q: 400 names %q, want %q", rawQuery, lastEventID, paths, wantPath)
+			}
+		}
+	})
+}
+
+// fzStreamVerdict is what a stream request should get: its status and,
+// for a 400 that can name a single culprit, the name. Search decides q and
+// owner, so the two cannot drift apart.
+func fzStreamVerdict(t *testing.T, z *fzTarget, token, rawQuery, lastEventID string) (string, int) {
+	params, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return "", http.StatusBadRequest
+	}
+	for name, values := range params {
+		if len(values) > 1 || (name != "q" && name != "owner" && name != "lastEventId") {
+			return "", http.StatusBadRequest // which of several is named is FuzzSearchQuery's concern
+		}
+	}
+	filters := url.Values{}
+	for _, name := range []string{"q", "owner"} {
+		if v, ok := params[name]; ok {
+			filters[name] = v
+		}
+	}
+	r := httptest.NewRequest(http.MethodGet, "/api/messages?"+filters.Encode(), nil)
+	r.Header.Set("Authorization", "Bearer "+token)
+	search := z.serve(r)
+	if search.Code != http.StatusOK {
+		var p map[string]any
+		_ = json.Unmarshal(search.Body.Bytes(), &p)
+		if paths := violationPaths(p); search.Code == http.StatusBadRequest && len(paths) == 1 {
+			return paths[0], http.StatusBadRequest
+		}
+		t.Fatalf("search for ?%s answered %d: %s", filters.Encode(), search.Code, search.Body)
+	}
+	resume, name := lastEventID, "Last-Event-ID"
+	if resume == "" {
+		resume, name = params.Get("lastEventId"), "lastEventId"
+	}
+	if _, err := strconv.ParseUint(resume, 10, 64); resume != "" && err != nil {
+		return name, http.StatusBadRequest
+	}
+	return "", http.StatusOK
+}
+
 // fzJSONString returns s as it reads back after encoding as a JSON string,
 // where each byte that is not UTF-8 becomes U+FFFD.
 func fzJSONString(t *testing.T, s string) string {
