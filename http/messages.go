@@ -211,7 +211,9 @@ func parseSearch(params url.Values) (q bolt.SearchQuery, fingerprint uint64, err
 	if q.Terms, err = parseQueryTerms(params); err != nil {
 		return q, 0, err
 	}
-	q.OwnerEmail = bolt.NormalizeEmail(params.Get("owner"))
+	if q.OwnerEmail, err = parseOwner(params); err != nil {
+		return q, 0, err
+	}
 	if q.Since, err = parseTimeParam(params, "since"); err != nil {
 		return q, 0, err
 	}
@@ -252,6 +254,22 @@ func checkParamNames(params url.Values, operation string, known []string) error 
 		}
 	}
 	return nil
+}
+
+// parseOwner reads the owner parameter of a search or a stream: "" when
+// absent or empty, as a form's empty field sends it. One that is only
+// spaces, or not text at all, is refused rather than read as absent: like
+// a q with no word, it would silently widen the filter to everyone.
+func parseOwner(params url.Values) (string, error) {
+	raw := params.Get("owner")
+	owner := bolt.NormalizeEmail(raw)
+	switch {
+	case !utf8.ValidString(raw):
+		return "", badRequest("owner", "owner must be valid UTF-8")
+	case owner == "" && raw != "":
+		return "", badRequest("owner", "owner is blank; give the owner's e-mail address, or leave owner out")
+	}
+	return owner, nil
 }
 
 // parseQueryTerms reads the q parameter of a search or a stream: nil when

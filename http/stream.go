@@ -502,8 +502,12 @@ func (s *Server) streamMessages(w http.ResponseWriter, r *http.Request, _ httpro
 	if filter.terms, err = parseQueryTerms(params); err != nil {
 		return err
 	}
-	if owner := params.Get("owner"); owner != "" {
-		filter.owner = bolt.EmailKey(bolt.NormalizeEmail(owner))
+	owner, err := parseOwner(params)
+	if err != nil {
+		return err
+	}
+	if owner != "" {
+		filter.owner = bolt.EmailKey(owner)
 	}
 	// The header is what a reconnecting EventSource sends, newer than the
 	// parameter in the URL it was first opened with.

@@ -401,6 +401,8 @@ func TestStreamRequests(t *testing.T) {
 		{"repeated parameter", ada, "q=a&q=b", "", http.StatusBadRequest, "q"},
 		{"q without words", ada, "q=%21%21", "", http.StatusBadRequest, "q"},
 		{"q with too many words", ada, "q=" + strings.Repeat("w", 0) + "a+b+c+d+e+f+g+h+i+j+k+l+m+n+o+p+q", "", http.StatusBadRequest, "q"},
+		{"owner only spaces", ada, "owner=%20%20", "", http.StatusBadRequest, "owner"},
+		{"owner invalid UTF-8", ada, "owner=a%FF%40b.c", "", http.StatusBadRequest, "owner"},
 		{"bad Last-Event-ID", ada, "", "seven", http.StatusBadRequest, "Last-Event-ID"},
 		{"bad lastEventId", ada, "lastEventId=-1", "", http.StatusBadRequest, "lastEventId"},
 	} {
