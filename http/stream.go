@@ -255,9 +255,13 @@ type streamFilter struct {
 
 // passes reports whether a stream with this filter sends ev. An update
 // passes when the message matched before it or matches after it, so a
-// client showing a filtered list learns of a message that left it.
+// client showing a filtered list learns of a message that left it. An
+// event whose owner is unknown passes any owner: only the deletions of an
+// account purge that a release before the change log began lack one, and
+// a deletion of a message the client never showed costs it nothing, while
+// a missed one leaves a deleted message on its screen.
 func (f *streamFilter) passes(ev *event) bool {
-	if f.owner != "" && ev.owner != f.owner {
+	if f.owner != "" && ev.owner != "" && ev.owner != f.owner {
 		return false
 	}
 	return hasAll(ev.terms, f.terms) || (ev.before != nil && hasAll(ev.before, f.terms))

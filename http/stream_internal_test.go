@@ -104,6 +104,46 @@ func TestStreamStartsBeforeItsStatus(t *testing.T) {
 	t.Fatalf("the stream never sent the change committed right after its status (%v)", lines.Err())
 }
 
+// TestStreamFilterPasses: owner and q filter as search does, an update
+// passes on its words before or after, and a change whose owner is unknown
+// (a deletion of a purge an older release began) passes every owner.
+func TestStreamFilterPasses(t *testing.T) {
+	created := testChange(1, bolt.MessageCreated, "apple pie")
+	edited := testChange(2, bolt.MessageUpdated, "plain tea") // before: "old words"
+	deleted := testChange(3, bolt.MessageDeleted, "apple tart")
+	orphan := testChange(4, bolt.MessageDeleted, "apple crumble")
+	orphan.Message.OwnerEmail = ""
+	byBob := testChange(5, bolt.MessageCreated, "apple juice")
+	byBob.Message.OwnerEmail = "Bob@Example.com"
+	evs := renderEvents([]*bolt.Change{created, edited, deleted, orphan, byBob})
+
+	ada, bob := bolt.EmailKey("ADA@example.com"), bolt.EmailKey("bob@example.com")
+	for _, tt := range []struct {
+		name   string
+		filter streamFilter
+		want   []uint64
+	}{
+		{"no filter", streamFilter{}, []uint64{1, 2, 3, 4, 5}},
+		{"owner", streamFilter{owner: ada}, []uint64{1, 2, 3, 4}},
+		{"other owner", streamFilter{owner: bob}, []uint64{4, 5}},
+		{"q", streamFilter{terms: []string{"apple"}}, []uint64{1, 3, 4, 5}},
+		{"q matching before the edit only", streamFilter{terms: []string{"old"}}, []uint64{2}},
+		{"q matching after the edit only", streamFilter{terms: []string{"tea"}}, []uint64{2}},
+		{"q and owner", streamFilter{terms: []string{"apple"}, owner: bob}, []uint64{4, 5}},
+		{"q no change has", streamFilter{terms: []string{"apple", "tea"}}, nil},
+	} {
+		var got []uint64
+		for _, ev := range evs {
+			if tt.filter.passes(ev) {
+				got = append(got, ev.seq)
+			}
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: passes %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
 // TestStreamPieces: events rendered together lie back to back in one
 // block, so a round hands a stream a run of them as one piece; an event
 // its filter drops, or a block boundary, starts a new piece; and the
