@@ -63,6 +63,21 @@ func newInternalServer(t testing.TB) (*Server, *internalLog) {
 	return s, logs
 }
 
+// internalUser creates an account on s's store directly, without the
+// cost of hashing a password, and returns it with a token that works.
+func internalUser(t testing.TB, s *Server, email string) (*bolt.User, string) {
+	t.Helper()
+	token, hash, err := auth.MintToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &bolt.User{Email: email, PasswordHash: "unused"}
+	if _, err := s.db.CreateUser(u, bolt.TokenHash(hash), DefaultTokenTTL); err != nil {
+		t.Fatal(err)
+	}
+	return u, token
+}
+
 // serveInternal starts s and GETs path, returning status, headers and body.
 func serveInternal(t *testing.T, s *Server, path string) (int, http.Header, []byte) {
 	t.Helper()
@@ -216,14 +231,7 @@ func TestUnrecognisedErrorAuthenticatedRoute(t *testing.T) {
 		return fmt.Errorf("tx: %s", secret)
 	}
 	s.router.Handle(http.MethodGet, "/test/fail", s.wrap(route{http.MethodGet, "/test/fail", authenticated, fail}))
-	token, hash, err := auth.MintToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &bolt.User{Email: "ada@example.com", PasswordHash: "unused"}
-	if _, err := s.db.CreateUser(u, bolt.TokenHash(hash), DefaultTokenTTL); err != nil {
-		t.Fatal(err)
-	}
+	_, token := internalUser(t, s, "ada@example.com")
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	req, err := http.NewRequest(http.MethodGet, srv.URL+"/test/fail", nil)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"herald/auth"
 	"herald/bolt"
 )
 
@@ -37,14 +36,7 @@ func BenchmarkStreamRound(b *testing.B) {
 func benchStreamRound(b *testing.B, streams, events int, q string) {
 	s, _ := newInternalServer(b)
 	db := s.db
-	_, tokenHash, err := auth.MintToken()
-	if err != nil {
-		b.Fatal(err)
-	}
-	u := &bolt.User{Email: "bench@example.com", PasswordHash: "unused"}
-	if _, err := db.CreateUser(u, bolt.TokenHash(tokenHash), time.Hour); err != nil {
-		b.Fatal(err)
-	}
+	u, _ := internalUser(b, s, "bench@example.com")
 	for i := range events {
 		content := fmt.Sprintf("stream benchmark message %d river stone cloud lantern maple harbor", i)
 		if i%2 == 0 {
