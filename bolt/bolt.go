@@ -104,6 +104,12 @@ type Options struct {
 	// transaction at once (see DB.search); zero means half the CPUs the
 	// process may use, at least one.
 	LongSearches int
+
+	// mergeChunk, for tests, overrides mergeChunkPostings. It is an
+	// option because the merger starts in Open: a merge a crash cut short
+	// is finished at once, so a value set on the DB after Open would race
+	// with it.
+	mergeChunk int
 }
 
 // DB is an open Herald database. It is safe for concurrent use.
@@ -222,6 +228,7 @@ func Open(path string, opts Options) (*DB, error) {
 	db.writes = newCommitter(bdb, &db.feed)
 	db.writes.onCommit = opts.OnCommit
 	db.merge.stop, db.merge.done = make(chan struct{}), make(chan struct{})
+	db.merge.chunk = opts.mergeChunk
 	go db.runMerger()
 	if err := db.resumePurges(); err != nil {
 		_ = db.Close()

@@ -101,13 +101,14 @@ func TestChangeLog(t *testing.T) {
 	}
 }
 
-// reopen closes db and opens its file again in place.
+// reopen closes db and opens its file again in place, with the options
+// mustOpen gave it and the merge chunk a test set.
 func reopen(t *testing.T, db *testDB) {
 	t.Helper()
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ndb, err := Open(db.Path, Options{Now: db.Clock.Now})
+	ndb, err := Open(db.Path, Options{Now: db.Clock.Now, TailMergePostings: testMergePostings(), mergeChunk: db.merge.chunk})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -315,8 +315,9 @@ type merger struct {
 	done    chan struct{}
 	halt    sync.Once
 
-	// For tests: chunk overrides mergeChunkPostings; afterRead runs once
-	// the merge has read the tail, before it copies anything.
+	// For tests: chunk overrides mergeChunkPostings (Options.mergeChunk,
+	// or set before the first write); afterRead runs once the merge has
+	// read the tail, before it copies anything.
 	chunk     int
 	afterRead func()
 }

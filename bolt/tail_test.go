@@ -206,7 +206,6 @@ func TestTailMergeKeepsSearchExact(t *testing.T) {
 			stage = fmt.Sprintf("step %d: merged all", step)
 		default:
 			reopen(t, db) // a merge cut short is finished by the new merger, in the background
-			db.merge.chunk = 3
 			stage = fmt.Sprintf("step %d: reopened", step)
 		}
 		checkModel(t, db, model, stage)
