@@ -14,6 +14,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"herald/bolt"
+	"herald/model"
 )
 
 // seedDB writes a small database: two users, n messages, some deleted.
@@ -25,22 +26,22 @@ func seedDB(t *testing.T, n int) string {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var users []*bolt.User
+	var users []*model.User
 	for i, email := range []string{"ada@example.com", "bob@example.com"} {
-		u := &bolt.User{Email: email, PasswordHash: "$argon2id$v=19$m=65536,t=1,p=4$c2FsdA$aGFzaA"}
-		if _, err := db.CreateUser(u, bolt.TokenHash{byte(i + 1)}, time.Hour); err != nil {
+		u := &model.User{Email: email, PasswordHash: "$argon2id$v=19$m=65536,t=1,p=4$c2FsdA$aGFzaA"}
+		if _, err := db.CreateUser(u, model.TokenHash{byte(i + 1)}, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		users = append(users, u)
 	}
 	for i := range n {
 		u := users[i%2]
-		m, err := db.CreateMessage(bolt.ByUser(u.ID), fmt.Sprintf("message number %d with some words", i))
+		m, err := db.CreateMessage(model.ByUser(u.ID), fmt.Sprintf("message number %d with some words", i))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i%3 == 0 {
-			if _, err := db.DeleteMessage(m.ID, bolt.ByUser(u.ID), nil); err != nil {
+			if _, err := db.DeleteMessage(m.ID, model.ByUser(u.ID), nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -179,7 +180,7 @@ func TestBackupAndCompact(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		page, err := db.SearchMessages(context.Background(), bolt.SearchQuery{Terms: bolt.Terms("number 299")})
+		page, err := db.SearchMessages(context.Background(), model.SearchQuery{Terms: model.Terms("number 299")})
 		if err != nil || len(page.Messages) != 1 {
 			t.Errorf("search in %s = %v, %v", filepath.Base(copy), page, err)
 		}

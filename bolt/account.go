@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"fmt"
+	"herald/model"
 	"math"
 
 	bbolt "go.etcd.io/bbolt"
@@ -24,11 +25,11 @@ const purgeChunk = 1000
 // When it returns nil, all of it is gone, or (if removing the messages
 // failed) invisible until the next Open removes it. Its tokens go in the
 // first transaction, so their watchers (WatchTokenDeletions) hear before the
-// purge, which may take a while. Errors: ErrUnauthorized, ErrNotFound.
-func (db *DB) DeleteAccount(by Caller) error {
+// purge, which may take a while. Errors: model.ErrUnauthorized, model.ErrNotFound.
+func (db *DB) DeleteAccount(by model.Caller) error {
 	var userID uint64
 	err := db.writes.update(func(tx *bbolt.Tx) error {
-		u, err := by.user(tx, db)
+		u, err := db.caller(tx, by)
 		if err != nil {
 			return err
 		}
@@ -49,8 +50,8 @@ func (db *DB) DeleteAccount(by Caller) error {
 
 // removeAccount is DeleteAccount's first transaction: the account and its
 // tokens go, and its messages are marked for the purge.
-func (db *DB) removeAccount(tx *bbolt.Tx, u *User) error {
-	if err := db.revokeTokensExcept(tx, u.ID, nil); err != nil {
+func (db *DB) removeAccount(tx *bbolt.Tx, u *model.User) error {
+	if err := db.revokeTokensExcept(tx, u.ID, model.TokenHash{}); err != nil {
 		return err
 	}
 	if err := tx.Bucket(bucketUsersByEmail).Delete(emailKey(u.Email)); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"herald/model"
 	"path/filepath"
 	"testing"
 	"time"
@@ -28,26 +29,26 @@ func TestDeleteAccount(t *testing.T) {
 	adas = append(adas, bulkMessages(t, db, []uint64{ada.ID}, time.Millisecond, say, purgeChunk+2)...)
 	bobs := bulkMessages(t, db, []uint64{bob.ID}, time.Millisecond, func(i int) string { return fmt.Sprint("shared word bob ", i) }, 5)
 
-	if err := db.DeleteAccount(ByToken(phone)); err != nil {
+	if err := db.DeleteAccount(model.ByToken(phone)); err != nil {
 		t.Fatalf("DeleteAccount = %v", err)
 	}
-	for _, h := range []TokenHash{adaReg, phone} {
-		if _, _, err := db.Authenticate(h); !errors.Is(err, ErrUnauthorized) {
+	for _, h := range []model.TokenHash{adaReg, phone} {
+		if _, _, err := db.Authenticate(h); !errors.Is(err, model.ErrUnauthorized) {
 			t.Errorf("Authenticate(a deleted account's token) = %v, want ErrUnauthorized", err)
 		}
 	}
-	if _, err := db.UserByID(ada.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := db.UserByID(ada.ID); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("UserByID(deleted) = %v, want ErrNotFound", err)
 	}
 	for _, m := range adas[:3] {
-		if _, err := db.Message(m.ID); !errors.Is(err, ErrNotFound) {
+		if _, err := db.Message(m.ID); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("Message(%d) of a deleted account = %v, want ErrNotFound", m.ID, err)
 		}
 	}
 	if got, want := mustCounts(t, db), (Counts{Users: 1, Tokens: 1, Messages: len(bobs)}); got != want {
 		t.Errorf("Counts() = %+v, want %+v", got, want)
 	}
-	if got := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms("shared word"), Limit: 100})); len(got) != len(bobs) {
+	if got := pageIDs(mustSearch(t, db, model.SearchQuery{Terms: model.Terms("shared word"), Limit: 100})); len(got) != len(bobs) {
 		t.Errorf("search after deletion = %d messages, want bob's %d", len(got), len(bobs))
 	}
 	// The e-mail can register again, as a new account with nothing of the old.
@@ -55,10 +56,10 @@ func TestDeleteAccount(t *testing.T) {
 	if again.ID == ada.ID {
 		t.Errorf("the new account reuses the deleted account's ID %d", ada.ID)
 	}
-	if p := mustSearch(t, db, SearchQuery{OwnerEmail: "ada@example.com"}); len(p.Messages) != 0 {
+	if p := mustSearch(t, db, model.SearchQuery{OwnerEmail: "ada@example.com"}); len(p.Messages) != 0 {
 		t.Errorf("owner search for the re-registered e-mail = %d messages, want none", len(p.Messages))
 	}
-	if err := db.DeleteAccount(ByToken(phone)); !errors.Is(err, ErrUnauthorized) {
+	if err := db.DeleteAccount(model.ByToken(phone)); !errors.Is(err, model.ErrUnauthorized) {
 		t.Errorf("DeleteAccount with a deleted account's token = %v, want ErrUnauthorized", err)
 	}
 }
@@ -79,14 +80,14 @@ func TestDeleteAccountInterrupted(t *testing.T) {
 	}
 	checkIndexes(t, db.DB) // a half-purged account is a consistent state
 	m := adas[len(adas)-1]
-	if _, err := db.Message(m.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := db.Message(m.ID); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("Message of an account being deleted = %v, want ErrNotFound", err)
 	}
 	content := "edited"
-	if _, err := db.UpdateMessage(m.ID, ByUser(bob.ID), MessageUpdate{Content: &content}, nil); !errors.Is(err, ErrNotFound) {
+	if _, err := db.UpdateMessage(m.ID, model.ByUser(bob.ID), model.MessageUpdate{Content: &content}, nil); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("UpdateMessage of an account being deleted = %v, want ErrNotFound", err)
 	}
-	p := mustSearch(t, db, SearchQuery{Terms: Terms("says"), Limit: 1})
+	p := mustSearch(t, db, model.SearchQuery{Terms: model.Terms("says"), Limit: 1})
 	if got := pageIDs(p); len(got) != 1 || got[0] != kept.ID || p.NextBeforeID != 0 {
 		t.Errorf("search while the account is being deleted = %v (next %d), want only bob's %d", got, p.NextBeforeID, kept.ID)
 	}
@@ -109,12 +110,12 @@ func TestChangePassword(t *testing.T) {
 	ada, adaReg := mustCreateUser(t, db, "ada@example.com")
 	_, bobReg := mustCreateUser(t, db, "bob@example.com")
 	laptop, phone := tokenHash("laptop"), tokenHash("phone")
-	for _, h := range []TokenHash{laptop, phone} {
+	for _, h := range []model.TokenHash{laptop, phone} {
 		if _, err := db.CreateToken(ada.ID, h, defaultTTL); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := db.ChangePassword(ByToken(laptop), "$argon2id$new"); err != nil {
+	if err := db.ChangePassword(model.ByToken(laptop), "$argon2id$new"); err != nil {
 		t.Fatal(err)
 	}
 	u, err := db.UserByID(ada.ID)
@@ -124,15 +125,15 @@ func TestChangePassword(t *testing.T) {
 	if _, _, err := db.Authenticate(laptop); err != nil {
 		t.Errorf("the token that changed the password: %v", err)
 	}
-	for _, h := range []TokenHash{adaReg, phone} {
-		if _, _, err := db.Authenticate(h); !errors.Is(err, ErrUnauthorized) {
+	for _, h := range []model.TokenHash{adaReg, phone} {
+		if _, _, err := db.Authenticate(h); !errors.Is(err, model.ErrUnauthorized) {
 			t.Errorf("another token after the change = %v, want ErrUnauthorized", err)
 		}
 	}
 	if _, _, err := db.Authenticate(bobReg); err != nil {
 		t.Errorf("bob's token after ada's change: %v", err)
 	}
-	if err := db.ChangePassword(ByToken(phone), "$argon2id$again"); !errors.Is(err, ErrUnauthorized) {
+	if err := db.ChangePassword(model.ByToken(phone), "$argon2id$again"); !errors.Is(err, model.ErrUnauthorized) {
 		t.Errorf("ChangePassword with a revoked token = %v, want ErrUnauthorized", err)
 	}
 }
@@ -145,16 +146,16 @@ func TestIssueLoginToken(t *testing.T) {
 	if _, err := db.IssueLoginToken(ada.ID, fakePasswordHash, tokenHash("ok"), defaultTTL); err != nil {
 		t.Fatalf("IssueLoginToken with the current hash = %v", err)
 	}
-	if err := db.ChangePassword(ByToken(reg), "$argon2id$new"); err != nil {
+	if err := db.ChangePassword(model.ByToken(reg), "$argon2id$new"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.IssueLoginToken(ada.ID, fakePasswordHash, tokenHash("stale"), defaultTTL); !errors.Is(err, ErrUnauthorized) {
+	if _, err := db.IssueLoginToken(ada.ID, fakePasswordHash, tokenHash("stale"), defaultTTL); !errors.Is(err, model.ErrUnauthorized) {
 		t.Errorf("IssueLoginToken after a password change = %v, want ErrUnauthorized", err)
 	}
-	if err := db.DeleteAccount(ByToken(reg)); err != nil {
+	if err := db.DeleteAccount(model.ByToken(reg)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.IssueLoginToken(ada.ID, "$argon2id$new", tokenHash("gone"), defaultTTL); !errors.Is(err, ErrUnauthorized) {
+	if _, err := db.IssueLoginToken(ada.ID, "$argon2id$new", tokenHash("gone"), defaultTTL); !errors.Is(err, model.ErrUnauthorized) {
 		t.Errorf("IssueLoginToken after deletion = %v, want ErrUnauthorized", err)
 	}
 	if got := mustCounts(t, db).Tokens; got != 0 {
@@ -181,7 +182,7 @@ func TestDeleteMessagesBefore(t *testing.T) {
 	if got, want := mustCounts(t, db).Messages, 150; got != want {
 		t.Errorf("messages left = %d, want %d", got, want)
 	}
-	if _, err := db.Message(msgs[0].ID); !errors.Is(err, ErrNotFound) {
+	if _, err := db.Message(msgs[0].ID); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("the oldest message after retention: %v, want ErrNotFound", err)
 	}
 	if got := mustMessage(t, db, msgs[2*retainChunk+50].ID); got == nil {

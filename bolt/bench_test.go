@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"fmt"
+	"herald/model"
 	"strings"
 	"testing"
 	"time"
@@ -34,9 +35,9 @@ func benchContent(i int) string {
 
 // seedMessages stores n benchContent messages spread over owners users,
 // thousands per transaction, and returns the users.
-func seedMessages(b *testing.B, db *testDB, owners, n int) []*User {
+func seedMessages(b *testing.B, db *testDB, owners, n int) []*model.User {
 	b.Helper()
-	users := make([]*User, owners)
+	users := make([]*model.User, owners)
 	for i := range users {
 		users[i], _ = mustCreateUser(b, db, fmt.Sprintf("user%d@example.com", i))
 	}
@@ -54,7 +55,7 @@ func BenchmarkCreateMessage(b *testing.B) {
 	content := benchContent(1)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := db.CreateMessage(ByUser(u.ID), content); err != nil {
+		if _, err := db.CreateMessage(model.ByUser(u.ID), content); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -75,7 +76,7 @@ func BenchmarkMessage(b *testing.B) {
 
 func BenchmarkAuthenticate(b *testing.B) {
 	db := mustOpen(b)
-	hashes := make([]TokenHash, 0, 100)
+	hashes := make([]model.TokenHash, 0, 100)
 	for i := range 100 {
 		_, h := mustCreateUser(b, db, fmt.Sprintf("user%d@example.com", i))
 		hashes = append(hashes, h)
@@ -98,7 +99,7 @@ func BenchmarkContentTerms(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(content)))
 	for b.Loop() {
-		ContentTerms(content)
+		model.ContentTerms(content)
 	}
 }
 
@@ -118,7 +119,7 @@ func BenchmarkSortedTerms(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(bc.content)))
 			for b.Loop() {
-				sortedTerms(bc.content)
+				model.SortedTerms(bc.content)
 			}
 		})
 	}

@@ -1,7 +1,7 @@
-// Package bolt is Herald's storage: domain types, their validation, and their
-// persistence in a single bbolt file. Every write and the index entries it
-// implies happen in one transaction, so the indexes can never disagree with
-// the records they point at.
+// Package bolt is Herald's default store: the types of package model kept
+// in a single bbolt file. Every write and the index entries it implies
+// happen in one transaction, so the indexes can never disagree with the
+// records they point at.
 package bolt
 
 import (

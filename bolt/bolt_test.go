@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"herald/model"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,7 +82,7 @@ func mustOpen(tb testing.TB) *testDB {
 
 // tokenHash derives a distinct token hash from a name, as auth would from a
 // minted token.
-func tokenHash(name string) TokenHash { return sha256.Sum256([]byte(name)) }
+func tokenHash(name string) model.TokenHash { return sha256.Sum256([]byte(name)) }
 
 // fakePasswordHash stands in for an argon2id string; the store never looks
 // inside it.
@@ -92,9 +93,9 @@ const defaultTTL = 30 * 24 * time.Hour
 
 // mustCreateUser registers email and returns the user and the token hash
 // registration stored for it.
-func mustCreateUser(tb testing.TB, db *testDB, email string) (*User, TokenHash) {
+func mustCreateUser(tb testing.TB, db *testDB, email string) (*model.User, model.TokenHash) {
 	tb.Helper()
-	u := &User{Email: email, PasswordHash: fakePasswordHash}
+	u := &model.User{Email: email, PasswordHash: fakePasswordHash}
 	h := tokenHash("register:" + email)
 	if _, err := db.CreateUser(u, h, defaultTTL); err != nil {
 		tb.Fatalf("CreateUser(%q) = %v", email, err)
@@ -103,9 +104,9 @@ func mustCreateUser(tb testing.TB, db *testDB, email string) (*User, TokenHash) 
 }
 
 // mustCreateMessage stores content for owner and returns the stored message.
-func mustCreateMessage(tb testing.TB, db *testDB, owner uint64, content string) *Message {
+func mustCreateMessage(tb testing.TB, db *testDB, owner uint64, content string) *model.Message {
 	tb.Helper()
-	m, err := db.CreateMessage(ByUser(owner), content)
+	m, err := db.CreateMessage(model.ByUser(owner), content)
 	if err != nil {
 		tb.Fatalf("CreateMessage(owner %d, %q) = %v", owner, content, err)
 	}
@@ -113,7 +114,7 @@ func mustCreateMessage(tb testing.TB, db *testDB, owner uint64, content string) 
 }
 
 // mustMessage reads a message that must exist.
-func mustMessage(tb testing.TB, db *testDB, id uint64) *Message {
+func mustMessage(tb testing.TB, db *testDB, id uint64) *model.Message {
 	tb.Helper()
 	m, err := db.Message(id)
 	if err != nil {
@@ -134,7 +135,7 @@ func mustCounts(tb testing.TB, db *testDB) Counts {
 
 // messageString renders every field, so two messages compare with ==
 // regardless of time.Time's location and monotonic reading.
-func messageString(m *Message) string {
+func messageString(m *model.Message) string {
 	if m == nil {
 		return "<nil>"
 	}
@@ -144,7 +145,7 @@ func messageString(m *Message) string {
 }
 
 // assertUnchanged fails when message want.ID no longer reads back as want.
-func assertUnchanged(tb testing.TB, db *testDB, want *Message) {
+func assertUnchanged(tb testing.TB, db *testDB, want *model.Message) {
 	tb.Helper()
 	got, err := db.Message(want.ID)
 	if err != nil {
@@ -155,14 +156,15 @@ func assertUnchanged(tb testing.TB, db *testDB, want *Message) {
 	}
 }
 
-// violationFields asserts err is a *ValidationError matching ErrInvalid and
+// violationFields asserts err is a *model.ValidationError matching
+// model.ErrInvalid and
 // returns the fields it names, in order.
 func violationFields(tb testing.TB, err error) []string {
 	tb.Helper()
-	if !errors.Is(err, ErrInvalid) {
+	if !errors.Is(err, model.ErrInvalid) {
 		tb.Fatalf("err = %v, want ErrInvalid", err)
 	}
-	var ve *ValidationError
+	var ve *model.ValidationError
 	if !errors.As(err, &ve) {
 		tb.Fatalf("err = %T %v, want *ValidationError", err, err)
 	}
@@ -272,7 +274,7 @@ func TestOpen(t *testing.T) {
 			t.Errorf("Authenticate after reopen: user ID = %d, want %d", got, want)
 		}
 		// Sequences survive too: the next message gets a fresh ID.
-		m2, err := db2.CreateMessage(ByUser(u.ID), "after reopen")
+		m2, err := db2.CreateMessage(model.ByUser(u.ID), "after reopen")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -344,7 +346,7 @@ func TestCounts(t *testing.T) {
 	if got, want := mustCounts(t, db), (Counts{Users: 2, Tokens: 3, Messages: 3}); got != want {
 		t.Errorf("Counts() = %+v, want %+v", got, want)
 	}
-	if _, err := db.DeleteMessage(m1.ID, ByUser(ada.ID), nil); err != nil {
+	if _, err := db.DeleteMessage(m1.ID, model.ByUser(ada.ID), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.RevokeToken(tokenHash("ada phone")); err != nil {
@@ -374,7 +376,7 @@ func TestConcurrentWrites(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range perWriter {
-				m, err := db.CreateMessage(ByUser(owner.ID), fmt.Sprintf("writer %d message %d", w, i))
+				m, err := db.CreateMessage(model.ByUser(owner.ID), fmt.Sprintf("writer %d message %d", w, i))
 				if err != nil {
 					t.Errorf("CreateMessage = %v", err)
 					return
@@ -383,14 +385,14 @@ func TestConcurrentWrites(t *testing.T) {
 				ids = append(ids, m.ID)
 				mu.Unlock()
 			}
-			u := &User{Email: "  Contested@Example.com ", PasswordHash: fakePasswordHash}
+			u := &model.User{Email: "  Contested@Example.com ", PasswordHash: fakePasswordHash}
 			_, err := db.CreateUser(u, tokenHash(fmt.Sprint("contested", w)), time.Hour)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil:
 				created++
-			case errors.Is(err, ErrConflict):
+			case errors.Is(err, model.ErrConflict):
 				conflicts++
 			default:
 				t.Errorf("CreateUser(contested) = %v, want nil or ErrConflict", err)
@@ -422,16 +424,16 @@ func ptr[T any](v T) *T { return &v }
 // owners[i%len(owners)], the way CreateMessage does (insertMessage) but
 // thousands per transaction, for tests and benchmarks that need a large
 // database quickly. clockStep moves the clock before each message.
-func bulkMessages(tb testing.TB, db *testDB, owners []uint64, clockStep time.Duration, contents func(i int) string, n int) []*Message {
+func bulkMessages(tb testing.TB, db *testDB, owners []uint64, clockStep time.Duration, contents func(i int) string, n int) []*model.Message {
 	tb.Helper()
-	out := make([]*Message, 0, n)
+	out := make([]*model.Message, 0, n)
 	for start := 0; start < n; start += bulkChunk {
 		// Through the committer, like every write: the search index's
 		// merger may be writing too.
 		chunk := len(out)
 		err := db.writes.update(func(tx *bbolt.Tx) error {
 			out = out[:chunk] // a retried transaction starts over
-			users := make([]*User, len(owners))
+			users := make([]*model.User, len(owners))
 			for i, id := range owners {
 				var err error
 				if users[i], err = userByID(tx, id); err != nil {
@@ -443,7 +445,7 @@ func bulkMessages(tb testing.TB, db *testDB, owners []uint64, clockStep time.Dur
 					db.Clock.Add(clockStep)
 				}
 				content := contents(i)
-				m, err := db.insertMessage(tx, users[i%len(users)], content, sortedTerms(content))
+				m, err := db.insertMessage(tx, users[i%len(users)], content, model.SortedTerms(content))
 				if err != nil {
 					return err
 				}
@@ -467,9 +469,9 @@ const bulkChunk = 500
 // CreateToken issues a token for an existing user, valid for ttl from now,
 // without the password check of IssueLoginToken: tests need tokens for
 // users they made directly.
-// Errors: ErrNotFound when the user does not exist.
-func (db *DB) CreateToken(userID uint64, hash TokenHash, ttl time.Duration) (*Token, error) {
-	var tok *Token
+// Errors: model.ErrNotFound when the user does not exist.
+func (db *DB) CreateToken(userID uint64, hash model.TokenHash, ttl time.Duration) (*model.Token, error) {
+	var tok *model.Token
 	err := db.writes.update(func(tx *bbolt.Tx) error {
 		if _, err := userByID(tx, userID); err != nil {
 			return err

@@ -3,8 +3,8 @@ package bolt
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"herald/model"
 	"sync"
 	"time"
 
@@ -12,7 +12,7 @@ import (
 )
 
 // The change log. Every create, update and delete of a message appends a
-// Change to the changes bucket in the transaction that makes it, so a change
+// model.Change to the changes bucket in the transaction that makes it, so a change
 // is in the log if and only if it committed, and the log's order is commit
 // order. Live streams tail the log: recent changes are handed over in
 // memory as each commit lands (see changeFeed), older ones are read back
@@ -20,48 +20,6 @@ import (
 // highest sequence ever trimmed is kept in meta, so a reader asking for a
 // position the log no longer holds is told so instead of silently missing
 // what was there.
-
-// ChangeKind says what happened to a message.
-type ChangeKind uint8
-
-// The kinds of change, with their event names on the live stream.
-const (
-	MessageCreated ChangeKind = iota + 1
-	MessageUpdated
-	MessageDeleted
-)
-
-func (k ChangeKind) String() string {
-	switch k {
-	case MessageCreated:
-		return "message.created"
-	case MessageUpdated:
-		return "message.updated"
-	case MessageDeleted:
-		return "message.deleted"
-	}
-	return fmt.Sprintf("ChangeKind(%d)", uint8(k))
-}
-
-// Change is one committed change to a message.
-type Change struct {
-	Seq  uint64 // position in the log, from 1, rising in commit order
-	Kind ChangeKind
-	At   time.Time // when it committed
-	// Message is the message after the change; for a deletion, as it was
-	// last stored. OwnerEmail is recorded with the change, so it is known
-	// even after the owner's account is gone.
-	Message Message
-	// Before is the content an update replaced (empty otherwise), so a
-	// reader filtering by words can tell a message that stopped matching.
-	Before string
-}
-
-// ErrChangeUnknown is returned by ChangesAfter for a position the log does
-// not hold: older than what trimming kept, or beyond the newest change (an
-// ID from another server or an older backup). A reader starts again from
-// the head.
-var ErrChangeUnknown = errors.New("the change log does not hold that position")
 
 var metaChangesFloor = []byte("changes_floor") // highest sequence trimmed from the log
 
@@ -73,7 +31,7 @@ const (
 	changeHeaderLen     = 1 + 1 + 8
 )
 
-func encodeChange(ch *Change) []byte {
+func encodeChange(ch *model.Change) []byte {
 	email := ch.Message.OwnerEmail
 	b := make([]byte, 0, changeHeaderLen+2+len(email)+4+len(ch.Before)+8+messageHeaderLen+len(ch.Message.Content))
 	b = append(b, changeRecordVersion, byte(ch.Kind))
@@ -86,12 +44,12 @@ func encodeChange(ch *Change) []byte {
 	return appendMessage(b, &ch.Message)
 }
 
-func decodeChange(seq uint64, b []byte) (*Change, error) {
+func decodeChange(seq uint64, b []byte) (*model.Change, error) {
 	bad := fmt.Errorf("decode change %d: bad record", seq)
 	if len(b) < changeHeaderLen+2 || b[0] != changeRecordVersion {
 		return nil, bad
 	}
-	ch := &Change{Seq: seq, Kind: ChangeKind(b[1]), At: microsToTime(int64(binary.BigEndian.Uint64(b[2:])))}
+	ch := &model.Change{Seq: seq, Kind: model.ChangeKind(b[1]), At: microsToTime(int64(binary.BigEndian.Uint64(b[2:])))}
 	rest := b[changeHeaderLen:]
 	n := int(binary.BigEndian.Uint16(rest))
 	if len(rest) < 2+n+4 {
@@ -114,7 +72,7 @@ func decodeChange(seq uint64, b []byte) (*Change, error) {
 	}
 	m.OwnerEmail = email
 	ch.Message = *m
-	if ch.Kind < MessageCreated || ch.Kind > MessageDeleted {
+	if ch.Kind < model.MessageCreated || ch.Kind > model.MessageDeleted {
 		return nil, bad
 	}
 	return ch, nil
@@ -123,13 +81,13 @@ func decodeChange(seq uint64, b []byte) (*Change, error) {
 // recordChange appends a change of m to the log inside tx, the transaction
 // making the change. It runs on the committer, which hands the change to
 // the feed once the transaction is on disk.
-func (db *DB) recordChange(tx *bbolt.Tx, kind ChangeKind, m *Message, before string) error {
+func (db *DB) recordChange(tx *bbolt.Tx, kind model.ChangeKind, m *model.Message, before string) error {
 	log := tx.Bucket(bucketChanges)
 	seq, err := log.NextSequence()
 	if err != nil {
 		return err
 	}
-	ch := &Change{Seq: seq, Kind: kind, At: db.clock(), Message: *m, Before: before}
+	ch := &model.Change{Seq: seq, Kind: kind, At: db.clock(), Message: *m, Before: before}
 	if err := log.Put(itob(seq), encodeChange(ch)); err != nil {
 		return err
 	}
@@ -147,7 +105,7 @@ const (
 )
 
 // changeSize estimates the memory a change holds.
-func changeSize(ch *Change) int {
+func changeSize(ch *model.Change) int {
 	return 200 + len(ch.Message.Content) + len(ch.Before) + len(ch.Message.OwnerEmail)
 }
 
@@ -155,14 +113,14 @@ func changeSize(ch *Change) int {
 // wakes them when there are new ones.
 type changeFeed struct {
 	mu     sync.Mutex
-	head   uint64    // newest committed change
-	floor  uint64    // highest change trimmed from the log
-	recent []*Change // the newest changes, oldest first, contiguous up to head
-	bytes  int       // changeSize of recent, summed
+	head   uint64          // newest committed change
+	floor  uint64          // highest change trimmed from the log
+	recent []*model.Change // the newest changes, oldest first, contiguous up to head
+	bytes  int             // changeSize of recent, summed
 	wait   chan struct{}
 }
 
-func (f *changeFeed) publish(chs []*Change) {
+func (f *changeFeed) publish(chs []*model.Change) {
 	if len(chs) == 0 {
 		return
 	}
@@ -195,16 +153,16 @@ func (db *DB) ChangeHead() (uint64, <-chan struct{}) {
 }
 
 // ChangesAfter returns up to max changes after position after, oldest
-// first, and the head at the time of the call. It returns ErrChangeUnknown
+// first, and the head at the time of the call. It returns model.ErrChangeUnknown
 // for a position the log no longer holds, or never held. The changes are
 // shared with other readers and must not be modified.
-func (db *DB) ChangesAfter(after uint64, max int) ([]*Change, uint64, error) {
+func (db *DB) ChangesAfter(after uint64, max int) ([]*model.Change, uint64, error) {
 	f := &db.feed
 	f.mu.Lock()
 	head, floor := f.head, f.floor
 	if after < floor || after > head {
 		f.mu.Unlock()
-		return nil, head, ErrChangeUnknown
+		return nil, head, model.ErrChangeUnknown
 	}
 	if after == head {
 		f.mu.Unlock()
@@ -219,10 +177,10 @@ func (db *DB) ChangesAfter(after uint64, max int) ([]*Change, uint64, error) {
 	}
 	f.mu.Unlock()
 
-	var out []*Change
+	var out []*model.Change
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		if after < changesFloor(tx) {
-			return ErrChangeUnknown
+			return model.ErrChangeUnknown
 		}
 		c := tx.Bucket(bucketChanges).Cursor()
 		for k, v := c.Seek(itob(after + 1)); k != nil && len(out) < max && btoi(k) <= head; k, v = c.Next() {

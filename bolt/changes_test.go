@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"herald/model"
 	"log/slog"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ import (
 )
 
 // changeString renders what a reader of the log sees of a change.
-func changeString(ch *Change) string {
+func changeString(ch *model.Change) string {
 	s := fmt.Sprintf("%d %s #%d %s %q", ch.Seq, ch.Kind, ch.Message.ID, ch.Message.OwnerEmail, ch.Message.Content)
 	if ch.Before != "" {
 		s += fmt.Sprintf(" (was %q)", ch.Before)
@@ -22,7 +23,7 @@ func changeString(ch *Change) string {
 	return s
 }
 
-func changeStrings(chs []*Change) []string {
+func changeStrings(chs []*model.Change) []string {
 	out := make([]string, len(chs))
 	for i, ch := range chs {
 		out[i] = changeString(ch)
@@ -54,17 +55,17 @@ func TestChangeLog(t *testing.T) {
 	}
 	m1 := mustCreateMessage(t, db, ada.ID, "hello world")
 	m2 := mustCreateMessage(t, db, bob.ID, "bob here")
-	if _, err := db.UpdateMessage(m1.ID, ByUser(ada.ID), MessageUpdate{Content: ptr("goodbye world")}, nil); err != nil {
+	if _, err := db.UpdateMessage(m1.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("goodbye world")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Refused writes: not the owner, and an update that changes nothing.
-	if _, err := db.DeleteMessage(m1.ID, ByUser(bob.ID), nil); !errors.Is(err, ErrForbidden) {
+	if _, err := db.DeleteMessage(m1.ID, model.ByUser(bob.ID), nil); !errors.Is(err, model.ErrForbidden) {
 		t.Fatalf("DeleteMessage(not owner) = %v", err)
 	}
-	if _, err := db.UpdateMessage(m2.ID, ByUser(bob.ID), MessageUpdate{Content: ptr("bob here")}, nil); err != nil {
+	if _, err := db.UpdateMessage(m2.ID, model.ByUser(bob.ID), model.MessageUpdate{Content: ptr("bob here")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.DeleteMessage(m2.ID, ByUser(bob.ID), nil); err != nil {
+	if _, err := db.DeleteMessage(m2.ID, model.ByUser(bob.ID), nil); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -82,7 +83,7 @@ func TestChangeLog(t *testing.T) {
 	if got := mustChangesAfter(t, db.DB, 4); len(got) != 0 {
 		t.Errorf("log after the head = %q, want nothing", got)
 	}
-	if _, _, err := db.ChangesAfter(5, 10); !errors.Is(err, ErrChangeUnknown) {
+	if _, _, err := db.ChangesAfter(5, 10); !errors.Is(err, model.ErrChangeUnknown) {
 		t.Errorf("ChangesAfter(beyond the head) = %v, want ErrChangeUnknown", err)
 	}
 
@@ -156,7 +157,7 @@ func TestTrimChanges(t *testing.T) {
 		if reopened {
 			reopen(t, db)
 		}
-		if _, _, err := db.ChangesAfter(2, 10); !errors.Is(err, ErrChangeUnknown) {
+		if _, _, err := db.ChangesAfter(2, 10); !errors.Is(err, model.ErrChangeUnknown) {
 			t.Errorf("reopened %v: ChangesAfter(trimmed) = %v, want ErrChangeUnknown", reopened, err)
 		}
 		if got := mustChangesAfter(t, db.DB, 3); len(got) != 7 {
@@ -193,7 +194,7 @@ func TestChangeLogOfPurgeAndRetention(t *testing.T) {
 	mustCreateMessage(t, db, ada.ID, "ada two")
 	head, _ := db.ChangeHead()
 
-	if err := db.DeleteAccount(ByUser(ada.ID)); err != nil {
+	if err := db.DeleteAccount(model.ByUser(ada.ID)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.DeleteMessagesBefore(context.Background(), db.Clock.Now().Add(-24*time.Hour)); err != nil {
@@ -262,7 +263,7 @@ func TestUpgradeFromLayout2(t *testing.T) {
 		t.Fatalf("Authenticate(old token) = %+v, %v", u, err)
 	}
 	tdb := &testDB{DB: db, Path: path}
-	if p := mustSearch(t, tdb, SearchQuery{Terms: Terms("edited")}); len(p.Messages) != 1 {
+	if p := mustSearch(t, tdb, model.SearchQuery{Terms: model.Terms("edited")}); len(p.Messages) != 1 {
 		t.Errorf("search after the upgrade found %d messages, want 1", len(p.Messages))
 	}
 	m := mustCreateMessage(t, tdb, u.ID, "the first logged change")
@@ -289,8 +290,8 @@ func TestUpgradeFromLayout2(t *testing.T) {
 }
 
 func TestChangeRecordRoundTrip(t *testing.T) {
-	ch := &Change{Seq: 9, Kind: MessageUpdated, At: testEpoch.Truncate(time.Microsecond),
-		Message: Message{ID: 42, OwnerID: 7, OwnerEmail: "ada@example.com", Content: "new ✓", CreatedAt: testEpoch.Truncate(time.Microsecond), UpdatedAt: testEpoch.Add(time.Second).Truncate(time.Microsecond), Revision: 3},
+	ch := &model.Change{Seq: 9, Kind: model.MessageUpdated, At: testEpoch.Truncate(time.Microsecond),
+		Message: model.Message{ID: 42, OwnerID: 7, OwnerEmail: "ada@example.com", Content: "new ✓", CreatedAt: testEpoch.Truncate(time.Microsecond), UpdatedAt: testEpoch.Add(time.Second).Truncate(time.Microsecond), Revision: 3},
 		Before:  "old"}
 	got, err := decodeChange(9, encodeChange(ch))
 	if err != nil {
@@ -315,9 +316,9 @@ func TestChangeFeedSlicesStayValid(t *testing.T) {
 	db := &DB{}
 	db.feed.wait = make(chan struct{})
 	publish := func(from, n uint64) {
-		chs := make([]*Change, n)
+		chs := make([]*model.Change, n)
 		for i := range chs {
-			chs[i] = &Change{Seq: from + uint64(i)}
+			chs[i] = &model.Change{Seq: from + uint64(i)}
 		}
 		db.feed.publish(chs)
 	}

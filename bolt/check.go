@@ -3,6 +3,7 @@ package bolt
 import (
 	"bytes"
 	"fmt"
+	"herald/model"
 	"slices"
 	"time"
 
@@ -169,10 +170,10 @@ func (c *checker) tokens() {
 	n, missing := 0, false
 	// A public ID names one token of its user: revoking by ID must not be
 	// able to pick between two.
-	ids := make(map[uint64]map[TokenID]bool)
+	ids := make(map[uint64]map[model.TokenID]bool)
 	_ = tokens.ForEach(func(k, v []byte) error {
 		n++
-		var h TokenHash
+		var h model.TokenHash
 		if len(k) != len(h) {
 			c.addf("tokens: key %x is not a SHA-256", k)
 			return nil
@@ -192,7 +193,7 @@ func (c *checker) tokens() {
 			c.addf("token %x…: no tokens_by_user entry for user %d", k[:4], tok.UserID)
 		}
 		if ids[tok.UserID] == nil {
-			ids[tok.UserID] = make(map[TokenID]bool)
+			ids[tok.UserID] = make(map[model.TokenID]bool)
 		}
 		if ids[tok.UserID][tok.ID] {
 			c.addf("user %d holds two tokens with the public ID %s", tok.UserID, tok.ID)
@@ -202,7 +203,7 @@ func (c *checker) tokens() {
 	})
 	if got := byUser.Stats().KeyN; missing || got != n {
 		_ = byUser.ForEach(func(k, _ []byte) error {
-			if len(k) != 8+len(TokenHash{}) {
+			if len(k) != 8+len(model.TokenHash{}) {
 				c.addf("tokens_by_user: key %x is not user‖hash", k)
 				return nil
 			}
@@ -363,7 +364,7 @@ func (c *checker) danglingPostings(b *bbolt.Bucket, st termsState) {
 // tailRecord checks that message m, above the merge watermark, has a tail
 // record holding exactly its words, and that the in-memory tail can find
 // it by each of them. It reports false when the record is missing.
-func (c *checker) tailRecord(tail *bbolt.Bucket, m *Message) bool {
+func (c *checker) tailRecord(tail *bbolt.Bucket, m *model.Message) bool {
 	rec := tail.Get(itob(m.ID))
 	if rec == nil {
 		c.addf("message %d: missing from the search index's tail", m.ID)
@@ -390,7 +391,7 @@ func (c *checker) tailRecord(tail *bbolt.Bucket, m *Message) bool {
 }
 
 // message is the record an index entry points at, nil for none.
-func (c *checker) message(id []byte) *Message {
+func (c *checker) message(id []byte) *model.Message {
 	m, err := messageRecord(c.tx, btoi(id))
 	if err != nil {
 		return nil

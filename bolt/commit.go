@@ -3,6 +3,7 @@ package bolt
 import (
 	"errors"
 	"fmt"
+	"herald/model"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,7 +53,7 @@ type committer struct {
 	// pending collects the changes the running transaction appended to the
 	// change log; feed gets them once it is on disk. Only the committer
 	// goroutine touches pending.
-	pending []*Change
+	pending []*model.Change
 	feed    *changeFeed
 }
 

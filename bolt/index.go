@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"encoding/binary"
+	"herald/model"
 	"slices"
 	"strconv"
 	"time"
@@ -46,26 +47,12 @@ func termPrefix(term []byte) []byte {
 	return append(k, termSeparator)
 }
 
-// timeKey encodes an instant so that byte order is time order (microsKey).
-func timeKey(t time.Time) []byte { return microsKey(timeToMicros(t)) }
-
-// microsKey encodes the store's microseconds so that byte order is time
-// order, negative Unix times (before 1970, down to year 1) included:
-// flipping the sign bit of the two's complement value orders int64s as
-// unsigned bytes.
-func microsKey(us int64) []byte {
-	return binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(us)^(1<<63))
-}
-
-// boundMicros is the first stored instant at or after t, in the store's
-// microseconds: a bound with a finer part rounds up, so a message at
-// 12:00:00.000001 is after since=12:00:00.0000005 and before
-// until=12:00:00.0000015.
-func boundMicros(t time.Time) int64 {
-	if t.Truncate(time.Microsecond).Before(t) {
-		t = t.Truncate(time.Microsecond).Add(time.Microsecond)
-	}
-	return timeToMicros(t)
+// timeKey encodes an instant so that byte order is time order, instants
+// before 1970 (down to year 1) included: flipping the sign bit of the two's
+// complement microseconds orders them as unsigned bytes. Older layouts' time
+// index was keyed so.
+func timeKey(t time.Time) []byte {
+	return binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(timeToMicros(t))^(1<<63))
 }
 
 // firstCreatedAtOrAfter returns the smallest ID of the messages created at
@@ -75,7 +62,7 @@ func boundMicros(t time.Time) int64 {
 // finds where it turns: log2 of the highest ID in seeks (20 at a million),
 // however many IDs deletions left unused.
 func firstCreatedAtOrAfter(msgs *bbolt.Cursor, t time.Time) (uint64, bool) {
-	bound := boundMicros(t)
+	bound := model.BoundMicros(t)
 	// atOrAfter finds the first message with an ID of at least x, and
 	// whether it was created at or after the bound; found is false when
 	// there is no such message.
@@ -126,8 +113,8 @@ func withOwnerTerm(terms []string, owner uint64) []string {
 
 // messageTerms is every index term of m, sorted: what its tail record
 // holds.
-func messageTerms(m *Message) []string {
-	return withOwnerTerm(sortedTerms(m.Content), m.OwnerID)
+func messageTerms(m *model.Message) []string {
+	return withOwnerTerm(model.SortedTerms(m.Content), m.OwnerID)
 }
 
 // ownerMessages returns up to limit messages of owner with IDs below
@@ -139,12 +126,12 @@ func messageTerms(m *Message) []string {
 // backward cursor steps mishandle; so it reads the postings a block at a
 // time through postingBlocks, which guards against that, rather than
 // through search's postingList.
-func (db *DB) ownerMessages(tx *bbolt.Tx, owner, below uint64, limit int) ([]*Message, error) {
+func (db *DB) ownerMessages(tx *bbolt.Tx, owner, below uint64, limit int) ([]*model.Message, error) {
 	term := ownerTerm(owner)
 	merged := readTermsState(tx).merged
 	_, tails := db.tail.lists([]string{term})
 	msgs := newIDReader(tx.Bucket(bucketMessages))
-	var out []*Message
+	var out []*model.Message
 	// take adds message id if this transaction holds it as owner's: the
 	// tail in memory may hold IDs it does not (see tailIndex).
 	take := func(id uint64) error {
@@ -190,21 +177,21 @@ func (db *DB) ownerMessages(tx *bbolt.Tx, owner, below uint64, limit int) ([]*Me
 // indexNewMessage adds every index entry of a new message m; terms are the
 // words of its content (sortedTerms). All of them go to the tail (see
 // tail.go), with the owner's term.
-func (db *DB) indexNewMessage(tx *bbolt.Tx, m *Message, terms []string) error {
+func (db *DB) indexNewMessage(tx *bbolt.Tx, m *model.Message, terms []string) error {
 	// IDs only grow and a merge only takes IDs that exist, so a new
 	// message is always above the postings bucket's part.
 	return db.putTailRecord(tx, m.ID, withOwnerTerm(terms, m.OwnerID))
 }
 
 // unindexMessage removes every index entry of m, as stored.
-func (db *DB) unindexMessage(tx *bbolt.Tx, m *Message) error {
+func (db *DB) unindexMessage(tx *bbolt.Tx, m *model.Message) error {
 	st := readTermsState(tx)
 	if m.ID <= st.mainUpTo() {
 		postings := tx.Bucket(bucketPostings)
 		if err := termBlocks(postings, []byte(ownerTerm(m.OwnerID))).remove(m.ID); err != nil {
 			return err
 		}
-		for term := range ContentTerms(m.Content) {
+		for term := range model.ContentTerms(m.Content) {
 			if err := termBlocks(postings, []byte(term)).remove(m.ID); err != nil {
 				return err
 			}
@@ -220,24 +207,24 @@ func (db *DB) unindexMessage(tx *bbolt.Tx, m *Message) error {
 // removeMessage deletes m's record and every index entry of it: the one way
 // a message leaves the store, whether its owner deletes it, its account
 // goes, or it ages past --retain.
-func (db *DB) removeMessage(tx *bbolt.Tx, m *Message) error {
+func (db *DB) removeMessage(tx *bbolt.Tx, m *model.Message) error {
 	if err := tx.Bucket(bucketMessages).Delete(itob(m.ID)); err != nil {
 		return err
 	}
 	if err := db.unindexMessage(tx, m); err != nil {
 		return err
 	}
-	return db.recordChange(tx, MessageDeleted, m, "")
+	return db.recordChange(tx, model.MessageDeleted, m, "")
 }
 
 // reindexContent moves message m's postings from the words of its stored
 // content to newTerms (sortedTerms of the new content): in the postings
 // bucket, only the words that differ (the owner's term stays); in the tail,
 // the whole record.
-func (db *DB) reindexContent(tx *bbolt.Tx, m *Message, newTerms []string) error {
+func (db *DB) reindexContent(tx *bbolt.Tx, m *model.Message, newTerms []string) error {
 	st := readTermsState(tx)
 	if m.ID <= st.mainUpTo() {
-		before, after := ContentTerms(m.Content), make(map[string]struct{}, len(newTerms))
+		before, after := model.ContentTerms(m.Content), make(map[string]struct{}, len(newTerms))
 		for _, t := range newTerms {
 			after[t] = struct{}{}
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"herald/model"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -55,19 +56,19 @@ func TestTermIndex(t *testing.T) {
 			t.Errorf("after create: terms = %q, want %q", got, want)
 		}
 		content := "world peace"
-		if _, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{Content: &content}, nil); err != nil {
+		if _, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: &content}, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := termEntries(t, db, m.ID), []string{"@1", "peace", "world"}; !slices.Equal(got, want) {
 			t.Errorf("after update: terms = %q, want %q", got, want)
 		}
-		if got := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms("hello")})); len(got) != 0 {
+		if got := pageIDs(mustSearch(t, db, model.SearchQuery{Terms: model.Terms("hello")})); len(got) != 0 {
 			t.Errorf("search for a word the edit removed = %v, want nothing", got)
 		}
-		if got, want := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms("PEACE")})), []uint64{m.ID}; !slices.Equal(got, want) {
+		if got, want := pageIDs(mustSearch(t, db, model.SearchQuery{Terms: model.Terms("PEACE")})), []uint64{m.ID}; !slices.Equal(got, want) {
 			t.Errorf("search for a word the edit added = %v, want %v", got, want)
 		}
-		if _, err := db.DeleteMessage(m.ID, ByUser(ada.ID), nil); err != nil {
+		if _, err := db.DeleteMessage(m.ID, model.ByUser(ada.ID), nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := termEntries(t, db, m.ID); len(got) != 0 {
@@ -82,11 +83,11 @@ func TestTermIndex(t *testing.T) {
 		nfc := mustCreateMessage(t, db, ada.ID, "un CAFÉ crème")
 		want := []uint64{nfc.ID, nfd.ID}
 		for _, q := range []string{"café", "cafe\u0301", "CAFE\u0301", "Café"} {
-			if got := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms(q)})); !slices.Equal(got, want) {
+			if got := pageIDs(mustSearch(t, db, model.SearchQuery{Terms: model.Terms(q)})); !slices.Equal(got, want) {
 				t.Errorf("search %q = %v, want %v", q, got, want)
 			}
 		}
-		if got := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms("cafe")})); len(got) != 0 {
+		if got := pageIDs(mustSearch(t, db, model.SearchQuery{Terms: model.Terms("cafe")})); len(got) != 0 {
 			t.Errorf("search %q = %v, want nothing: the accent is part of the word", "cafe", got)
 		}
 	})
@@ -95,12 +96,12 @@ func TestTermIndex(t *testing.T) {
 		db := mustOpen(t)
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
 		// 10,000 four-byte letters: one word far beyond bbolt's key limit.
-		huge := strings.Repeat("𝒜", MaxContentChars)
+		huge := strings.Repeat("𝒜", model.MaxContentChars)
 		m := mustCreateMessage(t, db, ada.ID, huge)
-		if got, want := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms(huge)})), []uint64{m.ID}; !slices.Equal(got, want) {
+		if got, want := pageIDs(mustSearch(t, db, model.SearchQuery{Terms: model.Terms(huge)})), []uint64{m.ID}; !slices.Equal(got, want) {
 			t.Errorf("search for the whole long word = %v, want %v", got, want)
 		}
-		if got := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms(huge[:400])})); len(got) != 0 {
+		if got := pageIDs(mustSearch(t, db, model.SearchQuery{Terms: model.Terms(huge[:400])})); len(got) != 0 {
 			t.Errorf("search for a prefix of the long word = %v, want nothing", got)
 		}
 	})
@@ -109,62 +110,15 @@ func TestTermIndex(t *testing.T) {
 func TestSearchQueryRules(t *testing.T) {
 	db := mustOpen(t)
 	var words []string
-	for i := range MaxQueryTerms + 1 {
+	for i := range model.MaxQueryTerms + 1 {
 		words = append(words, fmt.Sprint("w", i))
 	}
-	if _, err := db.SearchMessages(context.Background(), SearchQuery{Terms: Terms(strings.Join(words[:MaxQueryTerms], " "))}); err != nil {
-		t.Errorf("search with %d words = %v, want nil", MaxQueryTerms, err)
+	if _, err := db.SearchMessages(context.Background(), model.SearchQuery{Terms: model.Terms(strings.Join(words[:model.MaxQueryTerms], " "))}); err != nil {
+		t.Errorf("search with %d words = %v, want nil", model.MaxQueryTerms, err)
 	}
-	_, err := db.SearchMessages(context.Background(), SearchQuery{Terms: Terms(strings.Join(words, " "))})
+	_, err := db.SearchMessages(context.Background(), model.SearchQuery{Terms: model.Terms(strings.Join(words, " "))})
 	if got, want := violationFields(t, err), []string{"q"}; !slices.Equal(got, want) {
 		t.Errorf("search with %d words: fields = %q, want %q", len(words), got, want)
-	}
-}
-
-func TestFingerprint(t *testing.T) {
-	within := func(s int64, ns int64) *time.Time { tm := time.Unix(s, ns).UTC(); return &tm }
-	at := func(s int64) *time.Time { return within(s, 0) }
-	base := SearchQuery{Terms: Terms("hello world"), OwnerEmail: "ada@example.com", Since: at(10), Until: at(20)}
-	same := []SearchQuery{
-		{Terms: Terms("WORLD hello"), OwnerEmail: " ADA@example.com ", Since: at(10), Until: at(20)},
-		{Terms: Terms("hello world"), OwnerEmail: "ada@example.com", Since: at(10), Until: at(20), BeforeID: 99, Limit: 3},
-	}
-	// Two bounds within one microsecond select the same messages (the
-	// store keeps microseconds and rounds a bound up), so they share a
-	// cursor.
-	if a, b := (SearchQuery{Since: within(10, 1)}), (SearchQuery{Since: within(10, 1_000)}); a.Fingerprint() != b.Fingerprint() {
-		t.Errorf("since 10s+1ns and since 10s+1µs select the same messages but differ")
-	}
-	// Cursors given out before the bound was fingerprinted as applied
-	// stay valid: this value is what the releases before gave
-	// (1ae7454 on).
-	if got := base.Fingerprint(); got != 0x746beb1bb4196e94 {
-		t.Errorf("Fingerprint(%+v) = %#x, want %#x as before", base, got, uint64(0x746beb1bb4196e94))
-	}
-	for _, q := range same {
-		if q.Fingerprint() != base.Fingerprint() {
-			t.Errorf("Fingerprint(%+v) differs from Fingerprint(%+v)", q, base)
-		}
-	}
-	differ := []SearchQuery{
-		{},
-		{Terms: Terms("hello"), OwnerEmail: "ada@example.com", Since: at(10), Until: at(20)},
-		{Terms: Terms("hello world"), OwnerEmail: "bob@example.com", Since: at(10), Until: at(20)},
-		{Terms: Terms("hello world"), OwnerEmail: "ada@example.com", Until: at(20)},
-		{Terms: Terms("hello world"), OwnerEmail: "ada@example.com", Since: at(10)},
-		{Terms: Terms("hello world"), OwnerEmail: "ada@example.com", Since: at(20), Until: at(10)},
-		{Terms: Terms("hello world"), OwnerEmail: "ada@example.com", Since: at(10), Until: at(21)},
-		{Terms: Terms("helloworld"), OwnerEmail: "ada@example.com", Since: at(10), Until: at(20)},
-		// Within the same microsecond, yet a message at exactly 10s is
-		// after one bound and not the other.
-		{Terms: Terms("hello world"), OwnerEmail: "ada@example.com", Since: within(10, 500), Until: at(20)},
-		{Terms: Terms("hello world"), OwnerEmail: "ada@example.com", Since: at(10), Until: within(20, 1)},
-		{Terms: Terms("hello"), OwnerEmail: "world ada@example.com", Since: at(10), Until: at(20)},
-	}
-	for _, q := range differ {
-		if q.Fingerprint() == base.Fingerprint() {
-			t.Errorf("Fingerprint(%+v) equals Fingerprint(%+v)", q, base)
-		}
 	}
 }
 
@@ -176,12 +130,12 @@ func TestSearchAgainstModel(t *testing.T) {
 	db := mustOpen(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	vocab := []string{"alpha", "beta", "gamma", "delta", "Épsilon", "epsilon", "zeta", "eta", "theta", "iota"}
-	var users []*User
+	var users []*model.User
 	for i := range 4 {
 		u, _ := mustCreateUser(t, db, fmt.Sprintf("user%d@example.com", i))
 		users = append(users, u)
 	}
-	var all []*Message
+	var all []*model.Message
 	withoutSync(t, db, func() {
 		for range 600 {
 			db.Clock.Add(time.Duration(rng.IntN(3)) * time.Second)
@@ -195,7 +149,7 @@ func TestSearchAgainstModel(t *testing.T) {
 		}
 		for _, m := range all {
 			if rng.IntN(5) == 0 {
-				if _, err := db.DeleteMessage(m.ID, ByUser(m.OwnerID), nil); err != nil {
+				if _, err := db.DeleteMessage(m.ID, model.ByUser(m.OwnerID), nil); err != nil {
 					t.Fatal(err)
 				}
 				m.ID = 0 // gone
@@ -205,9 +159,9 @@ func TestSearchAgainstModel(t *testing.T) {
 	first, last := all[0].CreatedAt, all[len(all)-1].CreatedAt
 	span := last.Sub(first)
 	for trial := range 300 {
-		var q SearchQuery
+		var q model.SearchQuery
 		for range rng.IntN(4) {
-			q.Terms = append(q.Terms, Terms(vocab[rng.IntN(len(vocab))])...)
+			q.Terms = append(q.Terms, model.Terms(vocab[rng.IntN(len(vocab))])...)
 		}
 		if rng.IntN(3) == 0 {
 			q.OwnerEmail = users[rng.IntN(len(users))].Email
@@ -225,7 +179,7 @@ func TestSearchAgainstModel(t *testing.T) {
 		var want []uint64
 		for i := len(all) - 1; i >= 0; i-- {
 			m := all[i]
-			if m.ID == 0 || !containsTerms([]byte(m.Content), q.Terms) ||
+			if m.ID == 0 || !model.HasAllTerms(model.ContentTerms(m.Content), q.Terms) ||
 				(q.OwnerEmail != "" && m.OwnerEmail != q.OwnerEmail) ||
 				(q.Since != nil && m.CreatedAt.Before(*q.Since)) ||
 				(q.Until != nil && !m.CreatedAt.Before(*q.Until)) {
@@ -277,7 +231,7 @@ func TestSearchBudget(t *testing.T) {
 			both = append([]uint64{m.ID}, both...)
 		}
 	}
-	q := SearchQuery{Terms: Terms("left right")}
+	q := model.SearchQuery{Terms: model.Terms("left right")}
 	var got []uint64
 	pages := 0
 	for {
@@ -320,7 +274,7 @@ func TestSearchCancellation(t *testing.T) {
 	t.Run("BeforeStart", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, err := db.SearchMessages(ctx, SearchQuery{}); !errors.Is(err, context.Canceled) {
+		if _, err := db.SearchMessages(ctx, model.SearchQuery{}); !errors.Is(err, context.Canceled) {
 			t.Errorf("search with a cancelled context = %v, want context.Canceled", err)
 		}
 	})
@@ -329,7 +283,7 @@ func TestSearchCancellation(t *testing.T) {
 		// the next check instead of finishing its walk.
 		ctx := &countdownContext{Context: context.Background()}
 		ctx.left.Store(3)
-		_, err := db.SearchMessages(ctx, SearchQuery{Terms: Terms("left right")})
+		_, err := db.SearchMessages(ctx, model.SearchQuery{Terms: model.Terms("left right")})
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("search = %v, want context.Canceled", err)
 		}
@@ -348,7 +302,7 @@ func TestLongSearchesTakeTurns(t *testing.T) {
 	db := mustOpen(t)
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
 	bulkMessages(t, db, []uint64{ada.ID}, 0, func(i int) string { return []string{"left", "right"}[i%2] }, 4*stepsPerTransaction)
-	costly := SearchQuery{Terms: Terms("left right")}
+	costly := model.SearchQuery{Terms: model.Terms("left right")}
 	want := mustSearch(t, db, costly) // the words never meet: a walk over both lists
 	if len(want.Messages) != 0 {
 		t.Fatalf("costly search = %d messages, want none", len(want.Messages))
@@ -380,9 +334,9 @@ func TestLongSearchesTakeTurns(t *testing.T) {
 	if _, waiting := db.LongSearchLoad(); waiting != 0 {
 		t.Errorf("%d searches still counted as waiting after the only one gave up", waiting)
 	}
-	for _, q := range []SearchQuery{{}, {Terms: Terms("left")}, {Terms: Terms("right"), OwnerEmail: "ada@example.com"}} {
-		if p := mustSearch(t, db, q); len(p.Messages) != DefaultSearchLimit {
-			t.Errorf("ordinary search %+v with every slot taken = %d messages, want %d", q, len(p.Messages), DefaultSearchLimit)
+	for _, q := range []model.SearchQuery{{}, {Terms: model.Terms("left")}, {Terms: model.Terms("right"), OwnerEmail: "ada@example.com"}} {
+		if p := mustSearch(t, db, q); len(p.Messages) != model.DefaultSearchLimit {
+			t.Errorf("ordinary search %+v with every slot taken = %d messages, want %d", q, len(p.Messages), model.DefaultSearchLimit)
 		}
 	}
 
@@ -409,7 +363,7 @@ func TestLongSearchesTakeTurnsByAccount(t *testing.T) {
 	bob, bobToken := mustCreateUser(t, db, "bob@example.com")
 	// Enough that each search spends its whole budget and must take a turn.
 	bulkMessages(t, db, []uint64{ada.ID}, 0, func(i int) string { return []string{"left", "right"}[i%2] }, 2*stepsPerPage)
-	costly := SearchQuery{Terms: Terms("left right")}
+	costly := model.SearchQuery{Terms: model.Terms("left right")}
 
 	for range cap(db.turns.slots) { // every slot taken, until the searches are queued
 		db.turns.slots <- struct{}{}
@@ -422,7 +376,7 @@ func TestLongSearchesTakeTurnsByAccount(t *testing.T) {
 		mu.Unlock()
 	}
 	var wg sync.WaitGroup
-	search := func(name string, token TokenHash, waiting int) {
+	search := func(name string, token model.TokenHash, waiting int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -475,7 +429,7 @@ func TestCreationTimeNeverFalls(t *testing.T) {
 		t.Errorf("second message created at %v, before the first at %v", m2.CreatedAt, m1.CreatedAt)
 	}
 	since := m1.CreatedAt
-	if got, want := pageIDs(mustSearch(t, db, SearchQuery{Since: &since})), []uint64{m2.ID, m1.ID}; !slices.Equal(got, want) {
+	if got, want := pageIDs(mustSearch(t, db, model.SearchQuery{Since: &since})), []uint64{m2.ID, m1.ID}; !slices.Equal(got, want) {
 		t.Errorf("since the first message = %v, want %v", got, want)
 	}
 }
@@ -488,13 +442,13 @@ func TestCreationTimeNeverFalls(t *testing.T) {
 func TestFirstCreatedAtOrAfter(t *testing.T) {
 	db := mustOpen(t)
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
-	var msgs []*Message
+	var msgs []*model.Message
 	for i, step := range []time.Duration{0, time.Second, 0, 0, time.Microsecond, time.Hour, 0, time.Millisecond, 3 * time.Second, 0, time.Microsecond, time.Minute, 0, time.Second} {
 		db.Clock.Add(step)
 		msgs = append(msgs, mustCreateMessage(t, db, ada.ID, fmt.Sprintf("message %d", i)))
 	}
 	for _, i := range []int{0, 4, 5, 9, len(msgs) - 1} {
-		if _, err := db.DeleteMessage(msgs[i].ID, ByUser(ada.ID), nil); err != nil {
+		if _, err := db.DeleteMessage(msgs[i].ID, model.ByUser(ada.ID), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -526,7 +480,7 @@ func TestFirstCreatedAtOrAfter(t *testing.T) {
 	}
 	// And with no messages at all.
 	for _, m := range msgs {
-		_, _ = db.DeleteMessage(m.ID, ByUser(ada.ID), nil)
+		_, _ = db.DeleteMessage(m.ID, model.ByUser(ada.ID), nil)
 	}
 	err = db.bolt.View(func(tx *bbolt.Tx) error {
 		if got, ok := firstCreatedAtOrAfter(tx.Bucket(bucketMessages).Cursor(), bounds[0]); ok {
@@ -557,7 +511,7 @@ func TestGroupCommit(t *testing.T) {
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
-		created []*Message
+		created []*model.Message
 	)
 	for w := range writers {
 		wg.Add(1)
@@ -566,12 +520,12 @@ func TestGroupCommit(t *testing.T) {
 			for i := range perWriter {
 				if w%4 == 0 && i%2 == 0 {
 					// Refused inside the transaction it shares with others.
-					if _, err := db.DeleteMessage(victim.ID, ByUser(bob.ID), nil); !errors.Is(err, ErrForbidden) {
+					if _, err := db.DeleteMessage(victim.ID, model.ByUser(bob.ID), nil); !errors.Is(err, model.ErrForbidden) {
 						t.Errorf("DeleteMessage(not owner) = %v, want ErrForbidden", err)
 					}
 					continue
 				}
-				m, err := db.CreateMessage(ByUser(ada.ID), fmt.Sprintf("writer %d message %d", w, i))
+				m, err := db.CreateMessage(model.ByUser(ada.ID), fmt.Sprintf("writer %d message %d", w, i))
 				if err != nil {
 					t.Errorf("CreateMessage = %v", err)
 					return
@@ -607,7 +561,7 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("%d changes up to head %d after %d creates from %d", len(logged), head, len(created), startHead)
 	}
 	for i, ch := range logged {
-		if ch.Seq != startHead+uint64(i)+1 || ch.Kind != MessageCreated || !isCreated[ch.Message.ID] {
+		if ch.Seq != startHead+uint64(i)+1 || ch.Kind != model.MessageCreated || !isCreated[ch.Message.ID] {
 			t.Fatalf("change %d is %s: a gap, a repeat, or not one of the creates", i, changeString(ch))
 		}
 		delete(isCreated, ch.Message.ID)
@@ -652,85 +606,85 @@ func TestCheckInvariantsFindsTailMissingFromMemory(t *testing.T) {
 func TestCheckInvariantsFindsDamage(t *testing.T) {
 	tests := []struct {
 		name   string
-		damage func(tx *bbolt.Tx, m *Message) error
+		damage func(tx *bbolt.Tx, m *model.Message) error
 		want   string
 		// inTail: damage done while message 1 is still in the search
 		// index's tail; otherwise it has been merged first.
 		inTail bool
 	}{
-		{"MissingTailRecord", func(tx *bbolt.Tx, m *Message) error {
+		{"MissingTailRecord", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketTermsTail).Delete(itob(m.ID))
 		}, "message 1: missing from the search index's tail", true},
-		{"WrongTailRecord", func(tx *bbolt.Tx, m *Message) error {
+		{"WrongTailRecord", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketTermsTail).Put(itob(m.ID), encodeTailRecord([]string{"hello"}))
 		}, `message 1: its tail record holds ["hello"], its terms are ["@1" "hello" "world"]`, true},
-		{"MalformedTailRecord", func(tx *bbolt.Tx, m *Message) error {
+		{"MalformedTailRecord", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketTermsTail).Put(itob(m.ID), []byte{9, 'x'})
 		}, "message 1: its tail record holds", true},
-		{"TailRecordOfMissingMessage", func(tx *bbolt.Tx, m *Message) error {
+		{"TailRecordOfMissingMessage", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketTermsTail).Put(itob(7), encodeTailRecord([]string{"ghost"}))
 		}, "terms_tail: a record of missing message 7", true},
-		{"TailRecordBelowWatermark", func(tx *bbolt.Tx, m *Message) error {
+		{"TailRecordBelowWatermark", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketTermsTail).Put(itob(m.ID), encodeTailRecord([]string{"hello", "world"}))
 		}, "terms_tail: message 1 is at or below terms_merged 1", false},
-		{"TermAboveWatermark", func(tx *bbolt.Tx, m *Message) error {
+		{"TermAboveWatermark", func(tx *bbolt.Tx, m *model.Message) error {
 			return addPosting(tx, "hello", m.ID)
 		}, `word "hello" of message 1, above terms_merged 0 and any merge`, true},
-		{"WatermarkBeyondMessages", func(tx *bbolt.Tx, m *Message) error {
+		{"WatermarkBeyondMessages", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketMeta).Put(metaTermsMerged, itob(50))
 		}, "meta/terms_merged 50 is beyond the highest message ID ever used, 1", false},
-		{"MergeBelowWatermark", func(tx *bbolt.Tx, m *Message) error {
+		{"MergeBelowWatermark", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketMeta).Put(metaTermsMerging, mergingValue(1, nil))
 		}, "meta/terms_merging: a merge through 1, which is not above terms_merged 1", false},
-		{"DanglingTerm", func(tx *bbolt.Tx, m *Message) error {
+		{"DanglingTerm", func(tx *bbolt.Tx, m *model.Message) error {
 			return addPosting(tx, "ghost", m.ID)
 		}, `term "ghost" points at message 1, which does not have it`, false},
-		{"MissingTerm", func(tx *bbolt.Tx, m *Message) error {
+		{"MissingTerm", func(tx *bbolt.Tx, m *model.Message) error {
 			return termBlocks(tx.Bucket(bucketPostings), []byte("hello")).remove(m.ID)
 		}, `message 1: term "hello" missing from the search index`, false},
-		{"TermOfMissingMessage", func(tx *bbolt.Tx, m *Message) error {
+		{"TermOfMissingMessage", func(tx *bbolt.Tx, m *model.Message) error {
 			if err := tx.Bucket(bucketMeta).Put(metaTermsMerged, itob(99)); err != nil {
 				return err
 			}
 			return addPosting(tx, "hello", 99)
 		}, `word "hello" points at missing message 99`, false},
-		{"MalformedBlock", func(tx *bbolt.Tx, m *Message) error {
+		{"MalformedBlock", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketPostings).Put(postingKey([]byte("hello"), m.ID), []byte{0})
 		}, `postings: the block of "hello" from message 1 is malformed`, false},
-		{"OverlappingBlocks", func(tx *bbolt.Tx, m *Message) error {
+		{"OverlappingBlocks", func(tx *bbolt.Tx, m *model.Message) error {
 			if err := tx.Bucket(bucketMeta).Put(metaTermsMerged, itob(9)); err != nil {
 				return err
 			}
 			return tx.Bucket(bucketPostings).Put(postingKey([]byte("hello"), 0), []byte{5})
 		}, `postings: word "hello" has a block from message 1, at or below the 5 of the block before`, false},
-		{"TouchingBlocks", func(tx *bbolt.Tx, m *Message) error { // message 1 in two blocks
+		{"TouchingBlocks", func(tx *bbolt.Tx, m *model.Message) error { // message 1 in two blocks
 			if err := tx.Bucket(bucketMeta).Put(metaTermsMerged, itob(9)); err != nil {
 				return err
 			}
 			return tx.Bucket(bucketPostings).Put(postingKey([]byte("hello"), 0), []byte{1})
 		}, `postings: word "hello" has a block from message 1, at or below the 1 of the block before`, false},
-		{"OversizedBlock", func(tx *bbolt.Tx, m *Message) error {
+		{"OversizedBlock", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketPostings).Put(postingKey([]byte("world"), m.ID), bytes.Repeat([]byte{1}, maxBlockBytes+1))
 		}, `postings: the block of "world" from message 1 is 257 bytes`, false},
-		{"MissingOwnerTerm", func(tx *bbolt.Tx, m *Message) error {
+		{"MissingOwnerTerm", func(tx *bbolt.Tx, m *model.Message) error {
 			return termBlocks(tx.Bucket(bucketPostings), []byte(ownerTerm(m.OwnerID))).remove(m.ID)
 		}, `message 1: term "@1" missing from the search index`, false},
-		{"DanglingOwnerTerm", func(tx *bbolt.Tx, m *Message) error {
+		{"DanglingOwnerTerm", func(tx *bbolt.Tx, m *model.Message) error {
 			return addPosting(tx, ownerTerm(m.OwnerID+1), m.ID)
 		}, `term "@2" points at message 1, which does not have it`, false},
-		{"TailRecordWithoutOwner", func(tx *bbolt.Tx, m *Message) error {
+		{"TailRecordWithoutOwner", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketTermsTail).Put(itob(m.ID), encodeTailRecord([]string{"hello", "world"}))
 		}, `message 1: its tail record holds ["hello" "world"], its terms are ["@1" "hello" "world"]`, true},
-		{"DanglingEmail", func(tx *bbolt.Tx, m *Message) error {
+		{"DanglingEmail", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketUsersByEmail).Put([]byte("ghost@example.com"), itob(77))
 		}, `users_by_email["ghost@example.com"] points at missing user`, false},
-		{"SequenceBehind", func(tx *bbolt.Tx, m *Message) error {
+		{"SequenceBehind", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketMessages).SetSequence(0)
 		}, "messages: sequence 0 is behind the highest ID 1", false},
-		{"UpgradeLeftUnfinished", func(tx *bbolt.Tx, m *Message) error {
+		{"UpgradeLeftUnfinished", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketMeta).Put(metaUpgradeNext, itob(1))
 		}, "a layout upgrade was interrupted", false},
-		{"DuplicateTokenID", func(tx *bbolt.Tx, m *Message) error {
+		{"DuplicateTokenID", func(tx *bbolt.Tx, m *model.Message) error {
 			h := tokenHash("t")
 			first, err := decodeToken(h, tx.Bucket(bucketTokens).Get(h[:]))
 			if err != nil {
@@ -740,26 +694,26 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 			second.Hash = tokenHash("t2")
 			return issueTokenRecord(tx, &second)
 		}, "holds two tokens with the public ID", false},
-		{"ChangeMissing", func(tx *bbolt.Tx, m *Message) error {
+		{"ChangeMissing", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketChanges).Delete(itob(1))
 		}, "changes 1 to 1 are missing from the log", false},
-		{"ChangeGap", func(tx *bbolt.Tx, m *Message) error {
+		{"ChangeGap", func(tx *bbolt.Tx, m *model.Message) error {
 			log := tx.Bucket(bucketChanges)
 			if err := log.Put(itob(3), log.Get(itob(1))); err != nil {
 				return err
 			}
 			return log.SetSequence(3)
 		}, "changes 2 to 2 are missing from the log", false},
-		{"ChangeUndecodable", func(tx *bbolt.Tx, m *Message) error {
+		{"ChangeUndecodable", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketChanges).Put(itob(1), []byte{9})
 		}, "decode change 1: bad record", false},
-		{"ChangeBelowFloor", func(tx *bbolt.Tx, m *Message) error {
+		{"ChangeBelowFloor", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketMeta).Put(metaChangesFloor, itob(1))
 		}, "change 1: at or below the trimmed floor 1", false},
-		{"FloorBeyondLog", func(tx *bbolt.Tx, m *Message) error {
+		{"FloorBeyondLog", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketMeta).Put(metaChangesFloor, itob(5))
 		}, "meta/changes_floor 5 is beyond the change log's sequence 1", false},
-		{"OrphanMessage", func(tx *bbolt.Tx, m *Message) error {
+		{"OrphanMessage", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketUsers).Delete(itob(m.OwnerID))
 		}, "message 1: its owner 1 does not exist", false},
 	}
@@ -771,11 +725,11 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			u := &User{Email: "ada@example.com", PasswordHash: fakePasswordHash}
+			u := &model.User{Email: "ada@example.com", PasswordHash: fakePasswordHash}
 			if _, err := db.CreateUser(u, tokenHash("t"), time.Hour); err != nil {
 				t.Fatal(err)
 			}
-			m, err := db.CreateMessage(ByUser(u.ID), "hello world")
+			m, err := db.CreateMessage(model.ByUser(u.ID), "hello world")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -818,11 +772,11 @@ func TestUpgradeFromLayout1(t *testing.T) {
 
 	// Users were re-encoded and still authenticate with their old tokens.
 	u, _, err := db.Authenticate(tokenHash("ada-2"))
-	if err != nil || u.Email != "Ada@Example.com" || !u.HasRole(RoleUser) {
+	if err != nil || u.Email != "Ada@Example.com" || !u.HasRole(model.RoleUser) {
 		t.Fatalf("Authenticate(old token) = %+v, %v", u, err)
 	}
 	search := func(q string) []string {
-		p := mustSearch(t, tdb, SearchQuery{Terms: Terms(q)})
+		p := mustSearch(t, tdb, model.SearchQuery{Terms: model.Terms(q)})
 		var out []string
 		for _, m := range p.Messages {
 			out = append(out, m.Content)
@@ -841,7 +795,7 @@ func TestUpgradeFromLayout1(t *testing.T) {
 			t.Errorf("search %q after upgrade = %q, want %q", q, got, want)
 		}
 	}
-	if p := mustSearch(t, tdb, SearchQuery{OwnerEmail: "bob@example.org"}); len(p.Messages) != 2 {
+	if p := mustSearch(t, tdb, model.SearchQuery{OwnerEmail: "bob@example.org"}); len(p.Messages) != 2 {
 		t.Errorf("owner search after upgrade = %d messages, want 2", len(p.Messages))
 	}
 	// New writes go on from the old sequences.
@@ -889,7 +843,7 @@ func TestUpgradeFromLayout1BegunByAnOlderRelease(t *testing.T) {
 			if err := indexOwnerAndTime(tx, m); err != nil {
 				return err
 			}
-			for _, term := range sortedTerms(m.Content) {
+			for _, term := range model.SortedTerms(m.Content) {
 				if err := tx.Bucket(bucketTerms).Put(postingKey([]byte(term), m.ID), nil); err != nil {
 					return err
 				}
@@ -906,7 +860,7 @@ func TestUpgradeFromLayout1BegunByAnOlderRelease(t *testing.T) {
 	checkIndexes(t, db)
 	tdb := &testDB{DB: db, Path: path}
 	for q, want := range map[string]int{"hello": 2, "café": 1, "edited": 1, "日本語": 1} {
-		if got := len(mustSearch(t, tdb, SearchQuery{Terms: Terms(q)}).Messages); got != want {
+		if got := len(mustSearch(t, tdb, model.SearchQuery{Terms: model.Terms(q)}).Messages); got != want {
 			t.Errorf("search %q after the upgrade: %d messages, want %d", q, got, want)
 		}
 	}
@@ -937,18 +891,18 @@ func TestOpenRefusesNewerLayout(t *testing.T) {
 func TestWritesRecheckToken(t *testing.T) {
 	db := mustOpen(t)
 	ada, adaToken := mustCreateUser(t, db, "ada@example.com")
-	m, err := db.CreateMessage(ByToken(adaToken), "mine")
+	m, err := db.CreateMessage(model.ByToken(adaToken), "mine")
 	if err != nil || m.OwnerID != ada.ID {
-		t.Fatalf("CreateMessage(ByToken) = %+v, %v", m, err)
+		t.Fatalf("CreateMessage(model.ByToken) = %+v, %v", m, err)
 	}
 	content := "edited"
-	writes := map[string]func(Caller) error{
-		"Create": func(by Caller) error { _, err := db.CreateMessage(by, "x"); return err },
-		"Update": func(by Caller) error {
-			_, err := db.UpdateMessage(m.ID, by, MessageUpdate{Content: &content}, nil)
+	writes := map[string]func(model.Caller) error{
+		"Create": func(by model.Caller) error { _, err := db.CreateMessage(by, "x"); return err },
+		"Update": func(by model.Caller) error {
+			_, err := db.UpdateMessage(m.ID, by, model.MessageUpdate{Content: &content}, nil)
 			return err
 		},
-		"Delete": func(by Caller) error { _, err := db.DeleteMessage(m.ID, by, nil); return err },
+		"Delete": func(by model.Caller) error { _, err := db.DeleteMessage(m.ID, by, nil); return err },
 	}
 	expiring := tokenHash("short-lived")
 	if _, err := db.CreateToken(ada.ID, expiring, time.Minute); err != nil {
@@ -959,8 +913,8 @@ func TestWritesRecheckToken(t *testing.T) {
 	}
 	db.Clock.Add(time.Minute)
 	for name, write := range writes {
-		for _, token := range []TokenHash{adaToken, expiring, tokenHash("never issued")} {
-			if err := write(ByToken(token)); !errors.Is(err, ErrUnauthorized) {
+		for _, token := range []model.TokenHash{adaToken, expiring, tokenHash("never issued")} {
+			if err := write(model.ByToken(token)); !errors.Is(err, model.ErrUnauthorized) {
 				t.Errorf("%s with a dead token = %v, want ErrUnauthorized", name, err)
 			}
 		}
@@ -982,7 +936,7 @@ func TestCommitterCloseRace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		u := &User{Email: "ada@example.com", PasswordHash: fakePasswordHash}
+		u := &model.User{Email: "ada@example.com", PasswordHash: fakePasswordHash}
 		if _, err := db.CreateUser(u, tokenHash("t"), time.Hour); err != nil {
 			t.Fatal(err)
 		}
@@ -992,7 +946,7 @@ func TestCommitterCloseRace(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range 50 {
-					if _, err := db.CreateMessage(ByUser(u.ID), "racing the close"); err != nil {
+					if _, err := db.CreateMessage(model.ByUser(u.ID), "racing the close"); err != nil {
 						return
 					}
 				}
@@ -1023,7 +977,7 @@ func TestWritePanicIsAnError(t *testing.T) {
 // message; until then, CheckInvariants reports it.
 func TestUpgradeClampsCreationTimes(t *testing.T) {
 	path := layout1Copy(t)
-	// Message 3 of the fixture goes back an hour, as a clock step would.
+	// model.Message 3 of the fixture goes back an hour, as a clock step would.
 	var second time.Time
 	updateFile(t, path, func(tx *bbolt.Tx) error {
 		msgs := tx.Bucket(bucketMessages)
@@ -1049,7 +1003,7 @@ func TestUpgradeClampsCreationTimes(t *testing.T) {
 	if err != nil || m3.CreatedAt.Before(second) {
 		t.Fatalf("message 3 after the upgrade: %v, %v; want created no earlier than message 2 (%v)", m3, err, second)
 	}
-	page, err := db.SearchMessages(context.Background(), SearchQuery{Since: &second})
+	page, err := db.SearchMessages(context.Background(), model.SearchQuery{Since: &second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1110,7 +1064,7 @@ func updateFile(t *testing.T, path string, fn func(*bbolt.Tx) error) {
 
 // issueTokenRecord stores t as it is, public ID included, for tests that
 // need a record issueToken would never write.
-func issueTokenRecord(tx *bbolt.Tx, t *Token) error {
+func issueTokenRecord(tx *bbolt.Tx, t *model.Token) error {
 	if err := tx.Bucket(bucketTokens).Put(t.Hash[:], encodeToken(t)); err != nil {
 		return err
 	}
@@ -1144,7 +1098,7 @@ func TestGrowingBucketsFillTheirPages(t *testing.T) {
 					if rng.IntN(2) == 0 {
 						owner = bob.ID
 					}
-					if _, err := db.CreateMessage(ByUser(owner), strings.Join(content, " ")+fmt.Sprintf(" w%dn%d", w, rng.IntN(1000))); err != nil {
+					if _, err := db.CreateMessage(model.ByUser(owner), strings.Join(content, " ")+fmt.Sprintf(" w%dn%d", w, rng.IntN(1000))); err != nil {
 						t.Error(err)
 						return
 					}

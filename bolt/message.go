@@ -3,59 +3,12 @@ package bolt
 import (
 	"encoding/binary"
 	"fmt"
-	"strings"
+	"herald/model"
 	"time"
-	"unicode/utf8"
 
 	bbolt "go.etcd.io/bbolt"
 )
 
-// MaxContentChars bounds a message's content, in Unicode code points.
-const MaxContentChars = 10000
-
-// Message is a post owned by one user. OwnerEmail is joined from the owner's
-// account on every read; it is not stored with the message.
-type Message struct {
-	ID         uint64
-	OwnerID    uint64
-	OwnerEmail string
-	Content    string
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
-	// Revision starts at 1 and grows with every change; the HTTP layer
-	// derives the ETag from it.
-	Revision uint64
-}
-
-// Validate reports every rule the message's client-set fields break.
-func (m *Message) Validate() error {
-	var v ValidationError
-	validateContent(&v, m.Content)
-	return v.Err()
-}
-
-func validateContent(v *ValidationError, content string) {
-	switch {
-	case !utf8.ValidString(content):
-		v.Add("content", "must be valid UTF-8")
-	case strings.TrimSpace(content) == "":
-		v.Add("content", "must contain at least one non-space character")
-	case utf8.RuneCountInString(content) > MaxContentChars:
-		v.Add("content", fmt.Sprintf("must be at most %d characters", MaxContentChars))
-	}
-}
-
-// Precondition lets a caller veto a write after seeing the current message,
-// inside the write transaction; the HTTP layer uses it for If-Match. A nil
-// Precondition always holds.
-type Precondition func(current *Message) bool
-
-// MessageUpdate holds the fields a PATCH may change; nil means "leave as is".
-type MessageUpdate struct {
-	Content *string
-}
-
-// Message record layout: a version byte, then owner, createdAt, updatedAt and
 // revision (8 bytes each), then the content. Search decodes every record it
 // scans, so the layout is fixed-offset binary rather than JSON.
 const (
@@ -63,12 +16,12 @@ const (
 	messageHeaderLen     = 1 + 8*4
 )
 
-func encodeMessage(m *Message) []byte {
+func encodeMessage(m *model.Message) []byte {
 	return appendMessage(make([]byte, 0, messageHeaderLen+len(m.Content)), m)
 }
 
 // appendMessage appends m's record to b; a change record embeds one.
-func appendMessage(b []byte, m *Message) []byte {
+func appendMessage(b []byte, m *model.Message) []byte {
 	b = append(b, messageRecordVersion)
 	b = binary.BigEndian.AppendUint64(b, m.OwnerID)
 	b = binary.BigEndian.AppendUint64(b, uint64(timeToMicros(m.CreatedAt)))
@@ -79,8 +32,8 @@ func appendMessage(b []byte, m *Message) []byte {
 
 // decodeMessage copies everything out of b, which bbolt only lends for the
 // life of the transaction.
-func decodeMessage(id uint64, b []byte) (*Message, error) {
-	m := new(Message)
+func decodeMessage(id uint64, b []byte) (*model.Message, error) {
+	m := new(model.Message)
 	if err := decodeMessageInto(m, id, b); err != nil {
 		return nil, err
 	}
@@ -89,11 +42,11 @@ func decodeMessage(id uint64, b []byte) (*Message, error) {
 
 // decodeMessageInto is decodeMessage into memory the caller provides, so
 // a search can decode a page into one allocation rather than one each.
-func decodeMessageInto(m *Message, id uint64, b []byte) error {
+func decodeMessageInto(m *model.Message, id uint64, b []byte) error {
 	if len(b) < messageHeaderLen || b[0] != messageRecordVersion {
 		return fmt.Errorf("decode message %d: bad record", id)
 	}
-	*m = Message{
+	*m = model.Message{
 		ID:        id,
 		OwnerID:   binary.BigEndian.Uint64(b[1:]),
 		CreatedAt: microsToTime(createdMicros(b)),
@@ -109,23 +62,23 @@ func decodeMessageInto(m *Message, id uint64, b []byte) error {
 func createdMicros(rec []byte) int64 { return int64(binary.BigEndian.Uint64(rec[9:])) }
 
 // messageByID loads a message and joins its owner's e-mail.
-func messageByID(tx *bbolt.Tx, id uint64) (*Message, error) {
+func messageByID(tx *bbolt.Tx, id uint64) (*model.Message, error) {
 	b := tx.Bucket(bucketMessages).Get(itob(id))
 	if b == nil {
-		return nil, refuse(ErrNotFound, "message %d does not exist", id)
+		return nil, model.Errorf(model.ErrNotFound, "message %d does not exist", id)
 	}
 	m, err := decodeMessage(id, b)
 	if err != nil {
 		return nil, err
 	}
 	if !joinOwner(tx, m) {
-		return nil, refuse(ErrNotFound, "message %d does not exist", id)
+		return nil, model.Errorf(model.ErrNotFound, "message %d does not exist", id)
 	}
 	return m, nil
 }
 
 // messageRecord decodes message id as stored, without joining its owner.
-func messageRecord(tx *bbolt.Tx, id uint64) (*Message, error) {
+func messageRecord(tx *bbolt.Tx, id uint64) (*model.Message, error) {
 	b := tx.Bucket(bucketMessages).Get(itob(id))
 	if b == nil {
 		return nil, fmt.Errorf("an index points at missing message %d", id)
@@ -136,7 +89,7 @@ func messageRecord(tx *bbolt.Tx, id uint64) (*Message, error) {
 // joinOwner fills OwnerEmail. It reports false for a message whose owner
 // is gone: the account was deleted and its messages are being removed (see
 // DeleteAccount), so the message no longer exists for anyone.
-func joinOwner(tx *bbolt.Tx, m *Message) bool {
+func joinOwner(tx *bbolt.Tx, m *model.Message) bool {
 	return newOwnerEmails(tx).join(m)
 }
 
@@ -159,7 +112,7 @@ func newOwnerEmails(tx *bbolt.Tx) *ownerEmails {
 }
 
 // join is joinOwner for a message read in the transaction o was made in.
-func (o *ownerEmails) join(m *Message) bool {
+func (o *ownerEmails) join(m *model.Message) bool {
 	for _, seen := range o.seen {
 		if seen.id == m.OwnerID {
 			m.OwnerEmail = seen.email
@@ -196,43 +149,27 @@ func userEmail(b []byte) (string, bool) {
 	return string(email), true
 }
 
-// Caller is who a write is made for. Writes resolve it inside their own
-// transaction, so a token revoked while the write waited cannot complete it.
-type Caller struct {
-	userID uint64
-	token  *TokenHash
-}
-
-// ByToken is the caller holding the bearer token with this hash: every write
-// a client asks for. The token is checked again inside the write's
-// transaction, so a logout that committed first wins.
-func ByToken(hash TokenHash) Caller { return Caller{token: &hash} }
-
-// ByUser is user id acting without a token: for tools and tests that act
-// for an account directly.
-func ByUser(id uint64) Caller { return Caller{userID: id} }
-
-// user resolves the caller inside tx. Errors: ErrUnauthorized for a token
-// that no longer works, ErrNotFound for an unknown user ID.
-func (c Caller) user(tx *bbolt.Tx, db *DB) (*User, error) {
-	if c.token != nil {
-		u, _, err := db.authenticate(tx, *c.token)
+// caller resolves by inside tx. Errors: model.ErrUnauthorized for a token
+// that no longer works, model.ErrNotFound for an unknown user ID.
+func (db *DB) caller(tx *bbolt.Tx, by model.Caller) (*model.User, error) {
+	if hash, ok := by.Token(); ok {
+		u, _, err := db.authenticate(tx, hash)
 		return u, err
 	}
-	return userByID(tx, c.userID)
+	return userByID(tx, by.UserID())
 }
 
 // CreateMessage stores content as a new message owned by the caller and
-// returns it as stored. Errors: ErrInvalid for bad content, ErrUnauthorized
-// or ErrNotFound when the caller does not resolve to a user.
-func (db *DB) CreateMessage(by Caller, content string) (*Message, error) {
-	if err := (&Message{Content: content}).Validate(); err != nil {
+// returns it as stored. Errors: model.ErrInvalid for bad content, model.ErrUnauthorized
+// or model.ErrNotFound when the caller does not resolve to a user.
+func (db *DB) CreateMessage(by model.Caller, content string) (*model.Message, error) {
+	if err := (&model.Message{Content: content}).Validate(); err != nil {
 		return nil, err
 	}
-	terms := sortedTerms(content)
-	var out *Message
+	terms := model.SortedTerms(content)
+	var out *model.Message
 	err := db.writes.update(func(tx *bbolt.Tx) error {
-		owner, err := by.user(tx, db)
+		owner, err := db.caller(tx, by)
 		if err != nil {
 			return err
 		}
@@ -246,14 +183,14 @@ func (db *DB) CreateMessage(by Caller, content string) (*Message, error) {
 }
 
 // insertMessage stores a new message of owner with its index entries.
-// terms is sortedTerms(content).
-func (db *DB) insertMessage(tx *bbolt.Tx, owner *User, content string, terms []string) (*Message, error) {
+// terms is model.SortedTerms(content).
+func (db *DB) insertMessage(tx *bbolt.Tx, owner *model.User, content string, terms []string) (*model.Message, error) {
 	msgs := tx.Bucket(bucketMessages)
 	id, err := msgs.NextSequence()
 	if err != nil {
 		return nil, err
 	}
-	m := &Message{ID: id, OwnerID: owner.ID, OwnerEmail: owner.Email, Content: content, Revision: 1}
+	m := &model.Message{ID: id, OwnerID: owner.ID, OwnerEmail: owner.Email, Content: content, Revision: 1}
 	m.CreatedAt = db.creationTime(tx)
 	m.UpdatedAt = m.CreatedAt
 	if err := msgs.Put(itob(id), encodeMessage(m)); err != nil {
@@ -262,7 +199,7 @@ func (db *DB) insertMessage(tx *bbolt.Tx, owner *User, content string, terms []s
 	if err := db.indexNewMessage(tx, m, terms); err != nil {
 		return nil, err
 	}
-	if err := db.recordChange(tx, MessageCreated, m, ""); err != nil {
+	if err := db.recordChange(tx, model.MessageCreated, m, ""); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -283,9 +220,9 @@ func (db *DB) creationTime(tx *bbolt.Tx) time.Time {
 	return now
 }
 
-// Message finds a message by ID. Errors: ErrNotFound.
-func (db *DB) Message(id uint64) (*Message, error) {
-	var m *Message
+// Message finds a message by ID. Errors: model.ErrNotFound.
+func (db *DB) Message(id uint64) (*model.Message, error) {
+	var m *model.Message
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		var err error
 		m, err = messageByID(tx, id)
@@ -296,11 +233,11 @@ func (db *DB) Message(id uint64) (*Message, error) {
 
 // MessageFor authenticates a bearer token and reads a message in the same
 // read transaction: the hot path of GET /api/messages/{id}. Errors:
-// ErrUnauthorized, ErrNotFound.
-func (db *DB) MessageFor(hash TokenHash, id uint64) (*User, *Message, error) {
+// model.ErrUnauthorized, model.ErrNotFound.
+func (db *DB) MessageFor(hash model.TokenHash, id uint64) (*model.User, *model.Message, error) {
 	var (
-		u   *User
-		m   *Message
+		u   *model.User
+		m   *model.Message
 		err error
 	)
 	err = db.bolt.View(func(tx *bbolt.Tx) error {
@@ -317,8 +254,8 @@ func (db *DB) MessageFor(hash TokenHash, id uint64) (*User, *Message, error) {
 // checking existence, ownership and the caller's precondition in that order,
 // all inside the write transaction so nothing can change between check and
 // write.
-func (db *DB) ownedMessage(tx *bbolt.Tx, id uint64, by Caller, pre Precondition) (*Message, error) {
-	u, err := by.user(tx, db)
+func (db *DB) ownedMessage(tx *bbolt.Tx, id uint64, by model.Caller, pre model.Precondition) (*model.Message, error) {
+	u, err := db.caller(tx, by)
 	if err != nil {
 		return nil, err
 	}
@@ -327,32 +264,32 @@ func (db *DB) ownedMessage(tx *bbolt.Tx, id uint64, by Caller, pre Precondition)
 		return nil, err
 	}
 	if m.OwnerID != u.ID {
-		return nil, refuse(ErrForbidden, "message %d belongs to another user; only its owner may change or delete it", id)
+		return nil, model.Errorf(model.ErrForbidden, "message %d belongs to another user; only its owner may change or delete it", id)
 	}
 	if pre != nil && !pre(m) {
-		return nil, refuse(ErrPrecondition, "message %d has changed since the version in If-Match; fetch it again for its current ETag", id)
+		return nil, model.Errorf(model.ErrPrecondition, "message %d has changed since the version in If-Match; fetch it again for its current ETag", id)
 	}
 	return m, nil
 }
 
 // UpdateMessage applies upd to message id on behalf of the caller and
 // returns the message as stored. An update that changes nothing leaves the
-// message, its UpdatedAt and its Revision alone. Errors: ErrInvalid,
-// ErrUnauthorized, ErrNotFound, ErrForbidden (not the owner),
-// ErrPrecondition (pre refused).
-func (db *DB) UpdateMessage(id uint64, by Caller, upd MessageUpdate, pre Precondition) (*Message, error) {
+// message, its UpdatedAt and its Revision alone. Errors: model.ErrInvalid,
+// model.ErrUnauthorized, model.ErrNotFound, model.ErrForbidden (not the owner),
+// model.ErrPrecondition (pre refused).
+func (db *DB) UpdateMessage(id uint64, by model.Caller, upd model.MessageUpdate, pre model.Precondition) (*model.Message, error) {
 	if upd.Content != nil {
-		var v ValidationError
-		validateContent(&v, *upd.Content)
+		var v model.ValidationError
+		v.CheckContent("content", *upd.Content)
 		if err := v.Err(); err != nil {
 			return nil, err
 		}
 	}
 	var newTerms []string
 	if upd.Content != nil {
-		newTerms = sortedTerms(*upd.Content)
+		newTerms = model.SortedTerms(*upd.Content)
 	}
-	var out *Message
+	var out *model.Message
 	err := db.writes.update(func(tx *bbolt.Tx) error {
 		m, err := db.ownedMessage(tx, id, by, pre)
 		if err != nil {
@@ -372,7 +309,7 @@ func (db *DB) UpdateMessage(id uint64, by Caller, upd MessageUpdate, pre Precond
 		if err := tx.Bucket(bucketMessages).Put(itob(id), encodeMessage(m)); err != nil {
 			return err
 		}
-		return db.recordChange(tx, MessageUpdated, m, before)
+		return db.recordChange(tx, model.MessageUpdated, m, before)
 	})
 	if err != nil {
 		return nil, err
@@ -381,10 +318,10 @@ func (db *DB) UpdateMessage(id uint64, by Caller, upd MessageUpdate, pre Precond
 }
 
 // DeleteMessage removes message id and its index entries on behalf of the
-// caller and returns it as it was. Errors: ErrUnauthorized, ErrNotFound,
-// ErrForbidden, ErrPrecondition.
-func (db *DB) DeleteMessage(id uint64, by Caller, pre Precondition) (*Message, error) {
-	var out *Message
+// caller and returns it as it was. Errors: model.ErrUnauthorized, model.ErrNotFound,
+// model.ErrForbidden, model.ErrPrecondition.
+func (db *DB) DeleteMessage(id uint64, by model.Caller, pre model.Precondition) (*model.Message, error) {
+	var out *model.Message
 	err := db.writes.update(func(tx *bbolt.Tx) error {
 		m, err := db.ownedMessage(tx, id, by, pre)
 		if err != nil {

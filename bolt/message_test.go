@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"herald/model"
 	"slices"
 	"strings"
 	"testing"
@@ -19,48 +20,6 @@ func ownerIndexed(t *testing.T, db *testDB, owner, id uint64) bool {
 	return slices.Contains(termEntries(t, db, id), ownerTerm(owner))
 }
 
-func TestMessageValidate(t *testing.T) {
-	tests := []struct {
-		name    string
-		content string
-		ok      bool
-	}{
-		{"OK", "hello", true},
-		{"OneChar", "a", true},
-		{"SurroundingSpaces", "  hello  ", true},
-		{"Multiline", "line one\nline two", true},
-		{"Emoji", "😀", true},
-		{"10000ASCII", strings.Repeat("a", MaxContentChars), true},
-		{"10000TwoByteRunes", strings.Repeat("é", MaxContentChars), true},
-		{"10000ThreeByteRunes", strings.Repeat("日", MaxContentChars), true},
-		{"10000FourByteRunes", strings.Repeat("😀", MaxContentChars), true},
-		{"Blank", "", false},
-		{"Spaces", "     ", false},
-		{"ASCIIWhitespace", " \t\n\v\f\r ", false},
-		{"UnicodeSpaces", "\u00a0\u1680\u2003\u2028\u2029\u202f\u205f\u3000\u0085", false},
-		{"10001ASCII", strings.Repeat("a", MaxContentChars+1), false},
-		{"10001ThreeByteRunes", strings.Repeat("日", MaxContentChars+1), false},
-		{"InvalidUTF8", "hello \xff world", false},
-		{"TruncatedRune", "hello \xe6\x97", false},
-		{"Surrogate", "\xed\xa0\x80", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m := &Message{Content: tt.content}
-			err := m.Validate()
-			if tt.ok {
-				if err != nil {
-					t.Errorf("Validate(%d bytes) = %v, want nil", len(tt.content), err)
-				}
-				return
-			}
-			if got, want := violationFields(t, err), []string{"content"}; !slices.Equal(got, want) {
-				t.Errorf("Validate(%d bytes) fields = %q, want %q", len(tt.content), got, want)
-			}
-		})
-	}
-}
-
 func TestCreateMessage(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		db := mustOpen(t)
@@ -72,7 +31,7 @@ func TestCreateMessage(t *testing.T) {
 		want := time.Date(2026, 3, 4, 4, 41, 12, 987654000, time.UTC)
 
 		const content = "  Hello, wörld! 日本語 😀\n"
-		m, err := db.CreateMessage(ByUser(ada.ID), content)
+		m, err := db.CreateMessage(model.ByUser(ada.ID), content)
 		if err != nil {
 			t.Fatalf("CreateMessage = %v", err)
 		}
@@ -136,7 +95,7 @@ func TestCreateMessage(t *testing.T) {
 	t.Run("MaxContent", func(t *testing.T) {
 		db := mustOpen(t)
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
-		content := strings.Repeat("😀", MaxContentChars)
+		content := strings.Repeat("😀", model.MaxContentChars)
 		m := mustCreateMessage(t, db, ada.ID, content)
 		if got := mustMessage(t, db, m.ID); got.Content != content {
 			t.Errorf("Message(%d).Content is %d bytes, want %d", m.ID, len(got.Content), len(content))
@@ -148,7 +107,7 @@ func TestCreateMessage(t *testing.T) {
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
 		before := mustCounts(t, db)
 		for _, owner := range []uint64{0, ada.ID + 1} {
-			if m, err := db.CreateMessage(ByUser(owner), "orphan"); !errors.Is(err, ErrNotFound) || m != nil {
+			if m, err := db.CreateMessage(model.ByUser(owner), "orphan"); !errors.Is(err, model.ErrNotFound) || m != nil {
 				t.Errorf("CreateMessage(owner %d) = %v, %v, want nil, ErrNotFound", owner, m, err)
 			}
 		}
@@ -165,15 +124,15 @@ func TestCreateMessage(t *testing.T) {
 		db := mustOpen(t)
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
 		before := mustCounts(t, db)
-		for _, content := range []string{"", " \n\t", "\u3000", "bad \xff", strings.Repeat("x", MaxContentChars+1)} {
-			_, err := db.CreateMessage(ByUser(ada.ID), content)
+		for _, content := range []string{"", " \n\t", "\u3000", "bad \xff", strings.Repeat("x", model.MaxContentChars+1)} {
+			_, err := db.CreateMessage(model.ByUser(ada.ID), content)
 			if got, want := violationFields(t, err), []string{"content"}; !slices.Equal(got, want) {
 				t.Errorf("CreateMessage(%d bytes) fields = %q, want %q", len(content), got, want)
 			}
 		}
 		// Validation comes before the owner lookup.
-		_, err := db.CreateMessage(ByUser(999), "")
-		if !errors.Is(err, ErrInvalid) {
+		_, err := db.CreateMessage(model.ByUser(999), "")
+		if !errors.Is(err, model.ErrInvalid) {
 			t.Errorf("CreateMessage(missing owner, blank) = %v, want ErrInvalid", err)
 		}
 		if got, want := mustCounts(t, db), before; got != want {
@@ -187,7 +146,7 @@ func TestMessage(t *testing.T) {
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
 	m := mustCreateMessage(t, db, ada.ID, "hello")
 	gone := mustCreateMessage(t, db, ada.ID, "soon gone")
-	if _, err := db.DeleteMessage(gone.ID, ByUser(ada.ID), nil); err != nil {
+	if _, err := db.DeleteMessage(gone.ID, model.ByUser(ada.ID), nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -203,7 +162,7 @@ func TestMessage(t *testing.T) {
 	t.Run("ErrNotFound", func(t *testing.T) {
 		for _, id := range []uint64{0, gone.ID, gone.ID + 1, 1<<64 - 1} {
 			got, err := db.Message(id)
-			if !errors.Is(err, ErrNotFound) {
+			if !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("Message(%d) = %v, want ErrNotFound", id, err)
 			}
 			if got != nil {
@@ -216,7 +175,7 @@ func TestMessage(t *testing.T) {
 func TestUpdateMessage(t *testing.T) {
 	// setup creates two users and one message of ada's, then moves the clock
 	// so an update's UpdatedAt differs from CreatedAt.
-	setup := func(t *testing.T) (db *testDB, ada, bob *User, m *Message) {
+	setup := func(t *testing.T) (db *testDB, ada, bob *model.User, m *model.Message) {
 		db = mustOpen(t)
 		ada, _ = mustCreateUser(t, db, "Ada@Example.com")
 		bob, _ = mustCreateUser(t, db, "bob@example.com")
@@ -228,8 +187,8 @@ func TestUpdateMessage(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		db, ada, _, m := setup(t)
 		var seen string // what the precondition saw, before the write
-		pre := func(cur *Message) bool { seen = messageString(cur); return cur.Revision == 1 }
-		got, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{Content: ptr("edited ✓")}, pre)
+		pre := func(cur *model.Message) bool { seen = messageString(cur); return cur.Revision == 1 }
+		got, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("edited ✓")}, pre)
 		if err != nil {
 			t.Fatalf("UpdateMessage = %v", err)
 		}
@@ -263,7 +222,7 @@ func TestUpdateMessage(t *testing.T) {
 
 		// A second change bumps the revision again.
 		db.Clock.Add(time.Second)
-		got2, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{Content: ptr("edited twice")}, nil)
+		got2, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("edited twice")}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,13 +242,13 @@ func TestUpdateMessage(t *testing.T) {
 		db, ada, _, m := setup(t)
 		for _, tt := range []struct {
 			name string
-			upd  MessageUpdate
+			upd  model.MessageUpdate
 		}{
-			{"NilContent", MessageUpdate{}},
-			{"SameContent", MessageUpdate{Content: ptr("original")}},
+			{"NilContent", model.MessageUpdate{}},
+			{"SameContent", model.MessageUpdate{Content: ptr("original")}},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				got, err := db.UpdateMessage(m.ID, ByUser(ada.ID), tt.upd, nil)
+				got, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), tt.upd, nil)
 				if err != nil {
 					t.Fatalf("UpdateMessage = %v", err)
 				}
@@ -304,9 +263,9 @@ func TestUpdateMessage(t *testing.T) {
 
 	t.Run("ErrForbidden", func(t *testing.T) {
 		db, _, bob, m := setup(t)
-		for _, pre := range []Precondition{nil, func(*Message) bool { return false }} {
-			got, err := db.UpdateMessage(m.ID, ByUser(bob.ID), MessageUpdate{Content: ptr("hijacked")}, pre)
-			if !errors.Is(err, ErrForbidden) {
+		for _, pre := range []model.Precondition{nil, func(*model.Message) bool { return false }} {
+			got, err := db.UpdateMessage(m.ID, model.ByUser(bob.ID), model.MessageUpdate{Content: ptr("hijacked")}, pre)
+			if !errors.Is(err, model.ErrForbidden) {
 				t.Errorf("UpdateMessage(other owner) = %v, want ErrForbidden", err)
 			}
 			if got != nil {
@@ -320,12 +279,12 @@ func TestUpdateMessage(t *testing.T) {
 	t.Run("ErrNotFound", func(t *testing.T) {
 		db, ada, _, m := setup(t)
 		gone := mustCreateMessage(t, db, ada.ID, "gone")
-		if _, err := db.DeleteMessage(gone.ID, ByUser(ada.ID), nil); err != nil {
+		if _, err := db.DeleteMessage(gone.ID, model.ByUser(ada.ID), nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range []uint64{0, gone.ID, gone.ID + 1} {
-			got, err := db.UpdateMessage(id, ByUser(ada.ID), MessageUpdate{Content: ptr("x")}, nil)
-			if !errors.Is(err, ErrNotFound) {
+			got, err := db.UpdateMessage(id, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("x")}, nil)
+			if !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("UpdateMessage(%d) = %v, want ErrNotFound", id, err)
 			}
 			if got != nil {
@@ -341,9 +300,9 @@ func TestUpdateMessage(t *testing.T) {
 
 	t.Run("ErrPrecondition", func(t *testing.T) {
 		db, ada, _, m := setup(t)
-		stale := func(cur *Message) bool { return cur.Revision == 0 }
-		got, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{Content: ptr("lost update")}, stale)
-		if !errors.Is(err, ErrPrecondition) {
+		stale := func(cur *model.Message) bool { return cur.Revision == 0 }
+		got, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("lost update")}, stale)
+		if !errors.Is(err, model.ErrPrecondition) {
 			t.Errorf("UpdateMessage(stale precondition) = %v, want ErrPrecondition", err)
 		}
 		if got != nil {
@@ -351,7 +310,7 @@ func TestUpdateMessage(t *testing.T) {
 		}
 		assertUnchanged(t, db, m)
 		// A no-op update still honours the precondition.
-		if _, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{}, stale); !errors.Is(err, ErrPrecondition) {
+		if _, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{}, stale); !errors.Is(err, model.ErrPrecondition) {
 			t.Errorf("UpdateMessage(no-op, stale precondition) = %v, want ErrPrecondition", err)
 		}
 		assertUnchanged(t, db, m)
@@ -360,8 +319,8 @@ func TestUpdateMessage(t *testing.T) {
 
 	t.Run("ErrInvalid", func(t *testing.T) {
 		db, ada, _, m := setup(t)
-		for _, content := range []string{"", "  \t", "\u00a0\u3000", "bad \xff", strings.Repeat("日", MaxContentChars+1)} {
-			got, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{Content: ptr(content)}, nil)
+		for _, content := range []string{"", "  \t", "\u00a0\u3000", "bad \xff", strings.Repeat("日", model.MaxContentChars+1)} {
+			got, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr(content)}, nil)
 			if got, want := violationFields(t, err), []string{"content"}; !slices.Equal(got, want) {
 				t.Errorf("UpdateMessage(%d bytes) fields = %q, want %q", len(content), got, want)
 			}
@@ -375,7 +334,7 @@ func TestUpdateMessage(t *testing.T) {
 }
 
 func TestDeleteMessage(t *testing.T) {
-	setup := func(t *testing.T) (db *testDB, ada, bob *User, m, keep *Message) {
+	setup := func(t *testing.T) (db *testDB, ada, bob *model.User, m, keep *model.Message) {
 		db = mustOpen(t)
 		ada, _ = mustCreateUser(t, db, "Ada@Example.com")
 		bob, _ = mustCreateUser(t, db, "bob@example.com")
@@ -388,7 +347,7 @@ func TestDeleteMessage(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		db, ada, _, m, keep := setup(t)
 		var seen string
-		got, err := db.DeleteMessage(m.ID, ByUser(ada.ID), func(cur *Message) bool { seen = messageString(cur); return true })
+		got, err := db.DeleteMessage(m.ID, model.ByUser(ada.ID), func(cur *model.Message) bool { seen = messageString(cur); return true })
 		if err != nil {
 			t.Fatalf("DeleteMessage = %v", err)
 		}
@@ -398,7 +357,7 @@ func TestDeleteMessage(t *testing.T) {
 		if g, w := seen, messageString(m); g != w {
 			t.Errorf("precondition saw %s, want %s", g, w)
 		}
-		if _, err := db.Message(m.ID); !errors.Is(err, ErrNotFound) {
+		if _, err := db.Message(m.ID); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("Message(deleted) = %v, want ErrNotFound", err)
 		}
 		if ownerIndexed(t, db, ada.ID, m.ID) {
@@ -412,7 +371,7 @@ func TestDeleteMessage(t *testing.T) {
 			t.Errorf("Counts().Messages = %d, want %d", got, want)
 		}
 		// The owner's search no longer finds it.
-		page, err := db.SearchMessages(context.Background(), SearchQuery{OwnerEmail: "ada@example.com"})
+		page, err := db.SearchMessages(context.Background(), model.SearchQuery{OwnerEmail: "ada@example.com"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -424,8 +383,8 @@ func TestDeleteMessage(t *testing.T) {
 
 	t.Run("ErrForbidden", func(t *testing.T) {
 		db, ada, bob, m, _ := setup(t)
-		got, err := db.DeleteMessage(m.ID, ByUser(bob.ID), nil)
-		if !errors.Is(err, ErrForbidden) {
+		got, err := db.DeleteMessage(m.ID, model.ByUser(bob.ID), nil)
+		if !errors.Is(err, model.ErrForbidden) {
 			t.Errorf("DeleteMessage(other owner) = %v, want ErrForbidden", err)
 		}
 		if got != nil {
@@ -443,12 +402,12 @@ func TestDeleteMessage(t *testing.T) {
 
 	t.Run("ErrNotFound", func(t *testing.T) {
 		db, ada, _, m, _ := setup(t)
-		if _, err := db.DeleteMessage(m.ID, ByUser(ada.ID), nil); err != nil {
+		if _, err := db.DeleteMessage(m.ID, model.ByUser(ada.ID), nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range []uint64{0, m.ID, 999} {
-			got, err := db.DeleteMessage(id, ByUser(ada.ID), nil)
-			if !errors.Is(err, ErrNotFound) {
+			got, err := db.DeleteMessage(id, model.ByUser(ada.ID), nil)
+			if !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("DeleteMessage(%d) = %v, want ErrNotFound", id, err)
 			}
 			if got != nil {
@@ -463,8 +422,8 @@ func TestDeleteMessage(t *testing.T) {
 
 	t.Run("ErrPrecondition", func(t *testing.T) {
 		db, ada, _, m, _ := setup(t)
-		got, err := db.DeleteMessage(m.ID, ByUser(ada.ID), func(*Message) bool { return false })
-		if !errors.Is(err, ErrPrecondition) {
+		got, err := db.DeleteMessage(m.ID, model.ByUser(ada.ID), func(*model.Message) bool { return false })
+		if !errors.Is(err, model.ErrPrecondition) {
 			t.Errorf("DeleteMessage(false precondition) = %v, want ErrPrecondition", err)
 		}
 		if got != nil {
@@ -488,7 +447,7 @@ func TestCreateInTheTransactionThatEmptiedTheStore(t *testing.T) {
 	db := mustOpen(t)
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
 	msgs := bulkMessages(t, db, []uint64{ada.ID}, time.Millisecond, func(i int) string { return fmt.Sprint("message ", i) }, 1500)
-	var created *Message
+	var created *model.Message
 	withinSeconds("a create after every message was deleted", func() {
 		err := db.writes.update(func(tx *bbolt.Tx) error {
 			for _, m := range msgs {
@@ -504,7 +463,7 @@ func TestCreateInTheTransactionThatEmptiedTheStore(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			created, err = db.insertMessage(tx, owner, "the only one left", sortedTerms("the only one left"))
+			created, err = db.insertMessage(tx, owner, "the only one left", model.SortedTerms("the only one left"))
 			return err
 		})
 		if err != nil {
@@ -514,7 +473,7 @@ func TestCreateInTheTransactionThatEmptiedTheStore(t *testing.T) {
 	if created == nil {
 		t.Fatal("nothing created")
 	}
-	page, err := db.SearchMessages(context.Background(), SearchQuery{})
+	page, err := db.SearchMessages(context.Background(), model.SearchQuery{})
 	if err != nil || len(page.Messages) != 1 || page.Messages[0].ID != created.ID {
 		t.Errorf("after the transaction: %+v, %v; want only message %d", page, err, created.ID)
 	}

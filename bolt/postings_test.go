@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"herald/model"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -136,9 +137,9 @@ func TestPostingBlocksAgainstASet(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	b := openPostings(t)
 	words := []string{"ab", "abc", "b"}
-	model := map[string]map[uint64]bool{}
+	ref := map[string]map[uint64]bool{}
 	for _, w := range words {
-		model[w] = map[uint64]bool{}
+		ref[w] = map[uint64]bool{}
 	}
 	for step := range 300 {
 		w := words[rng.IntN(len(words))]
@@ -147,7 +148,7 @@ func TestPostingBlocksAgainstASet(t *testing.T) {
 			switch rng.IntN(4) {
 			case 0: // remove one that is there, or might not be
 				id := uint64(rng.IntN(3000))
-				delete(model[w], id)
+				delete(ref[w], id)
 				return p.remove(id)
 			default: // a merge's run above, or a few anywhere (edits)
 				n, lo := 1+rng.IntN(400), uint64(rng.IntN(3000))
@@ -166,7 +167,7 @@ func TestPostingBlocksAgainstASet(t *testing.T) {
 					}
 				})
 				for _, id := range ids {
-					model[w][id] = true
+					ref[w][id] = true
 				}
 				return p.add(ids)
 			}
@@ -177,7 +178,7 @@ func TestPostingBlocksAgainstASet(t *testing.T) {
 		err = b.View(func(tx *bbolt.Tx) error {
 			for _, w := range words {
 				want := slices.Sorted(func(yield func(uint64) bool) {
-					for id := range model[w] {
+					for id := range ref[w] {
 						if !yield(id) {
 							return
 						}
@@ -192,8 +193,8 @@ func TestPostingBlocksAgainstASet(t *testing.T) {
 					if rng.IntN(2) == 0 && len(want) > 0 {
 						id = want[rng.IntN(len(want))]
 					}
-					if got, err := termBlocks(tx.Bucket(bucketPostings), []byte(w)).has(id); err != nil || got != model[w][id] {
-						t.Fatalf("step %d: %q has(%d) = %v, %v; want %v", step, w, id, got, err, model[w][id])
+					if got, err := termBlocks(tx.Bucket(bucketPostings), []byte(w)).has(id); err != nil || got != ref[w][id] {
+						t.Fatalf("step %d: %q has(%d) = %v, %v; want %v", step, w, id, got, err, ref[w][id])
 					}
 				}
 			}
@@ -273,7 +274,7 @@ func TestMergePacksPostings(t *testing.T) {
 	if apple > n/maxBlockBytes+1 || keys > 4*n/maxBlockBytes+14 {
 		t.Errorf("after merging %d messages: %d blocks of apple, %d keys in all; want a few blocks a word", n, apple, keys)
 	}
-	page := mustSearch(t, db, SearchQuery{Terms: Terms("apple number3"), Limit: 100})
+	page := mustSearch(t, db, model.SearchQuery{Terms: model.Terms("apple number3"), Limit: 100})
 	if len(page.Messages) != 100 || page.Messages[0].ID != 998 || page.Messages[99].ID != 998-99*7 {
 		t.Errorf("search apple number3 = %v, want 100 from 998 down by 7", pageIDs(page))
 	}
@@ -358,7 +359,7 @@ func TestUpgradeFromLayout4(t *testing.T) {
 	checkSearches := func(when string) {
 		t.Helper()
 		for _, tt := range searches {
-			if got := pageIDs(mustSearch(t, tdb, SearchQuery{Terms: Terms(tt.q)})); !slices.Equal(got, tt.want) {
+			if got := pageIDs(mustSearch(t, tdb, model.SearchQuery{Terms: model.Terms(tt.q)})); !slices.Equal(got, tt.want) {
 				t.Errorf("%s: search %q = %v, want %v", when, tt.q, got, tt.want)
 			}
 		}
@@ -482,7 +483,7 @@ func TestSearchReportsAMalformedBlock(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	q := SearchQuery{Terms: Terms("hello"), Limit: 100}
+	q := model.SearchQuery{Terms: model.Terms("hello"), Limit: 100}
 	for {
 		p, err := db.SearchMessages(context.Background(), q)
 		if err != nil {

@@ -3,6 +3,7 @@ package bolt
 import (
 	"bytes"
 	"encoding/binary"
+	"herald/model"
 	"math"
 	"slices"
 	"testing"
@@ -10,7 +11,7 @@ import (
 )
 
 func TestMessageRecordRoundTrip(t *testing.T) {
-	for _, m := range []*Message{
+	for _, m := range []*model.Message{
 		{ID: 1, OwnerID: 2, Content: "hello", CreatedAt: testEpoch.Truncate(time.Microsecond), UpdatedAt: testEpoch.Truncate(time.Microsecond).Add(time.Hour), Revision: 1},
 		{ID: math.MaxUint64, OwnerID: math.MaxUint64, Content: "Ünïcödé 日本語 😀", CreatedAt: time.UnixMicro(0).UTC(), UpdatedAt: time.UnixMicro(-1).UTC(), Revision: math.MaxUint64},
 		{ID: 7, Content: "", CreatedAt: time.UnixMicro(math.MaxInt64).UTC(), UpdatedAt: time.UnixMicro(math.MinInt64).UTC()},
@@ -30,7 +31,7 @@ func TestMessageRecordRoundTrip(t *testing.T) {
 }
 
 func TestDecodeMessageBadRecord(t *testing.T) {
-	good := encodeMessage(&Message{OwnerID: 1, Content: "x", CreatedAt: testEpoch, UpdatedAt: testEpoch, Revision: 1})
+	good := encodeMessage(&model.Message{OwnerID: 1, Content: "x", CreatedAt: testEpoch, UpdatedAt: testEpoch, Revision: 1})
 	for name, b := range map[string][]byte{
 		"Nil":         nil,
 		"Empty":       {},
@@ -50,7 +51,7 @@ func TestDecodeMessageBadRecord(t *testing.T) {
 }
 
 func TestTokenRecordRoundTrip(t *testing.T) {
-	tok := &Token{Hash: tokenHash("x"), UserID: 42, CreatedAt: testEpoch.Truncate(time.Microsecond), ExpiresAt: testEpoch.Truncate(time.Microsecond).Add(defaultTTL)}
+	tok := &model.Token{Hash: tokenHash("x"), UserID: 42, CreatedAt: testEpoch.Truncate(time.Microsecond), ExpiresAt: testEpoch.Truncate(time.Microsecond).Add(defaultTTL)}
 	b := encodeToken(tok)
 	if got, want := len(b), tokenRecordLen; got != want {
 		t.Fatalf("len(encodeToken) = %d, want %d", got, want)
@@ -70,7 +71,7 @@ func TestTokenRecordRoundTrip(t *testing.T) {
 }
 
 func TestUserRecordRoundTrip(t *testing.T) {
-	u := &User{ID: 3, Email: "Ünïcödé@Example.com", PasswordHash: fakePasswordHash, Roles: []string{RoleUser}, CreatedAt: testEpoch.Truncate(time.Microsecond)}
+	u := &model.User{ID: 3, Email: "Ünïcödé@Example.com", PasswordHash: fakePasswordHash, Roles: []string{model.RoleUser}, CreatedAt: testEpoch.Truncate(time.Microsecond)}
 	b := encodeUser(u)
 	got, err := decodeUser(u.ID, b)
 	if err != nil {
@@ -97,13 +98,13 @@ func TestUserRecordRoundTrip(t *testing.T) {
 // re-encode to the same bytes and must not alias the input (bbolt reuses it
 // once the transaction ends).
 func FuzzDecodeMessage(f *testing.F) {
-	f.Add(uint64(1), encodeMessage(&Message{OwnerID: 1, Content: "hello", CreatedAt: testEpoch, UpdatedAt: testEpoch, Revision: 1}))
-	f.Add(uint64(2), encodeMessage(&Message{OwnerID: 9, Content: "Ünïcödé 日本語 😀", Revision: 3}))
-	f.Add(uint64(3), encodeMessage(&Message{Content: "bad \xff utf-8"}))
+	f.Add(uint64(1), encodeMessage(&model.Message{OwnerID: 1, Content: "hello", CreatedAt: testEpoch, UpdatedAt: testEpoch, Revision: 1}))
+	f.Add(uint64(2), encodeMessage(&model.Message{OwnerID: 9, Content: "Ünïcödé 日本語 😀", Revision: 3}))
+	f.Add(uint64(3), encodeMessage(&model.Message{Content: "bad \xff utf-8"}))
 	f.Add(uint64(0), []byte{})
 	f.Add(uint64(0), []byte{messageRecordVersion})
 	f.Add(uint64(math.MaxUint64), bytes.Repeat([]byte{0xff}, messageHeaderLen))
-	f.Add(uint64(4), encodeToken(&Token{UserID: 1, CreatedAt: testEpoch, ExpiresAt: testEpoch.Add(time.Hour)}))
+	f.Add(uint64(4), encodeToken(&model.Token{UserID: 1, CreatedAt: testEpoch, ExpiresAt: testEpoch.Add(time.Hour)}))
 	f.Fuzz(func(t *testing.T, id uint64, b []byte) {
 		orig := bytes.Clone(b)
 
@@ -135,7 +136,7 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 		}
 
-		var h TokenHash
+		var h model.TokenHash
 		copy(h[:], b)
 		tok, err := decodeToken(h, b)
 		if ok := len(b) == tokenRecordLen; ok != (err == nil) {

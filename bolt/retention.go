@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"context"
+	"herald/model"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -25,10 +26,10 @@ func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, 
 		n := 0
 		err := db.writes.update(func(tx *bbolt.Tx) error {
 			n = 0
-			var old []*Message
+			var old []*model.Message
 			owners := newOwnerEmails(tx)
 			c := tx.Bucket(bucketMessages).Cursor()
-			limit := boundMicros(cutoff)
+			limit := model.BoundMicros(cutoff)
 			for k, v := c.First(); k != nil && len(old) < retainChunk; k, v = c.Next() {
 				m, err := decodeMessage(btoi(k), v)
 				if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"herald/model"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -79,7 +80,7 @@ func TestReviewTailStress(t *testing.T) {
 			for ctx.Err() == nil {
 				switch r := rng.IntN(10); {
 				case r < 5:
-					m, err := db.CreateMessage(ByUser(bob.ID), text())
+					m, err := db.CreateMessage(model.ByUser(bob.ID), text())
 					if err != nil {
 						fail("create: %v", err)
 						return
@@ -96,7 +97,7 @@ func TestReviewTailStress(t *testing.T) {
 					id := churn[rng.IntN(len(churn))]
 					churnMu.Unlock()
 					c := text()
-					if _, err := db.UpdateMessage(id, ByUser(bob.ID), MessageUpdate{Content: &c}, nil); err != nil && !errors.Is(err, ErrNotFound) {
+					if _, err := db.UpdateMessage(id, model.ByUser(bob.ID), model.MessageUpdate{Content: &c}, nil); err != nil && !errors.Is(err, model.ErrNotFound) {
 						fail("update: %v", err)
 						return
 					}
@@ -110,7 +111,7 @@ func TestReviewTailStress(t *testing.T) {
 					id := churn[i]
 					churn = slices.Delete(churn, i, i+1)
 					churnMu.Unlock()
-					if _, err := db.DeleteMessage(id, ByUser(bob.ID), nil); err != nil && !errors.Is(err, ErrNotFound) {
+					if _, err := db.DeleteMessage(id, model.ByUser(bob.ID), nil); err != nil && !errors.Is(err, model.ErrNotFound) {
 						fail("delete: %v", err)
 						return
 					}
@@ -127,7 +128,7 @@ func TestReviewTailStress(t *testing.T) {
 			fail("retention: %v", err)
 		}
 		time.Sleep(300 * time.Millisecond)
-		if err := db.DeleteAccount(ByToken(carolTok)); err != nil {
+		if err := db.DeleteAccount(model.ByToken(carolTok)); err != nil {
 			fail("delete account: %v", err)
 		}
 	}()
@@ -146,8 +147,8 @@ func TestReviewTailStress(t *testing.T) {
 		}
 	}()
 	// Searches.
-	search := func(q SearchQuery) ([]*Message, error) {
-		var out []*Message
+	search := func(q model.SearchQuery) ([]*model.Message, error) {
+		var out []*model.Message
 		for {
 			p, err := db.SearchMessages(context.Background(), q)
 			if err != nil {
@@ -164,10 +165,10 @@ func TestReviewTailStress(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			qs := []SearchQuery{
-				{Terms: Terms("stable common"), Limit: 7},
-				{Terms: Terms("stable"), Limit: 3},
-				{Terms: Terms("common stable"), OwnerEmail: "ada@example.com", Limit: 5},
+			qs := []model.SearchQuery{
+				{Terms: model.Terms("stable common"), Limit: 7},
+				{Terms: model.Terms("stable"), Limit: 3},
+				{Terms: model.Terms("common stable"), OwnerEmail: "ada@example.com", Limit: 5},
 			}
 			for n := 0; ctx.Err() == nil; n++ {
 				q := qs[(n+g)%len(qs)]
@@ -184,13 +185,13 @@ func TestReviewTailStress(t *testing.T) {
 					fail("search %q = %v, want %v", q.Terms, ids, stable)
 					return
 				}
-				got, err = search(SearchQuery{Terms: Terms("common w1"), Limit: 11})
+				got, err = search(model.SearchQuery{Terms: model.Terms("common w1"), Limit: 11})
 				if err != nil {
 					fail("search common w1: %v", err)
 					return
 				}
 				for _, m := range got {
-					if _, ok := ContentTerms(m.Content)["w1"]; !ok {
+					if _, ok := model.ContentTerms(m.Content)["w1"]; !ok {
 						fail("search common w1 returned %d: %q", m.ID, m.Content)
 						return
 					}

@@ -3,6 +3,7 @@ package bolt
 import (
 	"context"
 	"fmt"
+	"herald/model"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -185,8 +186,8 @@ func BenchmarkScale(b *testing.B) {
 			ctx := context.Background()
 			last := uint64(n) // IDs are 1..n in a freshly seeded database
 			deep := 1000
-			if n/DefaultSearchLimit < 2*deep {
-				deep = n / DefaultSearchLimit / 2
+			if n/model.DefaultSearchLimit < 2*deep {
+				deep = n / model.DefaultSearchLimit / 2
 			}
 			createdAt := func(id uint64) *time.Time {
 				m, err := db.Message(id)
@@ -197,23 +198,23 @@ func BenchmarkScale(b *testing.B) {
 			}
 			searches := []struct {
 				name string
-				q    SearchQuery
+				q    model.SearchQuery
 			}{
-				{"Page1", SearchQuery{}},
-				{fmt.Sprintf("Page%d", deep), SearchQuery{BeforeID: last - uint64(DefaultSearchLimit*(deep-1))}},
-				{"OneCommonWord", SearchQuery{Terms: Terms("hello")}},
-				{"OneRareWord", SearchQuery{Terms: Terms("zeppelin")}},
-				{"OneUnknownWord", SearchQuery{Terms: Terms("xylophone")}},
-				{"TwoCommonWords", SearchQuery{Terms: Terms("hello world")}},
-				{"ThreeCommonWords", SearchQuery{Terms: Terms("hello world today")}},
-				{"CommonAndRareWord", SearchQuery{Terms: Terms("hello zeppelin")}},
-				{"Owner", SearchQuery{OwnerEmail: "user42@example.com"}},
-				{"OwnerAndCommonWord", SearchQuery{OwnerEmail: "user42@example.com", Terms: Terms("world")}},
-				{"OwnerAndRareWord", SearchQuery{OwnerEmail: "user42@example.com", Terms: Terms("zeppelin")}},
-				{"CommonWordDeep", SearchQuery{Terms: Terms("hello"), BeforeID: last / 2}},
+				{"Page1", model.SearchQuery{}},
+				{fmt.Sprintf("Page%d", deep), model.SearchQuery{BeforeID: last - uint64(model.DefaultSearchLimit*(deep-1))}},
+				{"OneCommonWord", model.SearchQuery{Terms: model.Terms("hello")}},
+				{"OneRareWord", model.SearchQuery{Terms: model.Terms("zeppelin")}},
+				{"OneUnknownWord", model.SearchQuery{Terms: model.Terms("xylophone")}},
+				{"TwoCommonWords", model.SearchQuery{Terms: model.Terms("hello world")}},
+				{"ThreeCommonWords", model.SearchQuery{Terms: model.Terms("hello world today")}},
+				{"CommonAndRareWord", model.SearchQuery{Terms: model.Terms("hello zeppelin")}},
+				{"Owner", model.SearchQuery{OwnerEmail: "user42@example.com"}},
+				{"OwnerAndCommonWord", model.SearchQuery{OwnerEmail: "user42@example.com", Terms: model.Terms("world")}},
+				{"OwnerAndRareWord", model.SearchQuery{OwnerEmail: "user42@example.com", Terms: model.Terms("zeppelin")}},
+				{"CommonWordDeep", model.SearchQuery{Terms: model.Terms("hello"), BeforeID: last / 2}},
 				// Two binary searches over the IDs, then a page from the middle.
-				{"SinceAndUntil", SearchQuery{Since: createdAt(last / 4), Until: createdAt(last / 2)}},
-				{"WorstCaseTwoWordsThatNeverMeet", SearchQuery{Terms: Terms("left right")}},
+				{"SinceAndUntil", model.SearchQuery{Since: createdAt(last / 4), Until: createdAt(last / 2)}},
+				{"WorstCaseTwoWordsThatNeverMeet", model.SearchQuery{Terms: model.Terms("left right")}},
 			}
 			for _, s := range searches {
 				b.Run("Search/"+s.name, func(b *testing.B) {
@@ -235,7 +236,7 @@ func BenchmarkScale(b *testing.B) {
 				i := 0
 				measure(b, func() error {
 					i++
-					_, err := db.CreateMessage(ByUser(u.ID), scaleContent(n+i))
+					_, err := db.CreateMessage(model.ByUser(u.ID), scaleContent(n+i))
 					return err
 				})
 			})
@@ -258,7 +259,7 @@ func BenchmarkCreateConcurrent(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, err := db.CreateMessage(ByUser(u.ID), scaleContent(n+int(seq.Add(1)))); err != nil {
+					if _, err := db.CreateMessage(model.ByUser(u.ID), scaleContent(n+int(seq.Add(1)))); err != nil {
 						b.Error(err)
 						return
 					}

@@ -3,21 +3,15 @@ package bolt
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"herald/model"
 	"math"
 	"slices"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
-)
-
-// Search limits.
-const (
-	DefaultSearchLimit = 20
-	MaxSearchLimit     = 100
 )
 
 // Search cost bounds. A step is one seek, or a walk of at most
@@ -36,87 +30,34 @@ const (
 	ctxCheckSteps       = 128
 )
 
-// SearchQuery selects messages, newest first. Zero values mean "no filter".
-type SearchQuery struct {
-	// Terms must all occur in the content as whole words; see Terms. At most
-	// MaxQueryTerms.
-	Terms []string
-	// OwnerEmail restricts results to one author, matched case-insensitively.
-	OwnerEmail string
-	// Since (inclusive) and Until (exclusive) bound CreatedAt when set; any
-	// instant is a real bound, year 1 included.
-	Since, Until *time.Time
-	// BeforeID resumes a previous page: only messages with smaller IDs.
-	BeforeID uint64
-	// Limit is the page size; zero means DefaultSearchLimit.
-	Limit int
-}
-
-// Fingerprint identifies the query's filters — terms (in any order),
-// owner, since and until — but not its page position or size. A cursor
-// carries it so that it is only ever used with the query it came from.
-func (q *SearchQuery) Fingerprint() uint64 {
-	h := sha256.New()
-	terms := slices.Clone(q.Terms)
-	slices.Sort(terms)
-	for _, t := range slices.Compact(terms) {
-		h.Write([]byte(t))
-		h.Write([]byte{0})
-	}
-	h.Write([]byte{0xff})
-	if q.OwnerEmail != "" {
-		h.Write(emailKey(q.OwnerEmail))
-	}
-	for _, bound := range []*time.Time{q.Since, q.Until} {
-		h.Write([]byte{0xff})
-		if bound != nil {
-			// The bound as the search applies it, rounded up to the
-			// store's microseconds: two bounds that select the same
-			// messages share a cursor, two that do not never do. Encoded
-			// as timeKey, so cursors with whole-microsecond bounds given
-			// out before stay valid.
-			h.Write(microsKey(boundMicros(*bound)))
-		}
-	}
-	return binary.BigEndian.Uint64(h.Sum(nil))
-}
-
-// SearchPage is one page of results. NextBeforeID is zero on the last page.
-// A page can hold fewer than Limit messages and still have a next page when
-// the search reached its step budget (see stepsPerPage).
-type SearchPage struct {
-	Messages     []*Message
-	NextBeforeID uint64
-}
-
 // SearchMessages pages through messages newest first. Order is by ID, which
 // NextSequence hands out in commit order, so a cursor (the last ID seen)
 // neither skips nor repeats a message while others are created or deleted.
-// Errors: ErrInvalid for too many terms, the context's error when it ends.
-func (db *DB) SearchMessages(ctx context.Context, q SearchQuery) (*SearchPage, error) {
+// Errors: model.ErrInvalid for too many terms, the context's error when it ends.
+func (db *DB) SearchMessages(ctx context.Context, q model.SearchQuery) (*model.SearchPage, error) {
 	_, page, err := db.search(ctx, nil, q)
 	return page, err
 }
 
 // SearchFor authenticates a bearer token in the search's first read
 // transaction: the hot path of GET /api/messages. Errors: as
-// SearchMessages, and ErrUnauthorized.
-func (db *DB) SearchFor(ctx context.Context, hash TokenHash, q SearchQuery) (*User, *SearchPage, error) {
+// SearchMessages, and model.ErrUnauthorized.
+func (db *DB) SearchFor(ctx context.Context, hash model.TokenHash, q model.SearchQuery) (*model.User, *model.SearchPage, error) {
 	return db.search(ctx, &hash, q)
 }
 
-func (db *DB) search(ctx context.Context, hash *TokenHash, q SearchQuery) (*User, *SearchPage, error) {
-	if len(q.Terms) > MaxQueryTerms {
-		var v ValidationError
-		v.Add("q", fmt.Sprintf("must have at most %d distinct words", MaxQueryTerms))
+func (db *DB) search(ctx context.Context, hash *model.TokenHash, q model.SearchQuery) (*model.User, *model.SearchPage, error) {
+	if len(q.Terms) > model.MaxQueryTerms {
+		var v model.ValidationError
+		v.Add("q", fmt.Sprintf("must have at most %d distinct words", model.MaxQueryTerms))
 		return nil, nil, v.Err()
 	}
-	s := &searcher{db: db, q: q, limit: q.Limit, page: &SearchPage{}}
+	s := &searcher{db: db, q: q, limit: q.Limit, page: &model.SearchPage{}}
 	if s.limit <= 0 {
-		s.limit = DefaultSearchLimit
+		s.limit = model.DefaultSearchLimit
 	}
-	s.limit = min(s.limit, MaxSearchLimit)
-	var user *User
+	s.limit = min(s.limit, model.MaxSearchLimit)
+	var user *model.User
 	planned := false
 	var release func() // set once the search is long and has its turn (see turns.go)
 	defer func() {
@@ -171,9 +112,9 @@ func (db *DB) search(ctx context.Context, hash *TokenHash, q SearchQuery) (*User
 // searcher is one search's state across its read transactions.
 type searcher struct {
 	db    *DB
-	q     SearchQuery
+	q     model.SearchQuery
 	limit int
-	page  *SearchPage
+	page  *model.SearchPage
 
 	// terms are the query's words and its owner's term: the posting
 	// lists to intersect.
@@ -191,7 +132,7 @@ type searcher struct {
 	termKeys [][]byte
 	// slab holds the page's messages, a few to an allocation; Messages
 	// points into it.
-	slab []Message
+	slab []model.Message
 }
 
 // slabMessages is how many messages a search allocates at a time: a page
@@ -254,7 +195,7 @@ func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
 	// root with a fresh cursor, and a page of 20 made dozens of them.
 	msgs := newIDReader(tx.Bucket(bucketMessages))
 	owners := newOwnerEmails(tx)
-	var probe Message
+	var probe model.Message
 	txSteps := 0
 	for {
 		agreed := 0
@@ -311,7 +252,7 @@ func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
 		m := &probe // the match beyond a full page is only looked at
 		if len(s.page.Messages) < s.limit {
 			if len(s.slab) == cap(s.slab) {
-				s.slab = make([]Message, 0, min(s.limit-len(s.page.Messages), slabMessages))
+				s.slab = make([]model.Message, 0, min(s.limit-len(s.page.Messages), slabMessages))
 			}
 			m = &s.slab[:len(s.slab)+1][len(s.slab)]
 		}

@@ -3,6 +3,7 @@ package bolt
 import (
 	"context"
 	"fmt"
+	"herald/model"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +13,7 @@ import (
 )
 
 // pageIDs lists a page's message IDs in the order returned.
-func pageIDs(p *SearchPage) []uint64 {
+func pageIDs(p *model.SearchPage) []uint64 {
 	ids := make([]uint64, 0, len(p.Messages))
 	for _, m := range p.Messages {
 		ids = append(ids, m.ID)
@@ -21,7 +22,7 @@ func pageIDs(p *SearchPage) []uint64 {
 }
 
 // mustSearch runs q and fails the test on error.
-func mustSearch(tb testing.TB, db *testDB, q SearchQuery) *SearchPage {
+func mustSearch(tb testing.TB, db *testDB, q model.SearchQuery) *model.SearchPage {
 	tb.Helper()
 	p, err := db.SearchMessages(context.Background(), q)
 	if err != nil {
@@ -42,7 +43,7 @@ func descending(ids []uint64) bool {
 
 // idsOf returns the IDs of msgs (in the given order) reversed, i.e. newest
 // first for messages created in order.
-func idsOf(msgs ...*Message) []uint64 {
+func idsOf(msgs ...*model.Message) []uint64 {
 	ids := make([]uint64, 0, len(msgs))
 	for i := len(msgs) - 1; i >= 0; i-- {
 		ids = append(ids, msgs[i].ID)
@@ -53,7 +54,7 @@ func idsOf(msgs ...*Message) []uint64 {
 func TestSearchMessages(t *testing.T) {
 	t.Run("Empty", func(t *testing.T) {
 		db := mustOpen(t)
-		p := mustSearch(t, db, SearchQuery{})
+		p := mustSearch(t, db, model.SearchQuery{})
 		if got, want := len(p.Messages), 0; got != want {
 			t.Errorf("len(Messages) = %d, want %d", got, want)
 		}
@@ -66,7 +67,7 @@ func TestSearchMessages(t *testing.T) {
 		db := mustOpen(t)
 		ada, _ := mustCreateUser(t, db, "Ada@Example.com")
 		bob, _ := mustCreateUser(t, db, "bob@example.com")
-		var msgs []*Message
+		var msgs []*model.Message
 		for i := range 5 {
 			owner := ada
 			if i%2 == 1 {
@@ -75,7 +76,7 @@ func TestSearchMessages(t *testing.T) {
 			db.Clock.Add(time.Second)
 			msgs = append(msgs, mustCreateMessage(t, db, owner.ID, fmt.Sprint("message ", i)))
 		}
-		p := mustSearch(t, db, SearchQuery{})
+		p := mustSearch(t, db, model.SearchQuery{})
 		if got, want := pageIDs(p), idsOf(msgs...); !slices.Equal(got, want) {
 			t.Errorf("SearchMessages({}) = %v, want %v", got, want)
 		}
@@ -109,12 +110,12 @@ func TestSearchMessages(t *testing.T) {
 			"ÑANDÚ straße",                // 11
 			"hello\u00a0world\u3000again", // 12: unicode spaces separate
 		}
-		var msgs []*Message
+		var msgs []*model.Message
 		for _, c := range contents {
 			msgs = append(msgs, mustCreateMessage(t, db, ada.ID, c))
 		}
 		pick := func(idx ...int) []uint64 {
-			var sel []*Message
+			var sel []*model.Message
 			for _, i := range idx {
 				sel = append(sel, msgs[i])
 			}
@@ -167,7 +168,7 @@ func TestSearchMessages(t *testing.T) {
 			{"nothing matches this", nil},
 		}
 		for _, tt := range tests {
-			p := mustSearch(t, db, SearchQuery{Terms: Terms(tt.q), Limit: MaxSearchLimit})
+			p := mustSearch(t, db, model.SearchQuery{Terms: model.Terms(tt.q), Limit: model.MaxSearchLimit})
 			if got := pageIDs(p); !slices.Equal(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
 				t.Errorf("SearchMessages(q=%q) = %v, want %v", tt.q, got, tt.want)
 			}
@@ -180,12 +181,12 @@ func TestSearchMessages(t *testing.T) {
 		bob, _ := mustCreateUser(t, db, "bob@example.com")
 		uni, _ := mustCreateUser(t, db, "Ünïcödé@Example.com")
 		mustCreateUser(t, db, "silent@example.com")
-		var adas, bobs []*Message
+		var adas, bobs []*model.Message
 		for i := range 4 {
 			adas = append(adas, mustCreateMessage(t, db, ada.ID, fmt.Sprint("ada hello ", i)))
 			bobs = append(bobs, mustCreateMessage(t, db, bob.ID, fmt.Sprint("bob hello ", i)))
 		}
-		unis := []*Message{mustCreateMessage(t, db, uni.ID, "unicode owner")}
+		unis := []*model.Message{mustCreateMessage(t, db, uni.ID, "unicode owner")}
 		tests := []struct {
 			owner string
 			terms string
@@ -205,7 +206,7 @@ func TestSearchMessages(t *testing.T) {
 			{"   ", "", nil},
 		}
 		for _, tt := range tests {
-			p := mustSearch(t, db, SearchQuery{OwnerEmail: tt.owner, Terms: Terms(tt.terms)})
+			p := mustSearch(t, db, model.SearchQuery{OwnerEmail: tt.owner, Terms: model.Terms(tt.terms)})
 			if got := pageIDs(p); !slices.Equal(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
 				t.Errorf("SearchMessages(owner=%q, q=%q) = %v, want %v", tt.owner, tt.terms, got, tt.want)
 			}
@@ -214,14 +215,14 @@ func TestSearchMessages(t *testing.T) {
 			}
 		}
 		// Owner filter pages like the unfiltered one.
-		p := mustSearch(t, db, SearchQuery{OwnerEmail: "ADA@example.com", Limit: 3})
+		p := mustSearch(t, db, model.SearchQuery{OwnerEmail: "ADA@example.com", Limit: 3})
 		if got, want := pageIDs(p), idsOf(adas[1:]...); !slices.Equal(got, want) {
 			t.Errorf("owner page 1 = %v, want %v", got, want)
 		}
 		if got, want := p.NextBeforeID, adas[1].ID; got != want {
 			t.Errorf("owner page 1 NextBeforeID = %d, want %d", got, want)
 		}
-		p = mustSearch(t, db, SearchQuery{OwnerEmail: "ADA@example.com", Limit: 3, BeforeID: p.NextBeforeID})
+		p = mustSearch(t, db, model.SearchQuery{OwnerEmail: "ADA@example.com", Limit: 3, BeforeID: p.NextBeforeID})
 		if got, want := pageIDs(p), idsOf(adas[0]); !slices.Equal(got, want) {
 			t.Errorf("owner page 2 = %v, want %v", got, want)
 		}
@@ -233,7 +234,7 @@ func TestSearchMessages(t *testing.T) {
 	t.Run("TimeRange", func(t *testing.T) {
 		db := mustOpen(t)
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
-		var msgs []*Message
+		var msgs []*model.Message
 		for i := range 5 {
 			db.Clock.Add(time.Second)
 			msgs = append(msgs, mustCreateMessage(t, db, ada.ID, fmt.Sprint("tick ", i)))
@@ -268,7 +269,7 @@ func TestSearchMessages(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				p := mustSearch(t, db, SearchQuery{Since: tt.since, Until: tt.until})
+				p := mustSearch(t, db, model.SearchQuery{Since: tt.since, Until: tt.until})
 				if got := pageIDs(p); !slices.Equal(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
 					t.Errorf("SearchMessages(since %v, until %v) = %v, want %v", tt.since, tt.until, got, tt.want)
 				}
@@ -276,7 +277,7 @@ func TestSearchMessages(t *testing.T) {
 		}
 		// Time bounds page correctly: one match per page.
 		var got []uint64
-		q := SearchQuery{Since: ptr(at(1)), Until: ptr(at(4)), Limit: 1}
+		q := model.SearchQuery{Since: ptr(at(1)), Until: ptr(at(4)), Limit: 1}
 		for range 10 {
 			p := mustSearch(t, db, q)
 			got = append(got, pageIDs(p)...)
@@ -293,9 +294,9 @@ func TestSearchMessages(t *testing.T) {
 	t.Run("Limit", func(t *testing.T) {
 		db := mustOpen(t)
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
-		var msgs []*Message
+		var msgs []*model.Message
 		withoutSync(t, db, func() {
-			for i := range MaxSearchLimit + 5 {
+			for i := range model.MaxSearchLimit + 5 {
 				msgs = append(msgs, mustCreateMessage(t, db, ada.ID, fmt.Sprint("message ", i)))
 			}
 		})
@@ -306,17 +307,17 @@ func TestSearchMessages(t *testing.T) {
 			wantN     int
 			wantAfter bool // a next page exists
 		}{
-			{"Zero", 0, DefaultSearchLimit, true},
-			{"Negative", -1, DefaultSearchLimit, true},
+			{"Zero", 0, model.DefaultSearchLimit, true},
+			{"Negative", -1, model.DefaultSearchLimit, true},
 			{"One", 1, 1, true},
 			{"Three", 3, 3, true},
-			{"Max", MaxSearchLimit, MaxSearchLimit, true},
-			{"AboveMax", MaxSearchLimit + 1, MaxSearchLimit, true},
-			{"Huge", 1 << 30, MaxSearchLimit, true},
+			{"Max", model.MaxSearchLimit, model.MaxSearchLimit, true},
+			{"AboveMax", model.MaxSearchLimit + 1, model.MaxSearchLimit, true},
+			{"Huge", 1 << 30, model.MaxSearchLimit, true},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				p := mustSearch(t, db, SearchQuery{Limit: tt.limit})
+				p := mustSearch(t, db, model.SearchQuery{Limit: tt.limit})
 				if got, want := pageIDs(p), newest[:tt.wantN]; !slices.Equal(got, want) {
 					t.Errorf("SearchMessages(limit %d) = %d items %v…, want %d items", tt.limit, len(got), got[:min(3, len(got))], len(want))
 				}
@@ -328,14 +329,14 @@ func TestSearchMessages(t *testing.T) {
 
 		// A page that exactly exhausts the matches has no next page.
 		t.Run("ExactlyLimitMatches", func(t *testing.T) {
-			p := mustSearch(t, db, SearchQuery{Terms: Terms("message 7"), Limit: 1})
+			p := mustSearch(t, db, model.SearchQuery{Terms: model.Terms("message 7"), Limit: 1})
 			if got, want := pageIDs(p), []uint64{msgs[7].ID}; !slices.Equal(got, want) {
 				t.Errorf("SearchMessages = %v, want %v", got, want)
 			}
 			if got, want := p.NextBeforeID, uint64(0); got != want {
 				t.Errorf("NextBeforeID = %d, want %d", got, want)
 			}
-			last := mustSearch(t, db, SearchQuery{BeforeID: newest[len(newest)-3], Limit: 2})
+			last := mustSearch(t, db, model.SearchQuery{BeforeID: newest[len(newest)-3], Limit: 2})
 			if got, want := pageIDs(last), newest[len(newest)-2:]; !slices.Equal(got, want) {
 				t.Errorf("last page = %v, want %v", got, want)
 			}
@@ -348,17 +349,17 @@ func TestSearchMessages(t *testing.T) {
 	t.Run("BeforeID", func(t *testing.T) {
 		db := mustOpen(t)
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
-		var msgs []*Message
+		var msgs []*model.Message
 		for i := range 6 {
 			msgs = append(msgs, mustCreateMessage(t, db, ada.ID, fmt.Sprint("m ", i)))
 		}
 		// Delete one in the middle and the oldest: cursors may name them.
 		for _, i := range []int{0, 3} {
-			if _, err := db.DeleteMessage(msgs[i].ID, ByUser(ada.ID), nil); err != nil {
+			if _, err := db.DeleteMessage(msgs[i].ID, model.ByUser(ada.ID), nil); err != nil {
 				t.Fatal(err)
 			}
 		}
-		live := []*Message{msgs[1], msgs[2], msgs[4], msgs[5]}
+		live := []*model.Message{msgs[1], msgs[2], msgs[4], msgs[5]}
 		tests := []struct {
 			name   string
 			before uint64
@@ -380,7 +381,7 @@ func TestSearchMessages(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				p := mustSearch(t, db, SearchQuery{BeforeID: tt.before, OwnerEmail: tt.owner})
+				p := mustSearch(t, db, model.SearchQuery{BeforeID: tt.before, OwnerEmail: tt.owner})
 				if got := pageIDs(p); !slices.Equal(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
 					t.Errorf("SearchMessages(before %d, owner %q) = %v, want %v", tt.before, tt.owner, got, tt.want)
 				}
@@ -402,7 +403,7 @@ func TestSearchMessages(t *testing.T) {
 			t.Fatalf("strings.EqualFold(%q, %q) = false", upper.Content, lower.Content)
 		}
 		for _, q := range []string{"σίσυφος", "ΣΊΣΥΦΟΣ", "Σίσυφος"} {
-			p := mustSearch(t, db, SearchQuery{Terms: Terms(q)})
+			p := mustSearch(t, db, model.SearchQuery{Terms: model.Terms(q)})
 			if got, want := pageIDs(p), idsOf(upper, lower); !slices.Equal(got, want) {
 				t.Errorf("SearchMessages(q=%q) = %v, want %v (both spellings)", q, got, want)
 			}
@@ -416,20 +417,20 @@ func TestSearchMessages(t *testing.T) {
 		u1, _ := mustCreateUser(t, db, "one@example.com")
 		u2, _ := mustCreateUser(t, db, "two@example.com")
 		u3, _ := mustCreateUser(t, db, "three@example.com")
-		var mine []*Message
+		var mine []*model.Message
 		for i := range 3 {
 			mustCreateMessage(t, db, u1.ID, fmt.Sprint("before ", i))
 			mine = append(mine, mustCreateMessage(t, db, u2.ID, fmt.Sprint("mine ", i)))
 			mustCreateMessage(t, db, u3.ID, fmt.Sprint("after ", i))
 		}
 		for _, before := range []uint64{0, mine[2].ID + 1, mine[1].ID, mine[0].ID} {
-			var want []*Message
+			var want []*model.Message
 			for _, m := range mine {
 				if before == 0 || m.ID < before {
 					want = append(want, m)
 				}
 			}
-			p := mustSearch(t, db, SearchQuery{OwnerEmail: "two@example.com", BeforeID: before})
+			p := mustSearch(t, db, model.SearchQuery{OwnerEmail: "two@example.com", BeforeID: before})
 			if got, want := pageIDs(p), idsOf(want...); !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
 				t.Errorf("SearchMessages(owner two, before %d) = %v, want %v", before, got, want)
 			}
@@ -457,7 +458,7 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 			db := mustOpen(t)
 			ada, _ := mustCreateUser(t, db, "Ada@Example.com")
 			bob, _ := mustCreateUser(t, db, "bob@example.com")
-			q := SearchQuery{OwnerEmail: tt.owner, Terms: Terms(tt.terms), Limit: 7}
+			q := model.SearchQuery{OwnerEmail: tt.owner, Terms: model.Terms(tt.terms), Limit: 7}
 
 			// The model: every live message and whether it matches q.
 			type rec struct {
@@ -469,7 +470,7 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 				if tt.owner != "" && owner != ada.ID {
 					return false
 				}
-				return containsTerms([]byte(content), q.Terms)
+				return model.HasAllTerms(model.ContentTerms(content), q.Terms)
 			}
 			create := func(i int) {
 				owner := ada
@@ -513,7 +514,7 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 			}
 			del := func(id uint64, unseen bool) {
 				r := live[id]
-				if _, err := db.DeleteMessage(id, ByUser(r.owner), nil); err != nil {
+				if _, err := db.DeleteMessage(id, model.ByUser(r.owner), nil); err != nil {
 					t.Fatalf("DeleteMessage(%d) = %v", id, err)
 				}
 				delete(live, id)
@@ -577,7 +578,7 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 					if tt.terms == "" {
 						content = "edited"
 					}
-					if _, err := db.UpdateMessage(id, ByUser(r.owner), MessageUpdate{Content: &content}, nil); err != nil {
+					if _, err := db.UpdateMessage(id, model.ByUser(r.owner), model.MessageUpdate{Content: &content}, nil); err != nil {
 						t.Fatalf("UpdateMessage(%d) = %v", id, err)
 					}
 				}

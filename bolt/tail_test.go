@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"herald/model"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -78,15 +79,15 @@ func termsStateOf(t *testing.T, db *DB) termsState {
 
 // searchModel is what search must answer: every live message, by brute
 // force over its content.
-type searchModel map[uint64]*Message
+type searchModel map[uint64]*model.Message
 
-func (m searchModel) want(q SearchQuery) []uint64 {
+func (m searchModel) want(q model.SearchQuery) []uint64 {
 	var ids []uint64
 	for id, msg := range m {
 		if q.OwnerEmail != "" && msg.OwnerEmail != q.OwnerEmail {
 			continue
 		}
-		terms := ContentTerms(msg.Content)
+		terms := model.ContentTerms(msg.Content)
 		if !slices.ContainsFunc(q.Terms, func(t string) bool { _, ok := terms[t]; return !ok }) {
 			ids = append(ids, id)
 		}
@@ -97,7 +98,7 @@ func (m searchModel) want(q SearchQuery) []uint64 {
 }
 
 // searchAll follows a query's cursors to its end, three to a page.
-func searchAll(t *testing.T, db *testDB, q SearchQuery) []uint64 {
+func searchAll(t *testing.T, db *testDB, q model.SearchQuery) []uint64 {
 	t.Helper()
 	var ids []uint64
 	q.Limit = 3
@@ -111,22 +112,22 @@ func searchAll(t *testing.T, db *testDB, q SearchQuery) []uint64 {
 	}
 }
 
-var modelQueries = []SearchQuery{
-	{Terms: Terms("apple")},
-	{Terms: Terms("river")},
-	{Terms: Terms("apple river")},
-	{Terms: Terms("stone apple river")},
-	{Terms: Terms("café")},       // one code point
-	{Terms: Terms("cafe\u0301")}, // e + combining accent: the same word
-	{Terms: Terms("zephyr")},
-	{Terms: Terms("apple"), OwnerEmail: "bob@example.com"},
+var modelQueries = []model.SearchQuery{
+	{Terms: model.Terms("apple")},
+	{Terms: model.Terms("river")},
+	{Terms: model.Terms("apple river")},
+	{Terms: model.Terms("stone apple river")},
+	{Terms: model.Terms("café")},       // one code point
+	{Terms: model.Terms("cafe\u0301")}, // e + combining accent: the same word
+	{Terms: model.Terms("zephyr")},
+	{Terms: model.Terms("apple"), OwnerEmail: "bob@example.com"},
 	{OwnerEmail: "ada@example.com"},
 }
 
-func checkModel(t *testing.T, db *testDB, model searchModel, stage string) {
+func checkModel(t *testing.T, db *testDB, ref searchModel, stage string) {
 	t.Helper()
 	for _, q := range modelQueries {
-		if got, want := searchAll(t, db, q), model.want(q); !slices.Equal(got, want) {
+		if got, want := searchAll(t, db, q), ref.want(q); !slices.Equal(got, want) {
 			st := termsStateOf(t, db.DB)
 			t.Fatalf("%s (merged %d, merging to %d from %q): search %q owner %q = %v, want %v",
 				stage, st.merged, st.mergingTo, st.nextTerm, q.Terms, q.OwnerEmail, got, want)
@@ -144,7 +145,7 @@ func TestTailMergeKeepsSearchExact(t *testing.T) {
 	db.merge.chunk = 3 // many chunks, so merges stop in many places
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
 	bob, _ := mustCreateUser(t, db, "bob@example.com")
-	owners := []*User{ada, bob}
+	owners := []*model.User{ada, bob}
 	words := []string{"apple", "river", "stone", "café", "CAFE\u0301", "moss", "zephyr", "Apple"}
 	rng := rand.New(rand.NewPCG(6, 9))
 	text := func() string {
@@ -156,38 +157,38 @@ func TestTailMergeKeepsSearchExact(t *testing.T) {
 		}
 		return b.String()
 	}
-	model := make(searchModel)
-	pick := func() *Message {
-		ids := make([]uint64, 0, len(model))
-		for id := range model {
+	ref := make(searchModel)
+	pick := func() *model.Message {
+		ids := make([]uint64, 0, len(ref))
+		for id := range ref {
 			ids = append(ids, id)
 		}
 		slices.Sort(ids)
-		return model[ids[rng.IntN(len(ids))]]
+		return ref[ids[rng.IntN(len(ids))]]
 	}
 	merges, cut := 0, 0
 	for step := range 400 {
 		var stage string
 		switch r := rng.IntN(20); {
-		case r < 9 || len(model) < 3:
+		case r < 9 || len(ref) < 3:
 			owner := owners[rng.IntN(2)]
 			m := mustCreateMessage(t, db, owner.ID, text())
-			model[m.ID] = m
+			ref[m.ID] = m
 			stage = fmt.Sprintf("step %d: created %d", step, m.ID)
 		case r < 13:
 			m, content := pick(), text()
-			got, err := db.UpdateMessage(m.ID, ByUser(m.OwnerID), MessageUpdate{Content: &content}, nil)
+			got, err := db.UpdateMessage(m.ID, model.ByUser(m.OwnerID), model.MessageUpdate{Content: &content}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			model[m.ID] = got
+			ref[m.ID] = got
 			stage = fmt.Sprintf("step %d: edited %d", step, m.ID)
 		case r < 15:
 			m := pick()
-			if _, err := db.DeleteMessage(m.ID, ByUser(m.OwnerID), nil); err != nil {
+			if _, err := db.DeleteMessage(m.ID, model.ByUser(m.OwnerID), nil); err != nil {
 				t.Fatal(err)
 			}
-			delete(model, m.ID)
+			delete(ref, m.ID)
 			stage = fmt.Sprintf("step %d: deleted %d", step, m.ID)
 		case r < 18:
 			_, err := db.mergeTail(&stopAfter{Context: context.Background(), n: rng.IntN(4)})
@@ -208,7 +209,7 @@ func TestTailMergeKeepsSearchExact(t *testing.T) {
 			reopen(t, db) // a merge cut short is finished by the new merger, in the background
 			stage = fmt.Sprintf("step %d: reopened", step)
 		}
-		checkModel(t, db, model, stage)
+		checkModel(t, db, ref, stage)
 	}
 	if merges < 20 || cut < 10 {
 		t.Errorf("only %d merges and %d cut short: the test did not cover what it is for", merges, cut)
@@ -230,14 +231,14 @@ func TestTailMergeSeesChangesMadeWhileItRuns(t *testing.T) {
 	m4 := mustCreateMessage(t, db, ada.ID, "apple")
 	db.merge.afterRead = func() {
 		db.merge.afterRead = nil
-		edit := func(m *Message, content string) {
-			if _, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{Content: &content}, nil); err != nil {
+		edit := func(m *model.Message, content string) {
+			if _, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: &content}, nil); err != nil {
 				t.Error(err)
 			}
 		}
 		edit(m1, "river zebra")       // loses apple, gains zebra (before every chunk)
 		edit(m3, "river stone apple") // gains apple
-		if _, err := db.DeleteMessage(m2.ID, ByUser(ada.ID), nil); err != nil {
+		if _, err := db.DeleteMessage(m2.ID, model.ByUser(ada.ID), nil); err != nil {
 			t.Error(err)
 		}
 	}
@@ -254,7 +255,7 @@ func TestTailMergeSeesChangesMadeWhileItRuns(t *testing.T) {
 		{"stone", []uint64{m3.ID}},
 		{"river", []uint64{m3.ID, m1.ID}},
 	} {
-		if got := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms(tt.q)})); !slices.Equal(got, tt.want) {
+		if got := pageIDs(mustSearch(t, db, model.SearchQuery{Terms: model.Terms(tt.q)})); !slices.Equal(got, tt.want) {
 			t.Errorf("search %q = %v, want %v", tt.q, got, tt.want)
 		}
 	}
@@ -269,10 +270,10 @@ func TestTailMergeResumesAfterRestart(t *testing.T) {
 	db := mustOpen(t)
 	db.merge.chunk = 2
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
-	model := make(searchModel)
+	ref := make(searchModel)
 	for i := range 12 {
 		m := mustCreateMessage(t, db, ada.ID, []string{"apple river", "stone apple", "river moss", "café"}[i%4])
-		model[m.ID] = m
+		ref[m.ID] = m
 	}
 	if _, err := db.mergeTail(&stopAfter{Context: context.Background(), n: 2}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("mergeTail(stopped after 2 chunks) = %v, want it cut short", err)
@@ -281,19 +282,19 @@ func TestTailMergeResumesAfterRestart(t *testing.T) {
 	if st.mergingTo == 0 || len(st.nextTerm) == 0 {
 		t.Fatalf("after a cut merge: %+v, want a merge under way", st)
 	}
-	checkModel(t, db, model, "half merged")
+	checkModel(t, db, ref, "half merged")
 	content := "moss only"
-	m, err := db.UpdateMessage(2, ByUser(ada.ID), MessageUpdate{Content: &content}, nil)
+	m, err := db.UpdateMessage(2, model.ByUser(ada.ID), model.MessageUpdate{Content: &content}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	model[2] = m
-	// Message 1's "apple" was copied by the first chunk.
-	if _, err := db.DeleteMessage(1, ByUser(ada.ID), nil); err != nil {
+	ref[2] = m
+	// model.Message 1's "apple" was copied by the first chunk.
+	if _, err := db.DeleteMessage(1, model.ByUser(ada.ID), nil); err != nil {
 		t.Fatal(err)
 	}
-	delete(model, 1)
-	checkModel(t, db, model, "half merged, then changed")
+	delete(ref, 1)
+	checkModel(t, db, ref, "half merged, then changed")
 	checkIndexes(t, db.DB)
 
 	reopen(t, db)
@@ -305,7 +306,7 @@ func TestTailMergeResumesAfterRestart(t *testing.T) {
 	if st := termsStateOf(t, db.DB); st.merged != 12 {
 		t.Errorf("after the resumed merge: merged through %d, want 12", st.merged)
 	}
-	checkModel(t, db, model, "merge finished after reopening")
+	checkModel(t, db, ref, "merge finished after reopening")
 }
 
 // TestTailMergesInTheBackground: once the tail holds TailMergePostings
@@ -328,7 +329,7 @@ func TestTailMergesInTheBackground(t *testing.T) {
 			t.Fatalf("40 postings in a tail that merges at 20; merged through %d, %d left in memory", termsStateOf(t, db).merged, db.tail.size())
 		}
 	}
-	if got := pageIDs(mustSearch(t, tdb, SearchQuery{Terms: Terms("two")})); len(got) != 10 {
+	if got := pageIDs(mustSearch(t, tdb, model.SearchQuery{Terms: model.Terms("two")})); len(got) != 10 {
 		t.Errorf("search after the merge = %v, want all 10", got)
 	}
 	checkIndexes(t, db)
@@ -348,12 +349,12 @@ func TestSearchRetriesWhenTheTailMovedOn(t *testing.T) {
 	}
 	defer tx.Rollback()
 	mergeAll(t, db.DB) // tx still sees the message in the tail
-	s := &searcher{db: db.DB, q: SearchQuery{Terms: Terms("apple")}}
+	s := &searcher{db: db.DB, q: model.SearchQuery{Terms: model.Terms("apple")}}
 	s.plan(tx)
 	if _, err := s.postingLists(tx); !errors.Is(err, errStaleTail) {
 		t.Errorf("postingLists in a transaction from before the merge = %v, want errStaleTail", err)
 	}
-	if got := pageIDs(mustSearch(t, db, SearchQuery{Terms: Terms("apple")})); !slices.Equal(got, []uint64{m.ID}) {
+	if got := pageIDs(mustSearch(t, db, model.SearchQuery{Terms: model.Terms("apple")})); !slices.Equal(got, []uint64{m.ID}) {
 		t.Errorf("search = %v, want [%d]", got, m.ID)
 	}
 }
@@ -387,7 +388,7 @@ func TestUpgradeFromLayout3(t *testing.T) {
 		{"river", []uint64{5, 3}}, {"hello", []uint64{3, 1}}, {"edited", []uint64{2}},
 		{"draft", []uint64{2}}, {"cafe\u0301", []uint64{5}}, {"deleted", nil},
 	} {
-		if got := pageIDs(mustSearch(t, tdb, SearchQuery{Terms: Terms(tt.q)})); !slices.Equal(got, tt.want) {
+		if got := pageIDs(mustSearch(t, tdb, model.SearchQuery{Terms: model.Terms(tt.q)})); !slices.Equal(got, tt.want) {
 			t.Errorf("search %q after the upgrade = %v, want %v", tt.q, got, tt.want)
 		}
 	}
@@ -399,7 +400,7 @@ func TestUpgradeFromLayout3(t *testing.T) {
 	if got := termEntries(t, tdb, m.ID); !slices.Equal(got, []string{ownerTerm(u.ID), "again", "river", "the"}) {
 		t.Errorf("new message's tail record = %q", got)
 	}
-	if got := pageIDs(mustSearch(t, tdb, SearchQuery{Terms: Terms("river")})); !slices.Equal(got, []uint64{m.ID, 5, 3}) {
+	if got := pageIDs(mustSearch(t, tdb, model.SearchQuery{Terms: model.Terms("river")})); !slices.Equal(got, []uint64{m.ID, 5, 3}) {
 		t.Errorf("search river = %v, want [%d 5 3]", got, m.ID)
 	}
 	if err := db.Close(); err != nil {
@@ -414,7 +415,7 @@ func TestUpgradeFromLayout3(t *testing.T) {
 	if log.Len() != 0 {
 		t.Errorf("second open logged %q, want nothing", log.String())
 	}
-	if got := pageIDs(mustSearch(t, &testDB{DB: db, Path: path}, SearchQuery{Terms: Terms("river")})); !slices.Equal(got, []uint64{m.ID, 5, 3}) {
+	if got := pageIDs(mustSearch(t, &testDB{DB: db, Path: path}, model.SearchQuery{Terms: model.Terms("river")})); !slices.Equal(got, []uint64{m.ID, 5, 3}) {
 		t.Errorf("search river after reopening = %v, want the tail rebuilt from disk", got)
 	}
 	mergeAll(t, db)
@@ -436,12 +437,12 @@ func TestSearchCountsTailReads(t *testing.T) {
 		for range stale {
 			m := mustCreateMessage(t, db, ada.ID, "apple crumble")
 			content := "plum crumble"
-			if _, err := db.UpdateMessage(m.ID, ByUser(ada.ID), MessageUpdate{Content: &content}, nil); err != nil {
+			if _, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: &content}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
 	})
-	s := &searcher{db: db.DB, q: SearchQuery{Terms: Terms("apple")}, limit: 20, page: &SearchPage{}}
+	s := &searcher{db: db.DB, q: model.SearchQuery{Terms: model.Terms("apple")}, limit: 20, page: &model.SearchPage{}}
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		s.plan(tx)
 		return s.walk(context.Background(), tx)
@@ -468,7 +469,7 @@ func manualMerges(t *testing.T) {
 // from the tail: a record of 25 words, sought for one it holds near the
 // end and one it lacks.
 func BenchmarkTailRecordHas(b *testing.B) {
-	terms := sortedTerms("veteko pohadu fesajo feteha tekoko zigasa kobaba dulili bazidu fekove haveve apple " +
+	terms := model.SortedTerms("veteko pohadu fesajo feteha tekoko zigasa kobaba dulili bazidu fekove haveve apple " +
 		"feliko bazipo kokoha mibajo vekoba nopodu fezite joziga fegadu linoru ziziga popote river")
 	rec := encodeTailRecord(terms)
 	river, rivet := []byte("river"), []byte("rivet")

@@ -3,10 +3,9 @@ package bolt
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
+	"herald/model"
 	"slices"
 	"sync"
 	"time"
@@ -14,55 +13,12 @@ import (
 	bbolt "go.etcd.io/bbolt"
 )
 
-// TokenHash is the SHA-256 of a bearer token. Only the hash is stored, so a
-// copy of the database file does not hand out working tokens.
-type TokenHash [32]byte
-
-// Token is one issued bearer token; a user may hold several (one per device).
-type Token struct {
-	Hash TokenHash
-	// ID is the token's public handle, shown in the list of a user's tokens
-	// and used to revoke one. It is random, not derived from the secret.
-	ID         TokenID
-	UserID     uint64
-	CreatedAt  time.Time
-	LastUsedAt time.Time
-	ExpiresAt  time.Time
-}
-
-// TokenID is a token's public handle.
-type TokenID [8]byte
-
-// String is the handle as the API shows it.
-func (id TokenID) String() string { return hex.EncodeToString(id[:]) }
-
-// ParseTokenID reads a handle as String writes it.
-func ParseTokenID(s string) (TokenID, bool) {
-	var id TokenID
-	if len(s) != 2*len(id) {
-		return id, false
-	}
-	_, err := hex.Decode(id[:], []byte(s))
-	return id, err == nil && s == id.String() // lower case only: one spelling per ID
-}
-
-// Token limits.
-const (
-	// MaxTokensPerUser bounds the devices a user is logged in on; a login
-	// beyond it drops the oldest token.
-	MaxTokensPerUser = 50
-	// TokenUseGranularity is how stale a token's LastUsedAt may get: a use
-	// is recorded at most once per this interval, so reads do not turn into
-	// writes.
-	TokenUseGranularity = time.Minute
-)
-
 // Token record: userID, createdAt, expiresAt, lastUsedAt (8 bytes each),
 // then the public ID. Tokens are read on every authenticated request, so
 // the record is fixed-size binary.
-const tokenRecordLen = 8*4 + len(TokenID{})
+const tokenRecordLen = 8*4 + len(model.TokenID{})
 
-func encodeToken(t *Token) []byte {
+func encodeToken(t *model.Token) []byte {
 	b := make([]byte, tokenRecordLen)
 	binary.BigEndian.PutUint64(b[0:], t.UserID)
 	binary.BigEndian.PutUint64(b[8:], uint64(timeToMicros(t.CreatedAt)))
@@ -72,11 +28,11 @@ func encodeToken(t *Token) []byte {
 	return b
 }
 
-func decodeToken(hash TokenHash, b []byte) (*Token, error) {
+func decodeToken(hash model.TokenHash, b []byte) (*model.Token, error) {
 	if len(b) != tokenRecordLen {
 		return nil, fmt.Errorf("decode token: record is %d bytes, want %d", len(b), tokenRecordLen)
 	}
-	t := &Token{
+	t := &model.Token{
 		Hash:       hash,
 		UserID:     binary.BigEndian.Uint64(b[0:]),
 		CreatedAt:  microsToTime(int64(binary.BigEndian.Uint64(b[8:]))),
@@ -91,41 +47,26 @@ func decodeToken(hash TokenHash, b []byte) (*Token, error) {
 // expiresAt. Read only to upgrade it.
 const layout1TokenLen = 24
 
-// newTokenID draws a random public handle.
-func newTokenID() TokenID {
-	var id TokenID
-	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails on supported platforms
-	return id
-}
-
-// expiry is when a token issued at created with lifetime ttl stops working,
-// at the precision the store keeps, so the time a client is told is the
-// time that is enforced.
-func expiry(created time.Time, ttl time.Duration) time.Time {
-	return created.Add(ttl).Truncate(time.Microsecond)
-}
-
-// issueToken writes a new token for userID and its per-user index entry,
-// dropping the user's oldest tokens beyond MaxTokensPerUser; callers hold
+// dropping the user's oldest tokens beyond model.MaxTokensPerUser; callers hold
 // the write transaction. A hash already present is refused rather than
 // overwritten, which would orphan the other user's index entry.
-func (db *DB) issueToken(tx *bbolt.Tx, hash TokenHash, userID uint64, now time.Time, ttl time.Duration) (*Token, error) {
+func (db *DB) issueToken(tx *bbolt.Tx, hash model.TokenHash, userID uint64, now time.Time, ttl time.Duration) (*model.Token, error) {
 	tokens := tx.Bucket(bucketTokens)
 	if tokens.Get(hash[:]) != nil {
-		return nil, refuse(ErrConflict, "this token was already issued")
+		return nil, model.Errorf(model.ErrConflict, "this token was already issued")
 	}
 	held, err := userTokens(tx, userID)
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(held, func(a, b *Token) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	for len(held) >= MaxTokensPerUser {
+	slices.SortFunc(held, func(a, b *model.Token) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	for len(held) >= model.MaxTokensPerUser {
 		if err := db.deleteToken(tx, held[0]); err != nil {
 			return nil, err
 		}
 		held = held[1:]
 	}
-	t := &Token{Hash: hash, ID: newTokenID(), UserID: userID, CreatedAt: now, LastUsedAt: now, ExpiresAt: expiry(now, ttl)}
+	t := &model.Token{Hash: hash, ID: model.NewTokenID(), UserID: userID, CreatedAt: now, LastUsedAt: now, ExpiresAt: model.TokenExpiry(now, ttl)}
 	if err := tokens.Put(hash[:], encodeToken(t)); err != nil {
 		return nil, err
 	}
@@ -137,7 +78,7 @@ func (db *DB) issueToken(tx *bbolt.Tx, hash TokenHash, userID uint64, now time.T
 
 // deleteToken removes t inside tx, the one way a token stops existing, and
 // has those watching its user's tokens woken once tx commits.
-func (db *DB) deleteToken(tx *bbolt.Tx, t *Token) error {
+func (db *DB) deleteToken(tx *bbolt.Tx, t *model.Token) error {
 	if err := tx.Bucket(bucketTokens).Delete(t.Hash[:]); err != nil {
 		return err
 	}
@@ -185,13 +126,13 @@ func (db *DB) WatchTokenDeletions(fn func(userID uint64)) (stop func()) {
 }
 
 // userTokens lists every token of a user, expired ones included.
-func userTokens(tx *bbolt.Tx, userID uint64) ([]*Token, error) {
-	var out []*Token
+func userTokens(tx *bbolt.Tx, userID uint64) ([]*model.Token, error) {
+	var out []*model.Token
 	tokens := tx.Bucket(bucketTokens)
 	prefix := itob(userID)
 	c := tx.Bucket(bucketTokensByUser).Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		var h TokenHash
+		var h model.TokenHash
 		copy(h[:], k[8:])
 		b := tokens.Get(h[:])
 		if b == nil {
@@ -211,13 +152,13 @@ func userTokens(tx *bbolt.Tx, userID uint64) ([]*Token, error) {
 // may have changed, or the account gone, meanwhile; so the transaction
 // first makes sure checkedHash is still the account's, and a login that
 // raced a password change or a deletion gets nothing. Errors:
-// ErrUnauthorized.
-func (db *DB) IssueLoginToken(userID uint64, checkedHash string, hash TokenHash, ttl time.Duration) (*Token, error) {
-	var tok *Token
+// model.ErrUnauthorized.
+func (db *DB) IssueLoginToken(userID uint64, checkedHash string, hash model.TokenHash, ttl time.Duration) (*model.Token, error) {
+	var tok *model.Token
 	err := db.writes.update(func(tx *bbolt.Tx) error {
 		u, err := userByID(tx, userID)
 		if err != nil || u.PasswordHash != checkedHash {
-			return refuse(ErrUnauthorized, "e-mail or password is incorrect")
+			return model.Errorf(model.ErrUnauthorized, "e-mail or password is incorrect")
 		}
 		tok, err = db.issueToken(tx, hash, userID, db.clock(), ttl)
 		return err
@@ -228,12 +169,12 @@ func (db *DB) IssueLoginToken(userID uint64, checkedHash string, hash TokenHash,
 	return tok, nil
 }
 
-// Authenticate finds the user a token belongs to. Errors: ErrUnauthorized
+// Authenticate finds the user a token belongs to. Errors: model.ErrUnauthorized
 // when the token is unknown, revoked, expired, or its user is gone.
-func (db *DB) Authenticate(hash TokenHash) (*User, *Token, error) {
+func (db *DB) Authenticate(hash model.TokenHash) (*model.User, *model.Token, error) {
 	var (
-		u   *User
-		tok *Token
+		u   *model.User
+		tok *model.Token
 	)
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		var err error
@@ -249,34 +190,34 @@ func (db *DB) Authenticate(hash TokenHash) (*User, *Token, error) {
 // authenticate is Authenticate inside a transaction the caller holds, so
 // that reads and writes can check their token in their own transaction. A
 // successful use is noted for LastUsedAt.
-func (db *DB) authenticate(tx *bbolt.Tx, hash TokenHash) (*User, *Token, error) {
+func (db *DB) authenticate(tx *bbolt.Tx, hash model.TokenHash) (*model.User, *model.Token, error) {
 	now := db.clock()
 	b := tx.Bucket(bucketTokens).Get(hash[:])
 	if b == nil {
-		return nil, nil, refuse(ErrUnauthorized, "the bearer token is unknown or was revoked")
+		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token is unknown or was revoked")
 	}
 	tok, err := decodeToken(hash, b)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !now.Before(tok.ExpiresAt) {
-		return nil, nil, refuse(ErrUnauthorized, "the bearer token has expired; log in again")
+		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token has expired; log in again")
 	}
 	u, err := userByID(tx, tok.UserID)
 	if err != nil {
-		return nil, nil, refuse(ErrUnauthorized, "the bearer token's account no longer exists")
+		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token's account no longer exists")
 	}
 	db.uses.note(tok, now)
 	return u, tok, nil
 }
 
 // RevokeToken deletes a token so it stops working at once. Errors:
-// ErrNotFound when no such token exists.
-func (db *DB) RevokeToken(hash TokenHash) error {
+// model.ErrNotFound when no such token exists.
+func (db *DB) RevokeToken(hash model.TokenHash) error {
 	return db.writes.update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketTokens).Get(hash[:])
 		if b == nil {
-			return refuse(ErrNotFound, "the token does not exist")
+			return model.Errorf(model.ErrNotFound, "the token does not exist")
 		}
 		tok, err := decodeToken(hash, b)
 		if err != nil {
@@ -287,11 +228,11 @@ func (db *DB) RevokeToken(hash TokenHash) error {
 }
 
 // RevokeTokenByID revokes the caller's token with public handle id, which
-// may be the one making the request. Errors: ErrUnauthorized, ErrNotFound
+// may be the one making the request. Errors: model.ErrUnauthorized, model.ErrNotFound
 // when the caller holds no token with that handle (another user's included).
-func (db *DB) RevokeTokenByID(by Caller, id TokenID) error {
+func (db *DB) RevokeTokenByID(by model.Caller, id model.TokenID) error {
 	return db.writes.update(func(tx *bbolt.Tx) error {
-		u, err := by.user(tx, db)
+		u, err := db.caller(tx, by)
 		if err != nil {
 			return err
 		}
@@ -304,31 +245,32 @@ func (db *DB) RevokeTokenByID(by Caller, id TokenID) error {
 				return db.deleteToken(tx, t)
 			}
 		}
-		return refuse(ErrNotFound, "you hold no token %s", id)
+		return model.Errorf(model.ErrNotFound, "you hold no token %s", id)
 	})
 }
 
 // RevokeAllTokens logs the caller out everywhere: every token of theirs
 // stops working, the one making the request included. Errors:
-// ErrUnauthorized, ErrNotFound.
-func (db *DB) RevokeAllTokens(by Caller) error {
+// model.ErrUnauthorized, model.ErrNotFound.
+func (db *DB) RevokeAllTokens(by model.Caller) error {
 	return db.writes.update(func(tx *bbolt.Tx) error {
-		u, err := by.user(tx, db)
+		u, err := db.caller(tx, by)
 		if err != nil {
 			return err
 		}
-		return db.revokeTokensExcept(tx, u.ID, nil)
+		return db.revokeTokensExcept(tx, u.ID, model.TokenHash{})
 	})
 }
 
-// revokeTokensExcept deletes every token of userID but keep (nil: all).
-func (db *DB) revokeTokensExcept(tx *bbolt.Tx, userID uint64, keep *TokenHash) error {
+// revokeTokensExcept deletes every token of userID but keep; the zero
+// hash, which no token has, keeps none.
+func (db *DB) revokeTokensExcept(tx *bbolt.Tx, userID uint64, keep model.TokenHash) error {
 	held, err := userTokens(tx, userID)
 	if err != nil {
 		return err
 	}
 	for _, t := range held {
-		if keep != nil && t.Hash == *keep {
+		if t.Hash == keep {
 			continue
 		}
 		if err := db.deleteToken(tx, t); err != nil {
@@ -339,8 +281,8 @@ func (db *DB) revokeTokensExcept(tx *bbolt.Tx, userID uint64, keep *TokenHash) e
 }
 
 // Tokens lists the tokens a user holds that still work, newest first.
-func (db *DB) Tokens(userID uint64) ([]*Token, error) {
-	var out []*Token
+func (db *DB) Tokens(userID uint64) ([]*model.Token, error) {
+	var out []*model.Token
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		var err error
 		out, err = userTokens(tx, userID)
@@ -350,11 +292,11 @@ func (db *DB) Tokens(userID uint64) ([]*Token, error) {
 		return nil, err
 	}
 	now := db.clock()
-	out = slices.DeleteFunc(out, func(t *Token) bool { return !now.Before(t.ExpiresAt) })
+	out = slices.DeleteFunc(out, func(t *model.Token) bool { return !now.Before(t.ExpiresAt) })
 	for _, t := range out {
 		t.LastUsedAt = db.uses.lastUse(t)
 	}
-	slices.SortFunc(out, func(a, b *Token) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	slices.SortFunc(out, func(a, b *model.Token) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	return out, nil
 }
 
@@ -382,13 +324,13 @@ func (db *DB) SweepExpiredTokens(ctx context.Context) (int, error) {
 			if from != nil {
 				k, v = c.Seek(from)
 			}
-			var expired []*Token
+			var expired []*model.Token
 			for seen := 0; k != nil; k, v = c.Next() {
 				if seen++; seen > sweepChunk {
 					next = bytes.Clone(k)
 					break
 				}
-				var h TokenHash
+				var h model.TokenHash
 				copy(h[:], k)
 				t, err := decodeToken(h, v)
 				if err != nil {

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"errors"
+	"herald/model"
 	"slices"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 
 // tokenIndexed reports whether hash has a record in tokens and an entry for
 // userID in tokens_by_user.
-func tokenIndexed(t *testing.T, db *testDB, userID uint64, hash TokenHash) (inTokens, inIndex bool) {
+func tokenIndexed(t *testing.T, db *testDB, userID uint64, hash model.TokenHash) (inTokens, inIndex bool) {
 	t.Helper()
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		inTokens = tx.Bucket(bucketTokens).Get(hash[:]) != nil
@@ -49,7 +50,7 @@ func TestCreateToken(t *testing.T) {
 			t.Errorf("ExpiresAt = %v, want %v", got, want)
 		}
 		// Both the new and the registration token work: one per device.
-		for _, hh := range []TokenHash{regHash, h} {
+		for _, hh := range []model.TokenHash{regHash, h} {
 			u, _, err := db.Authenticate(hh)
 			if err != nil {
 				t.Errorf("Authenticate(%x) = %v", hh[:4], err)
@@ -70,7 +71,7 @@ func TestCreateToken(t *testing.T) {
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
 		for _, id := range []uint64{0, ada.ID + 1} {
 			tok, err := db.CreateToken(id, tokenHash("orphan"), time.Hour)
-			if !errors.Is(err, ErrNotFound) {
+			if !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("CreateToken(user %d) = %v, want ErrNotFound", id, err)
 			}
 			if tok != nil {
@@ -80,7 +81,7 @@ func TestCreateToken(t *testing.T) {
 		if got, want := mustCounts(t, db), (Counts{Users: 1, Tokens: 1}); got != want {
 			t.Errorf("Counts() = %+v, want %+v", got, want)
 		}
-		if _, _, err := db.Authenticate(tokenHash("orphan")); !errors.Is(err, ErrUnauthorized) {
+		if _, _, err := db.Authenticate(tokenHash("orphan")); !errors.Is(err, model.ErrUnauthorized) {
 			t.Errorf("Authenticate(refused token) = %v, want ErrUnauthorized", err)
 		}
 	})
@@ -107,8 +108,8 @@ func TestCreateToken(t *testing.T) {
 			t.Errorf("CreateToken CreatedAt = %v, stored CreatedAt = %v; want equal", got, want)
 		}
 
-		// Registration issues its token the same way.
-		u := &User{Email: "bob@example.com", PasswordHash: fakePasswordHash}
+		// model.Registration issues its token the same way.
+		u := &model.User{Email: "bob@example.com", PasswordHash: fakePasswordHash}
 		regHash := tokenHash("bob registration")
 		regTok, err := db.CreateUser(u, regHash, ttl)
 		if err != nil {
@@ -136,7 +137,7 @@ func TestCreateToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := db.CreateToken(bob.ID, h, time.Hour)
-		if err != nil && !errors.Is(err, ErrConflict) {
+		if err != nil && !errors.Is(err, model.ErrConflict) {
 			t.Errorf("CreateToken(bob, ada's hash) = %v, want nil or ErrConflict", err)
 		}
 		checkIndexes(t, db.DB)
@@ -173,8 +174,8 @@ func TestAuthenticate(t *testing.T) {
 		if got, want := u.Email, "Ada@Example.com"; got != want {
 			t.Errorf("user Email = %q, want %q", got, want)
 		}
-		if got, want := u.HasRole(RoleUser), true; got != want {
-			t.Errorf("HasRole(%q) = %v, want %v", RoleUser, got, want)
+		if got, want := u.HasRole(model.RoleUser), true; got != want {
+			t.Errorf("HasRole(%q) = %v, want %v", model.RoleUser, got, want)
 		}
 		if got, want := tok.Hash, h; got != want {
 			t.Errorf("token Hash = %x, want %x", got, want)
@@ -188,9 +189,9 @@ func TestAuthenticate(t *testing.T) {
 		t.Run("Unknown", func(t *testing.T) {
 			db := mustOpen(t)
 			mustCreateUser(t, db, "ada@example.com")
-			for _, h := range []TokenHash{{}, tokenHash("never issued")} {
+			for _, h := range []model.TokenHash{{}, tokenHash("never issued")} {
 				u, tok, err := db.Authenticate(h)
-				if !errors.Is(err, ErrUnauthorized) {
+				if !errors.Is(err, model.ErrUnauthorized) {
 					t.Errorf("Authenticate(%x) = %v, want ErrUnauthorized", h[:4], err)
 				}
 				if u != nil || tok != nil {
@@ -222,14 +223,14 @@ func TestAuthenticate(t *testing.T) {
 			// At exactly ExpiresAt the token is dead.
 			db.Clock.Set(tok.ExpiresAt)
 			u, got, err := db.Authenticate(h)
-			if !errors.Is(err, ErrUnauthorized) {
+			if !errors.Is(err, model.ErrUnauthorized) {
 				t.Errorf("Authenticate at ExpiresAt = %v, want ErrUnauthorized", err)
 			}
 			if u != nil || got != nil {
 				t.Errorf("Authenticate at ExpiresAt = %v, %v, want nil, nil", u, got)
 			}
 			db.Clock.Set(tok.ExpiresAt.Add(24 * time.Hour))
-			if _, _, err := db.Authenticate(h); !errors.Is(err, ErrUnauthorized) {
+			if _, _, err := db.Authenticate(h); !errors.Is(err, model.ErrUnauthorized) {
 				t.Errorf("Authenticate a day after ExpiresAt = %v, want ErrUnauthorized", err)
 			}
 			// Expired tokens are refused, not deleted.
@@ -245,7 +246,7 @@ func TestAuthenticate(t *testing.T) {
 			if _, err := db.CreateToken(ada.ID, h, 0); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := db.Authenticate(h); !errors.Is(err, ErrUnauthorized) {
+			if _, _, err := db.Authenticate(h); !errors.Is(err, model.ErrUnauthorized) {
 				t.Errorf("Authenticate(zero-TTL token) = %v, want ErrUnauthorized", err)
 			}
 		})
@@ -259,7 +260,7 @@ func TestAuthenticate(t *testing.T) {
 			if err := db.RevokeToken(h); err != nil {
 				t.Fatalf("RevokeToken = %v", err)
 			}
-			if _, _, err := db.Authenticate(h); !errors.Is(err, ErrUnauthorized) {
+			if _, _, err := db.Authenticate(h); !errors.Is(err, model.ErrUnauthorized) {
 				t.Errorf("Authenticate after revoke = %v, want ErrUnauthorized", err)
 			}
 		})
@@ -312,13 +313,13 @@ func TestRevokeToken(t *testing.T) {
 	t.Run("ErrNotFound", func(t *testing.T) {
 		db := mustOpen(t)
 		_, h := mustCreateUser(t, db, "ada@example.com")
-		if err := db.RevokeToken(tokenHash("never issued")); !errors.Is(err, ErrNotFound) {
+		if err := db.RevokeToken(tokenHash("never issued")); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("RevokeToken(unknown) = %v, want ErrNotFound", err)
 		}
 		if err := db.RevokeToken(h); err != nil {
 			t.Fatalf("first RevokeToken = %v", err)
 		}
-		if err := db.RevokeToken(h); !errors.Is(err, ErrNotFound) {
+		if err := db.RevokeToken(h); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("second RevokeToken = %v, want ErrNotFound", err)
 		}
 		if got, want := mustCounts(t, db), (Counts{Users: 1}); got != want {
@@ -337,23 +338,23 @@ func TestTokens(t *testing.T) {
 	if _, err := db.CreateToken(ada.ID, tokenHash("ada kiosk"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	adaHashes := []TokenHash{adaReg}
+	adaHashes := []model.TokenHash{adaReg}
 	for _, device := range []string{"phone", "laptop", "tablet"} {
 		h := tokenHash("ada " + device)
 		db.Clock.Add(time.Second)
 		if _, err := db.CreateToken(ada.ID, h, defaultTTL); err != nil {
 			t.Fatal(err)
 		}
-		adaHashes = append([]TokenHash{h}, adaHashes...)
+		adaHashes = append([]model.TokenHash{h}, adaHashes...)
 	}
 	db.Clock.Add(time.Hour)
 	if err := db.RevokeToken(carolReg); err != nil {
 		t.Fatal(err)
 	}
 
-	hashesOf := func(toks []*Token, userID uint64) []TokenHash {
+	hashesOf := func(toks []*model.Token, userID uint64) []model.TokenHash {
 		t.Helper()
-		var hs []TokenHash
+		var hs []model.TokenHash
 		for _, tok := range toks {
 			if tok.UserID != userID {
 				t.Errorf("token %x listed for user %d belongs to %d", tok.Hash[:4], userID, tok.UserID)
@@ -384,7 +385,7 @@ func TestTokens(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := hashesOf(toks, bob.ID), []TokenHash{bobReg}; !slices.Equal(got, want) {
+		if got, want := hashesOf(toks, bob.ID), []model.TokenHash{bobReg}; !slices.Equal(got, want) {
 			t.Errorf("Tokens(bob) = %x, want %x", got, want)
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"herald/model"
 	"slices"
 	"sync"
 	"testing"
@@ -15,7 +16,7 @@ import (
 func TestTokenIDs(t *testing.T) {
 	db := mustOpen(t)
 	ada, reg := mustCreateUser(t, db, "ada@example.com")
-	seen := make(map[TokenID]bool)
+	seen := make(map[model.TokenID]bool)
 	for i := range 20 {
 		tok, err := db.CreateToken(ada.ID, tokenHash(fmt.Sprint("device ", i)), defaultTTL)
 		if err != nil {
@@ -25,7 +26,7 @@ func TestTokenIDs(t *testing.T) {
 			t.Errorf("token ID %s issued twice", tok.ID)
 		}
 		seen[tok.ID] = true
-		if got, ok := ParseTokenID(tok.ID.String()); !ok || got != tok.ID {
+		if got, ok := model.ParseTokenID(tok.ID.String()); !ok || got != tok.ID {
 			t.Errorf("ParseTokenID(%q) = %v, %v", tok.ID, got, ok)
 		}
 		// A handle is not a piece of the secret's hash.
@@ -34,11 +35,11 @@ func TestTokenIDs(t *testing.T) {
 		}
 	}
 	_, regTok, err := db.Authenticate(reg)
-	if err != nil || regTok.ID == (TokenID{}) {
+	if err != nil || regTok.ID == (model.TokenID{}) {
 		t.Errorf("registration token ID = %v, %v; want a handle", regTok, err)
 	}
 	for _, bad := range []string{"", "abc", "0123456789abcdeF", "0123456789abcdeg", "0123456789abcdef0"} {
-		if _, ok := ParseTokenID(bad); ok {
+		if _, ok := model.ParseTokenID(bad); ok {
 			t.Errorf("ParseTokenID(%q) ok, want refused", bad)
 		}
 	}
@@ -48,8 +49,8 @@ func TestTokenLimitPerUser(t *testing.T) {
 	db := mustOpen(t)
 	ada, reg := mustCreateUser(t, db, "ada@example.com")
 	bob, bobReg := mustCreateUser(t, db, "bob@example.com")
-	hashes := []TokenHash{reg}
-	for i := range MaxTokensPerUser + 4 {
+	hashes := []model.TokenHash{reg}
+	for i := range model.MaxTokensPerUser + 4 {
 		db.Clock.Add(time.Second)
 		h := tokenHash(fmt.Sprint("login ", i))
 		if _, err := db.CreateToken(ada.ID, h, defaultTTL); err != nil {
@@ -61,13 +62,13 @@ func TestTokenLimitPerUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(toks), MaxTokensPerUser; got != want {
+	if got, want := len(toks), model.MaxTokensPerUser; got != want {
 		t.Errorf("ada holds %d tokens, want %d", got, want)
 	}
 	// The five oldest (registration first) were dropped, the newest kept.
 	for i, h := range hashes {
 		_, _, err := db.Authenticate(h)
-		if dropped := i < 5; dropped != errors.Is(err, ErrUnauthorized) {
+		if dropped := i < 5; dropped != errors.Is(err, model.ErrUnauthorized) {
 			t.Errorf("token %d of %d: Authenticate = %v, dropped = %v", i, len(hashes), err, dropped)
 		}
 	}
@@ -94,7 +95,7 @@ func TestTokenLastUsed(t *testing.T) {
 		t.Errorf("LastUsedAt of a new token = %v, want its creation %v", got, created)
 	}
 	// Uses within the granularity write nothing.
-	db.Clock.Add(TokenUseGranularity / 2)
+	db.Clock.Add(model.TokenUseGranularity / 2)
 	for range 100 {
 		if _, _, err := db.Authenticate(reg); err != nil {
 			t.Fatal(err)
@@ -104,7 +105,7 @@ func TestTokenLastUsed(t *testing.T) {
 		t.Errorf("FlushTokenUses after fresh uses = %d, %v; want 0", n, err)
 	}
 	// A use after it is noted once, shown at once, and written by one flush.
-	db.Clock.Add(TokenUseGranularity)
+	db.Clock.Add(model.TokenUseGranularity)
 	commits := db.WriteStats().Commits
 	for range 100 {
 		if _, _, err := db.Authenticate(reg); err != nil {
@@ -128,7 +129,7 @@ func TestTokenLastUsed(t *testing.T) {
 		t.Errorf("LastUsedAt after the flush = %v, want %v", got, want)
 	}
 	// A token revoked before the flush is not brought back.
-	db.Clock.Add(TokenUseGranularity)
+	db.Clock.Add(model.TokenUseGranularity)
 	if _, _, err := db.Authenticate(reg); err != nil {
 		t.Fatal(err)
 	}
@@ -156,18 +157,18 @@ func TestRevokeTokenByID(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another user's handle is as unknown as a made-up one.
-	for _, id := range []TokenID{bobTok.ID, {1, 2, 3}} {
-		if err := db.RevokeTokenByID(ByToken(adaReg), id); !errors.Is(err, ErrNotFound) {
+	for _, id := range []model.TokenID{bobTok.ID, {1, 2, 3}} {
+		if err := db.RevokeTokenByID(model.ByToken(adaReg), id); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("RevokeTokenByID(%s) = %v, want ErrNotFound", id, err)
 		}
 	}
 	if _, _, err := db.Authenticate(bobReg); err != nil {
 		t.Errorf("bob's token after ada tried to revoke it: %v", err)
 	}
-	if err := db.RevokeTokenByID(ByToken(adaReg), phone.ID); err != nil {
+	if err := db.RevokeTokenByID(model.ByToken(adaReg), phone.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.Authenticate(phone.Hash); !errors.Is(err, ErrUnauthorized) {
+	if _, _, err := db.Authenticate(phone.Hash); !errors.Is(err, model.ErrUnauthorized) {
 		t.Errorf("revoked phone token: Authenticate = %v, want ErrUnauthorized", err)
 	}
 	if _, _, err := db.Authenticate(adaReg); err != nil {
@@ -175,10 +176,10 @@ func TestRevokeTokenByID(t *testing.T) {
 	}
 	// The presented token can revoke itself, and then can do nothing more.
 	_, self, _ := db.Authenticate(adaReg)
-	if err := db.RevokeTokenByID(ByToken(adaReg), self.ID); err != nil {
+	if err := db.RevokeTokenByID(model.ByToken(adaReg), self.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RevokeTokenByID(ByToken(adaReg), self.ID); !errors.Is(err, ErrUnauthorized) {
+	if err := db.RevokeTokenByID(model.ByToken(adaReg), self.ID); !errors.Is(err, model.ErrUnauthorized) {
 		t.Errorf("revoking with a revoked token = %v, want ErrUnauthorized", err)
 	}
 }
@@ -187,7 +188,7 @@ func TestRevokeAllTokens(t *testing.T) {
 	db := mustOpen(t)
 	ada, adaReg := mustCreateUser(t, db, "ada@example.com")
 	_, bobReg := mustCreateUser(t, db, "bob@example.com")
-	var all []TokenHash
+	var all []model.TokenHash
 	for i := range 3 {
 		h := tokenHash(fmt.Sprint("ada device ", i))
 		if _, err := db.CreateToken(ada.ID, h, defaultTTL); err != nil {
@@ -195,11 +196,11 @@ func TestRevokeAllTokens(t *testing.T) {
 		}
 		all = append(all, h)
 	}
-	if err := db.RevokeAllTokens(ByToken(all[0])); err != nil {
+	if err := db.RevokeAllTokens(model.ByToken(all[0])); err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range append(all, adaReg) {
-		if _, _, err := db.Authenticate(h); !errors.Is(err, ErrUnauthorized) {
+		if _, _, err := db.Authenticate(h); !errors.Is(err, model.ErrUnauthorized) {
 			t.Errorf("after logging out everywhere: Authenticate = %v, want ErrUnauthorized", err)
 		}
 	}
@@ -211,14 +212,14 @@ func TestRevokeAllTokens(t *testing.T) {
 func TestSweepExpiredTokens(t *testing.T) {
 	db := mustOpen(t)
 	// More than two sweep transactions' worth, spread over enough users
-	// that none reaches MaxTokensPerUser.
+	// that none reaches model.MaxTokensPerUser.
 	var users []uint64
 	for i := range 30 {
 		u, _ := mustCreateUser(t, db, fmt.Sprintf("user%d@example.com", i))
 		users = append(users, u.ID)
 	}
-	ada := &User{ID: users[0]}
-	var keep []TokenHash
+	ada := &model.User{ID: users[0]}
+	var keep []model.TokenHash
 	for i := range 2*sweepChunk + 7 {
 		owner := users[i%len(users)]
 		ttl := time.Minute
@@ -257,7 +258,7 @@ func TestSweepExpiredTokens(t *testing.T) {
 		t.Errorf("second sweep deleted %d, want 0", n)
 	}
 	toks, _ := db.Tokens(ada.ID)
-	if slices.ContainsFunc(toks, func(t *Token) bool { return !t.ExpiresAt.After(db.Clock.Now()) }) {
+	if slices.ContainsFunc(toks, func(t *model.Token) bool { return !t.ExpiresAt.After(db.Clock.Now()) }) {
 		t.Errorf("an expired token is still listed")
 	}
 }
@@ -297,7 +298,7 @@ func TestMaintain(t *testing.T) {
 			return nil
 		})
 		_, oldErr := db.Message(old.ID)
-		retained := errors.Is(oldErr, ErrNotFound)
+		retained := errors.Is(oldErr, model.ErrNotFound)
 		if swept && recorded && retained {
 			if _, err := db.Message(recent.ID); err != nil {
 				t.Errorf("a recent message after retention: %v", err)
@@ -335,10 +336,10 @@ func TestWatchTokenDeletions(t *testing.T) {
 		return got
 	}
 	// Not by another user's revocation, nor by a refused one.
-	if err := db.RevokeAllTokens(ByUser(bob.ID)); err != nil {
+	if err := db.RevokeAllTokens(model.ByUser(bob.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RevokeTokenByID(ByUser(ada.ID), TokenID{}); !errors.Is(err, ErrNotFound) {
+	if err := db.RevokeTokenByID(model.ByUser(ada.ID), model.TokenID{}); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("revoking an unknown handle = %v", err)
 	}
 	if got := take(); !slices.Equal(got, []uint64{bob.ID}) {
@@ -359,12 +360,12 @@ func TestWatchTokenDeletions(t *testing.T) {
 			if _, err := db.CreateToken(ada.ID, tokenHash("phone"), defaultTTL); err != nil {
 				t.Fatal(err)
 			}
-			if err := db.RevokeAllTokens(ByUser(ada.ID)); err != nil {
+			if err := db.RevokeAllTokens(model.ByUser(ada.ID)); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"the per-user cap", func() {
-			for i := range MaxTokensPerUser + 1 {
+			for i := range model.MaxTokensPerUser + 1 {
 				if _, err := db.CreateToken(ada.ID, tokenHash(fmt.Sprint("cap ", i)), defaultTTL); err != nil {
 					t.Fatal(err)
 				}
@@ -380,7 +381,7 @@ func TestWatchTokenDeletions(t *testing.T) {
 			if _, err := db.CreateToken(ada.ID, tokenHash("last"), defaultTTL); err != nil {
 				t.Fatal(err)
 			}
-			if err := db.DeleteAccount(ByUser(ada.ID)); err != nil {
+			if err := db.DeleteAccount(model.ByUser(ada.ID)); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -391,7 +392,7 @@ func TestWatchTokenDeletions(t *testing.T) {
 		}
 	}
 	stop()
-	if err := db.RevokeAllTokens(ByUser(bob.ID)); err != nil {
+	if err := db.RevokeAllTokens(model.ByUser(bob.ID)); err != nil {
 		t.Fatal(err)
 	}
 	if got := take(); len(got) != 0 {

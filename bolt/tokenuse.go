@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"context"
+	"herald/model"
 	"sync"
 	"time"
 
@@ -9,7 +10,7 @@ import (
 )
 
 // LastUsedAt is kept without turning reads into writes: a read that finds
-// its token's LastUsedAt older than TokenUseGranularity notes the use in
+// its token's LastUsedAt older than model.TokenUseGranularity notes the use in
 // memory, and FlushTokenUses writes the notes in one transaction. A crash
 // loses at most the notes since the last flush, which only makes a
 // "last used" time read a little old.
@@ -20,18 +21,18 @@ const maxPendingUses = 100000
 
 type tokenUses struct {
 	mu      sync.Mutex
-	pending map[TokenHash]time.Time
+	pending map[model.TokenHash]time.Time
 }
 
 // note records that t was used at now, if its stored LastUsedAt is stale.
-func (u *tokenUses) note(t *Token, now time.Time) {
-	if now.Sub(t.LastUsedAt) < TokenUseGranularity {
+func (u *tokenUses) note(t *model.Token, now time.Time) {
+	if now.Sub(t.LastUsedAt) < model.TokenUseGranularity {
 		return
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.pending == nil {
-		u.pending = make(map[TokenHash]time.Time)
+		u.pending = make(map[model.TokenHash]time.Time)
 	}
 	if prev, ok := u.pending[t.Hash]; ok || len(u.pending) < maxPendingUses {
 		if now.After(prev) {
@@ -41,7 +42,7 @@ func (u *tokenUses) note(t *Token, now time.Time) {
 }
 
 // lastUse is t's LastUsedAt including a use not yet flushed.
-func (u *tokenUses) lastUse(t *Token) time.Time {
+func (u *tokenUses) lastUse(t *model.Token) time.Time {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if p, ok := u.pending[t.Hash]; ok && p.After(t.LastUsedAt) {
@@ -50,7 +51,7 @@ func (u *tokenUses) lastUse(t *Token) time.Time {
 	return t.LastUsedAt
 }
 
-func (u *tokenUses) take() map[TokenHash]time.Time {
+func (u *tokenUses) take() map[model.TokenHash]time.Time {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	p := u.pending

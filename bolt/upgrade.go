@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"herald/model"
 	"maps"
 	"slices"
 	"time"
@@ -424,8 +425,8 @@ func (db *DB) upgradeFrom1() error {
 				return nil
 			}
 			created := microsToTime(int64(binary.BigEndian.Uint64(v[8:])))
-			t := &Token{
-				ID:         newTokenID(),
+			t := &model.Token{
+				ID:         model.NewTokenID(),
 				UserID:     binary.BigEndian.Uint64(v[0:]),
 				CreatedAt:  created,
 				LastUsedAt: created,
@@ -455,7 +456,7 @@ func (db *DB) upgradeFrom1() error {
 			}
 			msgs := tx.Bucket(bucketMessages)
 			c := msgs.Cursor()
-			var chunk []*Message
+			var chunk []*model.Message
 			k, v := c.Seek(itob(next))
 			for ; k != nil && len(chunk) < upgradeChunk; k, v = c.Next() {
 				m, err := decodeMessage(btoi(k), v)
@@ -517,7 +518,7 @@ func (db *DB) upgradeFrom1() error {
 // An interrupted upgrade from layout 1 may be finished by another release
 // than the one that began it (the previous one writes terms), so both
 // must write the same bucket: the one both know.
-func indexLayout2(tx *bbolt.Tx, msgs []*Message) error {
+func indexLayout2(tx *bbolt.Tx, msgs []*model.Message) error {
 	terms, err := tx.CreateBucketIfNotExists(bucketTerms)
 	if err != nil {
 		return err
@@ -526,7 +527,7 @@ func indexLayout2(tx *bbolt.Tx, msgs []*Message) error {
 		if err := indexOwnerAndTime(tx, m); err != nil {
 			return err
 		}
-		for _, term := range sortedTerms(m.Content) {
+		for _, term := range model.SortedTerms(m.Content) {
 			// term‖0‖id: a block key's shape, one posting to a key.
 			if err := terms.Put(postingKey([]byte(term), m.ID), nil); err != nil {
 				return err
@@ -538,7 +539,7 @@ func indexLayout2(tx *bbolt.Tx, msgs []*Message) error {
 
 // indexOwnerAndTime adds m's entries to the owner and time indexes of
 // layouts 2 to 5.
-func indexOwnerAndTime(tx *bbolt.Tx, m *Message) error {
+func indexOwnerAndTime(tx *bbolt.Tx, m *model.Message) error {
 	if err := tx.Bucket(bucketMsgsByOwner).Put(compositeKey(m.OwnerID, itob(m.ID)), nil); err != nil {
 		return err
 	}

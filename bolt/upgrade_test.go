@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"herald/model"
 	"log/slog"
 	"slices"
 	"strings"
@@ -106,7 +107,7 @@ func checkLayout5Upgraded(t *testing.T, db *testDB, when string) {
 		t.Fatal(err)
 	}
 	for email, want := range layout5Owners {
-		if got := pageIDs(mustSearch(t, db, SearchQuery{OwnerEmail: email})); !slices.Equal(got, want) {
+		if got := pageIDs(mustSearch(t, db, model.SearchQuery{OwnerEmail: email})); !slices.Equal(got, want) {
 			t.Errorf("%s: messages of %s = %v, want %v", when, email, got, want)
 		}
 	}
@@ -123,7 +124,7 @@ func checkLayout5Upgraded(t *testing.T, db *testDB, when string) {
 		{"ada@example.com", "tail zebra", []uint64{9}},
 		{"bob@example.com", "deleted", nil},
 	} {
-		q := SearchQuery{OwnerEmail: tt.owner, Terms: Terms(tt.q)}
+		q := model.SearchQuery{OwnerEmail: tt.owner, Terms: model.Terms(tt.q)}
 		if got := pageIDs(mustSearch(t, db, q)); !slices.Equal(got, tt.want) {
 			t.Errorf("%s: search %q by %s = %v, want %v", when, tt.q, tt.owner, got, tt.want)
 		}
@@ -169,7 +170,7 @@ func TestUpgradeFromLayout5(t *testing.T) {
 		t.Fatalf("Authenticate(bob's old token) = %v", err)
 	}
 	m := mustCreateMessage(t, db, u.ID, "bob again")
-	if got := pageIDs(mustSearch(t, db, SearchQuery{OwnerEmail: "bob@example.com", Limit: 2})); !slices.Equal(got, []uint64{m.ID, 10}) {
+	if got := pageIDs(mustSearch(t, db, model.SearchQuery{OwnerEmail: "bob@example.com", Limit: 2})); !slices.Equal(got, []uint64{m.ID, 10}) {
 		t.Errorf("bob's newest two after a new message = %v, want [%d 10]", got, m.ID)
 	}
 

@@ -4,194 +4,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"strings"
+	"herald/model"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	bbolt "go.etcd.io/bbolt"
-	"golang.org/x/text/unicode/norm"
 )
-
-// RoleUser is the role every registered account holds; creating messages
-// requires it.
-const RoleUser = "ROLE_USER"
-
-// RoleAdmin is held by the administrators a server is configured with; it
-// is not stored, so naming or un-naming an administrator takes a restart,
-// not a write.
-const RoleAdmin = "ROLE_ADMIN"
-
-// Limits on account fields.
-const (
-	MaxEmailBytes    = 254 // RFC 5321's path limit, less the angle brackets
-	MinPasswordChars = 8
-	MaxPasswordBytes = 1024 // bounds the work a single login can ask of argon2
-)
-
-// User is an account. PasswordHash is an encoded argon2id string and never
-// leaves the server.
-type User struct {
-	ID           uint64
-	Email        string // as registered, trimmed; unique case-insensitively
-	PasswordHash string
-	Roles        []string
-	CreatedAt    time.Time
-}
-
-// HasRole reports whether the user holds role.
-func (u *User) HasRole(role string) bool {
-	for _, r := range u.Roles {
-		if r == role {
-			return true
-		}
-	}
-	return false
-}
-
-// Registration is what a client sends to create an account, before the
-// password is hashed.
-type Registration struct {
-	Email    string
-	Password string
-}
-
-// Normalize trims the e-mail; spaces around an address are never meant.
-func (r *Registration) Normalize() { r.Email = NormalizeEmail(r.Email) }
-
-// Validate reports every rule the registration breaks.
-func (r *Registration) Validate() error {
-	var v ValidationError
-	validateEmail(&v, "email", r.Email)
-	validatePassword(&v, "password", r.Password)
-	return v.Err()
-}
-
-// CheckNewPassword adds to v a violation naming field when password breaks
-// the rules for a new password.
-func (v *ValidationError) CheckNewPassword(field, password string) {
-	validatePassword(v, field, password)
-}
-
-func validatePassword(v *ValidationError, field, password string) {
-	switch {
-	case strings.TrimSpace(password) == "":
-		v.Add(field, "must not be blank or only spaces")
-	case !utf8.ValidString(password):
-		v.Add(field, "must be valid UTF-8")
-	case utf8.RuneCountInString(password) < MinPasswordChars:
-		v.Add(field, fmt.Sprintf("must be at least %d characters", MinPasswordChars))
-	case len(password) > MaxPasswordBytes:
-		v.Add(field, fmt.Sprintf("must be at most %d bytes", MaxPasswordBytes))
-	}
-}
-
-// NormalizeEmail is the form an address is stored and shown in.
-func NormalizeEmail(s string) string { return strings.TrimSpace(s) }
-
-// EmailKey is the form an address is compared in, as a string: the key for
-// anything that must treat two spellings of one address as one (the
-// guessing limits, say).
-func EmailKey(email string) string { return string(emailKey(email)) }
-
-// emailKey is the form an address is indexed and compared in, so that
-// Ada@Example.com and ada@example.com are one account. NFC first: "é" may
-// arrive as one code point or as "e" plus a combining accent, and two
-// spellings of one address must not become two accounts.
-func emailKey(email string) []byte {
-	return []byte(Fold(norm.NFC.String(NormalizeEmail(email))))
-}
-
-// validateEmail accepts any plausible address: one '@' with something on each
-// side, no spaces or control characters. Deliverability is not ours to judge.
-func validateEmail(v *ValidationError, field, email string) {
-	switch {
-	case email == "":
-		v.Add(field, "must not be blank")
-		return
-	case !utf8.ValidString(email):
-		v.Add(field, "must be valid UTF-8")
-		return
-	case len(email) > MaxEmailBytes:
-		v.Add(field, fmt.Sprintf("must be at most %d bytes", MaxEmailBytes))
-		return
-	}
-	local, domain, ok := strings.Cut(email, "@")
-	if !ok || local == "" || domain == "" || strings.Contains(domain, "@") {
-		v.Add(field, "must be an e-mail address like name@example.com")
-		return
-	}
-	if strings.IndexFunc(email, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		v.Add(field, "must not contain spaces or control characters")
-		return
-	}
-	// The owner's e-mail is what other people see on every message, so it
-	// must look like what it is.
-	if i := strings.IndexFunc(email, isInvisible); i >= 0 {
-		r, _ := utf8.DecodeRuneInString(email[i:])
-		v.Add(field, fmt.Sprintf("must not contain invisible characters (U+%04X)", r))
-		return
-	}
-	for _, part := range append([]string{local}, strings.Split(domain, ".")...) {
-		if a, b, mixed := mixedScripts(part); mixed {
-			v.Add(field, fmt.Sprintf("must not mix %s and %s letters in one part (%q), a common way to imitate another address", a, b, part))
-			return
-		}
-	}
-}
-
-// isInvisible reports runes that render as nothing or as blank space, the
-// raw material of an address that looks like someone else's: format
-// characters (zero-width spaces and joiners, bidirectional overrides, the
-// soft hyphen), private-use, surrogate and unassigned code points, variation
-// selectors, and the fillers that draw as blanks.
-func isInvisible(r rune) bool {
-	// Not printable: format, control, private-use, surrogate and unassigned
-	// code points, and every space but U+0020 (refused before this).
-	if !unicode.IsPrint(r) || unicode.Is(unicode.Variation_Selector, r) {
-		return true
-	}
-	switch r {
-	case '\u034F', // combining grapheme joiner
-		'\u115F', '\u1160', '\u3164', '\uFFA0', // Hangul fillers
-		'\u2800': // braille blank
-		return true
-	}
-	return false
-}
-
-// confusableScripts are the scripts whose letters imitate each other most
-// (Latin a, Cyrillic а, Greek α); one part of an address may use only one
-// of them. Other scripts may mix freely: Japanese mixes Han, Hiragana and
-// Katakana by design, and a whole-script look-alike (every letter
-// Cyrillic) cannot be told from a real Cyrillic address by any simple rule.
-var confusableScripts = []struct {
-	name  string
-	table *unicode.RangeTable
-}{
-	{"Latin", unicode.Latin},
-	{"Cyrillic", unicode.Cyrillic},
-	{"Greek", unicode.Greek},
-}
-
-// mixedScripts reports whether part has letters from two confusable
-// scripts, and which.
-func mixedScripts(part string) (first, second string, mixed bool) {
-	for _, r := range part {
-		for _, s := range confusableScripts {
-			if !unicode.Is(s.table, r) {
-				continue
-			}
-			switch {
-			case first == "":
-				first = s.name
-			case first != s.name:
-				return first, s.name, true
-			}
-		}
-	}
-	return "", "", false
-}
 
 // User record layout (layout 2): a version byte, createdAt (8 bytes), then
 // the e-mail and the password hash each with a 2-byte length, then a role
@@ -200,7 +17,7 @@ func mixedScripts(part string) (first, second string, mixed bool) {
 // record is binary, as messages and tokens are.
 const userRecordVersion = 1
 
-func encodeUser(u *User) []byte {
+func encodeUser(u *model.User) []byte {
 	n := 1 + 8 + 2 + len(u.Email) + 2 + len(u.PasswordHash) + 1
 	for _, r := range u.Roles {
 		n += 1 + len(r)
@@ -222,12 +39,12 @@ func encodeUser(u *User) []byte {
 
 // decodeUser copies everything out of b, which bbolt only lends for the
 // life of the transaction.
-func decodeUser(id uint64, b []byte) (*User, error) {
+func decodeUser(id uint64, b []byte) (*model.User, error) {
 	r := recordReader{b: b}
 	if r.byte() != userRecordVersion {
 		return nil, fmt.Errorf("decode user %d: unknown record version", id)
 	}
-	u := &User{ID: id, CreatedAt: microsToTime(int64(r.uint64()))}
+	u := &model.User{ID: id, CreatedAt: microsToTime(int64(r.uint64()))}
 	u.Email = string(r.bytes(int(r.uint16())))
 	u.PasswordHash = string(r.bytes(int(r.uint16())))
 	u.Roles = make([]string, r.byte())
@@ -269,12 +86,12 @@ type userRecordJSON struct {
 	CreatedAt    int64    `json:"created"`
 }
 
-func decodeUserJSON(id uint64, b []byte) (*User, error) {
+func decodeUserJSON(id uint64, b []byte) (*model.User, error) {
 	var r userRecordJSON
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("decode layout-1 user %d: %w", id, err)
 	}
-	return &User{
+	return &model.User{
 		ID:           id,
 		Email:        r.Email,
 		PasswordHash: r.PasswordHash,
@@ -283,27 +100,27 @@ func decodeUserJSON(id uint64, b []byte) (*User, error) {
 	}, nil
 }
 
-// CreateUser stores a new account with RoleUser and its first token, in one
+// CreateUser stores a new account with model.RoleUser and its first token, in one
 // transaction: the seed has registration hand out a token. It sets u.ID,
-// u.Roles and u.CreatedAt. Errors: ErrInvalid for a bad e-mail or missing
-// hash, ErrConflict when the e-mail is taken (in any letter case).
-func (db *DB) CreateUser(u *User, tokenHash TokenHash, ttl time.Duration) (*Token, error) {
+// u.Roles and u.CreatedAt. Errors: model.ErrInvalid for a bad e-mail or missing
+// hash, model.ErrConflict when the e-mail is taken (in any letter case).
+func (db *DB) CreateUser(u *model.User, tokenHash model.TokenHash, ttl time.Duration) (*model.Token, error) {
 	nu := *u
-	nu.Email = NormalizeEmail(nu.Email)
-	var v ValidationError
-	validateEmail(&v, "email", nu.Email)
+	nu.Email = model.NormalizeEmail(nu.Email)
+	var v model.ValidationError
+	v.CheckEmail("email", nu.Email)
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
 	if nu.PasswordHash == "" {
 		return nil, fmt.Errorf("create user: empty password hash")
 	}
-	var tok *Token
+	var tok *model.Token
 	err := db.writes.update(func(tx *bbolt.Tx) error {
 		byEmail := tx.Bucket(bucketUsersByEmail)
 		key := emailKey(nu.Email)
 		if byEmail.Get(key) != nil {
-			return refuse(ErrConflict, "the e-mail %s is already registered", nu.Email)
+			return model.Errorf(model.ErrConflict, "the e-mail %s is already registered", nu.Email)
 		}
 		users := tx.Bucket(bucketUsers)
 		id, err := users.NextSequence()
@@ -311,7 +128,7 @@ func (db *DB) CreateUser(u *User, tokenHash TokenHash, ttl time.Duration) (*Toke
 			return err
 		}
 		created := db.clock()
-		nu.ID, nu.Roles, nu.CreatedAt = id, []string{RoleUser}, created
+		nu.ID, nu.Roles, nu.CreatedAt = id, []string{model.RoleUser}, created
 		if err := users.Put(itob(id), encodeUser(&nu)); err != nil {
 			return err
 		}
@@ -330,13 +147,13 @@ func (db *DB) CreateUser(u *User, tokenHash TokenHash, ttl time.Duration) (*Toke
 }
 
 // UserByEmail finds an account by e-mail, in any letter case and with
-// surrounding spaces ignored. Errors: ErrNotFound.
-func (db *DB) UserByEmail(email string) (*User, error) {
-	var u *User
+// surrounding spaces ignored. Errors: model.ErrNotFound.
+func (db *DB) UserByEmail(email string) (*model.User, error) {
+	var u *model.User
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		id := tx.Bucket(bucketUsersByEmail).Get(emailKey(email))
 		if id == nil {
-			return refuse(ErrNotFound, "no account has this e-mail")
+			return model.Errorf(model.ErrNotFound, "no account has this e-mail")
 		}
 		var err error
 		u, err = userByID(tx, btoi(id))
@@ -345,9 +162,9 @@ func (db *DB) UserByEmail(email string) (*User, error) {
 	return u, err
 }
 
-// UserByID finds an account by ID. Errors: ErrNotFound.
-func (db *DB) UserByID(id uint64) (*User, error) {
-	var u *User
+// UserByID finds an account by ID. Errors: model.ErrNotFound.
+func (db *DB) UserByID(id uint64) (*model.User, error) {
+	var u *model.User
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		var err error
 		u, err = userByID(tx, id)
@@ -356,10 +173,10 @@ func (db *DB) UserByID(id uint64) (*User, error) {
 	return u, err
 }
 
-func userByID(tx *bbolt.Tx, id uint64) (*User, error) {
+func userByID(tx *bbolt.Tx, id uint64) (*model.User, error) {
 	b := tx.Bucket(bucketUsers).Get(itob(id))
 	if b == nil {
-		return nil, refuse(ErrNotFound, "account %d does not exist", id)
+		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
 	}
 	return decodeUser(id, b)
 }
@@ -367,7 +184,7 @@ func userByID(tx *bbolt.Tx, id uint64) (*User, error) {
 // SetPasswordHash replaces an account's stored hash, used to upgrade old
 // hashing parameters on login. It changes nothing unless the stored hash
 // is still oldHash: a password changed meanwhile must not be put back.
-// Errors: ErrNotFound.
+// Errors: model.ErrNotFound.
 func (db *DB) SetPasswordHash(id uint64, oldHash, hash string) error {
 	return db.writes.update(func(tx *bbolt.Tx) error {
 		u, err := userByID(tx, id)
@@ -385,13 +202,13 @@ func (db *DB) SetPasswordHash(id uint64, oldHash, hash string) error {
 // ChangePassword stores the caller's new password hash and revokes every
 // other token of theirs, in one transaction: whoever else held a session
 // loses it the moment the new password is in force. The token making the
-// request keeps working. Errors: ErrUnauthorized, ErrNotFound.
-func (db *DB) ChangePassword(by Caller, hash string) error {
+// request keeps working. Errors: model.ErrUnauthorized, model.ErrNotFound.
+func (db *DB) ChangePassword(by model.Caller, hash string) error {
 	if hash == "" {
 		return fmt.Errorf("change password: empty password hash")
 	}
 	return db.writes.update(func(tx *bbolt.Tx) error {
-		u, err := by.user(tx, db)
+		u, err := db.caller(tx, by)
 		if err != nil {
 			return err
 		}
@@ -399,6 +216,10 @@ func (db *DB) ChangePassword(by Caller, hash string) error {
 		if err := tx.Bucket(bucketUsers).Put(itob(u.ID), encodeUser(u)); err != nil {
 			return err
 		}
-		return db.revokeTokensExcept(tx, u.ID, by.token)
+		keep, _ := by.Token() // a caller acting without a token keeps none
+		return db.revokeTokensExcept(tx, u.ID, keep)
 	})
 }
+
+// emailKey is model.EmailKey as the users_by_email bucket's key.
+func emailKey(email string) []byte { return []byte(model.EmailKey(email)) }

@@ -2,129 +2,17 @@ package bolt
 
 import (
 	"errors"
+	"herald/model"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-func TestRegistrationValidate(t *testing.T) {
-	const okPassword = "correct horse"
-	// 121 two-byte runes + "@example.com" (12 bytes) = 254 bytes.
-	email254 := strings.Repeat("é", 121) + "@example.com"
-	email255 := "x" + email254
-	if len(email254) != MaxEmailBytes || len(email255) != MaxEmailBytes+1 {
-		t.Fatalf("test e-mails are %d and %d bytes", len(email254), len(email255))
-	}
-
-	tests := []struct {
-		name     string
-		email    string
-		password string
-		want     []string // fields named by the violations, in order
-	}{
-		{"OK", "ada@example.com", okPassword, nil},
-		{"UnicodeEmail", "ünïcödé@例え.jp", okPassword, nil},
-		{"Email254BytesMultiByte", email254, okPassword, nil},
-		{"Email255Bytes", email255, okPassword, []string{"email"}},
-		{"EmailBlank", "", okPassword, []string{"email"}},
-		{"EmailSpacesOnly", "   ", okPassword, []string{"email"}},
-		{"EmailNoAt", "ada.example.com", okPassword, []string{"email"}},
-		{"EmailTwoAt", "ada@lovelace@example.com", okPassword, []string{"email"}},
-		{"EmailEmptyLocal", "@example.com", okPassword, []string{"email"}},
-		{"EmailEmptyDomain", "ada@", okPassword, []string{"email"}},
-		{"EmailInnerSpace", "ada lovelace@example.com", okPassword, []string{"email"}},
-		{"EmailInnerUnicodeSpace", "ada\u00a0lovelace@example.com", okPassword, []string{"email"}},
-		{"EmailTab", "ada\t@example.com", okPassword, []string{"email"}},
-		{"EmailNUL", "ada\x00@example.com", okPassword, []string{"email"}},
-		{"EmailDEL", "ada\x7f@example.com", okPassword, []string{"email"}},
-		{"EmailC1Control", "ada\u0085@example.com", okPassword, []string{"email"}},
-		{"EmailInvalidUTF8", "ada\xff@example.com", okPassword, []string{"email"}},
-		{"EmailUntrimmed", " ada@example.com ", okPassword, []string{"email"}},
-		{"EmailZeroWidthSpace", "ada\u200b@example.com", okPassword, []string{"email"}},
-		{"EmailZeroWidthJoiner", "a\u200dda@example.com", okPassword, []string{"email"}},
-		{"EmailRightToLeftOverride", "\u202emoc.elpmaxe@ada", okPassword, []string{"email"}},
-		{"EmailLeftToRightMark", "ada@example.com\u200e", okPassword, []string{"email"}},
-		{"EmailSoftHyphen", "ada@exam\u00adple.com", okPassword, []string{"email"}},
-		{"EmailByteOrderMark", "\ufeffada@example.com", okPassword, []string{"email"}},
-		{"EmailWordJoiner", "ada\u2060@example.com", okPassword, []string{"email"}},
-		{"EmailVariationSelector", "ada\ufe0f@example.com", okPassword, []string{"email"}},
-		{"EmailGraphemeJoiner", "ada\u034f@example.com", okPassword, []string{"email"}},
-		{"EmailHangulFiller", "ada\u3164@example.com", okPassword, []string{"email"}},
-		{"EmailPrivateUse", "ada\ue000@example.com", okPassword, []string{"email"}},
-		{"EmailTagCharacter", "ada\U000E0041@example.com", okPassword, []string{"email"}},
-		{"EmailUnassigned", "ada\U0003FFFD@example.com", okPassword, []string{"email"}},
-		{"EmailCyrillicAInLatin", "\u0430da@example.com", okPassword, []string{"email"}},
-		{"EmailGreekOmicronInDomain", "ada@ex\u03bfmple.com", okPassword, []string{"email"}},
-		{"EmailCyrillicLocalLatinDomain", "\u0430\u0434\u0430@example.com", okPassword, nil},
-		{"EmailGreekAddress", "αλφα@παράδειγμα.ελ", okPassword, nil},
-		{"EmailJapaneseMixesScripts", "ひらがなカタカナ漢字@例え.jp", okPassword, nil},
-		{"EmailDigitsWithCyrillic", "\u0430\u04341@example.com", okPassword, nil},
-
-		{"PasswordBlank", "ada@example.com", "", []string{"password"}},
-		{"Password7Chars", "ada@example.com", "1234567", []string{"password"}},
-		{"Password8Chars", "ada@example.com", "12345678", nil},
-		{"Password7MultiByteChars14Bytes", "ada@example.com", "ééééééé", []string{"password"}},
-		{"Password8MultiByteChars16Bytes", "ada@example.com", "éééééééé", nil},
-		{"Password8Spaces", "ada@example.com", "        ", []string{"password"}},
-		{"PasswordOnlyUnicodeSpaces", "ada@example.com", strings.Repeat("\u3000", 8), []string{"password"}},
-		{"PasswordSpacesAround", "ada@example.com", "  pass word  ", nil},
-		{"Password1024Bytes", "ada@example.com", strings.Repeat("a", 1024), nil},
-		{"Password1024BytesMultiByte", "ada@example.com", strings.Repeat("é", 512), nil},
-		{"Password1025Bytes", "ada@example.com", strings.Repeat("a", 1025), []string{"password"}},
-		{"Password1025BytesMultiByte", "ada@example.com", "a" + strings.Repeat("é", 512), []string{"password"}},
-		{"PasswordInvalidUTF8", "ada@example.com", "abcdefgh\xff", []string{"password"}},
-
-		{"BothInvalid", "nobody", "short", []string{"email", "password"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := Registration{Email: tt.email, Password: tt.password}
-			err := r.Validate()
-			if tt.want == nil {
-				if err != nil {
-					t.Fatalf("Validate(%q, %d-byte password) = %v, want nil", tt.email, len(tt.password), err)
-				}
-				return
-			}
-			if got := violationFields(t, err); !slices.Equal(got, tt.want) {
-				t.Errorf("Validate(%q, %d-byte password) fields = %q, want %q", tt.email, len(tt.password), got, tt.want)
-			}
-		})
-	}
-}
-
-func TestRegistrationNormalize(t *testing.T) {
-	r := Registration{Email: " \t Ada@Example.com\n ", Password: "  spaces are kept  "}
-	r.Normalize()
-	if got, want := r.Email, "Ada@Example.com"; got != want {
-		t.Errorf("Email = %q, want %q", got, want)
-	}
-	if got, want := r.Password, "  spaces are kept  "; got != want {
-		t.Errorf("Password = %q, want %q", got, want)
-	}
-	if err := r.Validate(); err != nil {
-		t.Errorf("Validate() after Normalize = %v, want nil", err)
-	}
-}
-
-func TestUserHasRole(t *testing.T) {
-	u := &User{Roles: []string{"ROLE_ADMIN", RoleUser}}
-	if got, want := u.HasRole(RoleUser), true; got != want {
-		t.Errorf("HasRole(%q) = %v, want %v", RoleUser, got, want)
-	}
-	if got, want := u.HasRole("ROLE_NOPE"), false; got != want {
-		t.Errorf("HasRole(ROLE_NOPE) = %v, want %v", got, want)
-	}
-	if got, want := (&User{}).HasRole(RoleUser), false; got != want {
-		t.Errorf("HasRole on no roles = %v, want %v", got, want)
-	}
-}
-
 func TestCreateUser(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		db := mustOpen(t)
-		u := &User{Email: "  Ada@Example.com\t", PasswordHash: fakePasswordHash}
+		u := &model.User{Email: "  Ada@Example.com\t", PasswordHash: fakePasswordHash}
 		h := tokenHash("first")
 		tok, err := db.CreateUser(u, h, time.Hour)
 		if err != nil {
@@ -137,7 +25,7 @@ func TestCreateUser(t *testing.T) {
 		if got, want := u.Email, "Ada@Example.com"; got != want {
 			t.Errorf("Email = %q, want %q (trimmed, case kept)", got, want)
 		}
-		if got, want := u.Roles, []string{RoleUser}; !slices.Equal(got, want) {
+		if got, want := u.Roles, []string{model.RoleUser}; !slices.Equal(got, want) {
 			t.Errorf("Roles = %q, want %q", got, want)
 		}
 		if got, want := u.CreatedAt, wantCreated; !got.Equal(want) {
@@ -204,9 +92,9 @@ func TestCreateUser(t *testing.T) {
 				orig, origHash := mustCreateUser(t, db, "Ada@Example.com")
 				before := mustCounts(t, db)
 
-				u := &User{Email: email, PasswordHash: "other"}
+				u := &model.User{Email: email, PasswordHash: "other"}
 				tok, err := db.CreateUser(u, tokenHash("intruder"), time.Hour)
-				if !errors.Is(err, ErrConflict) {
+				if !errors.Is(err, model.ErrConflict) {
 					t.Fatalf("CreateUser(%q) = %v, want ErrConflict", email, err)
 				}
 				if tok != nil {
@@ -218,7 +106,7 @@ func TestCreateUser(t *testing.T) {
 				if got, want := mustCounts(t, db), before; got != want {
 					t.Errorf("Counts() after conflict = %+v, want %+v", got, want)
 				}
-				if _, _, err := db.Authenticate(tokenHash("intruder")); !errors.Is(err, ErrUnauthorized) {
+				if _, _, err := db.Authenticate(tokenHash("intruder")); !errors.Is(err, model.ErrUnauthorized) {
 					t.Errorf("Authenticate(refused registration's token) = %v, want ErrUnauthorized", err)
 				}
 				// The original account is untouched.
@@ -243,8 +131,8 @@ func TestCreateUser(t *testing.T) {
 		db := mustOpen(t)
 		const composed, decomposed = "jos\u00e9@example.com", "JOSE\u0301@example.com"
 		mustCreateUser(t, db, composed)
-		u := &User{Email: decomposed, PasswordHash: fakePasswordHash}
-		if _, err := db.CreateUser(u, tokenHash("decomposed"), time.Hour); !errors.Is(err, ErrConflict) {
+		u := &model.User{Email: decomposed, PasswordHash: fakePasswordHash}
+		if _, err := db.CreateUser(u, tokenHash("decomposed"), time.Hour); !errors.Is(err, model.ErrConflict) {
 			t.Errorf("CreateUser(%q) after %q = %v, want ErrConflict", decomposed, composed, err)
 		}
 		if got, err := db.UserByEmail(decomposed); err != nil || got.Email != composed {
@@ -258,8 +146,8 @@ func TestCreateUser(t *testing.T) {
 			t.Fatalf("strings.EqualFold(%q, %q) = false", lower, upper)
 		}
 		mustCreateUser(t, db, lower)
-		u := &User{Email: upper, PasswordHash: fakePasswordHash}
-		if _, err := db.CreateUser(u, tokenHash("upper"), time.Hour); !errors.Is(err, ErrConflict) {
+		u := &model.User{Email: upper, PasswordHash: fakePasswordHash}
+		if _, err := db.CreateUser(u, tokenHash("upper"), time.Hour); !errors.Is(err, model.ErrConflict) {
 			t.Errorf("CreateUser(%q) after %q = %v, want ErrConflict", upper, lower, err)
 		}
 		if got, err := db.UserByEmail(upper); err != nil || got.Email != lower {
@@ -271,7 +159,7 @@ func TestCreateUser(t *testing.T) {
 		for _, email := range []string{"", "   ", "nobody", "a@b@c", "@example.com", "ada@", "a b@example.com", "ada\xff@example.com", strings.Repeat("a", 250) + "@b.co"} {
 			t.Run(email, func(t *testing.T) {
 				db := mustOpen(t)
-				u := &User{Email: email, PasswordHash: fakePasswordHash}
+				u := &model.User{Email: email, PasswordHash: fakePasswordHash}
 				tok, err := db.CreateUser(u, tokenHash("t"), time.Hour)
 				if got, want := violationFields(t, err), []string{"email"}; !slices.Equal(got, want) {
 					t.Errorf("CreateUser(%q) fields = %q, want %q", email, got, want)
@@ -288,7 +176,7 @@ func TestCreateUser(t *testing.T) {
 
 	t.Run("EmptyPasswordHash", func(t *testing.T) {
 		db := mustOpen(t)
-		u := &User{Email: "ada@example.com"}
+		u := &model.User{Email: "ada@example.com"}
 		if _, err := db.CreateUser(u, tokenHash("t"), time.Hour); err == nil {
 			t.Fatalf("CreateUser without a password hash = nil, want an error")
 		}
@@ -307,7 +195,7 @@ func TestUserByEmail(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		for _, tt := range []struct {
 			query string
-			want  *User
+			want  *model.User
 		}{
 			{"Ada@Example.com", ada},
 			{"ada@example.com", ada},
@@ -329,7 +217,7 @@ func TestUserByEmail(t *testing.T) {
 	t.Run("ErrNotFound", func(t *testing.T) {
 		for _, q := range []string{"", "   ", "carol@example.com", "ada@example.co", "ada"} {
 			u, err := db.UserByEmail(q)
-			if !errors.Is(err, ErrNotFound) {
+			if !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("UserByEmail(%q) = %v, want ErrNotFound", q, err)
 			}
 			if u != nil {
@@ -353,7 +241,7 @@ func TestUserByID(t *testing.T) {
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
 		for _, id := range []uint64{0, ada.ID + 1, 1 << 63} {
-			if _, err := db.UserByID(id); !errors.Is(err, ErrNotFound) {
+			if _, err := db.UserByID(id); !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("UserByID(%d) = %v, want ErrNotFound", id, err)
 			}
 		}
@@ -392,7 +280,7 @@ func TestSetPasswordHash(t *testing.T) {
 		// upgrade must not put the old password back.
 		db := mustOpen(t)
 		ada, h := mustCreateUser(t, db, "ada@example.com")
-		if err := db.ChangePassword(ByToken(h), "$argon2id$changed"); err != nil {
+		if err := db.ChangePassword(model.ByToken(h), "$argon2id$changed"); err != nil {
 			t.Fatal(err)
 		}
 		if err := db.SetPasswordHash(ada.ID, fakePasswordHash, "$argon2id$rehashed-old"); err != nil {
@@ -405,7 +293,7 @@ func TestSetPasswordHash(t *testing.T) {
 	t.Run("ErrNotFound", func(t *testing.T) {
 		db := mustOpen(t)
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
-		if err := db.SetPasswordHash(ada.ID+1, fakePasswordHash, "x"); !errors.Is(err, ErrNotFound) {
+		if err := db.SetPasswordHash(ada.ID+1, fakePasswordHash, "x"); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("SetPasswordHash(missing) = %v, want ErrNotFound", err)
 		}
 		if got, want := mustCounts(t, db), (Counts{Users: 1, Tokens: 1}); got != want {

@@ -1,15 +1,14 @@
 package http
 
 import (
+	"herald/model"
 	"net/http"
 
 	"github.com/julienschmidt/httprouter"
-
-	"herald/bolt"
 )
 
 // The account routes: a user's tokens (one per device), password change and
-// account deletion. Every write here goes through bolt.ByToken, so the token
+// account deletion. Every write here goes through model.ByToken, so the token
 // is checked again inside the write's own transaction.
 
 var (
@@ -55,11 +54,11 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request, _ httprouter
 // revokeToken answers DELETE /api/me/tokens/{id}: that token stops working.
 // A handle of someone else's token is as unknown as one never issued.
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	id, ok := bolt.ParseTokenID(ps.ByName("id"))
+	id, ok := model.ParseTokenID(ps.ByName("id"))
 	if !ok {
-		return &bolt.Error{Kind: bolt.ErrNotFound, Detail: "you hold no token " + ps.ByName("id")}
+		return &model.Error{Kind: model.ErrNotFound, Detail: "you hold no token " + ps.ByName("id")}
 	}
-	if err := s.db.RevokeTokenByID(bolt.ByToken(caller(r).tokenHash), id); err != nil {
+	if err := s.db.RevokeTokenByID(model.ByToken(caller(r).tokenHash), id); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -69,7 +68,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, ps httprout
 // revokeAllTokens answers DELETE /api/me/tokens: log out everywhere, this
 // token included.
 func (s *Server) revokeAllTokens(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	if err := s.db.RevokeAllTokens(bolt.ByToken(caller(r).tokenHash)); err != nil {
+	if err := s.db.RevokeAllTokens(model.ByToken(caller(r).tokenHash)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -85,7 +84,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, _ httpro
 		return err
 	}
 	current, next := f.str("currentPassword"), f.str("newPassword")
-	var v bolt.ValidationError
+	var v model.ValidationError
 	if current == "" {
 		v.Add("currentPassword", "must not be blank")
 	}
@@ -100,7 +99,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, _ httpro
 	if err != nil {
 		return err
 	}
-	if err := s.db.ChangePassword(bolt.ByToken(caller(r).tokenHash), hash); err != nil {
+	if err := s.db.ChangePassword(model.ByToken(caller(r).tokenHash), hash); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -116,14 +115,14 @@ func (s *Server) deleteAccount(w http.ResponseWriter, r *http.Request, _ httprou
 	}
 	password := f.str("password")
 	if password == "" {
-		var v bolt.ValidationError
+		var v model.ValidationError
 		v.Add("password", "must not be blank: deleting an account asks for its password")
 		return v.Err()
 	}
 	if err := s.confirmPassword(r, password); err != nil {
 		return err
 	}
-	if err := s.db.DeleteAccount(bolt.ByToken(caller(r).tokenHash)); err != nil {
+	if err := s.db.DeleteAccount(model.ByToken(caller(r).tokenHash)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -140,7 +139,7 @@ func (s *Server) confirmPassword(r *http.Request, password string) error {
 		return err
 	}
 	ok := false
-	if len(password) <= bolt.MaxPasswordBytes {
+	if len(password) <= model.MaxPasswordBytes {
 		if ok, _, err = s.hasher.Verify(r.Context(), password, u.PasswordHash); err != nil {
 			attempt.uncounted() // never checked: busy, or the client left
 			return err

@@ -13,6 +13,7 @@ import (
 
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/model"
 )
 
 func TestAdminBackup(t *testing.T) {
@@ -112,7 +113,7 @@ func TestAdminBackup(t *testing.T) {
 			t.Errorf("message %d, acknowledged before the backup began, is not in it: %v", id, err)
 		}
 	}
-	page, err := db.SearchMessages(context.Background(), bolt.SearchQuery{Terms: bolt.Terms("writer")})
+	page, err := db.SearchMessages(context.Background(), model.SearchQuery{Terms: model.Terms("writer")})
 	if err != nil || len(page.Messages) == 0 {
 		t.Errorf("search in the backup: %v, %v", page, err)
 	}

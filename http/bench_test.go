@@ -15,6 +15,7 @@ import (
 	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/model"
 )
 
 // Benchmarks go through the whole stack: a real HTTP connection (kept
@@ -79,7 +80,7 @@ func (be *benchEnv) send(method, path, token, contentType, body string, want int
 
 // register creates an account through the store (no HTTP, no timing) and
 // returns a valid bearer token for it.
-func (be *benchEnv) register(email string) (string, *bolt.User) {
+func (be *benchEnv) register(email string) (string, *model.User) {
 	be.b.Helper()
 	hash, err := auth.NewHasher(fastParams, 1).Hash(be.b.Context(), "correct horse battery")
 	if err != nil {
@@ -89,8 +90,8 @@ func (be *benchEnv) register(email string) (string, *bolt.User) {
 	if err != nil {
 		be.b.Fatal(err)
 	}
-	u := &bolt.User{Email: email, PasswordHash: hash}
-	if _, err := be.db.CreateUser(u, bolt.TokenHash(tokenHash), heraldhttp.DefaultTokenTTL); err != nil {
+	u := &model.User{Email: email, PasswordHash: hash}
+	if _, err := be.db.CreateUser(u, model.TokenHash(tokenHash), heraldhttp.DefaultTokenTTL); err != nil {
 		be.b.Fatal(err)
 	}
 	return token, u
@@ -98,14 +99,14 @@ func (be *benchEnv) register(email string) (string, *bolt.User) {
 
 // seed stores n messages for u directly in the store; every rareEvery-th
 // one contains the word "zebra".
-func (be *benchEnv) seed(u *bolt.User, n, rareEvery int) {
+func (be *benchEnv) seed(u *model.User, n, rareEvery int) {
 	be.b.Helper()
 	for i := range n {
 		content := fmt.Sprintf("message %d about the quick brown fox and the lazy dog, nothing unusual here", i)
 		if i%rareEvery == 0 {
 			content += " zebra"
 		}
-		if _, err := be.db.CreateMessage(bolt.ByUser(u.ID), content); err != nil {
+		if _, err := be.db.CreateMessage(model.ByUser(u.ID), content); err != nil {
 			be.b.Fatal(err)
 		}
 	}
@@ -218,7 +219,7 @@ func newHandlerBench(b *testing.B, n int) *handlerBench {
 	hb := &handlerBench{b: b, srv: heraldhttp.NewServer(be.db, auth.NewHasher(fastParams, 1), heraldhttp.Config{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})}
-	users := make([]*bolt.User, 10)
+	users := make([]*model.User, 10)
 	for i := range users {
 		token, u := be.register(fmt.Sprintf("user%d@example.com", i+1))
 		users[i] = u
@@ -230,7 +231,7 @@ func newHandlerBench(b *testing.B, n int) *handlerBench {
 	// same IDs and allocs/op compare between runs.
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range n {
-		if _, err := be.db.CreateMessage(bolt.ByUser(users[i%len(users)].ID), benchContent(rng, i)); err != nil {
+		if _, err := be.db.CreateMessage(model.ByUser(users[i%len(users)].ID), benchContent(rng, i)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"herald/model"
 	"io"
 	"maps"
 	"mime"
@@ -13,8 +14,6 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
-
-	"herald/bolt"
 )
 
 // fieldSpec says which body fields an operation takes. Fields the client may
@@ -163,7 +162,7 @@ func decodeJSON(body io.Reader, spec fieldSpec) (fields, error) {
 		return nil, err
 	}
 	f := make(fields, len(raw))
-	var invalid bolt.ValidationError
+	var invalid model.ValidationError
 	// In name order (checkFieldNames sorted names), not the map's: of two
 	// bad values, the same one is named every time.
 	for _, name := range names {

@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"herald/model"
 	"net/http"
 	"strconv"
 	"time"
 	"unicode/utf8"
-
-	"herald/bolt"
 )
 
 // API representations. They are separate from the bolt types so the wire
@@ -77,7 +76,7 @@ type userJSON struct {
 	CreatedAt apiTime  `json:"createdAt"`
 }
 
-func newUserJSON(u *bolt.User) userJSON {
+func newUserJSON(u *model.User) userJSON {
 	return userJSON{ID: u.ID, Email: u.Email, Roles: u.Roles, CreatedAt: apiTime(u.CreatedAt)}
 }
 
@@ -100,7 +99,7 @@ func messagePath(id uint64) string { return "/api/messages/" + strconv.FormatUin
 // etag is a strong entity tag for a message's current representation. The
 // revision changes with every edit; the ID keeps tags of different messages
 // apart.
-func etag(m *bolt.Message) string {
+func etag(m *model.Message) string {
 	return `"` + strconv.FormatUint(m.ID, 10) + "-" + strconv.FormatUint(m.Revision, 10) + `"`
 }
 
@@ -143,7 +142,7 @@ func writeBody(w http.ResponseWriter, contentType string, status int, body []byt
 // holds them to it).
 
 // appendMessageJSON appends m in the message_basic shape.
-func appendMessageJSON(b []byte, m *bolt.Message) []byte {
+func appendMessageJSON(b []byte, m *model.Message) []byte {
 	b = append(b, `{"id":`...)
 	b = strconv.AppendUint(b, m.ID, 10)
 	b = append(b, `,"content":`...)
@@ -165,7 +164,7 @@ func appendMessageJSON(b []byte, m *bolt.Message) []byte {
 
 // appendPageJSON appends a search page and the newline marshal ends with;
 // next is "" on the last page.
-func appendPageJSON(b []byte, msgs []*bolt.Message, next string) []byte {
+func appendPageJSON(b []byte, msgs []*model.Message, next string) []byte {
 	b = append(b, `{"items":[`...)
 	for i, m := range msgs {
 		if i > 0 {
@@ -183,7 +182,7 @@ func appendPageJSON(b []byte, msgs []*bolt.Message, next string) []byte {
 }
 
 // writeMessage writes one message as the response body.
-func writeMessage(w http.ResponseWriter, status int, m *bolt.Message) {
+func writeMessage(w http.ResponseWriter, status int, m *model.Message) {
 	writeBody(w, "application/json", status, append(appendMessageJSON(make([]byte, 0, 256+len(m.Content)), m), '\n'))
 }
 

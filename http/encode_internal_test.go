@@ -3,10 +3,9 @@ package http
 import (
 	"bytes"
 	"encoding/binary"
+	"herald/model"
 	"testing"
 	"time"
-
-	"herald/bolt"
 )
 
 // The reference shapes: what the hand-written encoders must match, written
@@ -25,7 +24,7 @@ type messageJSON struct {
 	UpdatedAt apiTime   `json:"updatedAt"`
 }
 
-func newMessageJSON(m *bolt.Message) messageJSON {
+func newMessageJSON(m *model.Message) messageJSON {
 	return messageJSON{
 		ID:        m.ID,
 		Content:   m.Content,
@@ -56,7 +55,7 @@ func FuzzAppendMessageJSON(f *testing.F) {
 		if at.Year() < 0 || at.Year() > 9999 {
 			at = time.UnixMicro(micros % 2e17).UTC() // beyond RFC 3339's years neither encoder applies
 		}
-		m := &bolt.Message{ID: id, Content: content, OwnerEmail: email, CreatedAt: at, UpdatedAt: at}
+		m := &model.Message{ID: id, Content: content, OwnerEmail: email, CreatedAt: at, UpdatedAt: at}
 		if id%2 == 1 { // edited: the encoder formats updatedAt rather than copying createdAt
 			m.UpdatedAt = at.Add(time.Second)
 		}
@@ -68,7 +67,7 @@ func FuzzAppendMessageJSON(f *testing.F) {
 			t.Fatalf("appendMessageJSON = %s\nencoding/json  = %s", got, want)
 		}
 		next := content
-		for _, msgs := range [][]*bolt.Message{nil, {m}, {m, m}} {
+		for _, msgs := range [][]*model.Message{nil, {m}, {m, m}} {
 			items := make([]messageJSON, len(msgs))
 			for i := range msgs {
 				items[i] = newMessageJSON(msgs[i])

@@ -1,12 +1,11 @@
 package http
 
 import (
+	"herald/model"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
-
-	"herald/bolt"
 )
 
 // appendTime writes what AppendFormat writes with timeLayout, for any
@@ -41,10 +40,10 @@ func TestAppendTimeMatchesAppendFormat(t *testing.T) {
 // BenchmarkAppendPageJSON is the encoding of a page of 20 messages of
 // about 250 bytes, the shape of GET /api/messages?limit=20.
 func BenchmarkAppendPageJSON(b *testing.B) {
-	msgs := make([]*bolt.Message, 20)
+	msgs := make([]*model.Message, 20)
 	at := time.Date(2026, 11, 22, 6, 30, 1, 123456000, time.UTC)
 	for i := range msgs {
-		msgs[i] = &bolt.Message{
+		msgs[i] = &model.Message{
 			ID:         uint64(100000 - i),
 			Content:    strings.Repeat("kobami apple ", 20),
 			OwnerEmail: "user3@example.com",

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"herald/auth"
-	"herald/bolt"
+	"herald/model"
 )
 
 // Limits bounds guessing: failed logins (and failed password confirmations)
@@ -57,7 +57,7 @@ type loginAttempt struct {
 // before any hashing, so that parallel guesses cannot all slip through
 // before the first failure is counted. Errors: 429 when either is spent.
 func (g *guard) startLogin(r *http.Request, email string) (*loginAttempt, error) {
-	a := &loginAttempt{g: g, account: bolt.EmailKey(email), address: auth.AddressKey(g.clientAddr(r))}
+	a := &loginAttempt{g: g, account: model.EmailKey(email), address: auth.AddressKey(g.clientAddr(r))}
 	okAccount, waitAccount := g.perAccount.Spend(a.account)
 	okAddress, waitAddress := g.perAddress.Spend(a.address)
 	switch {

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"herald/model"
 	"maps"
 	"net/http"
 	"net/url"
@@ -14,8 +15,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/julienschmidt/httprouter"
-
-	"herald/bolt"
 )
 
 var (
@@ -37,7 +36,7 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, _ httprou
 	if err != nil {
 		return err
 	}
-	m, err := s.db.CreateMessage(bolt.ByToken(caller(r).tokenHash), f.str("content"))
+	m, err := s.db.CreateMessage(model.ByToken(caller(r).tokenHash), f.str("content"))
 	if err != nil {
 		return err
 	}
@@ -73,16 +72,16 @@ func (s *Server) updateMessage(w http.ResponseWriter, r *http.Request, ps httpro
 	if err != nil {
 		return err
 	}
-	var upd bolt.MessageUpdate
+	var upd model.MessageUpdate
 	if content, present := f["content"]; present {
 		if content == nil {
-			var v bolt.ValidationError
+			var v model.ValidationError
 			v.Add("content", "cannot be removed")
 			return v.Err()
 		}
 		upd.Content = content
 	}
-	m, err := s.db.UpdateMessage(id, bolt.ByToken(caller(r).tokenHash), upd, ifMatch(r))
+	m, err := s.db.UpdateMessage(id, model.ByToken(caller(r).tokenHash), upd, ifMatch(r))
 	if err != nil {
 		return err
 	}
@@ -96,7 +95,7 @@ func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request, ps httpro
 	if err != nil {
 		return err
 	}
-	m, err := s.db.DeleteMessage(id, bolt.ByToken(caller(r).tokenHash), ifMatch(r))
+	m, err := s.db.DeleteMessage(id, model.ByToken(caller(r).tokenHash), ifMatch(r))
 	if err != nil {
 		return err
 	}
@@ -111,7 +110,7 @@ func messageID(ps httprouter.Params) (uint64, error) {
 	raw := ps.ByName("id")
 	id, err := strconv.ParseUint(raw, 10, 64)
 	if err != nil || id == 0 {
-		return 0, &bolt.Error{Kind: bolt.ErrNotFound, Detail: fmt.Sprintf("message %q does not exist: message IDs are positive integers", raw)}
+		return 0, &model.Error{Kind: model.ErrNotFound, Detail: fmt.Sprintf("message %q does not exist: message IDs are positive integers", raw)}
 	}
 	return id, nil
 }
@@ -119,12 +118,12 @@ func messageID(ps httprouter.Params) (uint64, error) {
 // ifMatch turns If-Match into a store precondition: nil without the header,
 // else true when any listed tag, or "*", matches the current message. Weak
 // tags (W/"...") never match, as RFC 9110 requires for If-Match.
-func ifMatch(r *http.Request) bolt.Precondition {
+func ifMatch(r *http.Request) model.Precondition {
 	values := r.Header.Values("If-Match")
 	if len(values) == 0 {
 		return nil
 	}
-	return func(m *bolt.Message) bool {
+	return func(m *model.Message) bool {
 		current := etag(m)
 		for _, v := range values {
 			for tag := range strings.SplitSeq(v, ",") {
@@ -203,8 +202,8 @@ func (s *Server) recyclePageBuffer(buf *[]byte) {
 // parseSearch validates the query parameters. Empty values count as absent,
 // as an HTML form sends them; unknown or repeated parameters are refused so
 // a typo does not silently widen a search.
-func parseSearch(params url.Values) (q bolt.SearchQuery, fingerprint uint64, err error) {
-	q = bolt.SearchQuery{Limit: bolt.DefaultSearchLimit}
+func parseSearch(params url.Values) (q model.SearchQuery, fingerprint uint64, err error) {
+	q = model.SearchQuery{Limit: model.DefaultSearchLimit}
 	if err := checkParamNames(params, "search", searchParams); err != nil {
 		return q, 0, err
 	}
@@ -222,8 +221,8 @@ func parseSearch(params url.Values) (q bolt.SearchQuery, fingerprint uint64, err
 	}
 	if v := params.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > bolt.MaxSearchLimit {
-			return q, 0, badRequest("limit", "limit must be an integer from 1 to %d", bolt.MaxSearchLimit)
+		if err != nil || n < 1 || n > model.MaxSearchLimit {
+			return q, 0, badRequest("limit", "limit must be an integer from 1 to %d", model.MaxSearchLimit)
 		}
 		q.Limit = n
 	}
@@ -262,7 +261,7 @@ func checkParamNames(params url.Values, operation string, known []string) error 
 // a q with no word, it would silently widen the filter to everyone.
 func parseOwner(params url.Values) (string, error) {
 	raw := params.Get("owner")
-	owner := bolt.NormalizeEmail(raw)
+	owner := model.NormalizeEmail(raw)
 	switch {
 	case !utf8.ValidString(raw):
 		return "", badRequest("owner", "owner must be valid UTF-8")
@@ -282,14 +281,14 @@ func parseQueryTerms(params url.Values) ([]string, error) {
 	if !utf8.ValidString(v) || len(v) > maxQueryBytes {
 		return nil, badRequest("q", "q must be valid UTF-8 of at most %d bytes", maxQueryBytes)
 	}
-	terms := bolt.Terms(v)
+	terms := model.Terms(v)
 	switch {
 	case len(terms) == 0:
 		// Matching everything would be a surprising answer to a search
 		// for "!!!"; say what a word is instead.
 		return nil, badRequest("q", "q has no word to search for: words are letters, digits and combining marks")
-	case len(terms) > bolt.MaxQueryTerms:
-		return nil, badRequest("q", "q has %d distinct words; at most %d are allowed", len(terms), bolt.MaxQueryTerms)
+	case len(terms) > model.MaxQueryTerms:
+		return nil, badRequest("q", "q has %d distinct words; at most %d are allowed", len(terms), model.MaxQueryTerms)
 	}
 	return terms, nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"herald/auth"
 	"herald/bolt"
+	"herald/model"
 )
 
 // These tests reach inside the server to add routes that fail on purpose:
@@ -65,14 +66,14 @@ func newInternalServer(t testing.TB) (*Server, *internalLog) {
 
 // internalUser creates an account on s's store directly, without the
 // cost of hashing a password, and returns it with a token that works.
-func internalUser(t testing.TB, s *Server, email string) (*bolt.User, string) {
+func internalUser(t testing.TB, s *Server, email string) (*model.User, string) {
 	t.Helper()
 	token, hash, err := auth.MintToken()
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &bolt.User{Email: email, PasswordHash: "unused"}
-	if _, err := s.db.CreateUser(u, bolt.TokenHash(hash), DefaultTokenTTL); err != nil {
+	u := &model.User{Email: email, PasswordHash: "unused"}
+	if _, err := s.db.CreateUser(u, model.TokenHash(hash), DefaultTokenTTL); err != nil {
 		t.Fatal(err)
 	}
 	return u, token

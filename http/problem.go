@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"herald/auth"
-	"herald/bolt"
+	"herald/model"
 )
 
 // This file is the only one that knows HTTP status codes. Handlers return
@@ -126,7 +126,7 @@ var errUnavailable = &requestError{status: http.StatusServiceUnavailable, msg: "
 func problemFor(err error) (problem, http.Header, bool) {
 	var (
 		reqErr   *requestError
-		valErr   *bolt.ValidationError
+		valErr   *model.ValidationError
 		tooLarge *http.MaxBytesError
 	)
 	p := problem{Type: "about:blank"}
@@ -144,16 +144,16 @@ func problemFor(err error) (problem, http.Header, bool) {
 		}
 	case errors.As(err, &tooLarge):
 		p.Status, p.Detail = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit)
-	case errors.Is(err, bolt.ErrUnauthorized):
+	case errors.Is(err, model.ErrUnauthorized):
 		p.Status, p.Detail = http.StatusUnauthorized, clientDetail(err, "the bearer token is invalid, expired or revoked")
 		header = http.Header{"Www-Authenticate": {bearerChallenge + `, error="invalid_token", error_description="The access token is invalid, expired or revoked"`}}
-	case errors.Is(err, bolt.ErrNotFound):
+	case errors.Is(err, model.ErrNotFound):
 		p.Status, p.Detail = http.StatusNotFound, clientDetail(err, "the resource does not exist")
-	case errors.Is(err, bolt.ErrForbidden):
+	case errors.Is(err, model.ErrForbidden):
 		p.Status, p.Detail = http.StatusForbidden, clientDetail(err, "you may not do this")
-	case errors.Is(err, bolt.ErrConflict):
+	case errors.Is(err, model.ErrConflict):
 		p.Status, p.Detail = http.StatusConflict, clientDetail(err, "the request conflicts with what is stored")
-	case errors.Is(err, bolt.ErrPrecondition):
+	case errors.Is(err, model.ErrPrecondition):
 		p.Status, p.Detail = http.StatusPreconditionFailed, clientDetail(err, "the resource has changed since the version in If-Match")
 	case errors.Is(err, auth.ErrBusy):
 		// Every hashing slot is taken and the queue is full: a burst of
@@ -191,11 +191,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeBody(w, problemContentType, p.Status, body)
 }
 
-// clientDetail is the sentence a *bolt.Error carries for the client, or
+// clientDetail is the sentence a *model.Error carries for the client, or
 // fallback when err is a bare kind: never the text of an error chain, which
 // may end in internals ("...: not found").
 func clientDetail(err error, fallback string) string {
-	var e *bolt.Error
+	var e *model.Error
 	if errors.As(err, &e) && e.Detail != "" {
 		return e.Detail
 	}

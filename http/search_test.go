@@ -18,6 +18,7 @@ import (
 	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/model"
 )
 
 // searchItems checks the shape of a search page, {items, next}, and returns
@@ -761,11 +762,11 @@ func TestSearchStopsWhenClientLeaves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &bolt.User{Email: "ada@example.com", PasswordHash: "$argon2id$v=19$m=64,t=1,p=1$c2FsdA$aGFzaA"}
-	if _, err := db.CreateUser(u, bolt.TokenHash(hash), time.Hour); err != nil {
+	u := &model.User{Email: "ada@example.com", PasswordHash: "$argon2id$v=19$m=64,t=1,p=1$c2FsdA$aGFzaA"}
+	if _, err := db.CreateUser(u, model.TokenHash(hash), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CreateMessage(bolt.ByUser(u.ID), "hello"); err != nil {
+	if _, err := db.CreateMessage(model.ByUser(u.ID), "hello"); err != nil {
 		t.Fatal(err)
 	}
 	srv := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 1), heraldhttp.Config{})

@@ -20,6 +20,7 @@ import (
 
 	"herald/auth"
 	"herald/bolt"
+	"herald/model"
 )
 
 // Defaults for Config's zero values.
@@ -56,7 +57,7 @@ type Server struct {
 	maxBody  int64
 	log      *slog.Logger
 	guard    *guard
-	admins   map[string]bool // bolt.EmailKey of each administrator
+	admins   map[string]bool // model.EmailKey of each administrator
 	metrics  *metrics.Set    // nil: not collected
 	streams  *streamHub
 	router   *httprouter.Router
@@ -95,7 +96,7 @@ func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
 	s.metrics = cfg.Metrics
 	s.admins = make(map[string]bool)
 	for _, email := range cfg.Admins {
-		s.admins[bolt.EmailKey(email)] = true
+		s.admins[model.EmailKey(email)] = true
 	}
 
 	rt := httprouter.New()
@@ -225,7 +226,7 @@ type access int
 const (
 	public        access = iota // anyone
 	authenticated               // any valid bearer token
-	roleUser                    // a valid bearer token whose user has bolt.RoleUser
+	roleUser                    // a valid bearer token whose user has model.RoleUser
 	roleAdmin                   // a valid bearer token of an administrator
 	// bearer: a well-formed bearer token, which the handler's store call
 	// checks in the same read transaction as the data it guards — one
@@ -299,10 +300,10 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			err := s.authenticate(r, &info.caller)
 			switch {
 			case err != nil:
-			case rt.access == roleUser && !info.caller.user.HasRole(bolt.RoleUser):
-				err = missingRole(bolt.RoleUser)
-			case rt.access == roleAdmin && !info.caller.user.HasRole(bolt.RoleAdmin):
-				err = missingRole(bolt.RoleAdmin)
+			case rt.access == roleUser && !info.caller.user.HasRole(model.RoleUser):
+				err = missingRole(model.RoleUser)
+			case rt.access == roleAdmin && !info.caller.user.HasRole(model.RoleAdmin):
+				err = missingRole(model.RoleAdmin)
 			}
 			if err != nil {
 				s.writeError(w, r, err)
@@ -320,13 +321,13 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 // user is nil until the handler's store call has checked the token; the
 // handler reports it with noteCaller.
 type principal struct {
-	user      *bolt.User
-	tokenHash bolt.TokenHash
+	user      *model.User
+	tokenHash model.TokenHash
 }
 
 // noteCaller records the user a bearer route's store call resolved, for
 // the handler and the access log.
-func noteCaller(r *http.Request, u *bolt.User) {
+func noteCaller(r *http.Request, u *model.User) {
 	info := requestInfoFrom(r.Context())
 	info.caller.user = u
 	info.userID = u.ID
@@ -348,8 +349,8 @@ func (s *Server) authenticate(r *http.Request, p *principal) error {
 	if err != nil {
 		return err
 	}
-	if s.admins[bolt.EmailKey(u.Email)] {
-		u.Roles = append(u.Roles, bolt.RoleAdmin)
+	if s.admins[model.EmailKey(u.Email)] {
+		u.Roles = append(u.Roles, model.RoleAdmin)
 	}
 	*p = principal{user: u, tokenHash: hash}
 	return nil
@@ -358,15 +359,15 @@ func (s *Server) authenticate(r *http.Request, p *principal) error {
 // presentedToken reads the request's bearer token and returns its hash,
 // the only form the store knows. A missing token and a malformed one are
 // refused here, before any storage is touched.
-func presentedToken(r *http.Request) (bolt.TokenHash, error) {
+func presentedToken(r *http.Request) (model.TokenHash, error) {
 	token, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
-		return bolt.TokenHash{}, missingToken()
+		return model.TokenHash{}, missingToken()
 	}
 	if !auth.WellFormedToken(token) {
-		return bolt.TokenHash{}, &bolt.Error{Kind: bolt.ErrUnauthorized, Detail: "the bearer token is malformed"}
+		return model.TokenHash{}, &model.Error{Kind: model.ErrUnauthorized, Detail: "the bearer token is malformed"}
 	}
-	return bolt.TokenHash(auth.HashToken(token)), nil
+	return model.TokenHash(auth.HashToken(token)), nil
 }
 
 // bearerToken extracts the token from an Authorization header value. The

@@ -14,6 +14,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"herald/bolt"
+	"herald/model"
 )
 
 // The live stream: GET /api/messages/stream, Server-Sent Events of the
@@ -146,7 +147,7 @@ func (l StreamLimits) withDefaults() StreamLimits {
 // event is one change, rendered once for every stream that sends it.
 type event struct {
 	seq    uint64
-	owner  string              // bolt.EmailKey of the message's owner
+	owner  string              // model.EmailKey of the message's owner
 	terms  map[string]struct{} // the message's words after the change
 	before map[string]struct{} // and before it, for an update
 	text   []byte              // id:, event: and data: lines, blank line included
@@ -160,7 +161,7 @@ type event struct {
 
 // renderEvents renders changes, consecutive in the log, into events whose
 // texts share blocks of about eventBlockBytes.
-func renderEvents(chs []*bolt.Change) []*event {
+func renderEvents(chs []*model.Change) []*event {
 	evs := make([]*event, 0, len(chs))
 	for len(chs) > 0 {
 		n, room := 0, 0
@@ -183,19 +184,19 @@ func renderEvents(chs []*bolt.Change) []*event {
 const eventBlockBytes = 64 << 10
 
 // eventRoom is about the bytes ch's event renders to.
-func eventRoom(ch *bolt.Change) int {
+func eventRoom(ch *model.Change) int {
 	return 160 + len(ch.Message.Content) + len(ch.Message.OwnerEmail)
 }
 
 // renderBlock appends to evs the events of chs, their texts back to back
 // in one block of capacity room (more if they need it).
-func renderBlock(evs []*event, chs []*bolt.Change, room int) []*event {
+func renderBlock(evs []*event, chs []*model.Change, room int) []*event {
 	first := len(evs)
 	block := make([]byte, 0, room)
 	for _, ch := range chs {
-		ev := &event{seq: ch.Seq, owner: bolt.EmailKey(ch.Message.OwnerEmail), terms: bolt.ContentTerms(ch.Message.Content), off: len(block)}
-		if ch.Kind == bolt.MessageUpdated {
-			ev.before = bolt.ContentTerms(ch.Before)
+		ev := &event{seq: ch.Seq, owner: model.EmailKey(ch.Message.OwnerEmail), terms: model.ContentTerms(ch.Message.Content), off: len(block)}
+		if ch.Kind == model.MessageUpdated {
+			ev.before = model.ContentTerms(ch.Before)
 		}
 		block = appendEventText(block, ch)
 		evs = append(evs, ev)
@@ -215,13 +216,13 @@ func renderBlock(evs []*event, chs []*bolt.Change, room int) []*event {
 }
 
 // appendEventText appends the lines of ch's event.
-func appendEventText(b []byte, ch *bolt.Change) []byte {
+func appendEventText(b []byte, ch *model.Change) []byte {
 	b = append(b, "id: "...)
 	b = strconv.AppendUint(b, ch.Seq, 10)
 	b = append(b, "\nevent: "...)
 	b = append(b, ch.Kind.String()...)
 	b = append(b, "\ndata: "...)
-	if ch.Kind == bolt.MessageDeleted {
+	if ch.Kind == model.MessageDeleted {
 		b = append(b, `{"id":`...)
 		b = strconv.AppendUint(b, ch.Message.ID, 10)
 		b = append(b, '}')
@@ -250,7 +251,7 @@ func appendPiece(pieces net.Buffers, ev *event) net.Buffers {
 // streamFilter is what a stream asked for: search's q and owner.
 type streamFilter struct {
 	terms []string
-	owner string // bolt.EmailKey; "" for everyone
+	owner string // model.EmailKey; "" for everyone
 }
 
 // passes reports whether a stream with this filter sends ev. An update
@@ -452,7 +453,7 @@ func (h *streamHub) renderUpTo(head uint64) error {
 	}
 	for h.rendered < head {
 		chs, _, err := h.db.ChangesAfter(h.rendered, streamBatch)
-		if errors.Is(err, bolt.ErrChangeUnknown) {
+		if errors.Is(err, model.ErrChangeUnknown) {
 			// Trimmed: streams that need it go to the log, which says so.
 			h.window, h.windowBytes, h.rendered = nil, 0, head
 			return nil
@@ -511,7 +512,7 @@ func (s *Server) streamMessages(w http.ResponseWriter, r *http.Request, _ httpro
 		return err
 	}
 	if owner != "" {
-		filter.owner = bolt.EmailKey(owner)
+		filter.owner = model.EmailKey(owner)
 	}
 	// The header is what a reconnecting EventSource sends, newer than the
 	// parameter in the URL it was first opened with.
@@ -586,7 +587,7 @@ type subscriber struct {
 	conn    net.Conn
 	filter  streamFilter
 	userID  uint64
-	token   bolt.TokenHash
+	token   model.TokenHash
 	expires time.Time
 	release func() // gives back its place under the limits
 
@@ -644,7 +645,7 @@ func (h *streamHub) start(sub *subscriber, from *uint64, head uint64) {
 		window, err := h.windowUpTo(head)
 		switch {
 		case last > head:
-			err = bolt.ErrChangeUnknown
+			err = model.ErrChangeUnknown
 		case err == nil:
 			evs, err = eventsAfter(window, last, head)
 			evs = evs[:min(len(evs), streamBatch)]
@@ -652,11 +653,11 @@ func (h *streamHub) start(sub *subscriber, from *uint64, head uint64) {
 		if errors.Is(err, errBehind) {
 			evs, head, err = h.replay(last)
 			if err == nil && len(evs) == 0 && last < head {
-				err = bolt.ErrChangeUnknown // a hole in the log: never wait on it
+				err = model.ErrChangeUnknown // a hole in the log: never wait on it
 			}
 		}
 		switch {
-		case errors.Is(err, bolt.ErrChangeUnknown):
+		case errors.Is(err, model.ErrChangeUnknown):
 			// The client's position was trimmed away, or was never ours:
 			// tell it to reload, and go on from the head.
 			last = head

@@ -2,12 +2,11 @@ package http
 
 import (
 	"fmt"
+	"herald/model"
 	"io"
 	"net"
 	"testing"
 	"time"
-
-	"herald/bolt"
 )
 
 // BenchmarkStreamRound is the fan-out's hot path: one dispatcher round
@@ -42,7 +41,7 @@ func benchStreamRound(b *testing.B, streams, events int, q string) {
 		if i%2 == 0 {
 			content += " apple"
 		}
-		if _, err := db.CreateMessage(bolt.ByUser(u.ID), content); err != nil {
+		if _, err := db.CreateMessage(model.ByUser(u.ID), content); err != nil {
 			b.Fatal(err)
 		}
 	}

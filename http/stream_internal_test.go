@@ -4,14 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"herald/model"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"herald/bolt"
 )
 
 // TestRoundGap: the gap between rounds grows with the writes a round made
@@ -108,16 +107,16 @@ func TestStreamStartsBeforeItsStatus(t *testing.T) {
 // passes on its words before or after, and a change whose owner is unknown
 // (a deletion of a purge an older release began) passes every owner.
 func TestStreamFilterPasses(t *testing.T) {
-	created := testChange(1, bolt.MessageCreated, "apple pie")
-	edited := testChange(2, bolt.MessageUpdated, "plain tea") // before: "old words"
-	deleted := testChange(3, bolt.MessageDeleted, "apple tart")
-	orphan := testChange(4, bolt.MessageDeleted, "apple crumble")
+	created := testChange(1, model.MessageCreated, "apple pie")
+	edited := testChange(2, model.MessageUpdated, "plain tea") // before: "old words"
+	deleted := testChange(3, model.MessageDeleted, "apple tart")
+	orphan := testChange(4, model.MessageDeleted, "apple crumble")
 	orphan.Message.OwnerEmail = ""
-	byBob := testChange(5, bolt.MessageCreated, "apple juice")
+	byBob := testChange(5, model.MessageCreated, "apple juice")
 	byBob.Message.OwnerEmail = "Bob@Example.com"
-	evs := renderEvents([]*bolt.Change{created, edited, deleted, orphan, byBob})
+	evs := renderEvents([]*model.Change{created, edited, deleted, orphan, byBob})
 
-	ada, bob := bolt.EmailKey("ADA@example.com"), bolt.EmailKey("bob@example.com")
+	ada, bob := model.EmailKey("ADA@example.com"), model.EmailKey("bob@example.com")
 	for _, tt := range []struct {
 		name   string
 		filter streamFilter
@@ -149,12 +148,12 @@ func TestStreamFilterPasses(t *testing.T) {
 // its filter drops, or a block boundary, starts a new piece; and the
 // pieces carry exactly the texts, in order.
 func TestStreamPieces(t *testing.T) {
-	changes := []*bolt.Change{
-		testChange(1, bolt.MessageCreated, "apple one"),
-		testChange(2, bolt.MessageUpdated, "apple two"),
-		testChange(3, bolt.MessageCreated, "pear three"),
-		testChange(4, bolt.MessageDeleted, "pear three"),
-		testChange(5, bolt.MessageCreated, "apple five"),
+	changes := []*model.Change{
+		testChange(1, model.MessageCreated, "apple one"),
+		testChange(2, model.MessageUpdated, "apple two"),
+		testChange(3, model.MessageCreated, "pear three"),
+		testChange(4, model.MessageDeleted, "pear three"),
+		testChange(5, model.MessageCreated, "apple five"),
 	}
 	first, second := renderEvents(changes[:4]), renderEvents(changes[4:])
 	window := append(slices.Clip(first), second...)
@@ -194,9 +193,9 @@ func TestStreamPieces(t *testing.T) {
 // the window keeps its whole block; each block is still one piece.
 func TestStreamBlocksBounded(t *testing.T) {
 	big := strings.Repeat("word ", (eventBlockBytes/2-400)/5) // two fit in a block, not three
-	var changes []*bolt.Change
+	var changes []*model.Change
 	for seq := uint64(1); seq <= 5; seq++ {
-		changes = append(changes, testChange(seq, bolt.MessageCreated, big))
+		changes = append(changes, testChange(seq, model.MessageCreated, big))
 	}
 	evs := renderEvents(changes)
 	for i, ev := range evs {
@@ -216,9 +215,9 @@ func TestStreamBlocksBounded(t *testing.T) {
 
 // testChange is change seq of the log: kind, to a message of ada's with
 // content (replacing "old words", for an update).
-func testChange(seq uint64, kind bolt.ChangeKind, content string) *bolt.Change {
+func testChange(seq uint64, kind model.ChangeKind, content string) *model.Change {
 	at := time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
-	return &bolt.Change{Seq: seq, Kind: kind, At: at, Before: "old words", Message: bolt.Message{
+	return &model.Change{Seq: seq, Kind: kind, At: at, Before: "old words", Message: model.Message{
 		ID: seq, OwnerID: 1, OwnerEmail: "ada@example.com", Content: content, CreatedAt: at, UpdatedAt: at, Revision: 1,
 	}}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"herald/auth"
-	"herald/bolt"
+	"herald/model"
 )
 
 var (
@@ -24,7 +24,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	if err != nil {
 		return err
 	}
-	reg := bolt.Registration{Email: f.str("email"), Password: f.str("password")}
+	reg := model.Registration{Email: f.str("email"), Password: f.str("password")}
 	reg.Normalize()
 	if err := reg.Validate(); err != nil {
 		return err
@@ -40,7 +40,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	if err != nil {
 		return err
 	}
-	u := &bolt.User{Email: reg.Email, PasswordHash: hash}
+	u := &model.User{Email: reg.Email, PasswordHash: hash}
 	tok, err := s.db.CreateUser(u, tokenHash, s.tokenTTL)
 	if err != nil {
 		return err
@@ -60,8 +60,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	if err != nil {
 		return err
 	}
-	username, password := bolt.NormalizeEmail(f.str("username")), f.str("password")
-	var missing bolt.ValidationError
+	username, password := model.NormalizeEmail(f.str("username")), f.str("password")
+	var missing model.ValidationError
 	if username == "" {
 		missing.Add("username", "must not be blank")
 	}
@@ -82,7 +82,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		return err
 	}
 	tok, err := s.db.IssueLoginToken(u.ID, u.PasswordHash, tokenHash, s.tokenTTL)
-	if errors.Is(err, bolt.ErrUnauthorized) {
+	if errors.Is(err, model.ErrUnauthorized) {
 		return badCredentials() // the password changed, or the account went, while it was checked
 	}
 	if err != nil {
@@ -95,19 +95,19 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 // checkCredentials returns the user whose e-mail and password these are.
 // Unknown e-mails cost the same argon2 work as wrong passwords, and both
 // get the same error, so neither the answer nor its timing tells them apart.
-func (s *Server) checkCredentials(r *http.Request, email, password string) (*bolt.User, error) {
+func (s *Server) checkCredentials(r *http.Request, email, password string) (*model.User, error) {
 	attempt, err := s.guard.startLogin(r, email)
 	if err != nil {
 		return nil, err
 	}
-	if len(password) > bolt.MaxPasswordBytes {
+	if len(password) > model.MaxPasswordBytes {
 		// No stored password can be this long; refuse before hashing so a
 		// huge password cannot buy a long computation. It still counts as
 		// a failed try.
 		return nil, badCredentials()
 	}
 	u, err := s.db.UserByEmail(email)
-	if errors.Is(err, bolt.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		// Unknown e-mails cost the same hashing and the same tries as
 		// wrong passwords.
 		if err := s.hasher.VerifyDummy(r.Context(), password); err != nil {
@@ -137,7 +137,7 @@ func (s *Server) checkCredentials(r *http.Request, email, password string) (*bol
 
 // rehash stores the password under the current hashing parameters. Failure
 // is logged, not returned: the login itself succeeded.
-func (s *Server) rehash(r *http.Request, u *bolt.User, password string) {
+func (s *Server) rehash(r *http.Request, u *model.User, password string) {
 	hash, err := s.hasher.Hash(r.Context(), password)
 	if err == nil {
 		err = s.db.SetPasswordHash(u.ID, u.PasswordHash, hash)
@@ -161,9 +161,9 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 // tokens keep working.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	err := s.db.RevokeToken(caller(r).tokenHash)
-	if errors.Is(err, bolt.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		// A concurrent logout with the same token got there first.
-		err = &bolt.Error{Kind: bolt.ErrUnauthorized, Detail: "the bearer token was already revoked"}
+		err = &model.Error{Kind: model.ErrUnauthorized, Detail: "the bearer token was already revoked"}
 	}
 	if err != nil {
 		return err

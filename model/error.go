@@ -1,9 +1,10 @@
-package bolt
+package model
 
 import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Error kinds. Storage wraps one of these with a message that is safe to show
@@ -23,6 +24,12 @@ var (
 	ErrPrecondition = errors.New("precondition failed")
 	// ErrInvalid: the input breaks a field rule; see ValidationError.
 	ErrInvalid = errors.New("invalid")
+	// ErrLimited: the caller has spent a limit (live streams, say); an
+	// *Error of this kind says in RetryAfter when to try again.
+	ErrLimited = errors.New("limited")
+	// ErrUnavailable: the service cannot do this now (it is shutting
+	// down, say), through no fault of the caller's.
+	ErrUnavailable = errors.New("unavailable")
 )
 
 // Violation names one field and what is wrong with it.
@@ -69,6 +76,9 @@ func (e *ValidationError) Err() error {
 type Error struct {
 	Kind   error
 	Detail string
+	// RetryAfter, when positive, is how long the caller should wait before
+	// trying again (ErrLimited, ErrUnavailable).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Detail }
@@ -76,7 +86,7 @@ func (e *Error) Error() string { return e.Detail }
 // Unwrap makes errors.Is(err, e.Kind) true.
 func (e *Error) Unwrap() error { return e.Kind }
 
-// refuse returns an *Error of kind with a detail built like fmt.Sprintf.
-func refuse(kind error, format string, args ...any) error {
+// Errorf returns an *Error of kind with a detail built like fmt.Sprintf.
+func Errorf(kind error, format string, args ...any) error {
 	return &Error{Kind: kind, Detail: fmt.Sprintf(format, args...)}
 }

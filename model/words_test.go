@@ -1,4 +1,4 @@
-package bolt
+package model
 
 import (
 	"maps"
@@ -182,8 +182,8 @@ func FuzzTerms(f *testing.F) {
 		}
 		// What writers index is the set the stream filters by, in order.
 		set := slices.Sorted(maps.Keys(ContentTerms(s)))
-		if sorted := sortedTerms(s); !slices.Equal(sorted, set) {
-			t.Fatalf("sortedTerms(%q) = %q, want the sorted ContentTerms %q", s, sorted, set)
+		if sorted := SortedTerms(s); !slices.Equal(sorted, set) {
+			t.Fatalf("SortedTerms(%q) = %q, want the sorted ContentTerms %q", s, sorted, set)
 		}
 	})
 }
@@ -228,13 +228,7 @@ func FuzzContainsTerms(f *testing.F) {
 // (through ContentTerms) apply to one message: it holds every term of the
 // query as a whole word; terms come from Terms.
 func containsTerms(content []byte, terms []string) bool {
-	have := ContentTerms(string(content))
-	for _, t := range terms {
-		if _, ok := have[t]; !ok {
-			return false
-		}
-	}
-	return true
+	return HasAllTerms(ContentTerms(string(content)), terms)
 }
 
 // TestWordRuneAtASCII: the ASCII shortcut answers as Unicode's tables do

@@ -1,4 +1,4 @@
-package bolt
+package model
 
 import (
 	"crypto/sha256"
@@ -79,7 +79,19 @@ func ContentTerms(content string) map[string]struct{} {
 	return set
 }
 
-// sortedTerms is ContentTerms as a sorted list. Writers compute it before
+// HasAllTerms reports whether set, the ContentTerms of a message, holds
+// every one of terms, a query's Terms: the rule search and live streams
+// both apply to decide that a message matches.
+func HasAllTerms(set map[string]struct{}, terms []string) bool {
+	for _, t := range terms {
+		if _, ok := set[t]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// SortedTerms is ContentTerms as a sorted list. Writers compute it before
 // they queue for the write transaction — splitting, composing and folding
 // is the costliest part of indexing, and outside the transaction it runs
 // on every core instead of in the single committer — and insert in key
@@ -88,7 +100,7 @@ func ContentTerms(content string) map[string]struct{} {
 // It folds every word into one buffer and sorts slices of it, with no set
 // to hash into: the terms share one allocation, so whoever keeps one for
 // long (the tail's in-memory index) keeps a copy.
-func sortedTerms(content string) []string {
+func SortedTerms(content string) []string {
 	var buf []byte
 	var ends []int
 	for word := range words([]byte(content)) {

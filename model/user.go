@@ -1,0 +1,185 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// RoleUser is the role every registered account holds; creating messages
+// requires it.
+const RoleUser = "ROLE_USER"
+
+// RoleAdmin is held by the administrators a server is configured with; it
+// is not stored, so naming or un-naming an administrator takes a restart,
+// not a write.
+const RoleAdmin = "ROLE_ADMIN"
+
+// Limits on account fields.
+const (
+	MaxEmailBytes    = 254 // RFC 5321's path limit, less the angle brackets
+	MinPasswordChars = 8
+	MaxPasswordBytes = 1024 // bounds the work a single login can ask of argon2
+)
+
+// User is an account. PasswordHash is an encoded argon2id string and never
+// leaves the server.
+type User struct {
+	ID           uint64
+	Email        string // as registered, trimmed; unique case-insensitively
+	PasswordHash string
+	Roles        []string
+	CreatedAt    time.Time
+}
+
+// HasRole reports whether the user holds role.
+func (u *User) HasRole(role string) bool {
+	for _, r := range u.Roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+// Registration is what a client sends to create an account, before the
+// password is hashed.
+type Registration struct {
+	Email    string
+	Password string
+}
+
+// Normalize trims the e-mail; spaces around an address are never meant.
+func (r *Registration) Normalize() { r.Email = NormalizeEmail(r.Email) }
+
+// Validate reports every rule the registration breaks.
+func (r *Registration) Validate() error {
+	var v ValidationError
+	v.CheckEmail("email", r.Email)
+	v.CheckNewPassword("password", r.Password)
+	return v.Err()
+}
+
+// CheckNewPassword adds to v a violation naming field when password breaks
+// the rules for a new password.
+func (v *ValidationError) CheckNewPassword(field, password string) {
+	switch {
+	case strings.TrimSpace(password) == "":
+		v.Add(field, "must not be blank or only spaces")
+	case !utf8.ValidString(password):
+		v.Add(field, "must be valid UTF-8")
+	case utf8.RuneCountInString(password) < MinPasswordChars:
+		v.Add(field, fmt.Sprintf("must be at least %d characters", MinPasswordChars))
+	case len(password) > MaxPasswordBytes:
+		v.Add(field, fmt.Sprintf("must be at most %d bytes", MaxPasswordBytes))
+	}
+}
+
+// NormalizeEmail is the form an address is stored and shown in.
+func NormalizeEmail(s string) string { return strings.TrimSpace(s) }
+
+// EmailKey is the form an address is compared and indexed in, so that
+// Ada@Example.com and ada@example.com are one account: the key for
+// anything that must treat two spellings of one address as one (the
+// e-mail index, the guessing limits). NFC first: "é" may arrive as one
+// code point or as "e" plus a combining accent, and two spellings of one
+// address must not become two accounts.
+func EmailKey(email string) string {
+	return Fold(norm.NFC.String(NormalizeEmail(email)))
+}
+
+// CheckEmail adds to v a violation naming field unless email is a
+// plausible address: one '@' with something on each side, no spaces or
+// control characters. Deliverability is not ours to judge.
+func (v *ValidationError) CheckEmail(field, email string) {
+	switch {
+	case email == "":
+		v.Add(field, "must not be blank")
+		return
+	case !utf8.ValidString(email):
+		v.Add(field, "must be valid UTF-8")
+		return
+	case len(email) > MaxEmailBytes:
+		v.Add(field, fmt.Sprintf("must be at most %d bytes", MaxEmailBytes))
+		return
+	}
+	local, domain, ok := strings.Cut(email, "@")
+	if !ok || local == "" || domain == "" || strings.Contains(domain, "@") {
+		v.Add(field, "must be an e-mail address like name@example.com")
+		return
+	}
+	if strings.IndexFunc(email, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		v.Add(field, "must not contain spaces or control characters")
+		return
+	}
+	// The owner's e-mail is what other people see on every message, so it
+	// must look like what it is.
+	if i := strings.IndexFunc(email, isInvisible); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(email[i:])
+		v.Add(field, fmt.Sprintf("must not contain invisible characters (U+%04X)", r))
+		return
+	}
+	for _, part := range append([]string{local}, strings.Split(domain, ".")...) {
+		if a, b, mixed := mixedScripts(part); mixed {
+			v.Add(field, fmt.Sprintf("must not mix %s and %s letters in one part (%q), a common way to imitate another address", a, b, part))
+			return
+		}
+	}
+}
+
+// isInvisible reports runes that render as nothing or as blank space, the
+// raw material of an address that looks like someone else's: format
+// characters (zero-width spaces and joiners, bidirectional overrides, the
+// soft hyphen), private-use, surrogate and unassigned code points, variation
+// selectors, and the fillers that draw as blanks.
+func isInvisible(r rune) bool {
+	// Not printable: format, control, private-use, surrogate and unassigned
+	// code points, and every space but U+0020 (refused before this).
+	if !unicode.IsPrint(r) || unicode.Is(unicode.Variation_Selector, r) {
+		return true
+	}
+	switch r {
+	case '\u034F', // combining grapheme joiner
+		'\u115F', '\u1160', '\u3164', '\uFFA0', // Hangul fillers
+		'\u2800': // braille blank
+		return true
+	}
+	return false
+}
+
+// confusableScripts are the scripts whose letters imitate each other most
+// (Latin a, Cyrillic а, Greek α); one part of an address may use only one
+// of them. Other scripts may mix freely: Japanese mixes Han, Hiragana and
+// Katakana by design, and a whole-script look-alike (every letter
+// Cyrillic) cannot be told from a real Cyrillic address by any simple rule.
+var confusableScripts = []struct {
+	name  string
+	table *unicode.RangeTable
+}{
+	{"Latin", unicode.Latin},
+	{"Cyrillic", unicode.Cyrillic},
+	{"Greek", unicode.Greek},
+}
+
+// mixedScripts reports whether part has letters from two confusable
+// scripts, and which.
+func mixedScripts(part string) (first, second string, mixed bool) {
+	for _, r := range part {
+		for _, s := range confusableScripts {
+			if !unicode.Is(s.table, r) {
+				continue
+			}
+			switch {
+			case first == "":
+				first = s.name
+			case first != s.name:
+				return first, s.name, true
+			}
+		}
+	}
+	return "", "", false
+}
