@@ -28,6 +28,8 @@ import (
 	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/http/netquirk"
+	"herald/http/stream"
 )
 
 func main() {
@@ -85,8 +87,8 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.IntVar(&c.hashQueue, "hash-queue", 0, "logins that may wait for a hashing slot before the rest get 503; 0 means 32 per slot (`N`)")
 	fs.IntVar(&c.memoryLimitMiB, "memory-limit", 0, "soft limit on the Go heap in MiB; 0 means 24 + 24 per hashing slot; GOMEMLIMIT, when set, wins (`MIB`)")
 	fs.IntVar(&c.procs, "procs", 0, "goroutines the Go runtime runs at once (its GOMAXPROCS); 0 means twice the CPUs available; GOMAXPROCS, when set, wins (`N`)")
-	fs.IntVar(&c.streamsPerUser, "max-streams-per-user", heraldhttp.DefaultStreamsPerUser, "live streams one account may hold open at once (`N`)")
-	fs.IntVar(&c.streams, "max-streams", heraldhttp.DefaultStreams, "live streams open at once in all; each costs a connection, so raise the file limit (ulimit -n) with it (`N`)")
+	fs.IntVar(&c.streamsPerUser, "max-streams-per-user", stream.DefaultPerUser, "live streams one account may hold open at once (`N`)")
+	fs.IntVar(&c.streams, "max-streams", stream.DefaultTotal, "live streams open at once in all; each costs a connection, so raise the file limit (ulimit -n) with it (`N`)")
 	c.changesKeepFor = 7 * 24 * time.Hour
 	fs.Var(durationFlag{&c.changesKeepFor}, "changes-keep", "how long the change log keeps changes for streams resuming with Last-Event-ID; older positions get a reset event (`DURATION`)")
 	fs.IntVar(&c.changesKeepMax, "changes-max", 100000, "most changes the change log keeps, whatever their age (`N`)")
@@ -530,7 +532,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		MaxBodyBytes: cfg.maxBody,
 		Logger:       logger,
 		Admins:       splitList(cfg.admins),
-		Streams:      heraldhttp.StreamLimits{PerUser: cfg.streamsPerUser, Total: cfg.streams},
+		Streams:      stream.Limits{PerUser: cfg.streamsPerUser, Total: cfg.streams},
 		Limits: heraldhttp.Limits{
 			LoginFailuresPerAccount: cfg.loginPerAccount,
 			LoginFailuresPerAddress: cfg.loginPerAddress,
@@ -556,7 +558,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	logger.Info("listening", "addr", ln.Addr().String(), "db", cfg.dbPath)
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(heraldhttp.CoalesceWrites(srv, ln)) }()
+	go func() { serveErr <- srv.Serve(netquirk.CoalesceWrites(srv, ln)) }()
 	select {
 	case err := <-serveErr:
 		return err

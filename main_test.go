@@ -23,10 +23,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+
 	"herald/auth"
 	"herald/bolt"
-
-	"github.com/VictoriaMetrics/metrics"
 )
 
 // runMainEnv makes the test binary act as herald itself: TestMain calls

@@ -29,19 +29,19 @@ func seedDB(t *testing.T, n int) string {
 	var users []*model.User
 	for i, email := range []string{"ada@example.com", "bob@example.com"} {
 		u := &model.User{Email: email, PasswordHash: "$argon2id$v=19$m=65536,t=1,p=4$c2FsdA$aGFzaA"}
-		if _, err := db.CreateUser(u, model.TokenHash{byte(i + 1)}, time.Hour); err != nil {
+		if _, err := db.CreateUser(context.Background(), u, model.TokenHash{byte(i + 1)}, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		users = append(users, u)
 	}
 	for i := range n {
 		u := users[i%2]
-		m, err := db.CreateMessage(model.ByUser(u.ID), fmt.Sprintf("message number %d with some words", i))
+		m, err := db.CreateMessage(context.Background(), model.ByUser(u.ID), fmt.Sprintf("message number %d with some words", i))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i%3 == 0 {
-			if _, err := db.DeleteMessage(m.ID, model.ByUser(u.ID), nil); err != nil {
+			if _, err := db.DeleteMessage(context.Background(), m.ID, model.ByUser(u.ID), nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -180,7 +180,7 @@ func TestBackupAndCompact(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		page, err := db.SearchMessages(context.Background(), model.SearchQuery{Terms: model.Terms("number 299")})
+		_, page, err := db.SearchMessages(context.Background(), model.ByServer(), model.SearchQuery{Terms: model.Terms("number 299")})
 		if err != nil || len(page.Messages) != 1 {
 			t.Errorf("search in %s = %v, %v", filepath.Base(copy), page, err)
 		}

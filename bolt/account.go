@@ -1,11 +1,13 @@
 package bolt
 
 import (
+	"context"
 	"fmt"
-	"herald/model"
 	"math"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // Deleting an account. The account itself — user record, e-mail index
@@ -26,7 +28,7 @@ const purgeChunk = 1000
 // failed) invisible until the next Open removes it. Its tokens go in the
 // first transaction, so their watchers (WatchTokenDeletions) hear before the
 // purge, which may take a while. Errors: model.ErrUnauthorized, model.ErrNotFound.
-func (db *DB) DeleteAccount(by model.Caller) error {
+func (db *DB) DeleteAccount(_ context.Context, by model.Caller) error {
 	var userID uint64
 	err := db.writes.update(func(tx *bbolt.Tx) error {
 		u, err := db.caller(tx, by)

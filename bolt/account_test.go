@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"herald/model"
 	"path/filepath"
 	"testing"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 func TestDeleteAccount(t *testing.T) {
@@ -29,19 +30,19 @@ func TestDeleteAccount(t *testing.T) {
 	adas = append(adas, bulkMessages(t, db, []uint64{ada.ID}, time.Millisecond, say, purgeChunk+2)...)
 	bobs := bulkMessages(t, db, []uint64{bob.ID}, time.Millisecond, func(i int) string { return fmt.Sprint("shared word bob ", i) }, 5)
 
-	if err := db.DeleteAccount(model.ByToken(phone)); err != nil {
+	if err := db.DeleteAccount(context.Background(), model.ByToken(phone)); err != nil {
 		t.Fatalf("DeleteAccount = %v", err)
 	}
 	for _, h := range []model.TokenHash{adaReg, phone} {
-		if _, _, err := db.Authenticate(h); !errors.Is(err, model.ErrUnauthorized) {
+		if _, _, err := db.Authenticate(context.Background(), h); !errors.Is(err, model.ErrUnauthorized) {
 			t.Errorf("Authenticate(a deleted account's token) = %v, want ErrUnauthorized", err)
 		}
 	}
-	if _, err := db.UserByID(ada.ID); !errors.Is(err, model.ErrNotFound) {
+	if _, err := db.UserByID(context.Background(), ada.ID); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("UserByID(deleted) = %v, want ErrNotFound", err)
 	}
 	for _, m := range adas[:3] {
-		if _, err := db.Message(m.ID); !errors.Is(err, model.ErrNotFound) {
+		if _, _, err := db.Message(context.Background(), model.ByServer(), m.ID); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("Message(%d) of a deleted account = %v, want ErrNotFound", m.ID, err)
 		}
 	}
@@ -59,7 +60,7 @@ func TestDeleteAccount(t *testing.T) {
 	if p := mustSearch(t, db, model.SearchQuery{OwnerEmail: "ada@example.com"}); len(p.Messages) != 0 {
 		t.Errorf("owner search for the re-registered e-mail = %d messages, want none", len(p.Messages))
 	}
-	if err := db.DeleteAccount(model.ByToken(phone)); !errors.Is(err, model.ErrUnauthorized) {
+	if err := db.DeleteAccount(context.Background(), model.ByToken(phone)); !errors.Is(err, model.ErrUnauthorized) {
 		t.Errorf("DeleteAccount with a deleted account's token = %v, want ErrUnauthorized", err)
 	}
 }
@@ -80,11 +81,11 @@ func TestDeleteAccountInterrupted(t *testing.T) {
 	}
 	checkIndexes(t, db.DB) // a half-purged account is a consistent state
 	m := adas[len(adas)-1]
-	if _, err := db.Message(m.ID); !errors.Is(err, model.ErrNotFound) {
+	if _, _, err := db.Message(context.Background(), model.ByServer(), m.ID); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("Message of an account being deleted = %v, want ErrNotFound", err)
 	}
 	content := "edited"
-	if _, err := db.UpdateMessage(m.ID, model.ByUser(bob.ID), model.MessageUpdate{Content: &content}, nil); !errors.Is(err, model.ErrNotFound) {
+	if _, err := db.UpdateMessage(context.Background(), m.ID, model.ByUser(bob.ID), model.MessageUpdate{Content: &content}, nil); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("UpdateMessage of an account being deleted = %v, want ErrNotFound", err)
 	}
 	p := mustSearch(t, db, model.SearchQuery{Terms: model.Terms("says"), Limit: 1})
@@ -115,25 +116,25 @@ func TestChangePassword(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := db.ChangePassword(model.ByToken(laptop), "$argon2id$new"); err != nil {
+	if err := db.ChangePassword(context.Background(), model.ByToken(laptop), "$argon2id$new"); err != nil {
 		t.Fatal(err)
 	}
-	u, err := db.UserByID(ada.ID)
+	u, err := db.UserByID(context.Background(), ada.ID)
 	if err != nil || u.PasswordHash != "$argon2id$new" {
 		t.Errorf("after ChangePassword: %+v, %v", u, err)
 	}
-	if _, _, err := db.Authenticate(laptop); err != nil {
+	if _, _, err := db.Authenticate(context.Background(), laptop); err != nil {
 		t.Errorf("the token that changed the password: %v", err)
 	}
 	for _, h := range []model.TokenHash{adaReg, phone} {
-		if _, _, err := db.Authenticate(h); !errors.Is(err, model.ErrUnauthorized) {
+		if _, _, err := db.Authenticate(context.Background(), h); !errors.Is(err, model.ErrUnauthorized) {
 			t.Errorf("another token after the change = %v, want ErrUnauthorized", err)
 		}
 	}
-	if _, _, err := db.Authenticate(bobReg); err != nil {
+	if _, _, err := db.Authenticate(context.Background(), bobReg); err != nil {
 		t.Errorf("bob's token after ada's change: %v", err)
 	}
-	if err := db.ChangePassword(model.ByToken(phone), "$argon2id$again"); !errors.Is(err, model.ErrUnauthorized) {
+	if err := db.ChangePassword(context.Background(), model.ByToken(phone), "$argon2id$again"); !errors.Is(err, model.ErrUnauthorized) {
 		t.Errorf("ChangePassword with a revoked token = %v, want ErrUnauthorized", err)
 	}
 }
@@ -143,19 +144,19 @@ func TestChangePassword(t *testing.T) {
 func TestIssueLoginToken(t *testing.T) {
 	db := mustOpen(t)
 	ada, reg := mustCreateUser(t, db, "ada@example.com")
-	if _, err := db.IssueLoginToken(ada.ID, fakePasswordHash, tokenHash("ok"), defaultTTL); err != nil {
+	if _, err := db.IssueLoginToken(context.Background(), ada.ID, fakePasswordHash, tokenHash("ok"), defaultTTL); err != nil {
 		t.Fatalf("IssueLoginToken with the current hash = %v", err)
 	}
-	if err := db.ChangePassword(model.ByToken(reg), "$argon2id$new"); err != nil {
+	if err := db.ChangePassword(context.Background(), model.ByToken(reg), "$argon2id$new"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.IssueLoginToken(ada.ID, fakePasswordHash, tokenHash("stale"), defaultTTL); !errors.Is(err, model.ErrUnauthorized) {
+	if _, err := db.IssueLoginToken(context.Background(), ada.ID, fakePasswordHash, tokenHash("stale"), defaultTTL); !errors.Is(err, model.ErrUnauthorized) {
 		t.Errorf("IssueLoginToken after a password change = %v, want ErrUnauthorized", err)
 	}
-	if err := db.DeleteAccount(model.ByToken(reg)); err != nil {
+	if err := db.DeleteAccount(context.Background(), model.ByToken(reg)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.IssueLoginToken(ada.ID, "$argon2id$new", tokenHash("gone"), defaultTTL); !errors.Is(err, model.ErrUnauthorized) {
+	if _, err := db.IssueLoginToken(context.Background(), ada.ID, "$argon2id$new", tokenHash("gone"), defaultTTL); !errors.Is(err, model.ErrUnauthorized) {
 		t.Errorf("IssueLoginToken after deletion = %v, want ErrUnauthorized", err)
 	}
 	if got := mustCounts(t, db).Tokens; got != 0 {
@@ -182,7 +183,7 @@ func TestDeleteMessagesBefore(t *testing.T) {
 	if got, want := mustCounts(t, db).Messages, 150; got != want {
 		t.Errorf("messages left = %d, want %d", got, want)
 	}
-	if _, err := db.Message(msgs[0].ID); !errors.Is(err, model.ErrNotFound) {
+	if _, _, err := db.Message(context.Background(), model.ByServer(), msgs[0].ID); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("the oldest message after retention: %v, want ErrNotFound", err)
 	}
 	if got := mustMessage(t, db, msgs[2*retainChunk+50].ID); got == nil {

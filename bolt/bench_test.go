@@ -1,12 +1,14 @@
 package bolt
 
 import (
+	"context"
 	"fmt"
-	"herald/model"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"herald/model"
 )
 
 // benchWords is the vocabulary of generated messages; "zeppelin" is placed
@@ -55,7 +57,7 @@ func BenchmarkCreateMessage(b *testing.B) {
 	content := benchContent(1)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := db.CreateMessage(model.ByUser(u.ID), content); err != nil {
+		if _, err := db.CreateMessage(context.Background(), model.ByUser(u.ID), content); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -68,7 +70,7 @@ func BenchmarkMessage(b *testing.B) {
 	var id uint64
 	for b.Loop() {
 		id = id%10000 + 1
-		if _, err := db.Message(id); err != nil {
+		if _, _, err := db.Message(context.Background(), model.ByServer(), id); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -84,7 +86,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if _, _, err := db.Authenticate(hashes[i%len(hashes)]); err != nil {
+		if _, _, err := db.Authenticate(context.Background(), hashes[i%len(hashes)]); err != nil {
 			b.Fatal(err)
 		}
 		i++

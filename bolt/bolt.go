@@ -6,6 +6,7 @@ package bolt
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -120,7 +121,6 @@ type DB struct {
 	writes *committer
 	uses   tokenUses
 	feed   changeFeed
-	tokens tokenWatch
 	tail   *tailIndex
 	merge  merger
 	turns  *searchTurns
@@ -252,7 +252,7 @@ func (db *DB) Close() error {
 }
 
 // Ping reports whether the database can still serve a read transaction.
-func (db *DB) Ping() error {
+func (db *DB) Ping(context.Context) error {
 	return db.bolt.View(func(*bbolt.Tx) error { return nil })
 }
 

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"herald/model"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // testEpoch is where every test clock starts. It carries nanoseconds on
@@ -97,7 +98,7 @@ func mustCreateUser(tb testing.TB, db *testDB, email string) (*model.User, model
 	tb.Helper()
 	u := &model.User{Email: email, PasswordHash: fakePasswordHash}
 	h := tokenHash("register:" + email)
-	if _, err := db.CreateUser(u, h, defaultTTL); err != nil {
+	if _, err := db.CreateUser(context.Background(), u, h, defaultTTL); err != nil {
 		tb.Fatalf("CreateUser(%q) = %v", email, err)
 	}
 	return u, h
@@ -106,7 +107,7 @@ func mustCreateUser(tb testing.TB, db *testDB, email string) (*model.User, model
 // mustCreateMessage stores content for owner and returns the stored message.
 func mustCreateMessage(tb testing.TB, db *testDB, owner uint64, content string) *model.Message {
 	tb.Helper()
-	m, err := db.CreateMessage(model.ByUser(owner), content)
+	m, err := db.CreateMessage(context.Background(), model.ByUser(owner), content)
 	if err != nil {
 		tb.Fatalf("CreateMessage(owner %d, %q) = %v", owner, content, err)
 	}
@@ -116,7 +117,7 @@ func mustCreateMessage(tb testing.TB, db *testDB, owner uint64, content string) 
 // mustMessage reads a message that must exist.
 func mustMessage(tb testing.TB, db *testDB, id uint64) *model.Message {
 	tb.Helper()
-	m, err := db.Message(id)
+	_, m, err := db.Message(context.Background(), model.ByServer(), id)
 	if err != nil {
 		tb.Fatalf("Message(%d) = %v", id, err)
 	}
@@ -147,7 +148,7 @@ func messageString(m *model.Message) string {
 // assertUnchanged fails when message want.ID no longer reads back as want.
 func assertUnchanged(tb testing.TB, db *testDB, want *model.Message) {
 	tb.Helper()
-	got, err := db.Message(want.ID)
+	_, got, err := db.Message(context.Background(), model.ByServer(), want.ID)
 	if err != nil {
 		tb.Fatalf("Message(%d) = %v, want it unchanged", want.ID, err)
 	}
@@ -229,7 +230,7 @@ func TestOpen(t *testing.T) {
 			t.Errorf("Open gave up after %v with LockTimeout %v", elapsed, timeout)
 		}
 		// The first handle is unaffected.
-		if err := db.Ping(); err != nil {
+		if err := db.Ping(context.Background()); err != nil {
 			t.Errorf("Ping() on the first handle = %v, want nil", err)
 		}
 	})
@@ -259,14 +260,14 @@ func TestOpen(t *testing.T) {
 			checkIndexes(t, db2)
 			db2.Close()
 		})
-		got, err := db2.Message(m.ID)
+		_, got, err := db2.Message(context.Background(), model.ByServer(), m.ID)
 		if err != nil {
 			t.Fatalf("Message(%d) after reopen = %v", m.ID, err)
 		}
 		if g, w := messageString(got), messageString(m); g != w {
 			t.Errorf("Message(%d) after reopen = %s, want %s", m.ID, g, w)
 		}
-		au, _, err := db2.Authenticate(h)
+		au, _, err := db2.Authenticate(context.Background(), h)
 		if err != nil {
 			t.Fatalf("Authenticate after reopen = %v", err)
 		}
@@ -274,7 +275,7 @@ func TestOpen(t *testing.T) {
 			t.Errorf("Authenticate after reopen: user ID = %d, want %d", got, want)
 		}
 		// Sequences survive too: the next message gets a fresh ID.
-		m2, err := db2.CreateMessage(model.ByUser(u.ID), "after reopen")
+		m2, err := db2.CreateMessage(context.Background(), model.ByUser(u.ID), "after reopen")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +312,7 @@ func TestOpen(t *testing.T) {
 func TestPing(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		db := mustOpen(t)
-		if err := db.Ping(); err != nil {
+		if err := db.Ping(context.Background()); err != nil {
 			t.Errorf("Ping() = %v, want nil", err)
 		}
 	})
@@ -324,7 +325,7 @@ func TestPing(t *testing.T) {
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.Ping(); err == nil {
+		if err := db.Ping(context.Background()); err == nil {
 			t.Errorf("Ping() after Close = nil, want an error")
 		}
 	})
@@ -346,10 +347,10 @@ func TestCounts(t *testing.T) {
 	if got, want := mustCounts(t, db), (Counts{Users: 2, Tokens: 3, Messages: 3}); got != want {
 		t.Errorf("Counts() = %+v, want %+v", got, want)
 	}
-	if _, err := db.DeleteMessage(m1.ID, model.ByUser(ada.ID), nil); err != nil {
+	if _, err := db.DeleteMessage(context.Background(), m1.ID, model.ByUser(ada.ID), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RevokeToken(tokenHash("ada phone")); err != nil {
+	if err := db.RevokeToken(context.Background(), tokenHash("ada phone")); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := mustCounts(t, db), (Counts{Users: 2, Tokens: 2, Messages: 2}); got != want {
@@ -376,7 +377,7 @@ func TestConcurrentWrites(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range perWriter {
-				m, err := db.CreateMessage(model.ByUser(owner.ID), fmt.Sprintf("writer %d message %d", w, i))
+				m, err := db.CreateMessage(context.Background(), model.ByUser(owner.ID), fmt.Sprintf("writer %d message %d", w, i))
 				if err != nil {
 					t.Errorf("CreateMessage = %v", err)
 					return
@@ -386,7 +387,7 @@ func TestConcurrentWrites(t *testing.T) {
 				mu.Unlock()
 			}
 			u := &model.User{Email: "  Contested@Example.com ", PasswordHash: fakePasswordHash}
-			_, err := db.CreateUser(u, tokenHash(fmt.Sprint("contested", w)), time.Hour)
+			_, err := db.CreateUser(context.Background(), u, tokenHash(fmt.Sprint("contested", w)), time.Hour)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

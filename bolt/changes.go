@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"herald/model"
 	"sync"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // The change log. Every create, update and delete of a message appends a
@@ -25,13 +26,18 @@ var metaChangesFloor = []byte("changes_floor") // highest sequence trimmed from 
 
 // Change record layout: version, kind, commit time (8), owner e-mail length
 // (2) and e-mail, replaced content length (4) and content, message ID (8),
-// then the message record as encodeMessage writes it.
+// then the message record as encodeMessage writes it. A TokensRevoked
+// change (layout 7) keeps its account in the message record's owner, the
+// rest of it empty.
 const (
 	changeRecordVersion = 1
 	changeHeaderLen     = 1 + 1 + 8
 )
 
 func encodeChange(ch *model.Change) []byte {
+	if ch.Kind == model.TokensRevoked {
+		ch = &model.Change{Kind: ch.Kind, At: ch.At, Message: model.Message{OwnerID: ch.UserID}}
+	}
 	email := ch.Message.OwnerEmail
 	b := make([]byte, 0, changeHeaderLen+2+len(email)+4+len(ch.Before)+8+messageHeaderLen+len(ch.Message.Content))
 	b = append(b, changeRecordVersion, byte(ch.Kind))
@@ -71,23 +77,44 @@ func decodeChange(seq uint64, b []byte) (*model.Change, error) {
 		return nil, bad
 	}
 	m.OwnerEmail = email
-	ch.Message = *m
-	if ch.Kind < model.MessageCreated || ch.Kind > model.MessageDeleted {
+	switch ch.Kind {
+	case model.MessageCreated, model.MessageUpdated, model.MessageDeleted:
+		ch.Message = *m
+	case model.TokensRevoked:
+		if m.ID != 0 || m.OwnerID == 0 {
+			return nil, bad
+		}
+		ch.UserID = m.OwnerID
+	default:
 		return nil, bad
 	}
 	return ch, nil
 }
 
 // recordChange appends a change of m to the log inside tx, the transaction
-// making the change. It runs on the committer, which hands the change to
-// the feed once the transaction is on disk.
+// making the change.
 func (db *DB) recordChange(tx *bbolt.Tx, kind model.ChangeKind, m *model.Message, before string) error {
+	return db.appendChange(tx, &model.Change{Kind: kind, Message: *m, Before: before})
+}
+
+// recordRevocation appends to the log, inside the transaction deleting
+// them, that tokens of userID stopped working, so live streams of that
+// account check theirs. Tokens that expire need none: a stream knows its
+// token's expiry.
+func (db *DB) recordRevocation(tx *bbolt.Tx, userID uint64) error {
+	return db.appendChange(tx, &model.Change{Kind: model.TokensRevoked, UserID: userID})
+}
+
+// appendChange gives ch the log's next position and the time, and stores
+// it. It runs on the committer, which hands the change to the feed once
+// the transaction is on disk.
+func (db *DB) appendChange(tx *bbolt.Tx, ch *model.Change) error {
 	log := tx.Bucket(bucketChanges)
 	seq, err := log.NextSequence()
 	if err != nil {
 		return err
 	}
-	ch := &model.Change{Seq: seq, Kind: kind, At: db.clock(), Message: *m, Before: before}
+	ch.Seq, ch.At = seq, db.clock()
 	if err := log.Put(itob(seq), encodeChange(ch)); err != nil {
 		return err
 	}
@@ -146,17 +173,17 @@ func (f *changeFeed) publish(chs []*model.Change) {
 
 // ChangeHead returns the newest committed change's position (0 for an
 // empty log) and a channel closed when a newer one commits.
-func (db *DB) ChangeHead() (uint64, <-chan struct{}) {
+func (db *DB) ChangeHead(context.Context) (uint64, <-chan struct{}, error) {
 	db.feed.mu.Lock()
 	defer db.feed.mu.Unlock()
-	return db.feed.head, db.feed.wait
+	return db.feed.head, db.feed.wait, nil
 }
 
 // ChangesAfter returns up to max changes after position after, oldest
 // first, and the head at the time of the call. It returns model.ErrChangeUnknown
 // for a position the log no longer holds, or never held. The changes are
 // shared with other readers and must not be modified.
-func (db *DB) ChangesAfter(after uint64, max int) ([]*model.Change, uint64, error) {
+func (db *DB) ChangesAfter(_ context.Context, after uint64, max int) ([]*model.Change, uint64, error) {
 	f := &db.feed
 	f.mu.Lock()
 	head, floor := f.head, f.floor

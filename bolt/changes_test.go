@@ -5,17 +5,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"herald/model"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // changeString renders what a reader of the log sees of a change.
 func changeString(ch *model.Change) string {
+	if ch.Kind == model.TokensRevoked {
+		return fmt.Sprintf("%d %s of account %d", ch.Seq, ch.Kind, ch.UserID)
+	}
 	s := fmt.Sprintf("%d %s #%d %s %q", ch.Seq, ch.Kind, ch.Message.ID, ch.Message.OwnerEmail, ch.Message.Content)
 	if ch.Before != "" {
 		s += fmt.Sprintf(" (was %q)", ch.Before)
@@ -33,7 +37,7 @@ func changeStrings(chs []*model.Change) []string {
 
 func mustChangesAfter(tb testing.TB, db *DB, after uint64) []string {
 	tb.Helper()
-	chs, _, err := db.ChangesAfter(after, 1000)
+	chs, _, err := db.ChangesAfter(context.Background(), after, 1000)
 	if err != nil {
 		tb.Fatalf("ChangesAfter(%d) = %v", after, err)
 	}
@@ -50,22 +54,22 @@ func TestChangeLog(t *testing.T) {
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
 	bob, _ := mustCreateUser(t, db, "bob@example.com")
 
-	if head, _ := db.ChangeHead(); head != 0 {
+	if head, _, _ := db.ChangeHead(context.Background()); head != 0 {
 		t.Fatalf("head of an empty log = %d, want 0", head)
 	}
 	m1 := mustCreateMessage(t, db, ada.ID, "hello world")
 	m2 := mustCreateMessage(t, db, bob.ID, "bob here")
-	if _, err := db.UpdateMessage(m1.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("goodbye world")}, nil); err != nil {
+	if _, err := db.UpdateMessage(context.Background(), m1.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("goodbye world")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Refused writes: not the owner, and an update that changes nothing.
-	if _, err := db.DeleteMessage(m1.ID, model.ByUser(bob.ID), nil); !errors.Is(err, model.ErrForbidden) {
+	if _, err := db.DeleteMessage(context.Background(), m1.ID, model.ByUser(bob.ID), nil); !errors.Is(err, model.ErrForbidden) {
 		t.Fatalf("DeleteMessage(not owner) = %v", err)
 	}
-	if _, err := db.UpdateMessage(m2.ID, model.ByUser(bob.ID), model.MessageUpdate{Content: ptr("bob here")}, nil); err != nil {
+	if _, err := db.UpdateMessage(context.Background(), m2.ID, model.ByUser(bob.ID), model.MessageUpdate{Content: ptr("bob here")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.DeleteMessage(m2.ID, model.ByUser(bob.ID), nil); err != nil {
+	if _, err := db.DeleteMessage(context.Background(), m2.ID, model.ByUser(bob.ID), nil); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -83,13 +87,13 @@ func TestChangeLog(t *testing.T) {
 	if got := mustChangesAfter(t, db.DB, 4); len(got) != 0 {
 		t.Errorf("log after the head = %q, want nothing", got)
 	}
-	if _, _, err := db.ChangesAfter(5, 10); !errors.Is(err, model.ErrChangeUnknown) {
+	if _, _, err := db.ChangesAfter(context.Background(), 5, 10); !errors.Is(err, model.ErrChangeUnknown) {
 		t.Errorf("ChangesAfter(beyond the head) = %v, want ErrChangeUnknown", err)
 	}
 
 	// After a restart the feed's memory is empty: the same log from disk.
 	reopen(t, db)
-	if head, _ := db.ChangeHead(); head != 4 {
+	if head, _, _ := db.ChangeHead(context.Background()); head != 4 {
 		t.Fatalf("head after reopen = %d, want 4", head)
 	}
 	if got := mustChangesAfter(t, db.DB, 0); !equalStrings(got, want) {
@@ -121,7 +125,7 @@ func reopen(t *testing.T, db *testDB) {
 func TestChangeHeadWakes(t *testing.T) {
 	db := mustOpen(t)
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
-	head, wait := db.ChangeHead()
+	head, wait, _ := db.ChangeHead(context.Background())
 	select {
 	case <-wait:
 		t.Fatal("woken before any change")
@@ -133,7 +137,7 @@ func TestChangeHeadWakes(t *testing.T) {
 	default:
 		t.Fatal("not woken by a committed change")
 	}
-	if h, _ := db.ChangeHead(); h != head+1 {
+	if h, _, _ := db.ChangeHead(context.Background()); h != head+1 {
 		t.Errorf("head = %d, want %d", h, head+1)
 	}
 }
@@ -157,7 +161,7 @@ func TestTrimChanges(t *testing.T) {
 		if reopened {
 			reopen(t, db)
 		}
-		if _, _, err := db.ChangesAfter(2, 10); !errors.Is(err, model.ErrChangeUnknown) {
+		if _, _, err := db.ChangesAfter(context.Background(), 2, 10); !errors.Is(err, model.ErrChangeUnknown) {
 			t.Errorf("reopened %v: ChangesAfter(trimmed) = %v, want ErrChangeUnknown", reopened, err)
 		}
 		if got := mustChangesAfter(t, db.DB, 3); len(got) != 7 {
@@ -192,9 +196,9 @@ func TestChangeLogOfPurgeAndRetention(t *testing.T) {
 	db.Clock.Add(48 * time.Hour)
 	mustCreateMessage(t, db, ada.ID, "ada one")
 	mustCreateMessage(t, db, ada.ID, "ada two")
-	head, _ := db.ChangeHead()
+	head, _, _ := db.ChangeHead(context.Background())
 
-	if err := db.DeleteAccount(model.ByUser(ada.ID)); err != nil {
+	if err := db.DeleteAccount(context.Background(), model.ByUser(ada.ID)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.DeleteMessagesBefore(context.Background(), db.Clock.Now().Add(-24*time.Hour)); err != nil {
@@ -202,9 +206,10 @@ func TestChangeLogOfPurgeAndRetention(t *testing.T) {
 	}
 	got := mustChangesAfter(t, db.DB, head)
 	want := []string{
-		`4 message.deleted #3 ada@example.com "ada two"`, // a purge goes newest first
-		`5 message.deleted #2 ada@example.com "ada one"`,
-		fmt.Sprintf(`6 message.deleted #%d bob@example.com "old news"`, old.ID),
+		fmt.Sprintf(`4 tokens.revoked of account %d`, ada.ID), // with the account, before the purge
+		`5 message.deleted #3 ada@example.com "ada two"`,      // a purge goes newest first
+		`6 message.deleted #2 ada@example.com "ada one"`,
+		fmt.Sprintf(`7 message.deleted #%d bob@example.com "old news"`, old.ID),
 	}
 	if !equalStrings(got, want) {
 		t.Errorf("changes =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -219,16 +224,19 @@ func TestChangeLogOfRetentionDuringPurge(t *testing.T) {
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
 	old := mustCreateMessage(t, db, ada.ID, "ada old")
 	db.Clock.Add(48 * time.Hour)
-	head, _ := db.ChangeHead()
+	head, _, _ := db.ChangeHead(context.Background())
 	// DeleteAccount's first transaction, the purge not yet run.
-	if err := db.bolt.Update(func(tx *bbolt.Tx) error { return db.removeAccount(tx, ada) }); err != nil {
+	if err := db.writes.update(func(tx *bbolt.Tx) error { return db.removeAccount(tx, ada) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.DeleteMessagesBefore(context.Background(), db.Clock.Now().Add(-24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	got := mustChangesAfter(t, db.DB, head)
-	want := []string{fmt.Sprintf(`%d message.deleted #%d ada@example.com "ada old"`, head+1, old.ID)}
+	want := []string{
+		fmt.Sprintf(`%d tokens.revoked of account %d`, head+1, ada.ID),
+		fmt.Sprintf(`%d message.deleted #%d ada@example.com "ada old"`, head+2, old.ID),
+	}
 	if !equalStrings(got, want) {
 		t.Errorf("changes =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -255,10 +263,10 @@ func TestUpgradeFromLayout2(t *testing.T) {
 	if problems, err := db.CheckInvariants(); err != nil || len(problems) > 0 {
 		t.Errorf("CheckInvariants after the upgrade = %q, %v", problems, err)
 	}
-	if head, _ := db.ChangeHead(); head != 0 {
+	if head, _, _ := db.ChangeHead(context.Background()); head != 0 {
 		t.Errorf("head after the upgrade = %d, want an empty log", head)
 	}
-	u, _, err := db.Authenticate(tokenHash("ada-token"))
+	u, _, err := db.Authenticate(context.Background(), tokenHash("ada-token"))
 	if err != nil || u.Email != "ada@example.com" {
 		t.Fatalf("Authenticate(old token) = %+v, %v", u, err)
 	}
@@ -323,7 +331,7 @@ func TestChangeFeedSlicesStayValid(t *testing.T) {
 		db.feed.publish(chs)
 	}
 	publish(1, feedMemory+10)
-	got, _, err := db.ChangesAfter(100, 50)
+	got, _, err := db.ChangesAfter(context.Background(), 100, 50)
 	if err != nil || len(got) != 50 || got[0].Seq != 101 {
 		t.Fatalf("ChangesAfter(100) = %d changes from %v, %v", len(got), got, err)
 	}

@@ -3,11 +3,12 @@ package bolt
 import (
 	"bytes"
 	"fmt"
-	"herald/model"
 	"slices"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // maxProblems bounds a report: a badly damaged file should not produce a

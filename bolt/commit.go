@@ -3,12 +3,13 @@ package bolt
 import (
 	"errors"
 	"fmt"
-	"herald/model"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // Group commit. Every bbolt commit ends in fsync, and on small machines the

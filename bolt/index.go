@@ -2,12 +2,13 @@ package bolt
 
 import (
 	"encoding/binary"
-	"herald/model"
 	"slices"
 	"strconv"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // Secondary indexes of messages. Each is written by the same transaction as

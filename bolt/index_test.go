@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"herald/model"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // termEntries lists the terms indexed for message id: its terms entries
@@ -56,7 +57,7 @@ func TestTermIndex(t *testing.T) {
 			t.Errorf("after create: terms = %q, want %q", got, want)
 		}
 		content := "world peace"
-		if _, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: &content}, nil); err != nil {
+		if _, err := db.UpdateMessage(context.Background(), m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: &content}, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := termEntries(t, db, m.ID), []string{"@1", "peace", "world"}; !slices.Equal(got, want) {
@@ -68,7 +69,7 @@ func TestTermIndex(t *testing.T) {
 		if got, want := pageIDs(mustSearch(t, db, model.SearchQuery{Terms: model.Terms("PEACE")})), []uint64{m.ID}; !slices.Equal(got, want) {
 			t.Errorf("search for a word the edit added = %v, want %v", got, want)
 		}
-		if _, err := db.DeleteMessage(m.ID, model.ByUser(ada.ID), nil); err != nil {
+		if _, err := db.DeleteMessage(context.Background(), m.ID, model.ByUser(ada.ID), nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := termEntries(t, db, m.ID); len(got) != 0 {
@@ -113,10 +114,10 @@ func TestSearchQueryRules(t *testing.T) {
 	for i := range model.MaxQueryTerms + 1 {
 		words = append(words, fmt.Sprint("w", i))
 	}
-	if _, err := db.SearchMessages(context.Background(), model.SearchQuery{Terms: model.Terms(strings.Join(words[:model.MaxQueryTerms], " "))}); err != nil {
+	if _, _, err := db.SearchMessages(context.Background(), model.ByServer(), model.SearchQuery{Terms: model.Terms(strings.Join(words[:model.MaxQueryTerms], " "))}); err != nil {
 		t.Errorf("search with %d words = %v, want nil", model.MaxQueryTerms, err)
 	}
-	_, err := db.SearchMessages(context.Background(), model.SearchQuery{Terms: model.Terms(strings.Join(words, " "))})
+	_, _, err := db.SearchMessages(context.Background(), model.ByServer(), model.SearchQuery{Terms: model.Terms(strings.Join(words, " "))})
 	if got, want := violationFields(t, err), []string{"q"}; !slices.Equal(got, want) {
 		t.Errorf("search with %d words: fields = %q, want %q", len(words), got, want)
 	}
@@ -149,7 +150,7 @@ func TestSearchAgainstModel(t *testing.T) {
 		}
 		for _, m := range all {
 			if rng.IntN(5) == 0 {
-				if _, err := db.DeleteMessage(m.ID, model.ByUser(m.OwnerID), nil); err != nil {
+				if _, err := db.DeleteMessage(context.Background(), m.ID, model.ByUser(m.OwnerID), nil); err != nil {
 					t.Fatal(err)
 				}
 				m.ID = 0 // gone
@@ -274,7 +275,7 @@ func TestSearchCancellation(t *testing.T) {
 	t.Run("BeforeStart", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, err := db.SearchMessages(ctx, model.SearchQuery{}); !errors.Is(err, context.Canceled) {
+		if _, _, err := db.SearchMessages(ctx, model.ByServer(), model.SearchQuery{}); !errors.Is(err, context.Canceled) {
 			t.Errorf("search with a cancelled context = %v, want context.Canceled", err)
 		}
 	})
@@ -283,7 +284,7 @@ func TestSearchCancellation(t *testing.T) {
 		// the next check instead of finishing its walk.
 		ctx := &countdownContext{Context: context.Background()}
 		ctx.left.Store(3)
-		_, err := db.SearchMessages(ctx, model.SearchQuery{Terms: model.Terms("left right")})
+		_, _, err := db.SearchMessages(ctx, model.ByServer(), model.SearchQuery{Terms: model.Terms("left right")})
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("search = %v, want context.Canceled", err)
 		}
@@ -315,7 +316,7 @@ func TestLongSearchesTakeTurns(t *testing.T) {
 	defer cancel()
 	waited := make(chan error, 1)
 	go func() {
-		_, err := db.SearchMessages(ctx, costly)
+		_, _, err := db.SearchMessages(ctx, model.ByServer(), costly)
 		waited <- err
 	}()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -380,7 +381,7 @@ func TestLongSearchesTakeTurnsByAccount(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, _, err := db.SearchFor(context.Background(), token, costly); err != nil {
+			if _, _, err := db.SearchMessages(context.Background(), model.ByToken(token), costly); err != nil {
 				t.Errorf("%s's search: %v", name, err)
 			}
 		}()
@@ -448,7 +449,7 @@ func TestFirstCreatedAtOrAfter(t *testing.T) {
 		msgs = append(msgs, mustCreateMessage(t, db, ada.ID, fmt.Sprintf("message %d", i)))
 	}
 	for _, i := range []int{0, 4, 5, 9, len(msgs) - 1} {
-		if _, err := db.DeleteMessage(msgs[i].ID, model.ByUser(ada.ID), nil); err != nil {
+		if _, err := db.DeleteMessage(context.Background(), msgs[i].ID, model.ByUser(ada.ID), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -480,7 +481,7 @@ func TestFirstCreatedAtOrAfter(t *testing.T) {
 	}
 	// And with no messages at all.
 	for _, m := range msgs {
-		_, _ = db.DeleteMessage(m.ID, model.ByUser(ada.ID), nil)
+		_, _ = db.DeleteMessage(context.Background(), m.ID, model.ByUser(ada.ID), nil)
 	}
 	err = db.bolt.View(func(tx *bbolt.Tx) error {
 		if got, ok := firstCreatedAtOrAfter(tx.Bucket(bucketMessages).Cursor(), bounds[0]); ok {
@@ -505,7 +506,7 @@ func TestGroupCommit(t *testing.T) {
 	bob, _ := mustCreateUser(t, db, "bob@example.com")
 	victim := mustCreateMessage(t, db, ada.ID, "bob may not touch this")
 	before := db.WriteStats()
-	startHead, _ := db.ChangeHead()
+	startHead, _, _ := db.ChangeHead(context.Background())
 
 	const writers, perWriter = 32, 20
 	var (
@@ -520,12 +521,12 @@ func TestGroupCommit(t *testing.T) {
 			for i := range perWriter {
 				if w%4 == 0 && i%2 == 0 {
 					// Refused inside the transaction it shares with others.
-					if _, err := db.DeleteMessage(victim.ID, model.ByUser(bob.ID), nil); !errors.Is(err, model.ErrForbidden) {
+					if _, err := db.DeleteMessage(context.Background(), victim.ID, model.ByUser(bob.ID), nil); !errors.Is(err, model.ErrForbidden) {
 						t.Errorf("DeleteMessage(not owner) = %v, want ErrForbidden", err)
 					}
 					continue
 				}
-				m, err := db.CreateMessage(model.ByUser(ada.ID), fmt.Sprintf("writer %d message %d", w, i))
+				m, err := db.CreateMessage(context.Background(), model.ByUser(ada.ID), fmt.Sprintf("writer %d message %d", w, i))
 				if err != nil {
 					t.Errorf("CreateMessage = %v", err)
 					return
@@ -553,7 +554,7 @@ func TestGroupCommit(t *testing.T) {
 	for _, m := range created {
 		isCreated[m.ID] = true
 	}
-	logged, head, err := db.ChangesAfter(startHead, 10000)
+	logged, head, err := db.ChangesAfter(context.Background(), startHead, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -575,7 +576,7 @@ func TestGroupCommit(t *testing.T) {
 			t.Errorf("message %d after reopen = %q, want %q", m.ID, got.Content, m.Content)
 		}
 	}
-	fromDisk, _, err := db.ChangesAfter(startHead, 10000)
+	fromDisk, _, err := db.ChangesAfter(context.Background(), startHead, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -726,10 +727,10 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 			}
 			defer db.Close()
 			u := &model.User{Email: "ada@example.com", PasswordHash: fakePasswordHash}
-			if _, err := db.CreateUser(u, tokenHash("t"), time.Hour); err != nil {
+			if _, err := db.CreateUser(context.Background(), u, tokenHash("t"), time.Hour); err != nil {
 				t.Fatal(err)
 			}
-			m, err := db.CreateMessage(model.ByUser(u.ID), "hello world")
+			m, err := db.CreateMessage(context.Background(), model.ByUser(u.ID), "hello world")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -771,7 +772,7 @@ func TestUpgradeFromLayout1(t *testing.T) {
 	checkIndexes(t, db)
 
 	// Users were re-encoded and still authenticate with their old tokens.
-	u, _, err := db.Authenticate(tokenHash("ada-2"))
+	u, _, err := db.Authenticate(context.Background(), tokenHash("ada-2"))
 	if err != nil || u.Email != "Ada@Example.com" || !u.HasRole(model.RoleUser) {
 		t.Fatalf("Authenticate(old token) = %+v, %v", u, err)
 	}
@@ -891,24 +892,27 @@ func TestOpenRefusesNewerLayout(t *testing.T) {
 func TestWritesRecheckToken(t *testing.T) {
 	db := mustOpen(t)
 	ada, adaToken := mustCreateUser(t, db, "ada@example.com")
-	m, err := db.CreateMessage(model.ByToken(adaToken), "mine")
+	m, err := db.CreateMessage(context.Background(), model.ByToken(adaToken), "mine")
 	if err != nil || m.OwnerID != ada.ID {
 		t.Fatalf("CreateMessage(model.ByToken) = %+v, %v", m, err)
 	}
 	content := "edited"
 	writes := map[string]func(model.Caller) error{
-		"Create": func(by model.Caller) error { _, err := db.CreateMessage(by, "x"); return err },
+		"Create": func(by model.Caller) error { _, err := db.CreateMessage(context.Background(), by, "x"); return err },
 		"Update": func(by model.Caller) error {
-			_, err := db.UpdateMessage(m.ID, by, model.MessageUpdate{Content: &content}, nil)
+			_, err := db.UpdateMessage(context.Background(), m.ID, by, model.MessageUpdate{Content: &content}, nil)
 			return err
 		},
-		"Delete": func(by model.Caller) error { _, err := db.DeleteMessage(m.ID, by, nil); return err },
+		"Delete": func(by model.Caller) error {
+			_, err := db.DeleteMessage(context.Background(), m.ID, by, nil)
+			return err
+		},
 	}
 	expiring := tokenHash("short-lived")
 	if _, err := db.CreateToken(ada.ID, expiring, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RevokeToken(adaToken); err != nil {
+	if err := db.RevokeToken(context.Background(), adaToken); err != nil {
 		t.Fatal(err)
 	}
 	db.Clock.Add(time.Minute)
@@ -937,7 +941,7 @@ func TestCommitterCloseRace(t *testing.T) {
 			t.Fatal(err)
 		}
 		u := &model.User{Email: "ada@example.com", PasswordHash: fakePasswordHash}
-		if _, err := db.CreateUser(u, tokenHash("t"), time.Hour); err != nil {
+		if _, err := db.CreateUser(context.Background(), u, tokenHash("t"), time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -946,7 +950,7 @@ func TestCommitterCloseRace(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range 50 {
-					if _, err := db.CreateMessage(model.ByUser(u.ID), "racing the close"); err != nil {
+					if _, err := db.CreateMessage(context.Background(), model.ByUser(u.ID), "racing the close"); err != nil {
 						return
 					}
 				}
@@ -999,11 +1003,11 @@ func TestUpgradeClampsCreationTimes(t *testing.T) {
 	}
 	defer db.Close()
 	checkIndexes(t, db)
-	m3, err := db.Message(3)
+	_, m3, err := db.Message(context.Background(), model.ByServer(), 3)
 	if err != nil || m3.CreatedAt.Before(second) {
 		t.Fatalf("message 3 after the upgrade: %v, %v; want created no earlier than message 2 (%v)", m3, err, second)
 	}
-	page, err := db.SearchMessages(context.Background(), model.SearchQuery{Since: &second})
+	_, page, err := db.SearchMessages(context.Background(), model.ByServer(), model.SearchQuery{Since: &second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1098,7 +1102,7 @@ func TestGrowingBucketsFillTheirPages(t *testing.T) {
 					if rng.IntN(2) == 0 {
 						owner = bob.ID
 					}
-					if _, err := db.CreateMessage(model.ByUser(owner), strings.Join(content, " ")+fmt.Sprintf(" w%dn%d", w, rng.IntN(1000))); err != nil {
+					if _, err := db.CreateMessage(context.Background(), model.ByUser(owner), strings.Join(content, " ")+fmt.Sprintf(" w%dn%d", w, rng.IntN(1000))); err != nil {
 						t.Error(err)
 						return
 					}

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -70,10 +71,12 @@ func (s *Snapshot) Check() ([]string, error) {
 // transaction, to w.
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) { return writeSnapshot(s.bolt, w) }
 
-// WriteTo streams a consistent snapshot of the live database to w from one
-// read transaction: writers go on meanwhile, and the copy holds exactly the
-// writes committed before it began.
-func (db *DB) WriteTo(w io.Writer) (int64, error) { return writeSnapshot(db.bolt, w) }
+// WriteBackup streams a consistent snapshot of the live database to w from
+// one read transaction: writers go on meanwhile, and the copy holds exactly
+// the writes committed before it began.
+func (db *DB) WriteBackup(_ context.Context, w io.Writer) (int64, error) {
+	return writeSnapshot(db.bolt, w)
+}
 
 func writeSnapshot(bdb *bbolt.DB, w io.Writer) (int64, error) {
 	var n int64

@@ -1,12 +1,14 @@
 package bolt
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
-	"herald/model"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // revision (8 bytes each), then the content. Search decodes every record it
@@ -149,20 +151,34 @@ func userEmail(b []byte) (string, bool) {
 	return string(email), true
 }
 
-// caller resolves by inside tx. Errors: model.ErrUnauthorized for a token
-// that no longer works, model.ErrNotFound for an unknown user ID.
+// caller resolves by to its account inside tx, for a write. Errors:
+// model.ErrUnauthorized for a token that no longer works and for
+// model.ByServer, which has no account; model.ErrNotFound for an unknown
+// user ID.
 func (db *DB) caller(tx *bbolt.Tx, by model.Caller) (*model.User, error) {
 	if hash, ok := by.Token(); ok {
 		u, _, err := db.authenticate(tx, hash)
 		return u, err
 	}
+	if by.Server() {
+		return nil, model.Errorf(model.ErrUnauthorized, "this needs an account")
+	}
 	return userByID(tx, by.UserID())
+}
+
+// reader resolves by inside tx, for a read: nil for model.ByServer, which
+// reads without an account. Errors: as caller.
+func (db *DB) reader(tx *bbolt.Tx, by model.Caller) (*model.User, error) {
+	if by.Server() {
+		return nil, nil
+	}
+	return db.caller(tx, by)
 }
 
 // CreateMessage stores content as a new message owned by the caller and
 // returns it as stored. Errors: model.ErrInvalid for bad content, model.ErrUnauthorized
 // or model.ErrNotFound when the caller does not resolve to a user.
-func (db *DB) CreateMessage(by model.Caller, content string) (*model.Message, error) {
+func (db *DB) CreateMessage(_ context.Context, by model.Caller, content string) (*model.Message, error) {
 	if err := (&model.Message{Content: content}).Validate(); err != nil {
 		return nil, err
 	}
@@ -220,34 +236,27 @@ func (db *DB) creationTime(tx *bbolt.Tx) time.Time {
 	return now
 }
 
-// Message finds a message by ID. Errors: model.ErrNotFound.
-func (db *DB) Message(id uint64) (*model.Message, error) {
-	var m *model.Message
-	err := db.bolt.View(func(tx *bbolt.Tx) error {
-		var err error
-		m, err = messageByID(tx, id)
-		return err
-	})
-	return m, err
-}
-
-// MessageFor authenticates a bearer token and reads a message in the same
-// read transaction: the hot path of GET /api/messages/{id}. Errors:
-// model.ErrUnauthorized, model.ErrNotFound.
-func (db *DB) MessageFor(hash model.TokenHash, id uint64) (*model.User, *model.Message, error) {
+// Message reads message id for the caller, whose account it returns,
+// resolved in the same read transaction: one transaction, not two, on the
+// hot path of GET /api/messages/{id}. Errors: model.ErrUnauthorized,
+// model.ErrNotFound.
+func (db *DB) Message(_ context.Context, by model.Caller, id uint64) (*model.User, *model.Message, error) {
 	var (
 		u   *model.User
 		m   *model.Message
 		err error
 	)
 	err = db.bolt.View(func(tx *bbolt.Tx) error {
-		if u, _, err = db.authenticate(tx, hash); err != nil {
+		if u, err = db.reader(tx, by); err != nil {
 			return err
 		}
 		m, err = messageByID(tx, id)
 		return err
 	})
-	return u, m, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return u, m, nil
 }
 
 // ownedMessage loads a message for a write, resolving the caller and
@@ -277,7 +286,7 @@ func (db *DB) ownedMessage(tx *bbolt.Tx, id uint64, by model.Caller, pre model.P
 // message, its UpdatedAt and its Revision alone. Errors: model.ErrInvalid,
 // model.ErrUnauthorized, model.ErrNotFound, model.ErrForbidden (not the owner),
 // model.ErrPrecondition (pre refused).
-func (db *DB) UpdateMessage(id uint64, by model.Caller, upd model.MessageUpdate, pre model.Precondition) (*model.Message, error) {
+func (db *DB) UpdateMessage(_ context.Context, id uint64, by model.Caller, upd model.MessageUpdate, pre model.Precondition) (*model.Message, error) {
 	if upd.Content != nil {
 		var v model.ValidationError
 		v.CheckContent("content", *upd.Content)
@@ -320,7 +329,7 @@ func (db *DB) UpdateMessage(id uint64, by model.Caller, upd model.MessageUpdate,
 // DeleteMessage removes message id and its index entries on behalf of the
 // caller and returns it as it was. Errors: model.ErrUnauthorized, model.ErrNotFound,
 // model.ErrForbidden, model.ErrPrecondition.
-func (db *DB) DeleteMessage(id uint64, by model.Caller, pre model.Precondition) (*model.Message, error) {
+func (db *DB) DeleteMessage(_ context.Context, id uint64, by model.Caller, pre model.Precondition) (*model.Message, error) {
 	var out *model.Message
 	err := db.writes.update(func(tx *bbolt.Tx) error {
 		m, err := db.ownedMessage(tx, id, by, pre)

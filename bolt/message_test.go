@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"herald/model"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // ownerIndexed reports whether the search index holds owner's term for
@@ -31,7 +32,7 @@ func TestCreateMessage(t *testing.T) {
 		want := time.Date(2026, 3, 4, 4, 41, 12, 987654000, time.UTC)
 
 		const content = "  Hello, wörld! 日本語 😀\n"
-		m, err := db.CreateMessage(model.ByUser(ada.ID), content)
+		m, err := db.CreateMessage(context.Background(), model.ByUser(ada.ID), content)
 		if err != nil {
 			t.Fatalf("CreateMessage = %v", err)
 		}
@@ -107,7 +108,7 @@ func TestCreateMessage(t *testing.T) {
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
 		before := mustCounts(t, db)
 		for _, owner := range []uint64{0, ada.ID + 1} {
-			if m, err := db.CreateMessage(model.ByUser(owner), "orphan"); !errors.Is(err, model.ErrNotFound) || m != nil {
+			if m, err := db.CreateMessage(context.Background(), model.ByUser(owner), "orphan"); !errors.Is(err, model.ErrNotFound) || m != nil {
 				t.Errorf("CreateMessage(owner %d) = %v, %v, want nil, ErrNotFound", owner, m, err)
 			}
 		}
@@ -125,13 +126,13 @@ func TestCreateMessage(t *testing.T) {
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
 		before := mustCounts(t, db)
 		for _, content := range []string{"", " \n\t", "\u3000", "bad \xff", strings.Repeat("x", model.MaxContentChars+1)} {
-			_, err := db.CreateMessage(model.ByUser(ada.ID), content)
+			_, err := db.CreateMessage(context.Background(), model.ByUser(ada.ID), content)
 			if got, want := violationFields(t, err), []string{"content"}; !slices.Equal(got, want) {
 				t.Errorf("CreateMessage(%d bytes) fields = %q, want %q", len(content), got, want)
 			}
 		}
 		// Validation comes before the owner lookup.
-		_, err := db.CreateMessage(model.ByUser(999), "")
+		_, err := db.CreateMessage(context.Background(), model.ByUser(999), "")
 		if !errors.Is(err, model.ErrInvalid) {
 			t.Errorf("CreateMessage(missing owner, blank) = %v, want ErrInvalid", err)
 		}
@@ -146,12 +147,12 @@ func TestMessage(t *testing.T) {
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
 	m := mustCreateMessage(t, db, ada.ID, "hello")
 	gone := mustCreateMessage(t, db, ada.ID, "soon gone")
-	if _, err := db.DeleteMessage(gone.ID, model.ByUser(ada.ID), nil); err != nil {
+	if _, err := db.DeleteMessage(context.Background(), gone.ID, model.ByUser(ada.ID), nil); err != nil {
 		t.Fatal(err)
 	}
 
 	t.Run("OK", func(t *testing.T) {
-		got, err := db.Message(m.ID)
+		_, got, err := db.Message(context.Background(), model.ByServer(), m.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +162,7 @@ func TestMessage(t *testing.T) {
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
 		for _, id := range []uint64{0, gone.ID, gone.ID + 1, 1<<64 - 1} {
-			got, err := db.Message(id)
+			_, got, err := db.Message(context.Background(), model.ByServer(), id)
 			if !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("Message(%d) = %v, want ErrNotFound", id, err)
 			}
@@ -188,7 +189,7 @@ func TestUpdateMessage(t *testing.T) {
 		db, ada, _, m := setup(t)
 		var seen string // what the precondition saw, before the write
 		pre := func(cur *model.Message) bool { seen = messageString(cur); return cur.Revision == 1 }
-		got, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("edited ✓")}, pre)
+		got, err := db.UpdateMessage(context.Background(), m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("edited ✓")}, pre)
 		if err != nil {
 			t.Fatalf("UpdateMessage = %v", err)
 		}
@@ -222,7 +223,7 @@ func TestUpdateMessage(t *testing.T) {
 
 		// A second change bumps the revision again.
 		db.Clock.Add(time.Second)
-		got2, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("edited twice")}, nil)
+		got2, err := db.UpdateMessage(context.Background(), m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("edited twice")}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +249,7 @@ func TestUpdateMessage(t *testing.T) {
 			{"SameContent", model.MessageUpdate{Content: ptr("original")}},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				got, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), tt.upd, nil)
+				got, err := db.UpdateMessage(context.Background(), m.ID, model.ByUser(ada.ID), tt.upd, nil)
 				if err != nil {
 					t.Fatalf("UpdateMessage = %v", err)
 				}
@@ -264,7 +265,7 @@ func TestUpdateMessage(t *testing.T) {
 	t.Run("ErrForbidden", func(t *testing.T) {
 		db, _, bob, m := setup(t)
 		for _, pre := range []model.Precondition{nil, func(*model.Message) bool { return false }} {
-			got, err := db.UpdateMessage(m.ID, model.ByUser(bob.ID), model.MessageUpdate{Content: ptr("hijacked")}, pre)
+			got, err := db.UpdateMessage(context.Background(), m.ID, model.ByUser(bob.ID), model.MessageUpdate{Content: ptr("hijacked")}, pre)
 			if !errors.Is(err, model.ErrForbidden) {
 				t.Errorf("UpdateMessage(other owner) = %v, want ErrForbidden", err)
 			}
@@ -279,11 +280,11 @@ func TestUpdateMessage(t *testing.T) {
 	t.Run("ErrNotFound", func(t *testing.T) {
 		db, ada, _, m := setup(t)
 		gone := mustCreateMessage(t, db, ada.ID, "gone")
-		if _, err := db.DeleteMessage(gone.ID, model.ByUser(ada.ID), nil); err != nil {
+		if _, err := db.DeleteMessage(context.Background(), gone.ID, model.ByUser(ada.ID), nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range []uint64{0, gone.ID, gone.ID + 1} {
-			got, err := db.UpdateMessage(id, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("x")}, nil)
+			got, err := db.UpdateMessage(context.Background(), id, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("x")}, nil)
 			if !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("UpdateMessage(%d) = %v, want ErrNotFound", id, err)
 			}
@@ -301,7 +302,7 @@ func TestUpdateMessage(t *testing.T) {
 	t.Run("ErrPrecondition", func(t *testing.T) {
 		db, ada, _, m := setup(t)
 		stale := func(cur *model.Message) bool { return cur.Revision == 0 }
-		got, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("lost update")}, stale)
+		got, err := db.UpdateMessage(context.Background(), m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("lost update")}, stale)
 		if !errors.Is(err, model.ErrPrecondition) {
 			t.Errorf("UpdateMessage(stale precondition) = %v, want ErrPrecondition", err)
 		}
@@ -310,7 +311,7 @@ func TestUpdateMessage(t *testing.T) {
 		}
 		assertUnchanged(t, db, m)
 		// A no-op update still honours the precondition.
-		if _, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{}, stale); !errors.Is(err, model.ErrPrecondition) {
+		if _, err := db.UpdateMessage(context.Background(), m.ID, model.ByUser(ada.ID), model.MessageUpdate{}, stale); !errors.Is(err, model.ErrPrecondition) {
 			t.Errorf("UpdateMessage(no-op, stale precondition) = %v, want ErrPrecondition", err)
 		}
 		assertUnchanged(t, db, m)
@@ -320,7 +321,7 @@ func TestUpdateMessage(t *testing.T) {
 	t.Run("ErrInvalid", func(t *testing.T) {
 		db, ada, _, m := setup(t)
 		for _, content := range []string{"", "  \t", "\u00a0\u3000", "bad \xff", strings.Repeat("日", model.MaxContentChars+1)} {
-			got, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr(content)}, nil)
+			got, err := db.UpdateMessage(context.Background(), m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr(content)}, nil)
 			if got, want := violationFields(t, err), []string{"content"}; !slices.Equal(got, want) {
 				t.Errorf("UpdateMessage(%d bytes) fields = %q, want %q", len(content), got, want)
 			}
@@ -347,7 +348,7 @@ func TestDeleteMessage(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		db, ada, _, m, keep := setup(t)
 		var seen string
-		got, err := db.DeleteMessage(m.ID, model.ByUser(ada.ID), func(cur *model.Message) bool { seen = messageString(cur); return true })
+		got, err := db.DeleteMessage(context.Background(), m.ID, model.ByUser(ada.ID), func(cur *model.Message) bool { seen = messageString(cur); return true })
 		if err != nil {
 			t.Fatalf("DeleteMessage = %v", err)
 		}
@@ -357,7 +358,7 @@ func TestDeleteMessage(t *testing.T) {
 		if g, w := seen, messageString(m); g != w {
 			t.Errorf("precondition saw %s, want %s", g, w)
 		}
-		if _, err := db.Message(m.ID); !errors.Is(err, model.ErrNotFound) {
+		if _, _, err := db.Message(context.Background(), model.ByServer(), m.ID); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("Message(deleted) = %v, want ErrNotFound", err)
 		}
 		if ownerIndexed(t, db, ada.ID, m.ID) {
@@ -371,7 +372,7 @@ func TestDeleteMessage(t *testing.T) {
 			t.Errorf("Counts().Messages = %d, want %d", got, want)
 		}
 		// The owner's search no longer finds it.
-		page, err := db.SearchMessages(context.Background(), model.SearchQuery{OwnerEmail: "ada@example.com"})
+		_, page, err := db.SearchMessages(context.Background(), model.ByServer(), model.SearchQuery{OwnerEmail: "ada@example.com"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -383,7 +384,7 @@ func TestDeleteMessage(t *testing.T) {
 
 	t.Run("ErrForbidden", func(t *testing.T) {
 		db, ada, bob, m, _ := setup(t)
-		got, err := db.DeleteMessage(m.ID, model.ByUser(bob.ID), nil)
+		got, err := db.DeleteMessage(context.Background(), m.ID, model.ByUser(bob.ID), nil)
 		if !errors.Is(err, model.ErrForbidden) {
 			t.Errorf("DeleteMessage(other owner) = %v, want ErrForbidden", err)
 		}
@@ -402,11 +403,11 @@ func TestDeleteMessage(t *testing.T) {
 
 	t.Run("ErrNotFound", func(t *testing.T) {
 		db, ada, _, m, _ := setup(t)
-		if _, err := db.DeleteMessage(m.ID, model.ByUser(ada.ID), nil); err != nil {
+		if _, err := db.DeleteMessage(context.Background(), m.ID, model.ByUser(ada.ID), nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range []uint64{0, m.ID, 999} {
-			got, err := db.DeleteMessage(id, model.ByUser(ada.ID), nil)
+			got, err := db.DeleteMessage(context.Background(), id, model.ByUser(ada.ID), nil)
 			if !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("DeleteMessage(%d) = %v, want ErrNotFound", id, err)
 			}
@@ -422,7 +423,7 @@ func TestDeleteMessage(t *testing.T) {
 
 	t.Run("ErrPrecondition", func(t *testing.T) {
 		db, ada, _, m, _ := setup(t)
-		got, err := db.DeleteMessage(m.ID, model.ByUser(ada.ID), func(*model.Message) bool { return false })
+		got, err := db.DeleteMessage(context.Background(), m.ID, model.ByUser(ada.ID), func(*model.Message) bool { return false })
 		if !errors.Is(err, model.ErrPrecondition) {
 			t.Errorf("DeleteMessage(false precondition) = %v, want ErrPrecondition", err)
 		}
@@ -473,7 +474,7 @@ func TestCreateInTheTransactionThatEmptiedTheStore(t *testing.T) {
 	if created == nil {
 		t.Fatal("nothing created")
 	}
-	page, err := db.SearchMessages(context.Background(), model.SearchQuery{})
+	_, page, err := db.SearchMessages(context.Background(), model.ByServer(), model.SearchQuery{})
 	if err != nil || len(page.Messages) != 1 || page.Messages[0].ID != created.ID {
 		t.Errorf("after the transaction: %+v, %v; want only message %d", page, err, created.ID)
 	}

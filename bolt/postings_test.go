@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"herald/model"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // openPostings opens a bare bbolt file with an empty postings bucket.
@@ -485,7 +486,7 @@ func TestSearchReportsAMalformedBlock(t *testing.T) {
 	})
 	q := model.SearchQuery{Terms: model.Terms("hello"), Limit: 100}
 	for {
-		p, err := db.SearchMessages(context.Background(), q)
+		_, p, err := db.SearchMessages(context.Background(), model.ByServer(), q)
 		if err != nil {
 			if !strings.Contains(err.Error(), "malformed") {
 				t.Errorf("search error = %v, want one naming the malformed block", err)

@@ -3,11 +3,12 @@ package bolt
 import (
 	"bytes"
 	"encoding/binary"
-	"herald/model"
 	"math"
 	"slices"
 	"testing"
 	"time"
+
+	"herald/model"
 )
 
 func TestMessageRecordRoundTrip(t *testing.T) {

@@ -2,10 +2,11 @@ package bolt
 
 import (
 	"context"
-	"herald/model"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // retainChunk is how many old messages one retention transaction deletes:

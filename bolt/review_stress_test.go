@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"herald/model"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"herald/model"
 )
 
 // TestReviewTailStress (passes: a guard, not a bug report) runs creates, edits, deletes, retention, an
@@ -80,7 +81,7 @@ func TestReviewTailStress(t *testing.T) {
 			for ctx.Err() == nil {
 				switch r := rng.IntN(10); {
 				case r < 5:
-					m, err := db.CreateMessage(model.ByUser(bob.ID), text())
+					m, err := db.CreateMessage(context.Background(), model.ByUser(bob.ID), text())
 					if err != nil {
 						fail("create: %v", err)
 						return
@@ -97,7 +98,7 @@ func TestReviewTailStress(t *testing.T) {
 					id := churn[rng.IntN(len(churn))]
 					churnMu.Unlock()
 					c := text()
-					if _, err := db.UpdateMessage(id, model.ByUser(bob.ID), model.MessageUpdate{Content: &c}, nil); err != nil && !errors.Is(err, model.ErrNotFound) {
+					if _, err := db.UpdateMessage(context.Background(), id, model.ByUser(bob.ID), model.MessageUpdate{Content: &c}, nil); err != nil && !errors.Is(err, model.ErrNotFound) {
 						fail("update: %v", err)
 						return
 					}
@@ -111,7 +112,7 @@ func TestReviewTailStress(t *testing.T) {
 					id := churn[i]
 					churn = slices.Delete(churn, i, i+1)
 					churnMu.Unlock()
-					if _, err := db.DeleteMessage(id, model.ByUser(bob.ID), nil); err != nil && !errors.Is(err, model.ErrNotFound) {
+					if _, err := db.DeleteMessage(context.Background(), id, model.ByUser(bob.ID), nil); err != nil && !errors.Is(err, model.ErrNotFound) {
 						fail("delete: %v", err)
 						return
 					}
@@ -128,7 +129,7 @@ func TestReviewTailStress(t *testing.T) {
 			fail("retention: %v", err)
 		}
 		time.Sleep(300 * time.Millisecond)
-		if err := db.DeleteAccount(model.ByToken(carolTok)); err != nil {
+		if err := db.DeleteAccount(context.Background(), model.ByToken(carolTok)); err != nil {
 			fail("delete account: %v", err)
 		}
 	}()
@@ -150,7 +151,7 @@ func TestReviewTailStress(t *testing.T) {
 	search := func(q model.SearchQuery) ([]*model.Message, error) {
 		var out []*model.Message
 		for {
-			p, err := db.SearchMessages(context.Background(), q)
+			_, p, err := db.SearchMessages(context.Background(), model.ByServer(), q)
 			if err != nil {
 				return nil, err
 			}

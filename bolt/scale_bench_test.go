@@ -3,7 +3,6 @@ package bolt
 import (
 	"context"
 	"fmt"
-	"herald/model"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"herald/model"
 )
 
 // Store benchmarks at scale: every query shape the API serves, at 10k
@@ -190,7 +191,7 @@ func BenchmarkScale(b *testing.B) {
 				deep = n / model.DefaultSearchLimit / 2
 			}
 			createdAt := func(id uint64) *time.Time {
-				m, err := db.Message(id)
+				_, m, err := db.Message(context.Background(), model.ByServer(), id)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -219,7 +220,7 @@ func BenchmarkScale(b *testing.B) {
 			for _, s := range searches {
 				b.Run("Search/"+s.name, func(b *testing.B) {
 					measure(b, func() error {
-						_, err := db.SearchMessages(ctx, s.q)
+						_, _, err := db.SearchMessages(ctx, model.ByServer(), s.q)
 						return err
 					})
 				})
@@ -227,7 +228,7 @@ func BenchmarkScale(b *testing.B) {
 			b.Run("Get", func(b *testing.B) {
 				rng := rand.New(rand.NewPCG(1, 1))
 				measure(b, func() error {
-					_, err := db.Message(1 + rng.Uint64N(last))
+					_, _, err := db.Message(context.Background(), model.ByServer(), 1+rng.Uint64N(last))
 					return err
 				})
 			})
@@ -236,7 +237,7 @@ func BenchmarkScale(b *testing.B) {
 				i := 0
 				measure(b, func() error {
 					i++
-					_, err := db.CreateMessage(model.ByUser(u.ID), scaleContent(n+i))
+					_, err := db.CreateMessage(context.Background(), model.ByUser(u.ID), scaleContent(n+i))
 					return err
 				})
 			})
@@ -259,7 +260,7 @@ func BenchmarkCreateConcurrent(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, err := db.CreateMessage(model.ByUser(u.ID), scaleContent(n+int(seq.Add(1)))); err != nil {
+					if _, err := db.CreateMessage(context.Background(), model.ByUser(u.ID), scaleContent(n+int(seq.Add(1)))); err != nil {
 						b.Error(err)
 						return
 					}

@@ -6,12 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"herald/model"
 	"math"
 	"slices"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // Search cost bounds. A step is one seek, or a walk of at most
@@ -30,23 +31,14 @@ const (
 	ctxCheckSteps       = 128
 )
 
-// SearchMessages pages through messages newest first. Order is by ID, which
-// NextSequence hands out in commit order, so a cursor (the last ID seen)
-// neither skips nor repeats a message while others are created or deleted.
-// Errors: model.ErrInvalid for too many terms, the context's error when it ends.
-func (db *DB) SearchMessages(ctx context.Context, q model.SearchQuery) (*model.SearchPage, error) {
-	_, page, err := db.search(ctx, nil, q)
-	return page, err
-}
-
-// SearchFor authenticates a bearer token in the search's first read
-// transaction: the hot path of GET /api/messages. Errors: as
-// SearchMessages, and model.ErrUnauthorized.
-func (db *DB) SearchFor(ctx context.Context, hash model.TokenHash, q model.SearchQuery) (*model.User, *model.SearchPage, error) {
-	return db.search(ctx, &hash, q)
-}
-
-func (db *DB) search(ctx context.Context, hash *model.TokenHash, q model.SearchQuery) (*model.User, *model.SearchPage, error) {
+// SearchMessages pages through messages newest first for the caller, whose
+// account it returns, resolved in the search's first read transaction: one
+// transaction, not two, on the hot path of GET /api/messages. Order is by
+// ID, which NextSequence hands out in commit order, so a cursor (the last
+// ID seen) neither skips nor repeats a message while others are created or
+// deleted. Errors: model.ErrInvalid for too many terms,
+// model.ErrUnauthorized, the context's error when it ends.
+func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.SearchQuery) (*model.User, *model.SearchPage, error) {
 	if len(q.Terms) > model.MaxQueryTerms {
 		var v model.ValidationError
 		v.Add("q", fmt.Sprintf("must have at most %d distinct words", model.MaxQueryTerms))
@@ -88,11 +80,9 @@ func (db *DB) search(ctx context.Context, hash *model.TokenHash, q model.SearchQ
 		}
 		err := db.bolt.View(func(tx *bbolt.Tx) error {
 			if !planned {
-				if hash != nil {
-					var err error
-					if user, _, err = db.authenticate(tx, *hash); err != nil {
-						return err
-					}
+				var err error
+				if user, err = db.reader(tx, by); err != nil {
+					return err
 				}
 				s.plan(tx)
 				planned = true

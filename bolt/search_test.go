@@ -3,13 +3,14 @@ package bolt
 import (
 	"context"
 	"fmt"
-	"herald/model"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // pageIDs lists a page's message IDs in the order returned.
@@ -24,7 +25,7 @@ func pageIDs(p *model.SearchPage) []uint64 {
 // mustSearch runs q and fails the test on error.
 func mustSearch(tb testing.TB, db *testDB, q model.SearchQuery) *model.SearchPage {
 	tb.Helper()
-	p, err := db.SearchMessages(context.Background(), q)
+	_, p, err := db.SearchMessages(context.Background(), model.ByServer(), q)
 	if err != nil {
 		tb.Fatalf("SearchMessages(%+v) = %v", q, err)
 	}
@@ -355,7 +356,7 @@ func TestSearchMessages(t *testing.T) {
 		}
 		// Delete one in the middle and the oldest: cursors may name them.
 		for _, i := range []int{0, 3} {
-			if _, err := db.DeleteMessage(msgs[i].ID, model.ByUser(ada.ID), nil); err != nil {
+			if _, err := db.DeleteMessage(context.Background(), msgs[i].ID, model.ByUser(ada.ID), nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -514,7 +515,7 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 			}
 			del := func(id uint64, unseen bool) {
 				r := live[id]
-				if _, err := db.DeleteMessage(id, model.ByUser(r.owner), nil); err != nil {
+				if _, err := db.DeleteMessage(context.Background(), id, model.ByUser(r.owner), nil); err != nil {
 					t.Fatalf("DeleteMessage(%d) = %v", id, err)
 				}
 				delete(live, id)
@@ -578,7 +579,7 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 					if tt.terms == "" {
 						content = "edited"
 					}
-					if _, err := db.UpdateMessage(id, model.ByUser(r.owner), model.MessageUpdate{Content: &content}, nil); err != nil {
+					if _, err := db.UpdateMessage(context.Background(), id, model.ByUser(r.owner), model.MessageUpdate{Content: &content}, nil); err != nil {
 						t.Fatalf("UpdateMessage(%d) = %v", id, err)
 					}
 				}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"herald/model"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 func TestTailRecord(t *testing.T) {
@@ -177,7 +178,7 @@ func TestTailMergeKeepsSearchExact(t *testing.T) {
 			stage = fmt.Sprintf("step %d: created %d", step, m.ID)
 		case r < 13:
 			m, content := pick(), text()
-			got, err := db.UpdateMessage(m.ID, model.ByUser(m.OwnerID), model.MessageUpdate{Content: &content}, nil)
+			got, err := db.UpdateMessage(context.Background(), m.ID, model.ByUser(m.OwnerID), model.MessageUpdate{Content: &content}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +186,7 @@ func TestTailMergeKeepsSearchExact(t *testing.T) {
 			stage = fmt.Sprintf("step %d: edited %d", step, m.ID)
 		case r < 15:
 			m := pick()
-			if _, err := db.DeleteMessage(m.ID, model.ByUser(m.OwnerID), nil); err != nil {
+			if _, err := db.DeleteMessage(context.Background(), m.ID, model.ByUser(m.OwnerID), nil); err != nil {
 				t.Fatal(err)
 			}
 			delete(ref, m.ID)
@@ -232,13 +233,13 @@ func TestTailMergeSeesChangesMadeWhileItRuns(t *testing.T) {
 	db.merge.afterRead = func() {
 		db.merge.afterRead = nil
 		edit := func(m *model.Message, content string) {
-			if _, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: &content}, nil); err != nil {
+			if _, err := db.UpdateMessage(context.Background(), m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: &content}, nil); err != nil {
 				t.Error(err)
 			}
 		}
 		edit(m1, "river zebra")       // loses apple, gains zebra (before every chunk)
 		edit(m3, "river stone apple") // gains apple
-		if _, err := db.DeleteMessage(m2.ID, model.ByUser(ada.ID), nil); err != nil {
+		if _, err := db.DeleteMessage(context.Background(), m2.ID, model.ByUser(ada.ID), nil); err != nil {
 			t.Error(err)
 		}
 	}
@@ -284,13 +285,13 @@ func TestTailMergeResumesAfterRestart(t *testing.T) {
 	}
 	checkModel(t, db, ref, "half merged")
 	content := "moss only"
-	m, err := db.UpdateMessage(2, model.ByUser(ada.ID), model.MessageUpdate{Content: &content}, nil)
+	m, err := db.UpdateMessage(context.Background(), 2, model.ByUser(ada.ID), model.MessageUpdate{Content: &content}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ref[2] = m
 	// model.Message 1's "apple" was copied by the first chunk.
-	if _, err := db.DeleteMessage(1, model.ByUser(ada.ID), nil); err != nil {
+	if _, err := db.DeleteMessage(context.Background(), 1, model.ByUser(ada.ID), nil); err != nil {
 		t.Fatal(err)
 	}
 	delete(ref, 1)
@@ -392,7 +393,7 @@ func TestUpgradeFromLayout3(t *testing.T) {
 			t.Errorf("search %q after the upgrade = %v, want %v", tt.q, got, tt.want)
 		}
 	}
-	u, _, err := db.Authenticate(tokenHash("ada-token"))
+	u, _, err := db.Authenticate(context.Background(), tokenHash("ada-token"))
 	if err != nil {
 		t.Fatalf("Authenticate(old token) = %v", err)
 	}
@@ -437,7 +438,7 @@ func TestSearchCountsTailReads(t *testing.T) {
 		for range stale {
 			m := mustCreateMessage(t, db, ada.ID, "apple crumble")
 			content := "plum crumble"
-			if _, err := db.UpdateMessage(m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: &content}, nil); err != nil {
+			if _, err := db.UpdateMessage(context.Background(), m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: &content}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}

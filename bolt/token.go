@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"herald/model"
 	"slices"
-	"sync"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // Token record: userID, createdAt, expiresAt, lastUsedAt (8 bytes each),
@@ -47,6 +47,7 @@ func decodeToken(hash model.TokenHash, b []byte) (*model.Token, error) {
 // expiresAt. Read only to upgrade it.
 const layout1TokenLen = 24
 
+// issueToken writes a new token for userID and its per-user index entry,
 // dropping the user's oldest tokens beyond model.MaxTokensPerUser; callers hold
 // the write transaction. A hash already present is refused rather than
 // overwritten, which would orphan the other user's index entry.
@@ -60,11 +61,10 @@ func (db *DB) issueToken(tx *bbolt.Tx, hash model.TokenHash, userID uint64, now 
 		return nil, err
 	}
 	slices.SortFunc(held, func(a, b *model.Token) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	for len(held) >= model.MaxTokensPerUser {
-		if err := db.deleteToken(tx, held[0]); err != nil {
+	if over := len(held) - (model.MaxTokensPerUser - 1); over > 0 {
+		if err := db.revoke(tx, userID, held[:over]); err != nil {
 			return nil, err
 		}
-		held = held[1:]
 	}
 	t := &model.Token{Hash: hash, ID: model.NewTokenID(), UserID: userID, CreatedAt: now, LastUsedAt: now, ExpiresAt: model.TokenExpiry(now, ttl)}
 	if err := tokens.Put(hash[:], encodeToken(t)); err != nil {
@@ -76,53 +76,27 @@ func (db *DB) issueToken(tx *bbolt.Tx, hash model.TokenHash, userID uint64, now 
 	return t, nil
 }
 
-// deleteToken removes t inside tx, the one way a token stops existing, and
-// has those watching its user's tokens woken once tx commits.
-func (db *DB) deleteToken(tx *bbolt.Tx, t *model.Token) error {
+// revoke deletes toks, tokens of userID, and records in the change log
+// that the account lost tokens, once: the one way a token stops working
+// before its time.
+func (db *DB) revoke(tx *bbolt.Tx, userID uint64, toks []*model.Token) error {
+	if len(toks) == 0 {
+		return nil
+	}
+	for _, t := range toks {
+		if err := deleteToken(tx, t); err != nil {
+			return err
+		}
+	}
+	return db.recordRevocation(tx, userID)
+}
+
+// deleteToken removes t's records inside tx.
+func deleteToken(tx *bbolt.Tx, t *model.Token) error {
 	if err := tx.Bucket(bucketTokens).Delete(t.Hash[:]); err != nil {
 		return err
 	}
-	tx.OnCommit(func() { db.tokens.wake(t.UserID) })
 	return tx.Bucket(bucketTokensByUser).Delete(compositeKey(t.UserID, t.Hash[:]))
-}
-
-// tokenWatch tells whoever watches when a commit deletes a token: a
-// logout, a revocation, a password change, an account deletion, the
-// per-user cap, the sweep of expired tokens.
-type tokenWatch struct {
-	mu       sync.Mutex
-	next     int
-	watchers map[int]func(userID uint64)
-}
-
-func (w *tokenWatch) wake(userID uint64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, fn := range w.watchers {
-		fn(userID)
-	}
-}
-
-// WatchTokenDeletions has fn called with the user's ID after every commit
-// that deletes one of that user's tokens, so live streams can check their
-// own token then rather than on a timer. fn runs on the committing
-// goroutine, with other writers waiting: it must only note the ID and
-// return. stop ends the calls; none is running once it returns.
-func (db *DB) WatchTokenDeletions(fn func(userID uint64)) (stop func()) {
-	w := &db.tokens
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.watchers == nil {
-		w.watchers = make(map[int]func(uint64))
-	}
-	id := w.next
-	w.next++
-	w.watchers[id] = fn
-	return func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		delete(w.watchers, id)
-	}
 }
 
 // userTokens lists every token of a user, expired ones included.
@@ -153,7 +127,7 @@ func userTokens(tx *bbolt.Tx, userID uint64) ([]*model.Token, error) {
 // first makes sure checkedHash is still the account's, and a login that
 // raced a password change or a deletion gets nothing. Errors:
 // model.ErrUnauthorized.
-func (db *DB) IssueLoginToken(userID uint64, checkedHash string, hash model.TokenHash, ttl time.Duration) (*model.Token, error) {
+func (db *DB) IssueLoginToken(_ context.Context, userID uint64, checkedHash string, hash model.TokenHash, ttl time.Duration) (*model.Token, error) {
 	var tok *model.Token
 	err := db.writes.update(func(tx *bbolt.Tx) error {
 		u, err := userByID(tx, userID)
@@ -171,7 +145,7 @@ func (db *DB) IssueLoginToken(userID uint64, checkedHash string, hash model.Toke
 
 // Authenticate finds the user a token belongs to. Errors: model.ErrUnauthorized
 // when the token is unknown, revoked, expired, or its user is gone.
-func (db *DB) Authenticate(hash model.TokenHash) (*model.User, *model.Token, error) {
+func (db *DB) Authenticate(_ context.Context, hash model.TokenHash) (*model.User, *model.Token, error) {
 	var (
 		u   *model.User
 		tok *model.Token
@@ -213,7 +187,7 @@ func (db *DB) authenticate(tx *bbolt.Tx, hash model.TokenHash) (*model.User, *mo
 
 // RevokeToken deletes a token so it stops working at once. Errors:
 // model.ErrNotFound when no such token exists.
-func (db *DB) RevokeToken(hash model.TokenHash) error {
+func (db *DB) RevokeToken(_ context.Context, hash model.TokenHash) error {
 	return db.writes.update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketTokens).Get(hash[:])
 		if b == nil {
@@ -223,14 +197,14 @@ func (db *DB) RevokeToken(hash model.TokenHash) error {
 		if err != nil {
 			return err
 		}
-		return db.deleteToken(tx, tok)
+		return db.revoke(tx, tok.UserID, []*model.Token{tok})
 	})
 }
 
 // RevokeTokenByID revokes the caller's token with public handle id, which
 // may be the one making the request. Errors: model.ErrUnauthorized, model.ErrNotFound
 // when the caller holds no token with that handle (another user's included).
-func (db *DB) RevokeTokenByID(by model.Caller, id model.TokenID) error {
+func (db *DB) RevokeTokenByID(_ context.Context, by model.Caller, id model.TokenID) error {
 	return db.writes.update(func(tx *bbolt.Tx) error {
 		u, err := db.caller(tx, by)
 		if err != nil {
@@ -242,7 +216,7 @@ func (db *DB) RevokeTokenByID(by model.Caller, id model.TokenID) error {
 		}
 		for _, t := range held {
 			if t.ID == id {
-				return db.deleteToken(tx, t)
+				return db.revoke(tx, u.ID, []*model.Token{t})
 			}
 		}
 		return model.Errorf(model.ErrNotFound, "you hold no token %s", id)
@@ -252,7 +226,7 @@ func (db *DB) RevokeTokenByID(by model.Caller, id model.TokenID) error {
 // RevokeAllTokens logs the caller out everywhere: every token of theirs
 // stops working, the one making the request included. Errors:
 // model.ErrUnauthorized, model.ErrNotFound.
-func (db *DB) RevokeAllTokens(by model.Caller) error {
+func (db *DB) RevokeAllTokens(_ context.Context, by model.Caller) error {
 	return db.writes.update(func(tx *bbolt.Tx) error {
 		u, err := db.caller(tx, by)
 		if err != nil {
@@ -269,19 +243,12 @@ func (db *DB) revokeTokensExcept(tx *bbolt.Tx, userID uint64, keep model.TokenHa
 	if err != nil {
 		return err
 	}
-	for _, t := range held {
-		if t.Hash == keep {
-			continue
-		}
-		if err := db.deleteToken(tx, t); err != nil {
-			return err
-		}
-	}
-	return nil
+	held = slices.DeleteFunc(held, func(t *model.Token) bool { return t.Hash == keep })
+	return db.revoke(tx, userID, held)
 }
 
 // Tokens lists the tokens a user holds that still work, newest first.
-func (db *DB) Tokens(userID uint64) ([]*model.Token, error) {
+func (db *DB) Tokens(_ context.Context, userID uint64) ([]*model.Token, error) {
 	var out []*model.Token
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		var err error
@@ -341,8 +308,10 @@ func (db *DB) SweepExpiredTokens(ctx context.Context) (int, error) {
 				}
 			}
 			// Deleting while the cursor walks would move it; delete after.
+			// Streams end on their token's expiry by themselves, so no
+			// revocation is recorded.
 			for _, t := range expired {
-				if err := db.deleteToken(tx, t); err != nil {
+				if err := deleteToken(tx, t); err != nil {
 					return err
 				}
 			}

@@ -1,13 +1,15 @@
 package bolt
 
 import (
+	"context"
 	"errors"
-	"herald/model"
 	"slices"
 	"testing"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // tokenIndexed reports whether hash has a record in tokens and an entry for
@@ -51,7 +53,7 @@ func TestCreateToken(t *testing.T) {
 		}
 		// Both the new and the registration token work: one per device.
 		for _, hh := range []model.TokenHash{regHash, h} {
-			u, _, err := db.Authenticate(hh)
+			u, _, err := db.Authenticate(context.Background(), hh)
 			if err != nil {
 				t.Errorf("Authenticate(%x) = %v", hh[:4], err)
 				continue
@@ -81,7 +83,7 @@ func TestCreateToken(t *testing.T) {
 		if got, want := mustCounts(t, db), (Counts{Users: 1, Tokens: 1}); got != want {
 			t.Errorf("Counts() = %+v, want %+v", got, want)
 		}
-		if _, _, err := db.Authenticate(tokenHash("orphan")); !errors.Is(err, model.ErrUnauthorized) {
+		if _, _, err := db.Authenticate(context.Background(), tokenHash("orphan")); !errors.Is(err, model.ErrUnauthorized) {
 			t.Errorf("Authenticate(refused token) = %v, want ErrUnauthorized", err)
 		}
 	})
@@ -97,7 +99,7 @@ func TestCreateToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, stored, err := db.Authenticate(h)
+		_, stored, err := db.Authenticate(context.Background(), h)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,11 +113,11 @@ func TestCreateToken(t *testing.T) {
 		// model.Registration issues its token the same way.
 		u := &model.User{Email: "bob@example.com", PasswordHash: fakePasswordHash}
 		regHash := tokenHash("bob registration")
-		regTok, err := db.CreateUser(u, regHash, ttl)
+		regTok, err := db.CreateUser(context.Background(), u, regHash, ttl)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, stored, err = db.Authenticate(regHash)
+		_, stored, err = db.Authenticate(context.Background(), regHash)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +143,7 @@ func TestCreateToken(t *testing.T) {
 			t.Errorf("CreateToken(bob, ada's hash) = %v, want nil or ErrConflict", err)
 		}
 		checkIndexes(t, db.DB)
-		toks, err := db.Tokens(ada.ID)
+		toks, err := db.Tokens(context.Background(), ada.ID)
 		if err != nil {
 			t.Errorf("Tokens(ada) = %v, want nil", err)
 		}
@@ -151,10 +153,10 @@ func TestCreateToken(t *testing.T) {
 			}
 		}
 		// Revoking it must leave ada's listing working.
-		if err := db.RevokeToken(h); err != nil {
+		if err := db.RevokeToken(context.Background(), h); err != nil {
 			t.Fatalf("RevokeToken = %v", err)
 		}
-		if _, err := db.Tokens(ada.ID); err != nil {
+		if _, err := db.Tokens(context.Background(), ada.ID); err != nil {
 			t.Errorf("Tokens(ada) after revoking the shared hash = %v, want nil", err)
 		}
 	})
@@ -164,7 +166,7 @@ func TestAuthenticate(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		db := mustOpen(t)
 		ada, h := mustCreateUser(t, db, "Ada@Example.com")
-		u, tok, err := db.Authenticate(h)
+		u, tok, err := db.Authenticate(context.Background(), h)
 		if err != nil {
 			t.Fatalf("Authenticate = %v", err)
 		}
@@ -190,7 +192,7 @@ func TestAuthenticate(t *testing.T) {
 			db := mustOpen(t)
 			mustCreateUser(t, db, "ada@example.com")
 			for _, h := range []model.TokenHash{{}, tokenHash("never issued")} {
-				u, tok, err := db.Authenticate(h)
+				u, tok, err := db.Authenticate(context.Background(), h)
 				if !errors.Is(err, model.ErrUnauthorized) {
 					t.Errorf("Authenticate(%x) = %v, want ErrUnauthorized", h[:4], err)
 				}
@@ -211,18 +213,18 @@ func TestAuthenticate(t *testing.T) {
 
 			// One microsecond (the stored precision) before expiry: fine.
 			db.Clock.Set(tok.ExpiresAt.Add(-time.Microsecond))
-			if _, _, err := db.Authenticate(h); err != nil {
+			if _, _, err := db.Authenticate(context.Background(), h); err != nil {
 				t.Errorf("Authenticate 1µs before ExpiresAt = %v, want nil", err)
 			}
 			// Sub-microsecond time before expiry is cut to the microsecond,
 			// which still lies before ExpiresAt.
 			db.Clock.Set(tok.ExpiresAt.Add(-time.Nanosecond))
-			if _, _, err := db.Authenticate(h); err != nil {
+			if _, _, err := db.Authenticate(context.Background(), h); err != nil {
 				t.Errorf("Authenticate 1ns before ExpiresAt = %v, want nil", err)
 			}
 			// At exactly ExpiresAt the token is dead.
 			db.Clock.Set(tok.ExpiresAt)
-			u, got, err := db.Authenticate(h)
+			u, got, err := db.Authenticate(context.Background(), h)
 			if !errors.Is(err, model.ErrUnauthorized) {
 				t.Errorf("Authenticate at ExpiresAt = %v, want ErrUnauthorized", err)
 			}
@@ -230,7 +232,7 @@ func TestAuthenticate(t *testing.T) {
 				t.Errorf("Authenticate at ExpiresAt = %v, %v, want nil, nil", u, got)
 			}
 			db.Clock.Set(tok.ExpiresAt.Add(24 * time.Hour))
-			if _, _, err := db.Authenticate(h); !errors.Is(err, model.ErrUnauthorized) {
+			if _, _, err := db.Authenticate(context.Background(), h); !errors.Is(err, model.ErrUnauthorized) {
 				t.Errorf("Authenticate a day after ExpiresAt = %v, want ErrUnauthorized", err)
 			}
 			// Expired tokens are refused, not deleted.
@@ -246,7 +248,7 @@ func TestAuthenticate(t *testing.T) {
 			if _, err := db.CreateToken(ada.ID, h, 0); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := db.Authenticate(h); !errors.Is(err, model.ErrUnauthorized) {
+			if _, _, err := db.Authenticate(context.Background(), h); !errors.Is(err, model.ErrUnauthorized) {
 				t.Errorf("Authenticate(zero-TTL token) = %v, want ErrUnauthorized", err)
 			}
 		})
@@ -254,13 +256,13 @@ func TestAuthenticate(t *testing.T) {
 		t.Run("Revoked", func(t *testing.T) {
 			db := mustOpen(t)
 			_, h := mustCreateUser(t, db, "ada@example.com")
-			if _, _, err := db.Authenticate(h); err != nil {
+			if _, _, err := db.Authenticate(context.Background(), h); err != nil {
 				t.Fatalf("Authenticate before revoke = %v", err)
 			}
-			if err := db.RevokeToken(h); err != nil {
+			if err := db.RevokeToken(context.Background(), h); err != nil {
 				t.Fatalf("RevokeToken = %v", err)
 			}
-			if _, _, err := db.Authenticate(h); !errors.Is(err, model.ErrUnauthorized) {
+			if _, _, err := db.Authenticate(context.Background(), h); !errors.Is(err, model.ErrUnauthorized) {
 				t.Errorf("Authenticate after revoke = %v, want ErrUnauthorized", err)
 			}
 		})
@@ -275,7 +277,7 @@ func TestRevokeToken(t *testing.T) {
 		if _, err := db.CreateToken(ada.ID, laptop, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.RevokeToken(phone); err != nil {
+		if err := db.RevokeToken(context.Background(), phone); err != nil {
 			t.Fatalf("RevokeToken = %v", err)
 		}
 		inTokens, inIndex := tokenIndexed(t, db, ada.ID, phone)
@@ -286,7 +288,7 @@ func TestRevokeToken(t *testing.T) {
 			t.Errorf("revoked token still in %s", bucketTokensByUser)
 		}
 		// The user's other device keeps working.
-		if _, _, err := db.Authenticate(laptop); err != nil {
+		if _, _, err := db.Authenticate(context.Background(), laptop); err != nil {
 			t.Errorf("Authenticate(other token) = %v, want nil", err)
 		}
 		if inTokens, inIndex := tokenIndexed(t, db, ada.ID, laptop); !inTokens || !inIndex {
@@ -302,7 +304,7 @@ func TestRevokeToken(t *testing.T) {
 		db := mustOpen(t)
 		_, h := mustCreateUser(t, db, "ada@example.com")
 		db.Clock.Add(defaultTTL + time.Hour)
-		if err := db.RevokeToken(h); err != nil {
+		if err := db.RevokeToken(context.Background(), h); err != nil {
 			t.Errorf("RevokeToken(expired) = %v, want nil", err)
 		}
 		if got, want := mustCounts(t, db).Tokens, 0; got != want {
@@ -313,13 +315,13 @@ func TestRevokeToken(t *testing.T) {
 	t.Run("ErrNotFound", func(t *testing.T) {
 		db := mustOpen(t)
 		_, h := mustCreateUser(t, db, "ada@example.com")
-		if err := db.RevokeToken(tokenHash("never issued")); !errors.Is(err, model.ErrNotFound) {
+		if err := db.RevokeToken(context.Background(), tokenHash("never issued")); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("RevokeToken(unknown) = %v, want ErrNotFound", err)
 		}
-		if err := db.RevokeToken(h); err != nil {
+		if err := db.RevokeToken(context.Background(), h); err != nil {
 			t.Fatalf("first RevokeToken = %v", err)
 		}
-		if err := db.RevokeToken(h); !errors.Is(err, model.ErrNotFound) {
+		if err := db.RevokeToken(context.Background(), h); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("second RevokeToken = %v, want ErrNotFound", err)
 		}
 		if got, want := mustCounts(t, db), (Counts{Users: 1}); got != want {
@@ -348,7 +350,7 @@ func TestTokens(t *testing.T) {
 		adaHashes = append([]model.TokenHash{h}, adaHashes...)
 	}
 	db.Clock.Add(time.Hour)
-	if err := db.RevokeToken(carolReg); err != nil {
+	if err := db.RevokeToken(context.Background(), carolReg); err != nil {
 		t.Fatal(err)
 	}
 
@@ -365,7 +367,7 @@ func TestTokens(t *testing.T) {
 	}
 
 	t.Run("Several", func(t *testing.T) {
-		toks, err := db.Tokens(ada.ID)
+		toks, err := db.Tokens(context.Background(), ada.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +383,7 @@ func TestTokens(t *testing.T) {
 		}
 	})
 	t.Run("One", func(t *testing.T) {
-		toks, err := db.Tokens(bob.ID)
+		toks, err := db.Tokens(context.Background(), bob.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -390,7 +392,7 @@ func TestTokens(t *testing.T) {
 		}
 	})
 	t.Run("NoneAfterRevoke", func(t *testing.T) {
-		toks, err := db.Tokens(carol.ID)
+		toks, err := db.Tokens(context.Background(), carol.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -399,7 +401,7 @@ func TestTokens(t *testing.T) {
 		}
 	})
 	t.Run("UnknownUser", func(t *testing.T) {
-		toks, err := db.Tokens(999)
+		toks, err := db.Tokens(context.Background(), 999)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"herald/model"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 func TestTokenIDs(t *testing.T) {
@@ -34,7 +34,7 @@ func TestTokenIDs(t *testing.T) {
 			t.Errorf("token ID %s is the start of its hash", tok.ID)
 		}
 	}
-	_, regTok, err := db.Authenticate(reg)
+	_, regTok, err := db.Authenticate(context.Background(), reg)
 	if err != nil || regTok.ID == (model.TokenID{}) {
 		t.Errorf("registration token ID = %v, %v; want a handle", regTok, err)
 	}
@@ -58,7 +58,7 @@ func TestTokenLimitPerUser(t *testing.T) {
 		}
 		hashes = append(hashes, h)
 	}
-	toks, err := db.Tokens(ada.ID)
+	toks, err := db.Tokens(context.Background(), ada.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,13 +67,13 @@ func TestTokenLimitPerUser(t *testing.T) {
 	}
 	// The five oldest (registration first) were dropped, the newest kept.
 	for i, h := range hashes {
-		_, _, err := db.Authenticate(h)
+		_, _, err := db.Authenticate(context.Background(), h)
 		if dropped := i < 5; dropped != errors.Is(err, model.ErrUnauthorized) {
 			t.Errorf("token %d of %d: Authenticate = %v, dropped = %v", i, len(hashes), err, dropped)
 		}
 	}
 	// Another user's tokens are untouched.
-	if _, _, err := db.Authenticate(bobReg); err != nil {
+	if _, _, err := db.Authenticate(context.Background(), bobReg); err != nil {
 		t.Errorf("bob's token after ada's logins: %v", err)
 	}
 	_ = bob
@@ -85,7 +85,7 @@ func TestTokenLastUsed(t *testing.T) {
 	created := db.Clock.Now().Truncate(time.Microsecond)
 	lastUsed := func() time.Time {
 		t.Helper()
-		toks, err := db.Tokens(ada.ID)
+		toks, err := db.Tokens(context.Background(), ada.ID)
 		if err != nil || len(toks) != 1 {
 			t.Fatalf("Tokens = %v, %v", toks, err)
 		}
@@ -97,7 +97,7 @@ func TestTokenLastUsed(t *testing.T) {
 	// Uses within the granularity write nothing.
 	db.Clock.Add(model.TokenUseGranularity / 2)
 	for range 100 {
-		if _, _, err := db.Authenticate(reg); err != nil {
+		if _, _, err := db.Authenticate(context.Background(), reg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,7 +108,7 @@ func TestTokenLastUsed(t *testing.T) {
 	db.Clock.Add(model.TokenUseGranularity)
 	commits := db.WriteStats().Commits
 	for range 100 {
-		if _, _, err := db.Authenticate(reg); err != nil {
+		if _, _, err := db.Authenticate(context.Background(), reg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,10 +130,10 @@ func TestTokenLastUsed(t *testing.T) {
 	}
 	// A token revoked before the flush is not brought back.
 	db.Clock.Add(model.TokenUseGranularity)
-	if _, _, err := db.Authenticate(reg); err != nil {
+	if _, _, err := db.Authenticate(context.Background(), reg); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RevokeToken(reg); err != nil {
+	if err := db.RevokeToken(context.Background(), reg); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := db.FlushTokenUses(); err != nil || n != 0 {
@@ -152,34 +152,34 @@ func TestRevokeTokenByID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, bobTok, err := db.Authenticate(bobReg)
+	_, bobTok, err := db.Authenticate(context.Background(), bobReg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another user's handle is as unknown as a made-up one.
 	for _, id := range []model.TokenID{bobTok.ID, {1, 2, 3}} {
-		if err := db.RevokeTokenByID(model.ByToken(adaReg), id); !errors.Is(err, model.ErrNotFound) {
+		if err := db.RevokeTokenByID(context.Background(), model.ByToken(adaReg), id); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("RevokeTokenByID(%s) = %v, want ErrNotFound", id, err)
 		}
 	}
-	if _, _, err := db.Authenticate(bobReg); err != nil {
+	if _, _, err := db.Authenticate(context.Background(), bobReg); err != nil {
 		t.Errorf("bob's token after ada tried to revoke it: %v", err)
 	}
-	if err := db.RevokeTokenByID(model.ByToken(adaReg), phone.ID); err != nil {
+	if err := db.RevokeTokenByID(context.Background(), model.ByToken(adaReg), phone.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.Authenticate(phone.Hash); !errors.Is(err, model.ErrUnauthorized) {
+	if _, _, err := db.Authenticate(context.Background(), phone.Hash); !errors.Is(err, model.ErrUnauthorized) {
 		t.Errorf("revoked phone token: Authenticate = %v, want ErrUnauthorized", err)
 	}
-	if _, _, err := db.Authenticate(adaReg); err != nil {
+	if _, _, err := db.Authenticate(context.Background(), adaReg); err != nil {
 		t.Errorf("the token that revoked another: %v", err)
 	}
 	// The presented token can revoke itself, and then can do nothing more.
-	_, self, _ := db.Authenticate(adaReg)
-	if err := db.RevokeTokenByID(model.ByToken(adaReg), self.ID); err != nil {
+	_, self, _ := db.Authenticate(context.Background(), adaReg)
+	if err := db.RevokeTokenByID(context.Background(), model.ByToken(adaReg), self.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RevokeTokenByID(model.ByToken(adaReg), self.ID); !errors.Is(err, model.ErrUnauthorized) {
+	if err := db.RevokeTokenByID(context.Background(), model.ByToken(adaReg), self.ID); !errors.Is(err, model.ErrUnauthorized) {
 		t.Errorf("revoking with a revoked token = %v, want ErrUnauthorized", err)
 	}
 }
@@ -196,15 +196,15 @@ func TestRevokeAllTokens(t *testing.T) {
 		}
 		all = append(all, h)
 	}
-	if err := db.RevokeAllTokens(model.ByToken(all[0])); err != nil {
+	if err := db.RevokeAllTokens(context.Background(), model.ByToken(all[0])); err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range append(all, adaReg) {
-		if _, _, err := db.Authenticate(h); !errors.Is(err, model.ErrUnauthorized) {
+		if _, _, err := db.Authenticate(context.Background(), h); !errors.Is(err, model.ErrUnauthorized) {
 			t.Errorf("after logging out everywhere: Authenticate = %v, want ErrUnauthorized", err)
 		}
 	}
-	if _, _, err := db.Authenticate(bobReg); err != nil {
+	if _, _, err := db.Authenticate(context.Background(), bobReg); err != nil {
 		t.Errorf("bob's token after ada logged out everywhere: %v", err)
 	}
 }
@@ -250,14 +250,14 @@ func TestSweepExpiredTokens(t *testing.T) {
 		t.Errorf("SweepExpiredTokens = %d, want %d", got, want)
 	}
 	for _, h := range keep {
-		if _, _, err := db.Authenticate(h); err != nil {
+		if _, _, err := db.Authenticate(context.Background(), h); err != nil {
 			t.Errorf("a live token after the sweep: %v", err)
 		}
 	}
 	if n, _ := db.SweepExpiredTokens(context.Background()); n != 0 {
 		t.Errorf("second sweep deleted %d, want 0", n)
 	}
-	toks, _ := db.Tokens(ada.ID)
+	toks, _ := db.Tokens(context.Background(), ada.ID)
 	if slices.ContainsFunc(toks, func(t *model.Token) bool { return !t.ExpiresAt.After(db.Clock.Now()) }) {
 		t.Errorf("an expired token is still listed")
 	}
@@ -274,7 +274,7 @@ func TestMaintain(t *testing.T) {
 	old := mustCreateMessage(t, db, ada.ID, "an hour from now this is past retention")
 	db.Clock.Add(time.Hour)
 	recent := mustCreateMessage(t, db, ada.ID, "this stays")
-	if _, _, err := db.Authenticate(reg); err != nil { // a use to record
+	if _, _, err := db.Authenticate(context.Background(), reg); err != nil { // a use to record
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -297,10 +297,10 @@ func TestMaintain(t *testing.T) {
 			recorded = err == nil && tok.LastUsedAt.Equal(db.Clock.Now().Truncate(time.Microsecond))
 			return nil
 		})
-		_, oldErr := db.Message(old.ID)
+		_, _, oldErr := db.Message(context.Background(), model.ByServer(), old.ID)
 		retained := errors.Is(oldErr, model.ErrNotFound)
 		if swept && recorded && retained {
-			if _, err := db.Message(recent.ID); err != nil {
+			if _, _, err := db.Message(context.Background(), model.ByServer(), recent.ID); err != nil {
 				t.Errorf("a recent message after retention: %v", err)
 			}
 			return
@@ -312,90 +312,91 @@ func TestMaintain(t *testing.T) {
 	}
 }
 
-// TestWatchTokenDeletions: every way a token stops existing tells those
-// watching, with its user, once it commits; nothing else does, and nothing
-// after they stop watching.
-func TestWatchTokenDeletions(t *testing.T) {
+// TestRevocationsInChangeLog: every way a token stops working before its
+// time records, in the transaction that deletes it, that its account lost
+// tokens: the log is how live streams, in any process, hear of it. A
+// refused revocation records nothing, and neither does the sweep of
+// expired tokens, which streams notice by themselves.
+func TestRevocationsInChangeLog(t *testing.T) {
 	db := mustOpen(t)
+	ctx := context.Background()
 	ada, adaReg := mustCreateUser(t, db, "ada@example.com")
 	bob, _ := mustCreateUser(t, db, "bob@example.com")
-	var mu sync.Mutex
-	var heard []uint64
-	stop := db.WatchTokenDeletions(func(userID uint64) {
-		mu.Lock()
-		defer mu.Unlock()
-		heard = append(heard, userID)
-	})
-	defer stop()
-	// take returns whom the watcher heard of since the last call.
+	last, _, _ := db.ChangeHead(ctx)
+	// take returns the accounts of the revocations logged since the last
+	// call, failing on any other change.
 	take := func() []uint64 {
-		mu.Lock()
-		defer mu.Unlock()
-		got := heard
-		heard = nil
+		t.Helper()
+		chs, head, err := db.ChangesAfter(ctx, last, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = head
+		var got []uint64
+		for _, ch := range chs {
+			if ch.Kind != model.TokensRevoked || ch.UserID == 0 {
+				t.Fatalf("change %d: %v of account %d; want only revocations", ch.Seq, ch.Kind, ch.UserID)
+			}
+			got = append(got, ch.UserID)
+		}
 		return got
 	}
-	// Not by another user's revocation, nor by a refused one.
-	if err := db.RevokeAllTokens(model.ByUser(bob.ID)); err != nil {
+	if err := db.RevokeAllTokens(ctx, model.ByUser(bob.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RevokeTokenByID(model.ByUser(ada.ID), model.TokenID{}); !errors.Is(err, model.ErrNotFound) {
+	if err := db.RevokeTokenByID(ctx, model.ByUser(ada.ID), model.TokenID{}); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("revoking an unknown handle = %v", err)
 	}
 	if got := take(); !slices.Equal(got, []uint64{bob.ID}) {
-		t.Fatalf("heard of %v; want only bob's revocation, not the refused one", got)
+		t.Fatalf("logged revocations of %v; want bob's alone, not the refused one", got)
 	}
 
-	ctx := context.Background()
 	for _, tc := range []struct {
 		name   string
 		delete func()
+		want   int // revocations logged
 	}{
 		{"logout", func() {
-			if err := db.RevokeToken(adaReg); err != nil {
+			if err := db.RevokeToken(ctx, adaReg); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, 1},
 		{"sign out everywhere", func() {
-			if _, err := db.CreateToken(ada.ID, tokenHash("phone"), defaultTTL); err != nil {
+			for _, device := range []string{"phone", "laptop"} {
+				if _, err := db.CreateToken(ada.ID, tokenHash(device), defaultTTL); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := db.RevokeAllTokens(ctx, model.ByUser(ada.ID)); err != nil {
 				t.Fatal(err)
 			}
-			if err := db.RevokeAllTokens(model.ByUser(ada.ID)); err != nil {
-				t.Fatal(err)
-			}
-		}},
+		}, 1},
 		{"the per-user cap", func() {
-			for i := range model.MaxTokensPerUser + 1 {
+			for i := range model.MaxTokensPerUser + 2 {
 				if _, err := db.CreateToken(ada.ID, tokenHash(fmt.Sprint("cap ", i)), defaultTTL); err != nil {
 					t.Fatal(err)
 				}
 			}
-		}},
+		}, 2},
 		{"the sweep of expired tokens", func() {
 			db.Clock.Add(defaultTTL)
 			if n, err := db.SweepExpiredTokens(ctx); err != nil || n == 0 {
 				t.Fatalf("sweep = %d, %v", n, err)
 			}
-		}},
+		}, 0},
 		{"account deletion", func() {
 			if _, err := db.CreateToken(ada.ID, tokenHash("last"), defaultTTL); err != nil {
 				t.Fatal(err)
 			}
-			if err := db.DeleteAccount(model.ByUser(ada.ID)); err != nil {
+			if err := db.DeleteAccount(ctx, model.ByUser(ada.ID)); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, 1},
 	} {
 		tc.delete()
-		if got := take(); len(got) == 0 || slices.ContainsFunc(got, func(id uint64) bool { return id != ada.ID }) {
-			t.Errorf("%s: heard of %v, want ada (%d)", tc.name, got, ada.ID)
+		got := take()
+		if len(got) != tc.want || slices.ContainsFunc(got, func(id uint64) bool { return id != ada.ID }) {
+			t.Errorf("%s: logged revocations of %v, want %d of ada (%d)", tc.name, got, tc.want, ada.ID)
 		}
-	}
-	stop()
-	if err := db.RevokeAllTokens(model.ByUser(bob.ID)); err != nil {
-		t.Fatal(err)
-	}
-	if got := take(); len(got) != 0 {
-		t.Errorf("heard of %v after stop", got)
 	}
 }

@@ -2,11 +2,12 @@ package bolt
 
 import (
 	"context"
-	"herald/model"
 	"sync"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // LastUsedAt is kept without turning reads into writes: a read that finds

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"herald/model"
 	"maps"
 	"slices"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // Layout versions. A database records the layout it was written in under
@@ -34,7 +35,11 @@ import (
 //	6  a message's owner is a term of the search index (see ownerTerm),
 //	   and the owner and time indexes are gone. An older Herald would
 //	   write owner entries and no owner terms, so it must refuse the file.
-const currentLayout = 6
+//	7  the change log also records that an account's tokens were revoked
+//	   (model.TokensRevoked), so that live streams learn of it from the log
+//	   as of messages. An older Herald could not read those records and
+//	   would revoke without recording, so it must refuse the file.
+const currentLayout = 7
 
 // Buckets of older layouts, which only upgrades read or write:
 //
@@ -130,7 +135,32 @@ func (db *DB) prepareLayout() error {
 			return err
 		}
 	}
-	return db.upgradeFrom5()
+	if err := db.upgradeFrom5(); err != nil {
+		return err
+	}
+	return db.upgradeFrom6()
+}
+
+// upgradeFrom6 raises the layout to 7. Nothing stored changes: the records
+// layout 7 adds are new ones, and the version keeps an older Herald, which
+// cannot read them, from opening the file.
+func (db *DB) upgradeFrom6() error {
+	raised := false
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if btoi(meta.Get(metaLayout)) >= 7 {
+			return nil
+		}
+		raised = true
+		return meta.Put(metaLayout, itob(7))
+	})
+	if err != nil {
+		return fmt.Errorf("upgrading to layout 7: %w", err)
+	}
+	if raised {
+		db.log.Info("database upgraded to layout 7: the change log records token revocations for live streams")
+	}
+	return nil
 }
 
 // upgradeFrom5 adds every message's owner term to the search index, then
@@ -158,7 +188,7 @@ func (db *DB) upgradeFrom5() error {
 			next = btoi(v)
 			return nil
 		}
-		if btoi(meta.Get(metaLayout)) == currentLayout {
+		if btoi(meta.Get(metaLayout)) >= 6 {
 			return nil
 		}
 		next = 1

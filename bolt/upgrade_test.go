@@ -2,13 +2,19 @@ package bolt
 
 import (
 	"bytes"
-	"herald/model"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // testdata/layout5.db was written by the last layout 5 release: ada (user
@@ -84,14 +90,14 @@ func openLayout5(t *testing.T, change func(*bbolt.Tx) error) (*testDB, *bytes.Bu
 }
 
 // checkLayout5Upgraded checks what every upgrade of layout5.db must give:
-// layout 6, no owner or time index, every owner's messages found by
+// the current layout, no owner or time index, every owner's messages found by
 // search alone and with words, and a clean consistency check.
 func checkLayout5Upgraded(t *testing.T, db *testDB, when string) {
 	t.Helper()
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		if v := meta.Get(metaLayout); btoi(v) != 6 {
-			t.Errorf("%s: layout = %d, want 6", when, btoi(v))
+		if v := meta.Get(metaLayout); btoi(v) != currentLayout {
+			t.Errorf("%s: layout = %d, want %d", when, btoi(v), currentLayout)
 		}
 		if meta.Get(metaOwnerTermsNext) != nil {
 			t.Errorf("%s: meta/%s is still there", when, metaOwnerTermsNext)
@@ -165,7 +171,7 @@ func TestUpgradeFromLayout5(t *testing.T) {
 	}
 	checkLayout5Upgraded(t, db, "after the merge")
 
-	u, _, err := db.Authenticate(tokenHash("bob-token"))
+	u, _, err := db.Authenticate(context.Background(), tokenHash("bob-token"))
 	if err != nil {
 		t.Fatalf("Authenticate(bob's old token) = %v", err)
 	}
@@ -277,7 +283,7 @@ func TestCheckOnAFileNotYetUpgraded(t *testing.T) {
 		name, want string
 		damage     func(meta *bbolt.Bucket) error
 	}{
-		{"layout 5", "meta/layout is 0000000000000005, want 6", func(*bbolt.Bucket) error { return nil }},
+		{"layout 5", fmt.Sprintf("meta/layout is 0000000000000005, want %d", currentLayout), func(*bbolt.Bucket) error { return nil }},
 		{"owner terms interrupted", "meta/owner_terms_next is set", func(meta *bbolt.Bucket) error {
 			if err := meta.Put(metaOwnerTermsNext, itob(1)); err != nil {
 				return err
@@ -308,5 +314,91 @@ func TestCheckOnAFileNotYetUpgraded(t *testing.T) {
 				t.Errorf("Check = %q, want one problem saying %q and to start herald once", problems, tc.want)
 			}
 		})
+	}
+}
+
+// testdata/layout6.db was written through the API of the last layout 6
+// release, started with --admins owner@example.com: ada (user 1), bob (2),
+// owner (3) and carol (4) registered; ada posted 1 and 4, bob 2 and 6,
+// owner 3, carol 5; ada edited 1, bob deleted 6, carol deleted her account
+// (and so message 5). Ada logged in once more, bob logged out. The
+// tokens below were those the release handed out, valid for 30 days from
+// layout6Written.
+var (
+	layout6Written = time.Date(2026, 11, 25, 13, 50, 12, 0, time.UTC)
+	layout6Tokens  = map[string]string{
+		"ada registration": "herald_Csgl9FA45wTmrhgj8pIxBoP8HFg20Pkbjhat5TXMFxspKZU1A",
+		"ada login":        "herald_Mqig24Sk9ohgm-7TTYmrs_BSggeIS2E-pRhOJosIWNotToMMQ",
+		"owner":            "herald_ToIyE-E_RnZ7ojicHnU_YrNpY-xWs_4Tm5uePZr2ZgQjFfy2w",
+	}
+)
+
+// TestUpgradeFromLayout6: a file of the last layout 6 release opens as the
+// current layout, upgraded once and logged, with everything in it intact:
+// accounts, tokens, messages, the search index and the change log; and
+// from then on a revocation is in the log.
+func TestUpgradeFromLayout6(t *testing.T) {
+	ctx := context.Background()
+	path := fixtureCopy(t, "layout6.db")
+	clock := &testClock{now: layout6Written.Add(time.Hour)}
+	var log bytes.Buffer
+	open := func() *DB {
+		t.Helper()
+		log.Reset()
+		db, err := Open(path, Options{Now: clock.Now, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	db := open()
+	if got := log.String(); strings.Count(got, "upgraded to layout 7") != 1 {
+		t.Errorf("first open logged %q, want the upgrade to layout 7 once", got)
+	}
+	checkIndexes(t, db)
+	for name, token := range layout6Tokens {
+		u, _, err := db.Authenticate(ctx, sha256.Sum256([]byte(token)))
+		if err != nil {
+			t.Fatalf("%s's token: %v", name, err)
+		}
+		if want := strings.Fields(name)[0] + "@example.com"; u.Email != want {
+			t.Errorf("%s's token is %s's", name, u.Email)
+		}
+	}
+	if _, err := db.UserByEmail(ctx, "carol@example.com"); !errors.Is(err, model.ErrNotFound) {
+		t.Errorf("carol, who deleted her account: %v", err)
+	}
+	_, page, err := db.SearchMessages(ctx, model.ByServer(), model.SearchQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pageIDs(page), []uint64{4, 3, 2, 1}; !slices.Equal(got, want) {
+		t.Errorf("messages %v, want %v", got, want)
+	}
+	_, page, err = db.SearchMessages(ctx, model.ByServer(), model.SearchQuery{Terms: model.Terms("edited"), OwnerEmail: "ada@example.com"})
+	if err != nil || !slices.Equal(pageIDs(page), []uint64{1}) {
+		t.Errorf("search edited by ada = %v, %v; want message 1", pageIDs(page), err)
+	}
+	head, _, _ := db.ChangeHead(ctx)
+	if head != 9 { // six creates, an edit, two deletions
+		t.Errorf("change log head %d, want the 9 changes of the old release", head)
+	}
+	if err := db.RevokeToken(ctx, sha256.Sum256([]byte(layout6Tokens["ada login"]))); err != nil {
+		t.Fatal(err)
+	}
+	chs, _, err := db.ChangesAfter(ctx, head, 10)
+	if err != nil || len(chs) != 1 || chs[0].Kind != model.TokensRevoked || chs[0].UserID != 1 {
+		t.Errorf("after a logout the log has %v, %v; want ada's revocation", changeStrings(chs), err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = open()
+	defer db.Close()
+	if got := log.String(); got != "" {
+		t.Errorf("second open logged %q, want nothing", got)
+	}
+	if chs, _, err := db.ChangesAfter(ctx, head, 10); err != nil || len(chs) != 1 || chs[0].UserID != 1 {
+		t.Errorf("the revocation read back from disk: %v, %v", changeStrings(chs), err)
 	}
 }

@@ -1,13 +1,15 @@
 package bolt
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"herald/model"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
 )
 
 // User record layout (layout 2): a version byte, createdAt (8 bytes), then
@@ -104,7 +106,7 @@ func decodeUserJSON(id uint64, b []byte) (*model.User, error) {
 // transaction: the seed has registration hand out a token. It sets u.ID,
 // u.Roles and u.CreatedAt. Errors: model.ErrInvalid for a bad e-mail or missing
 // hash, model.ErrConflict when the e-mail is taken (in any letter case).
-func (db *DB) CreateUser(u *model.User, tokenHash model.TokenHash, ttl time.Duration) (*model.Token, error) {
+func (db *DB) CreateUser(_ context.Context, u *model.User, tokenHash model.TokenHash, ttl time.Duration) (*model.Token, error) {
 	nu := *u
 	nu.Email = model.NormalizeEmail(nu.Email)
 	var v model.ValidationError
@@ -148,7 +150,7 @@ func (db *DB) CreateUser(u *model.User, tokenHash model.TokenHash, ttl time.Dura
 
 // UserByEmail finds an account by e-mail, in any letter case and with
 // surrounding spaces ignored. Errors: model.ErrNotFound.
-func (db *DB) UserByEmail(email string) (*model.User, error) {
+func (db *DB) UserByEmail(_ context.Context, email string) (*model.User, error) {
 	var u *model.User
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		id := tx.Bucket(bucketUsersByEmail).Get(emailKey(email))
@@ -163,7 +165,7 @@ func (db *DB) UserByEmail(email string) (*model.User, error) {
 }
 
 // UserByID finds an account by ID. Errors: model.ErrNotFound.
-func (db *DB) UserByID(id uint64) (*model.User, error) {
+func (db *DB) UserByID(_ context.Context, id uint64) (*model.User, error) {
 	var u *model.User
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		var err error
@@ -185,7 +187,7 @@ func userByID(tx *bbolt.Tx, id uint64) (*model.User, error) {
 // hashing parameters on login. It changes nothing unless the stored hash
 // is still oldHash: a password changed meanwhile must not be put back.
 // Errors: model.ErrNotFound.
-func (db *DB) SetPasswordHash(id uint64, oldHash, hash string) error {
+func (db *DB) SetPasswordHash(_ context.Context, id uint64, oldHash, hash string) error {
 	return db.writes.update(func(tx *bbolt.Tx) error {
 		u, err := userByID(tx, id)
 		if err != nil {
@@ -203,7 +205,7 @@ func (db *DB) SetPasswordHash(id uint64, oldHash, hash string) error {
 // other token of theirs, in one transaction: whoever else held a session
 // loses it the moment the new password is in force. The token making the
 // request keeps working. Errors: model.ErrUnauthorized, model.ErrNotFound.
-func (db *DB) ChangePassword(by model.Caller, hash string) error {
+func (db *DB) ChangePassword(_ context.Context, by model.Caller, hash string) error {
 	if hash == "" {
 		return fmt.Errorf("change password: empty password hash")
 	}

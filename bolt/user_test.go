@@ -1,12 +1,14 @@
 package bolt
 
 import (
+	"context"
 	"errors"
-	"herald/model"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"herald/model"
 )
 
 func TestCreateUser(t *testing.T) {
@@ -14,7 +16,7 @@ func TestCreateUser(t *testing.T) {
 		db := mustOpen(t)
 		u := &model.User{Email: "  Ada@Example.com\t", PasswordHash: fakePasswordHash}
 		h := tokenHash("first")
-		tok, err := db.CreateUser(u, h, time.Hour)
+		tok, err := db.CreateUser(context.Background(), u, h, time.Hour)
 		if err != nil {
 			t.Fatalf("CreateUser = %v", err)
 		}
@@ -48,7 +50,7 @@ func TestCreateUser(t *testing.T) {
 		}
 
 		// The stored account reads back the same way.
-		got, err := db.UserByID(u.ID)
+		got, err := db.UserByID(context.Background(), u.ID)
 		if err != nil {
 			t.Fatalf("UserByID = %v", err)
 		}
@@ -58,7 +60,7 @@ func TestCreateUser(t *testing.T) {
 		}
 
 		// The registration token authenticates the new account.
-		au, atok, err := db.Authenticate(h)
+		au, atok, err := db.Authenticate(context.Background(), h)
 		if err != nil {
 			t.Fatalf("Authenticate(registration token) = %v", err)
 		}
@@ -93,7 +95,7 @@ func TestCreateUser(t *testing.T) {
 				before := mustCounts(t, db)
 
 				u := &model.User{Email: email, PasswordHash: "other"}
-				tok, err := db.CreateUser(u, tokenHash("intruder"), time.Hour)
+				tok, err := db.CreateUser(context.Background(), u, tokenHash("intruder"), time.Hour)
 				if !errors.Is(err, model.ErrConflict) {
 					t.Fatalf("CreateUser(%q) = %v, want ErrConflict", email, err)
 				}
@@ -106,18 +108,18 @@ func TestCreateUser(t *testing.T) {
 				if got, want := mustCounts(t, db), before; got != want {
 					t.Errorf("Counts() after conflict = %+v, want %+v", got, want)
 				}
-				if _, _, err := db.Authenticate(tokenHash("intruder")); !errors.Is(err, model.ErrUnauthorized) {
+				if _, _, err := db.Authenticate(context.Background(), tokenHash("intruder")); !errors.Is(err, model.ErrUnauthorized) {
 					t.Errorf("Authenticate(refused registration's token) = %v, want ErrUnauthorized", err)
 				}
 				// The original account is untouched.
-				got, err := db.UserByEmail("ada@example.com")
+				got, err := db.UserByEmail(context.Background(), "ada@example.com")
 				if err != nil {
 					t.Fatal(err)
 				}
 				if got.ID != orig.ID || got.Email != orig.Email || got.PasswordHash != orig.PasswordHash {
 					t.Errorf("UserByEmail = %+v, want %+v", got, orig)
 				}
-				if _, _, err := db.Authenticate(origHash); err != nil {
+				if _, _, err := db.Authenticate(context.Background(), origHash); err != nil {
 					t.Errorf("Authenticate(original token) = %v, want nil", err)
 				}
 			})
@@ -132,10 +134,10 @@ func TestCreateUser(t *testing.T) {
 		const composed, decomposed = "jos\u00e9@example.com", "JOSE\u0301@example.com"
 		mustCreateUser(t, db, composed)
 		u := &model.User{Email: decomposed, PasswordHash: fakePasswordHash}
-		if _, err := db.CreateUser(u, tokenHash("decomposed"), time.Hour); !errors.Is(err, model.ErrConflict) {
+		if _, err := db.CreateUser(context.Background(), u, tokenHash("decomposed"), time.Hour); !errors.Is(err, model.ErrConflict) {
 			t.Errorf("CreateUser(%q) after %q = %v, want ErrConflict", decomposed, composed, err)
 		}
-		if got, err := db.UserByEmail(decomposed); err != nil || got.Email != composed {
+		if got, err := db.UserByEmail(context.Background(), decomposed); err != nil || got.Email != composed {
 			t.Errorf("UserByEmail(%q) = %v, %v; want the account %q", decomposed, got, err, composed)
 		}
 	})
@@ -147,10 +149,10 @@ func TestCreateUser(t *testing.T) {
 		}
 		mustCreateUser(t, db, lower)
 		u := &model.User{Email: upper, PasswordHash: fakePasswordHash}
-		if _, err := db.CreateUser(u, tokenHash("upper"), time.Hour); !errors.Is(err, model.ErrConflict) {
+		if _, err := db.CreateUser(context.Background(), u, tokenHash("upper"), time.Hour); !errors.Is(err, model.ErrConflict) {
 			t.Errorf("CreateUser(%q) after %q = %v, want ErrConflict", upper, lower, err)
 		}
-		if got, err := db.UserByEmail(upper); err != nil || got.Email != lower {
+		if got, err := db.UserByEmail(context.Background(), upper); err != nil || got.Email != lower {
 			t.Errorf("UserByEmail(%q) = %v, %v; want the account %q", upper, got, err, lower)
 		}
 	})
@@ -160,7 +162,7 @@ func TestCreateUser(t *testing.T) {
 			t.Run(email, func(t *testing.T) {
 				db := mustOpen(t)
 				u := &model.User{Email: email, PasswordHash: fakePasswordHash}
-				tok, err := db.CreateUser(u, tokenHash("t"), time.Hour)
+				tok, err := db.CreateUser(context.Background(), u, tokenHash("t"), time.Hour)
 				if got, want := violationFields(t, err), []string{"email"}; !slices.Equal(got, want) {
 					t.Errorf("CreateUser(%q) fields = %q, want %q", email, got, want)
 				}
@@ -177,7 +179,7 @@ func TestCreateUser(t *testing.T) {
 	t.Run("EmptyPasswordHash", func(t *testing.T) {
 		db := mustOpen(t)
 		u := &model.User{Email: "ada@example.com"}
-		if _, err := db.CreateUser(u, tokenHash("t"), time.Hour); err == nil {
+		if _, err := db.CreateUser(context.Background(), u, tokenHash("t"), time.Hour); err == nil {
 			t.Fatalf("CreateUser without a password hash = nil, want an error")
 		}
 		if got, want := mustCounts(t, db), (Counts{}); got != want {
@@ -204,7 +206,7 @@ func TestUserByEmail(t *testing.T) {
 			{"ünïcödé@example.com", uni},
 			{"ÜNÏCÖDÉ@EXAMPLE.COM", uni},
 		} {
-			got, err := db.UserByEmail(tt.query)
+			got, err := db.UserByEmail(context.Background(), tt.query)
 			if err != nil {
 				t.Errorf("UserByEmail(%q) = %v", tt.query, err)
 				continue
@@ -216,7 +218,7 @@ func TestUserByEmail(t *testing.T) {
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
 		for _, q := range []string{"", "   ", "carol@example.com", "ada@example.co", "ada"} {
-			u, err := db.UserByEmail(q)
+			u, err := db.UserByEmail(context.Background(), q)
 			if !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("UserByEmail(%q) = %v, want ErrNotFound", q, err)
 			}
@@ -231,7 +233,7 @@ func TestUserByID(t *testing.T) {
 	db := mustOpen(t)
 	ada, _ := mustCreateUser(t, db, "ada@example.com")
 	t.Run("OK", func(t *testing.T) {
-		got, err := db.UserByID(ada.ID)
+		got, err := db.UserByID(context.Background(), ada.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +243,7 @@ func TestUserByID(t *testing.T) {
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
 		for _, id := range []uint64{0, ada.ID + 1, 1 << 63} {
-			if _, err := db.UserByID(id); !errors.Is(err, model.ErrNotFound) {
+			if _, err := db.UserByID(context.Background(), id); !errors.Is(err, model.ErrNotFound) {
 				t.Errorf("UserByID(%d) = %v, want ErrNotFound", id, err)
 			}
 		}
@@ -253,10 +255,10 @@ func TestSetPasswordHash(t *testing.T) {
 		db := mustOpen(t)
 		ada, h := mustCreateUser(t, db, "Ada@Example.com")
 		const newHash = "$argon2id$v=19$m=131072,t=2,p=4$bmV3$bmV3"
-		if err := db.SetPasswordHash(ada.ID, fakePasswordHash, newHash); err != nil {
+		if err := db.SetPasswordHash(context.Background(), ada.ID, fakePasswordHash, newHash); err != nil {
 			t.Fatalf("SetPasswordHash = %v", err)
 		}
-		got, err := db.UserByEmail("ada@example.com")
+		got, err := db.UserByEmail(context.Background(), "ada@example.com")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +269,7 @@ func TestSetPasswordHash(t *testing.T) {
 		if got.ID != ada.ID || got.Email != ada.Email || !slices.Equal(got.Roles, ada.Roles) || !got.CreatedAt.Equal(ada.CreatedAt) {
 			t.Errorf("user after SetPasswordHash = %+v, want %+v with a new hash", got, ada)
 		}
-		if _, _, err := db.Authenticate(h); err != nil {
+		if _, _, err := db.Authenticate(context.Background(), h); err != nil {
 			t.Errorf("Authenticate after SetPasswordHash = %v, want nil", err)
 		}
 		if got, want := mustCounts(t, db), (Counts{Users: 1, Tokens: 1}); got != want {
@@ -280,20 +282,20 @@ func TestSetPasswordHash(t *testing.T) {
 		// upgrade must not put the old password back.
 		db := mustOpen(t)
 		ada, h := mustCreateUser(t, db, "ada@example.com")
-		if err := db.ChangePassword(model.ByToken(h), "$argon2id$changed"); err != nil {
+		if err := db.ChangePassword(context.Background(), model.ByToken(h), "$argon2id$changed"); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.SetPasswordHash(ada.ID, fakePasswordHash, "$argon2id$rehashed-old"); err != nil {
+		if err := db.SetPasswordHash(context.Background(), ada.ID, fakePasswordHash, "$argon2id$rehashed-old"); err != nil {
 			t.Fatal(err)
 		}
-		if u, _ := db.UserByID(ada.ID); u.PasswordHash != "$argon2id$changed" {
+		if u, _ := db.UserByID(context.Background(), ada.ID); u.PasswordHash != "$argon2id$changed" {
 			t.Errorf("PasswordHash = %q, want the changed one kept", u.PasswordHash)
 		}
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
 		db := mustOpen(t)
 		ada, _ := mustCreateUser(t, db, "ada@example.com")
-		if err := db.SetPasswordHash(ada.ID+1, fakePasswordHash, "x"); !errors.Is(err, model.ErrNotFound) {
+		if err := db.SetPasswordHash(context.Background(), ada.ID+1, fakePasswordHash, "x"); !errors.Is(err, model.ErrNotFound) {
 			t.Errorf("SetPasswordHash(missing) = %v, want ErrNotFound", err)
 		}
 		if got, want := mustCounts(t, db), (Counts{Users: 1, Tokens: 1}); got != want {

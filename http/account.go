@@ -1,10 +1,11 @@
 package http
 
 import (
-	"herald/model"
 	"net/http"
 
 	"github.com/julienschmidt/httprouter"
+
+	"herald/model"
 )
 
 // The account routes: a user's tokens (one per device), password change and
@@ -33,7 +34,7 @@ type tokenListJSON struct {
 // first, the one making the request marked current.
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	p := caller(r)
-	toks, err := s.db.Tokens(p.user.ID)
+	toks, err := s.store.Tokens(r.Context(), p.user.ID)
 	if err != nil {
 		return err
 	}
@@ -58,7 +59,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, ps httprout
 	if !ok {
 		return &model.Error{Kind: model.ErrNotFound, Detail: "you hold no token " + ps.ByName("id")}
 	}
-	if err := s.db.RevokeTokenByID(model.ByToken(caller(r).tokenHash), id); err != nil {
+	if err := s.store.RevokeTokenByID(r.Context(), model.ByToken(caller(r).tokenHash), id); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -68,7 +69,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, ps httprout
 // revokeAllTokens answers DELETE /api/me/tokens: log out everywhere, this
 // token included.
 func (s *Server) revokeAllTokens(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	if err := s.db.RevokeAllTokens(model.ByToken(caller(r).tokenHash)); err != nil {
+	if err := s.store.RevokeAllTokens(r.Context(), model.ByToken(caller(r).tokenHash)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -99,7 +100,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, _ httpro
 	if err != nil {
 		return err
 	}
-	if err := s.db.ChangePassword(model.ByToken(caller(r).tokenHash), hash); err != nil {
+	if err := s.store.ChangePassword(r.Context(), model.ByToken(caller(r).tokenHash), hash); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -122,7 +123,7 @@ func (s *Server) deleteAccount(w http.ResponseWriter, r *http.Request, _ httprou
 	if err := s.confirmPassword(r, password); err != nil {
 		return err
 	}
-	if err := s.db.DeleteAccount(model.ByToken(caller(r).tokenHash)); err != nil {
+	if err := s.store.DeleteAccount(r.Context(), model.ByToken(caller(r).tokenHash)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -1,6 +1,7 @@
 package http_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -445,7 +446,7 @@ func TestLoginUpgradesWeakHash(t *testing.T) {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("login on the stronger server: %d", res.StatusCode)
 	}
-	u, err := e.DB.UserByEmail("ada@example.com")
+	u, err := e.DB.UserByEmail(context.Background(), "ada@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}

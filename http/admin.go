@@ -9,9 +9,14 @@ import (
 )
 
 // backup answers GET /api/admin/backup: a consistent snapshot of the live
-// database, streamed from one read transaction while writers go on. The
-// copy holds exactly the writes committed before it began.
+// database, streamed while writers go on, from a store that can copy
+// itself (HotBackup). The copy holds exactly the writes committed before
+// it began.
 func (s *Server) backup(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	hot, ok := s.store.(HotBackup)
+	if !ok {
+		return errNoHotBackup
+	}
 	// A large file takes longer to send than the server's write timeout
 	// allows an ordinary answer.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Hour))
@@ -19,7 +24,7 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
-	n, err := s.db.WriteTo(w)
+	n, err := hot.WriteBackup(r.Context(), w)
 	if err != nil {
 		if n == 0 {
 			return err // nothing sent yet: still room for a problem document

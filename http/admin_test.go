@@ -109,11 +109,11 @@ func TestAdminBackup(t *testing.T) {
 	}
 	defer db.Close()
 	for _, id := range before {
-		if _, err := db.Message(id); err != nil {
+		if _, _, err := db.Message(context.Background(), model.ByServer(), id); err != nil {
 			t.Errorf("message %d, acknowledged before the backup began, is not in it: %v", id, err)
 		}
 	}
-	page, err := db.SearchMessages(context.Background(), model.SearchQuery{Terms: model.Terms("writer")})
+	_, page, err := db.SearchMessages(context.Background(), model.ByServer(), model.SearchQuery{Terms: model.Terms("writer")})
 	if err != nil || len(page.Messages) == 0 {
 		t.Errorf("search in the backup: %v, %v", page, err)
 	}

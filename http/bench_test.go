@@ -1,6 +1,7 @@
 package http_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -91,7 +92,7 @@ func (be *benchEnv) register(email string) (string, *model.User) {
 		be.b.Fatal(err)
 	}
 	u := &model.User{Email: email, PasswordHash: hash}
-	if _, err := be.db.CreateUser(u, model.TokenHash(tokenHash), heraldhttp.DefaultTokenTTL); err != nil {
+	if _, err := be.db.CreateUser(context.Background(), u, model.TokenHash(tokenHash), heraldhttp.DefaultTokenTTL); err != nil {
 		be.b.Fatal(err)
 	}
 	return token, u
@@ -106,7 +107,7 @@ func (be *benchEnv) seed(u *model.User, n, rareEvery int) {
 		if i%rareEvery == 0 {
 			content += " zebra"
 		}
-		if _, err := be.db.CreateMessage(model.ByUser(u.ID), content); err != nil {
+		if _, err := be.db.CreateMessage(context.Background(), model.ByUser(u.ID), content); err != nil {
 			be.b.Fatal(err)
 		}
 	}
@@ -231,7 +232,7 @@ func newHandlerBench(b *testing.B, n int) *handlerBench {
 	// same IDs and allocs/op compare between runs.
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range n {
-		if _, err := be.db.CreateMessage(model.ByUser(users[i%len(users)].ID), benchContent(rng, i)); err != nil {
+		if _, err := be.db.CreateMessage(context.Background(), model.ByUser(users[i%len(users)].ID), benchContent(rng, i)); err != nil {
 			b.Fatal(err)
 		}
 	}

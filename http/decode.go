@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"herald/model"
 	"io"
 	"maps"
 	"mime"
@@ -14,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"herald/model"
 )
 
 // fieldSpec says which body fields an operation takes. Fields the client may

@@ -20,6 +20,8 @@ import (
 	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/http/netquirk"
+	"herald/http/stream"
 )
 
 // fastParams keep argon2id real but cheap, so tests that register many users
@@ -68,7 +70,7 @@ func withLimits(l heraldhttp.Limits) envOption {
 	return func(c *heraldhttp.Config) { c.Limits = l }
 }
 
-func withStreams(l heraldhttp.StreamLimits) envOption {
+func withStreams(l stream.Limits) envOption {
 	return func(c *heraldhttp.Config) { c.Streams = l }
 }
 
@@ -101,7 +103,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	handler := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 4), cfg)
 	// Served as main serves it, so every test goes through CoalesceWrites.
 	srv := httptest.NewUnstartedServer(handler)
-	srv.Listener = heraldhttp.CoalesceWrites(srv.Config, srv.Listener)
+	srv.Listener = netquirk.CoalesceWrites(srv.Config, srv.Listener)
 	srv.Start()
 	t.Cleanup(func() {
 		// httptest's Close waits for every request, and streams never end

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
-	"herald/model"
 	"maps"
 	"net/http"
 	"net/url"
@@ -15,6 +14,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/julienschmidt/httprouter"
+
+	"herald/http/apijson"
+	"herald/model"
 )
 
 var (
@@ -36,7 +38,7 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, _ httprou
 	if err != nil {
 		return err
 	}
-	m, err := s.db.CreateMessage(model.ByToken(caller(r).tokenHash), f.str("content"))
+	m, err := s.store.CreateMessage(r.Context(), model.ByToken(caller(r).tokenHash), f.str("content"))
 	if err != nil {
 		return err
 	}
@@ -51,7 +53,7 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request, ps httproute
 	if err != nil {
 		return err
 	}
-	u, m, err := s.db.MessageFor(caller(r).tokenHash, id)
+	u, m, err := s.store.Message(r.Context(), model.ByToken(caller(r).tokenHash), id)
 	if err != nil {
 		return err
 	}
@@ -81,7 +83,7 @@ func (s *Server) updateMessage(w http.ResponseWriter, r *http.Request, ps httpro
 		}
 		upd.Content = content
 	}
-	m, err := s.db.UpdateMessage(id, model.ByToken(caller(r).tokenHash), upd, ifMatch(r))
+	m, err := s.store.UpdateMessage(r.Context(), id, model.ByToken(caller(r).tokenHash), upd, ifMatch(r))
 	if err != nil {
 		return err
 	}
@@ -95,7 +97,7 @@ func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request, ps httpro
 	if err != nil {
 		return err
 	}
-	m, err := s.db.DeleteMessage(id, model.ByToken(caller(r).tokenHash), ifMatch(r))
+	m, err := s.store.DeleteMessage(r.Context(), id, model.ByToken(caller(r).tokenHash), ifMatch(r))
 	if err != nil {
 		return err
 	}
@@ -153,7 +155,7 @@ func (s *Server) searchMessages(w http.ResponseWriter, r *http.Request, _ httpro
 	if err != nil {
 		return err
 	}
-	u, page, err := s.db.SearchFor(r.Context(), caller(r).tokenHash, q)
+	u, page, err := s.store.SearchMessages(r.Context(), model.ByToken(caller(r).tokenHash), q)
 	if err != nil {
 		return err
 	}
@@ -168,7 +170,7 @@ func (s *Server) searchMessages(w http.ResponseWriter, r *http.Request, _ httpro
 		w.Header().Set("Link", "</api/messages?"+params.Encode()+`>; rel="next"`)
 	}
 	buf := s.pageBuffer()
-	*buf = appendPageJSON((*buf)[:0], page.Messages, next)
+	*buf = apijson.AppendPage((*buf)[:0], page.Messages, next)
 	writeBody(w, "application/json", http.StatusOK, *buf)
 	s.recyclePageBuffer(buf)
 	return nil

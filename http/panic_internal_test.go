@@ -2,6 +2,7 @@ package http
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,7 +74,7 @@ func internalUser(t testing.TB, s *Server, email string) (*model.User, string) {
 		t.Fatal(err)
 	}
 	u := &model.User{Email: email, PasswordHash: "unused"}
-	if _, err := s.db.CreateUser(u, model.TokenHash(hash), DefaultTokenTTL); err != nil {
+	if _, err := s.store.CreateUser(context.Background(), u, model.TokenHash(hash), DefaultTokenTTL); err != nil {
 		t.Fatal(err)
 	}
 	return u, token

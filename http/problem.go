@@ -118,6 +118,10 @@ func missingRole(role string) error {
 	return &requestError{status: http.StatusForbidden, msg: "this operation requires role " + role}
 }
 
+// errNoHotBackup: the store cannot copy itself while it serves; its own
+// tools back it up.
+var errNoHotBackup = &requestError{status: http.StatusNotImplemented, msg: "this server's database is backed up with the database's own tools, not through the API"}
+
 // errUnavailable: the database cannot serve requests (health check).
 var errUnavailable = &requestError{status: http.StatusServiceUnavailable, msg: "database is unavailable"}
 
@@ -155,6 +159,12 @@ func problemFor(err error) (problem, http.Header, bool) {
 		p.Status, p.Detail = http.StatusConflict, clientDetail(err, "the request conflicts with what is stored")
 	case errors.Is(err, model.ErrPrecondition):
 		p.Status, p.Detail = http.StatusPreconditionFailed, clientDetail(err, "the resource has changed since the version in If-Match")
+	case errors.Is(err, model.ErrLimited):
+		p.Status, p.Detail = http.StatusTooManyRequests, clientDetail(err, "too many requests; try again later")
+		header = retryAfterHeader(err)
+	case errors.Is(err, model.ErrUnavailable):
+		p.Status, p.Detail = http.StatusServiceUnavailable, clientDetail(err, "the server cannot do this now; try again later")
+		header = retryAfterHeader(err)
 	case errors.Is(err, auth.ErrBusy):
 		// Every hashing slot is taken and the queue is full: a burst of
 		// logins; a second later the queue has moved.
@@ -189,6 +199,16 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		body = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500}`)
 	}
 	writeBody(w, problemContentType, p.Status, body)
+}
+
+// retryAfterHeader is the Retry-After of a *model.Error that says when to
+// try again; nil when it does not.
+func retryAfterHeader(err error) http.Header {
+	var e *model.Error
+	if errors.As(err, &e) && e.RetryAfter > 0 {
+		return http.Header{"Retry-After": {retryAfterSeconds(e.RetryAfter)}}
+	}
+	return nil
 }
 
 // clientDetail is the sentence a *model.Error carries for the client, or

@@ -763,10 +763,10 @@ func TestSearchStopsWhenClientLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := &model.User{Email: "ada@example.com", PasswordHash: "$argon2id$v=19$m=64,t=1,p=1$c2FsdA$aGFzaA"}
-	if _, err := db.CreateUser(u, model.TokenHash(hash), time.Hour); err != nil {
+	if _, err := db.CreateUser(context.Background(), u, model.TokenHash(hash), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CreateMessage(model.ByUser(u.ID), "hello"); err != nil {
+	if _, err := db.CreateMessage(context.Background(), model.ByUser(u.ID), "hello"); err != nil {
 		t.Fatal(err)
 	}
 	srv := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 1), heraldhttp.Config{})

@@ -1,6 +1,7 @@
 // Package http serves Herald's API: the route table, bearer-token
 // authentication, request decoding, response encoding and the mapping of
-// errors to problem documents. It reaches storage only through package bolt.
+// errors to problem documents. It reaches storage only through the
+// interfaces it declares (store.go), which main fills with a store.
 package http
 
 import (
@@ -19,7 +20,8 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"herald/auth"
-	"herald/bolt"
+	"herald/http/netquirk"
+	"herald/http/stream"
 	"herald/model"
 )
 
@@ -46,12 +48,12 @@ type Config struct {
 	// means time.Now. Tests pass their own, the store's.
 	Now func() time.Time
 	// Streams limits live streams; zero values take defaults.
-	Streams StreamLimits
+	Streams stream.Limits
 }
 
 // Server is Herald's HTTP handler.
 type Server struct {
-	db       *bolt.DB
+	store    Store
 	hasher   *auth.Hasher
 	tokenTTL time.Duration
 	maxBody  int64
@@ -59,7 +61,7 @@ type Server struct {
 	guard    *guard
 	admins   map[string]bool // model.EmailKey of each administrator
 	metrics  *metrics.Set    // nil: not collected
-	streams  *streamHub
+	streams  *stream.Hub
 	router   *httprouter.Router
 
 	// pages recycles the buffers search pages are written into (*[]byte).
@@ -69,10 +71,11 @@ type Server struct {
 	pages sync.Pool
 }
 
-// NewServer wires the route table over db, hashing passwords with hasher.
-func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
+// NewServer wires the route table over store, hashing passwords with
+// hasher.
+func NewServer(store Store, hasher *auth.Hasher, cfg Config) *Server {
 	s := &Server{
-		db:       db,
+		store:    store,
 		hasher:   hasher,
 		tokenTTL: cfg.TokenTTL,
 		maxBody:  cfg.MaxBodyBytes,
@@ -92,7 +95,7 @@ func NewServer(db *bolt.DB, hasher *auth.Hasher, cfg Config) *Server {
 		now = time.Now
 	}
 	s.guard = newGuard(cfg.Limits, now)
-	s.streams = newStreamHub(db, cfg.Streams, now)
+	s.streams = stream.New(store, store, cfg.Streams, now)
 	s.metrics = cfg.Metrics
 	s.admins = make(map[string]bool)
 	for _, email := range cfg.Admins {
@@ -218,7 +221,7 @@ func allowHeader(byMethod map[string]route) string {
 // the hints to go out. Streams run on connections taken from net/http,
 // which http.Server.Shutdown neither waits for nor closes: call this
 // before it.
-func (s *Server) CloseStreams() { s.streams.close() }
+func (s *Server) CloseStreams() { s.streams.Close() }
 
 // access says who may call a route.
 type access int
@@ -259,7 +262,7 @@ func (s *Server) routes() []route {
 		{http.MethodDelete, "/api/me/tokens", authenticated, s.revokeAllTokens},
 		{http.MethodDelete, "/api/me/tokens/:id", authenticated, s.revokeToken},
 
-		{http.MethodPost, "/api/message", roleUser, s.createMessage}, // the seed's path
+		{http.MethodPost, "/api/message", roleUser, s.createMessage}, // the original API's singular path, kept for its clients
 		{http.MethodPost, "/api/messages", roleUser, s.createMessage},
 		{http.MethodGet, "/api/messages", bearer, s.searchMessages},
 		{http.MethodGet, "/api/messages/stream", bearer, s.streamMessages},
@@ -345,7 +348,7 @@ func (s *Server) authenticate(r *http.Request, p *principal) error {
 	if err != nil {
 		return err
 	}
-	u, _, err := s.db.Authenticate(hash)
+	u, _, err := s.store.Authenticate(r.Context(), hash)
 	if err != nil {
 		return err
 	}
@@ -455,10 +458,7 @@ func (rec *statusRecorder) FlushError() error {
 	if err := http.NewResponseController(rec.ResponseWriter).Flush(); err != nil {
 		return err
 	}
-	if cc := coalescingConnFrom(rec.ctx); cc != nil {
-		return cc.release()
-	}
-	return nil
+	return netquirk.Release(rec.ctx)
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
@@ -466,7 +466,7 @@ func (rec *statusRecorder) Unwrap() http.ResponseWriter { return rec.ResponseWri
 
 // health answers 200 while the database can serve a read.
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	if err := s.db.Ping(); err != nil {
+	if err := s.store.Ping(r.Context()); err != nil {
 		s.log.WarnContext(r.Context(), "health check failed", "err", err)
 		return errUnavailable
 	}

@@ -21,6 +21,8 @@ import (
 	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/http/netquirk"
+	"herald/http/stream"
 )
 
 // sseEvent is one event as a client parses it; comment-only blocks are
@@ -249,7 +251,7 @@ func serveDBOn(t *testing.T, l net.Listener, db *bolt.DB, cfg heraldhttp.Config,
 	if tune != nil {
 		tune(srv.Config)
 	}
-	srv.Listener = heraldhttp.CoalesceWrites(srv.Config, srv.Listener)
+	srv.Listener = netquirk.CoalesceWrites(srv.Config, srv.Listener)
 	srv.Start()
 	var once sync.Once
 	stop = func() {
@@ -538,7 +540,7 @@ func TestStreamReset(t *testing.T) {
 		t.Fatalf("TrimChanges = %d, %v", n, err)
 	}
 	for _, from := range []string{"2", "99"} {
-		head, _ := e.DB.ChangeHead()
+		head, _, _ := e.DB.ChangeHead(context.Background())
 		st := e.openStream(ada, "", from)
 		ev := st.next()
 		if ev.Event != "reset" || ev.ID != strconv.FormatUint(head, 10) {
@@ -564,7 +566,7 @@ func TestStreamReset(t *testing.T) {
 // while other streams go on. A deleted account's messages are announced as
 // deleted.
 func TestStreamEndsWithItsToken(t *testing.T) {
-	e := newEnv(t, withStreams(heraldhttp.StreamLimits{TokenCheck: time.Hour}))
+	e := newEnv(t, withStreams(stream.Limits{TokenCheck: time.Hour}))
 	const password = "correct horse battery"
 	e.register("ada@example.com", password)
 	bob := e.register("bob@example.com", password)
@@ -633,7 +635,7 @@ func TestStreamEndsWithItsToken(t *testing.T) {
 // TestStreamEndsWhenItsTokenExpires: the store's clock passing the token's
 // expiry ends the stream at the next check.
 func TestStreamEndsWhenItsTokenExpires(t *testing.T) {
-	e := newEnv(t, withStreams(heraldhttp.StreamLimits{TokenCheck: 50 * time.Millisecond}), withTokenTTL(time.Hour))
+	e := newEnv(t, withStreams(stream.Limits{TokenCheck: 50 * time.Millisecond}), withTokenTTL(time.Hour))
 	ada := e.register("ada@example.com", "correct horse battery")
 	st := e.openStream(ada, "", "")
 	st.expectQuiet(150 * time.Millisecond) // checks pass while the token is good
@@ -644,7 +646,7 @@ func TestStreamEndsWhenItsTokenExpires(t *testing.T) {
 // TestStreamLimits: beyond the per-account and total caps, 429 with
 // Retry-After; closing a stream frees its place.
 func TestStreamLimits(t *testing.T) {
-	e := newEnv(t, withStreams(heraldhttp.StreamLimits{PerUser: 2, Total: 3}))
+	e := newEnv(t, withStreams(stream.Limits{PerUser: 2, Total: 3}))
 	ada := e.register("ada@example.com", "correct horse battery")
 	bob := e.register("bob@example.com", "correct horse battery")
 	a1 := e.openStream(ada, "", "")
@@ -697,7 +699,7 @@ func TestStreamShutdown(t *testing.T) {
 // TestStreamHeartbeat: an idle stream gets comment lines, as often as its
 // response header says.
 func TestStreamHeartbeat(t *testing.T) {
-	e := newEnv(t, withStreams(heraldhttp.StreamLimits{Heartbeat: 30 * time.Millisecond}))
+	e := newEnv(t, withStreams(stream.Limits{Heartbeat: 30 * time.Millisecond}))
 	ada := e.register("ada@example.com", "correct horse battery")
 	st := e.openStream(ada, "", "")
 	if got := st.resp.Header.Get("Herald-Stream-Heartbeat"); got != "30" {
@@ -732,7 +734,7 @@ func TestStreamOutlivesServerTimeouts(t *testing.T) {
 // TestStreamSlowConsumer: a client that stops reading is disconnected,
 // while another stream of the same changes keeps up with every event.
 func TestStreamSlowConsumer(t *testing.T) {
-	limits := heraldhttp.StreamLimits{MaxLag: 8, WriteTimeout: 300 * time.Millisecond}
+	limits := stream.Limits{MaxLag: 8, WriteTimeout: 300 * time.Millisecond}
 	// Small send buffers on the server's side, so a client that stops
 	// reading blocks the server's writes after kilobytes, not megabytes.
 	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{Streams: limits}, func(srv *http.Server) {

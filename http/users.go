@@ -41,7 +41,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		return err
 	}
 	u := &model.User{Email: reg.Email, PasswordHash: hash}
-	tok, err := s.db.CreateUser(u, tokenHash, s.tokenTTL)
+	tok, err := s.store.CreateUser(r.Context(), u, tokenHash, s.tokenTTL)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	if err != nil {
 		return err
 	}
-	tok, err := s.db.IssueLoginToken(u.ID, u.PasswordHash, tokenHash, s.tokenTTL)
+	tok, err := s.store.IssueLoginToken(r.Context(), u.ID, u.PasswordHash, tokenHash, s.tokenTTL)
 	if errors.Is(err, model.ErrUnauthorized) {
 		return badCredentials() // the password changed, or the account went, while it was checked
 	}
@@ -106,7 +106,7 @@ func (s *Server) checkCredentials(r *http.Request, email, password string) (*mod
 		// a failed try.
 		return nil, badCredentials()
 	}
-	u, err := s.db.UserByEmail(email)
+	u, err := s.store.UserByEmail(r.Context(), email)
 	if errors.Is(err, model.ErrNotFound) {
 		// Unknown e-mails cost the same hashing and the same tries as
 		// wrong passwords.
@@ -140,7 +140,7 @@ func (s *Server) checkCredentials(r *http.Request, email, password string) (*mod
 func (s *Server) rehash(r *http.Request, u *model.User, password string) {
 	hash, err := s.hasher.Hash(r.Context(), password)
 	if err == nil {
-		err = s.db.SetPasswordHash(u.ID, u.PasswordHash, hash)
+		err = s.store.SetPasswordHash(r.Context(), u.ID, u.PasswordHash, hash)
 	}
 	if err != nil {
 		s.log.WarnContext(r.Context(), "upgrading password hash", "user", u.ID, "err", err)
@@ -160,7 +160,7 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 // logout revokes the token the request was made with; the caller's other
 // tokens keep working.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	err := s.db.RevokeToken(caller(r).tokenHash)
+	err := s.store.RevokeToken(r.Context(), caller(r).tokenHash)
 	if errors.Is(err, model.ErrNotFound) {
 		// A concurrent logout with the same token got there first.
 		err = &model.Error{Kind: model.ErrUnauthorized, Detail: "the bearer token was already revoked"}

@@ -122,14 +122,14 @@ func TestWebClientResume(t *testing.T) {
 	ada.expectBroken("net::ERR_INCOMPLETE_CHUNKED_ENCODING", "/api/messages/stream")
 	// Dropped before any event: the opening block's id is what the page
 	// resumes from.
-	opened, _ := e.DB.ChangeHead()
+	opened, _, _ := e.DB.ChangeHead(context.Background())
 	tap.cut(t)
 	ada.waitFor("the page notices the first drop", `document.querySelector('#live').textContent.startsWith('Live updates paused')`)
 	const before = "Bob, before the connection drops"
 	e.post(bob, before)
 	ada.waitFor("Bob's message posted during the first drop arrives", messageJS(before))
 	ada.liveOn()
-	seen, _ := e.DB.ChangeHead()
+	seen, _, _ := e.DB.ChangeHead(context.Background())
 
 	tap.cut(t)
 	ada.waitFor("the page notices", `document.querySelector('#live').textContent.startsWith('Live updates paused')`)

@@ -63,6 +63,7 @@ type MessageUpdate struct {
 type Caller struct {
 	userID uint64
 	token  *TokenHash
+	server bool
 }
 
 // ByToken is the caller holding the bearer token with this hash: every write
@@ -73,6 +74,15 @@ func ByToken(hash TokenHash) Caller { return Caller{token: &hash} }
 // ByUser is user id acting without a token: for tools and tests that act
 // for an account directly.
 func ByUser(id uint64) Caller { return Caller{userID: id} }
+
+// ByServer is the service itself, acting for no account: its tools, its
+// chores and tests reading what is stored. A store answers its reads with
+// no user and refuses it every write a client could ask for. (The zero
+// Caller is nobody, and every store refuses it.)
+func ByServer() Caller { return Caller{server: true} }
+
+// Server reports whether the caller is ByServer's.
+func (c Caller) Server() bool { return c.server }
 
 // Token returns the hash of the caller's bearer token, and false for a
 // caller made with ByUser.

@@ -1,15 +1,36 @@
-package http
+package apijson
 
 import (
 	"bytes"
 	"encoding/binary"
-	"herald/model"
+	"encoding/json"
 	"testing"
 	"time"
+
+	"herald/model"
 )
 
 // The reference shapes: what the hand-written encoders must match, written
 // the plain encoding/json way.
+
+// refTime marshals as TimeLayout through time.Time.AppendFormat.
+type refTime time.Time
+
+func (t refTime) MarshalJSON() ([]byte, error) {
+	b := append([]byte{'"'}, time.Time(t).UTC().AppendFormat(nil, TimeLayout)...)
+	return append(b, '"'), nil
+}
+
+// marshal encodes v as the API does: one line, HTML not escaped.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
 
 type ownerJSON struct {
 	Email string `json:"email"`
@@ -20,8 +41,8 @@ type messageJSON struct {
 	ID        uint64    `json:"id"`
 	Content   string    `json:"content"`
 	User      ownerJSON `json:"user"`
-	CreatedAt apiTime   `json:"createdAt"`
-	UpdatedAt apiTime   `json:"updatedAt"`
+	CreatedAt refTime   `json:"createdAt"`
+	UpdatedAt refTime   `json:"updatedAt"`
 }
 
 func newMessageJSON(m *model.Message) messageJSON {
@@ -29,8 +50,8 @@ func newMessageJSON(m *model.Message) messageJSON {
 		ID:        m.ID,
 		Content:   m.Content,
 		User:      ownerJSON{Email: m.OwnerEmail},
-		CreatedAt: apiTime(m.CreatedAt),
-		UpdatedAt: apiTime(m.UpdatedAt),
+		CreatedAt: refTime(m.CreatedAt),
+		UpdatedAt: refTime(m.UpdatedAt),
 	}
 }
 
@@ -63,8 +84,8 @@ func FuzzAppendMessageJSON(f *testing.F) {
 		if err != nil {
 			t.Skip() // encoding/json refuses it; so would nothing of ours reach it
 		}
-		if got := append(appendMessageJSON(nil, m), '\n'); !bytes.Equal(got, want) {
-			t.Fatalf("appendMessageJSON = %s\nencoding/json  = %s", got, want)
+		if got := append(AppendMessage(nil, m), '\n'); !bytes.Equal(got, want) {
+			t.Fatalf("AppendMessage = %s\nencoding/json  = %s", got, want)
 		}
 		next := content
 		for _, msgs := range [][]*model.Message{nil, {m}, {m, m}} {
@@ -80,8 +101,8 @@ func FuzzAppendMessageJSON(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := appendPageJSON(nil, msgs, next); !bytes.Equal(got, want) {
-				t.Fatalf("appendPageJSON = %s\nencoding/json = %s", got, want)
+			if got := AppendPage(nil, msgs, next); !bytes.Equal(got, want) {
+				t.Fatalf("AppendPage = %s\nencoding/json = %s", got, want)
 			}
 		}
 	})

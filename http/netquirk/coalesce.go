@@ -1,4 +1,4 @@
-package http
+package netquirk
 
 import (
 	"context"
@@ -24,12 +24,14 @@ import (
 // at once — except when a handler flushes, or a response ends, with exactly
 // a buffer's worth waiting. So what is held is released by the next read of
 // the request stream (which is how net/http waits for the next request, so
-// nothing outlives its response), by CloseWrite, by a flush through
-// ResponseController (statusRecorder.FlushError) and when a handler takes
-// the connection over (rawConn). Close drops it; see Close for why.
+// nothing outlives its response), by CloseWrite, by a flush (Release) and
+// when a handler takes the connection over (TakeOver). Close drops it; see
+// Close for why.
 
-// connBufferSize is the size of net/http's per-connection write buffer.
-const connBufferSize = 4 << 10
+// ConnBufferSize is the size of net/http's per-connection write buffer,
+// which its documentation does not state; TestWriteBufferSize fails when a
+// Go release changes it.
+const ConnBufferSize = 4 << 10
 
 // CoalesceWrites returns ln with each of its connections sending a
 // response in one write, and sets srv.ConnContext so handlers can release
@@ -57,7 +59,7 @@ type coalescingListener struct {
 }
 
 func newHeldPool() *sync.Pool {
-	return &sync.Pool{New: func() any { return new([2 * connBufferSize]byte) }}
+	return &sync.Pool{New: func() any { return new([2 * ConnBufferSize]byte) }}
 }
 
 func (l *coalescingListener) Accept() (net.Conn, error) {
@@ -84,7 +86,7 @@ type coalescingConn struct {
 	// mu guards held: net/http reads in the background (to notice a
 	// client leaving) while the handler writes.
 	mu     sync.Mutex
-	buf    *[2 * connBufferSize]byte // from pool while a write is held
+	buf    *[2 * ConnBufferSize]byte // from pool while a write is held
 	held   []byte                    // within buf
 	closed atomic.Bool               // nothing more is held once set
 }
@@ -93,10 +95,10 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.held) == 0 {
-		if len(p) != connBufferSize || c.closed.Load() {
+		if len(p) != ConnBufferSize || c.closed.Load() {
 			return c.Conn.Write(p)
 		}
-		c.buf = c.pool.Get().(*[2 * connBufferSize]byte)
+		c.buf = c.pool.Get().(*[2 * ConnBufferSize]byte)
 		c.held = append(c.buf[:0], p...)
 		return len(p), nil
 	}
@@ -113,6 +115,16 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 	n, err := bufs.WriteTo(c.Conn)
 	c.putBufLocked()
 	return max(0, int(n)-heldN), err
+}
+
+// Release sends what the connection a request came in on holds back, if
+// anything: a handler that flushes wants its bytes on the wire now. ctx is
+// the request's; a request not served through CoalesceWrites holds nothing.
+func Release(ctx context.Context) error {
+	if cc := coalescingConnFrom(ctx); cc != nil {
+		return cc.release()
+	}
+	return nil
 }
 
 // release sends what the connection holds, if anything.
@@ -173,20 +185,5 @@ func (c *coalescingConn) CloseWrite() error {
 
 // NetConn returns the connection underneath, as tls.Conn.NetConn does, for
 // settings only it has (socket buffer sizes). Writing to it directly would
-// overtake a held write; handlers that take a connection over use rawConn.
+// overtake a held write; handlers that take a connection over use TakeOver.
 func (c *coalescingConn) NetConn() net.Conn { return c.Conn }
-
-// rawConn releases what a hijacked connection holds and returns the
-// connection underneath, for a handler that takes a connection over: it
-// writes when it likes, and a *net.TCPConn sends net.Buffers in one
-// writev(2).
-func rawConn(c net.Conn) net.Conn {
-	cc, ok := c.(*coalescingConn)
-	if !ok {
-		return c
-	}
-	if err := cc.release(); err != nil {
-		_ = cc.Conn.Close()
-	}
-	return cc.Conn
-}

@@ -1,14 +1,15 @@
-package http
+package apijson
 
 import (
-	"herald/model"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+
+	"herald/model"
 )
 
-// appendTime writes what AppendFormat writes with timeLayout, for any
+// AppendTime writes what AppendFormat writes with TimeLayout, for any
 // instant in any zone, fractions finer than the layout's included.
 func TestAppendTimeMatchesAppendFormat(t *testing.T) {
 	east := time.FixedZone("east", 5*3600+30*60)
@@ -30,9 +31,9 @@ func TestAppendTimeMatchesAppendFormat(t *testing.T) {
 		times = append(times, time.Unix(rng.Int64N(400e9)-62e9, rng.Int64N(1e9)))
 	}
 	for _, at := range times {
-		want := string(at.UTC().AppendFormat(nil, timeLayout))
-		if got := string(appendTime(nil, at)); got != want {
-			t.Fatalf("appendTime(%v) = %q, want %q", at, got, want)
+		want := string(at.UTC().AppendFormat(nil, TimeLayout))
+		if got := string(AppendTime(nil, at)); got != want {
+			t.Fatalf("AppendTime(%v) = %q, want %q", at, got, want)
 		}
 	}
 }
@@ -53,6 +54,6 @@ func BenchmarkAppendPageJSON(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		appendPageJSON(make([]byte, 0, 8<<10), msgs, "AgAAAAAAAYLNWufmpCME3G4")
+		AppendPage(make([]byte, 0, 8<<10), msgs, "AgAAAAAAAYLNWufmpCME3G4")
 	}
 }

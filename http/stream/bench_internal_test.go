@@ -1,12 +1,14 @@
-package http
+package stream
 
 import (
+	"context"
 	"fmt"
-	"herald/model"
 	"io"
 	"net"
 	"testing"
 	"time"
+
+	"herald/model"
 )
 
 // BenchmarkStreamRound is the fan-out's hot path: one dispatcher round
@@ -33,21 +35,19 @@ func BenchmarkStreamRound(b *testing.B) {
 }
 
 func benchStreamRound(b *testing.B, streams, events int, q string) {
-	s, _ := newInternalServer(b)
-	db := s.db
-	u, _ := internalUser(b, s, "bench@example.com")
+	db, hub := newTestHub(b)
+	u, _ := testUser(b, db, "bench@example.com")
 	for i := range events {
 		content := fmt.Sprintf("stream benchmark message %d river stone cloud lantern maple harbor", i)
 		if i%2 == 0 {
 			content += " apple"
 		}
-		if _, err := db.CreateMessage(model.ByUser(u.ID), content); err != nil {
+		if _, err := db.CreateMessage(context.Background(), model.ByUser(u.ID), content); err != nil {
 			b.Fatal(err)
 		}
 	}
-	head, _ := db.ChangeHead()
-	hub := s.streams
-	hub.rendered = head - uint64(events)
+	head, _, _ := db.ChangeHead(context.Background())
+	hub.window.rendered = head - uint64(events)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,7 +76,7 @@ func benchStreamRound(b *testing.B, streams, events int, q string) {
 		for _, sub := range subs {
 			sub.last = head - uint64(events)
 		}
-		hub.round(subs, head, time.Now())
+		hub.round(context.Background(), subs, head, head, time.Now())
 		for _, sub := range subs {
 			for sub.writing.Load() {
 				time.Sleep(20 * time.Microsecond)

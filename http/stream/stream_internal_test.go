@@ -1,16 +1,20 @@
-package http
+package stream
 
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"herald/model"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"herald/auth"
+	"herald/bolt"
+	"herald/model"
 )
 
 // TestRoundGap: the gap between rounds grows with the writes a round made
@@ -46,49 +50,22 @@ func TestRoundGap(t *testing.T) {
 // goes out. The hook commits the change in the narrowest gap there is:
 // after the status, before the stream starts.
 func TestStreamStartsBeforeItsStatus(t *testing.T) {
-	s, _ := newInternalServer(t)
-	srv := httptest.NewServer(s)
+	db, hub := newTestHub(t)
+	ada, token := testUser(t, db, "ada@example.com")
+	srv := httptest.NewServer(testHandler(db, hub))
 	t.Cleanup(srv.Close)
-	call := func(method, path, token, body string) (*http.Response, error) {
-		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		return http.DefaultClient.Do(req)
-	}
-	res, err := call(http.MethodPost, "/api/register", "", `{"email":"ada@example.com","password":"correct horse battery"}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var registered struct{ Token string }
-	err = json.NewDecoder(res.Body).Decode(&registered)
-	res.Body.Close()
-	if err != nil || res.StatusCode != http.StatusCreated {
-		t.Fatalf("register: %d, %v", res.StatusCode, err)
-	}
-
-	s.streams.afterStatus = func() {
-		res, err := call(http.MethodPost, "/api/messages", registered.Token, `{"content":"right after the status"}`)
-		if err != nil {
+	hub.afterStatus = func() {
+		if _, err := db.CreateMessage(context.Background(), model.ByUser(ada.ID), "right after the status"); err != nil {
 			t.Errorf("post: %v", err)
-			return
-		}
-		res.Body.Close()
-		if res.StatusCode != http.StatusCreated {
-			t.Errorf("post: status %d", res.StatusCode)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api/messages/stream", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+registered.Token)
+	req.Header.Set("Authorization", token)
 	stream, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -104,8 +81,9 @@ func TestStreamStartsBeforeItsStatus(t *testing.T) {
 }
 
 // TestStreamFilterPasses: owner and q filter as search does, an update
-// passes on its words before or after, and a change whose owner is unknown
-// (a deletion of a purge an older release began) passes every owner.
+// passes on its words before or after, a change whose owner is unknown (a
+// deletion of a purge an older release began) passes every owner, and a
+// revocation passes no filter.
 func TestStreamFilterPasses(t *testing.T) {
 	created := testChange(1, model.MessageCreated, "apple pie")
 	edited := testChange(2, model.MessageUpdated, "plain tea") // before: "old words"
@@ -114,22 +92,23 @@ func TestStreamFilterPasses(t *testing.T) {
 	orphan.Message.OwnerEmail = ""
 	byBob := testChange(5, model.MessageCreated, "apple juice")
 	byBob.Message.OwnerEmail = "Bob@Example.com"
-	evs := renderEvents([]*model.Change{created, edited, deleted, orphan, byBob})
+	revoked := &model.Change{Seq: 6, Kind: model.TokensRevoked, UserID: 1}
+	evs := renderEvents([]*model.Change{created, edited, deleted, orphan, byBob, revoked})
 
 	ada, bob := model.EmailKey("ADA@example.com"), model.EmailKey("bob@example.com")
 	for _, tt := range []struct {
 		name   string
-		filter streamFilter
+		filter filter
 		want   []uint64
 	}{
-		{"no filter", streamFilter{}, []uint64{1, 2, 3, 4, 5}},
-		{"owner", streamFilter{owner: ada}, []uint64{1, 2, 3, 4}},
-		{"other owner", streamFilter{owner: bob}, []uint64{4, 5}},
-		{"q", streamFilter{terms: []string{"apple"}}, []uint64{1, 3, 4, 5}},
-		{"q matching before the edit only", streamFilter{terms: []string{"old"}}, []uint64{2}},
-		{"q matching after the edit only", streamFilter{terms: []string{"tea"}}, []uint64{2}},
-		{"q and owner", streamFilter{terms: []string{"apple"}, owner: bob}, []uint64{4, 5}},
-		{"q no change has", streamFilter{terms: []string{"apple", "tea"}}, nil},
+		{"no filter", filter{}, []uint64{1, 2, 3, 4, 5}},
+		{"owner", filter{owner: ada}, []uint64{1, 2, 3, 4}},
+		{"other owner", filter{owner: bob}, []uint64{4, 5}},
+		{"q", filter{terms: []string{"apple"}}, []uint64{1, 3, 4, 5}},
+		{"q matching before the edit only", filter{terms: []string{"old"}}, []uint64{2}},
+		{"q matching after the edit only", filter{terms: []string{"tea"}}, []uint64{2}},
+		{"q and owner", filter{terms: []string{"apple"}, owner: bob}, []uint64{4, 5}},
+		{"q no change has", filter{terms: []string{"apple", "tea"}}, nil},
 	} {
 		var got []uint64
 		for _, ev := range evs {
@@ -164,11 +143,11 @@ func TestStreamPieces(t *testing.T) {
 			t.Errorf("event %d: text %q (cap %d), want %q", ev.seq, ev.text, cap(ev.text), want)
 		}
 	}
-	everything := streamFilter{}
-	apples := streamFilter{terms: []string{"apple"}}
+	everything := filter{}
+	apples := filter{terms: []string{"apple"}}
 	for _, tt := range []struct {
 		name   string
-		filter streamFilter
+		filter filter
 		from   int // index of the first event the stream has not had
 		pieces []string
 	}{
@@ -203,13 +182,42 @@ func TestStreamBlocksBounded(t *testing.T) {
 			t.Fatalf("event %d: text differs from its own rendering", ev.seq)
 		}
 	}
-	out := (&streamFilter{}).gather(nil, evs)
+	out := (&filter{}).gather(nil, evs)
 	var sizes []int
 	for _, p := range out {
 		sizes = append(sizes, len(p))
 	}
 	if len(out) != 3 || texts(evs...) != string(slices.Concat(out...)) {
 		t.Errorf("five events of %d bytes went out in pieces of %v bytes, want three pieces (two, two, one) of the same bytes", len(evs[0].text), sizes)
+	}
+}
+
+// TestRevocationsOfARound: a round learns which accounts lost tokens from
+// the revocations among the changes it brings, and asks every stream to
+// check its token when the window no longer holds them all.
+func TestRevocationsOfARound(t *testing.T) {
+	window := renderEvents([]*model.Change{
+		testChange(5, model.MessageCreated, "apple"),
+		{Seq: 6, Kind: model.TokensRevoked, UserID: 7},
+		testChange(7, model.MessageDeleted, "apple"),
+		{Seq: 8, Kind: model.TokensRevoked, UserID: 9},
+	})
+	for _, tt := range []struct {
+		since, head uint64
+		want        []uint64
+		all         bool
+	}{
+		{4, 8, []uint64{7, 9}, false},
+		{6, 8, []uint64{9}, false},
+		{5, 7, []uint64{7}, false},
+		{8, 8, nil, false},
+		{3, 8, nil, true}, // change 4 has left the window
+	} {
+		accounts, all := revocations(window, tt.since, tt.head)
+		got := slices.Sorted(maps.Keys(accounts))
+		if !slices.Equal(got, tt.want) || all != tt.all {
+			t.Errorf("revocations after %d up to %d = %v, all %v; want %v, all %v", tt.since, tt.head, got, all, tt.want, tt.all)
+		}
 	}
 }
 
@@ -228,4 +236,52 @@ func texts(evs ...*event) string {
 		b = append(b, ev.text...)
 	}
 	return string(b)
+}
+
+// newTestHub opens a bbolt store in t.TempDir() and a hub over it.
+func newTestHub(tb testing.TB) (*bolt.DB, *Hub) {
+	tb.Helper()
+	db, err := bolt.Open(filepath.Join(tb.TempDir(), "herald.db"), bolt.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hub := New(db, db, Limits{}, time.Now)
+	tb.Cleanup(func() {
+		hub.Close()
+		if err := db.Close(); err != nil {
+			tb.Errorf("close db: %v", err)
+		}
+	})
+	return db, hub
+}
+
+// testUser creates an account on db with a token, and returns it with
+// the token's Authorization header value.
+func testUser(tb testing.TB, db *bolt.DB, email string) (*model.User, string) {
+	tb.Helper()
+	token, hash, err := auth.MintToken()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u := &model.User{Email: email, PasswordHash: "unused"}
+	if _, err := db.CreateUser(context.Background(), u, hash, time.Hour); err != nil {
+		tb.Fatal(err)
+	}
+	return u, "Bearer " + token
+}
+
+// testHandler serves every request as an unfiltered stream of the caller
+// whose token the Authorization header carries.
+func testHandler(db *bolt.DB, hub *Hub) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		u, tok, err := db.Authenticate(r.Context(), auth.HashToken(token))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		if err := hub.Serve(w, r, Request{User: u, Token: tok}); err != nil {
+			http.Error(w, err.Error(), http.StatusTooManyRequests)
+		}
+	})
 }

@@ -1,0 +1,96 @@
+package http
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"herald/http/stream"
+	"herald/model"
+)
+
+// What the handlers ask of storage, declared here where it is used, in
+// small interfaces grouped by concern. main wires a store in; this package
+// imports none. Every method takes the request's context, and every
+// operation made for a client takes the model.Caller it is made for, which
+// the store resolves inside the operation's own transaction.
+
+// Store is every interface the handlers use.
+type Store interface {
+	Accounts
+	Messages
+	stream.Feed
+	Health
+}
+
+// Accounts keeps accounts and their tokens.
+type Accounts interface {
+	// CreateUser stores a new account with model.RoleUser and its first
+	// token, in one transaction, and sets u's ID, Roles and CreatedAt.
+	// Errors: model.ErrInvalid, model.ErrConflict (the e-mail is taken, in
+	// any letter case).
+	CreateUser(ctx context.Context, u *model.User, token model.TokenHash, ttl time.Duration) (*model.Token, error)
+	// UserByEmail finds an account by e-mail in any letter case. Errors:
+	// model.ErrNotFound.
+	UserByEmail(ctx context.Context, email string) (*model.User, error)
+	// IssueLoginToken issues a token to a login whose password was checked
+	// against checkedHash, unless the account's hash has changed since
+	// (or the account is gone). Errors: model.ErrUnauthorized.
+	IssueLoginToken(ctx context.Context, userID uint64, checkedHash string, token model.TokenHash, ttl time.Duration) (*model.Token, error)
+	// SetPasswordHash replaces an account's hash with one of newer
+	// parameters, unless it is no longer oldHash.
+	SetPasswordHash(ctx context.Context, userID uint64, oldHash, hash string) error
+	// Authenticate finds the account a token belongs to. Errors:
+	// model.ErrUnauthorized (unknown, revoked, expired).
+	Authenticate(ctx context.Context, token model.TokenHash) (*model.User, *model.Token, error)
+	// Tokens lists the account's working tokens, newest first.
+	Tokens(ctx context.Context, userID uint64) ([]*model.Token, error)
+	// RevokeToken deletes one token. Errors: model.ErrNotFound.
+	RevokeToken(ctx context.Context, token model.TokenHash) error
+	// RevokeTokenByID deletes the caller's token with that handle. Errors:
+	// model.ErrNotFound (the caller holds no such token).
+	RevokeTokenByID(ctx context.Context, by model.Caller, id model.TokenID) error
+	// RevokeAllTokens deletes every token of the caller.
+	RevokeAllTokens(ctx context.Context, by model.Caller) error
+	// ChangePassword stores the caller's new hash and deletes every other
+	// token of theirs, in one transaction.
+	ChangePassword(ctx context.Context, by model.Caller, hash string) error
+	// DeleteAccount deletes the caller's account, tokens and messages.
+	DeleteAccount(ctx context.Context, by model.Caller) error
+}
+
+// Messages keeps messages and searches them.
+type Messages interface {
+	// CreateMessage stores content as a new message of the caller's.
+	// Errors: model.ErrInvalid, model.ErrUnauthorized.
+	CreateMessage(ctx context.Context, by model.Caller, content string) (*model.Message, error)
+	// Message reads a message for the caller and returns the caller's
+	// account with it. Errors: model.ErrUnauthorized, model.ErrNotFound.
+	Message(ctx context.Context, by model.Caller, id uint64) (*model.User, *model.Message, error)
+	// UpdateMessage changes the caller's message if pre holds. Errors:
+	// model.ErrInvalid, model.ErrUnauthorized, model.ErrNotFound,
+	// model.ErrForbidden (not the owner), model.ErrPrecondition.
+	UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd model.MessageUpdate, pre model.Precondition) (*model.Message, error)
+	// DeleteMessage deletes the caller's message if pre holds and returns
+	// it as it was. Errors: as UpdateMessage.
+	DeleteMessage(ctx context.Context, id uint64, by model.Caller, pre model.Precondition) (*model.Message, error)
+	// SearchMessages returns a page of the query's messages, newest first,
+	// and the caller's account. Errors: model.ErrInvalid,
+	// model.ErrUnauthorized, the context's error when it ends.
+	SearchMessages(ctx context.Context, by model.Caller, q model.SearchQuery) (*model.User, *model.SearchPage, error)
+}
+
+// Health tells whether the store can serve.
+type Health interface {
+	// Ping reports whether the store can still serve a read.
+	Ping(ctx context.Context) error
+}
+
+// HotBackup is offered by a store that can copy itself, consistently,
+// while it serves: GET /api/admin/backup streams the copy. It is checked
+// for, not required: a store kept by a database server is backed up with
+// that server's tools.
+type HotBackup interface {
+	// WriteBackup writes a consistent copy of the whole store to w.
+	WriteBackup(ctx context.Context, w io.Writer) (int64, error)
+}

@@ -1,0 +1,122 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"herald/model"
+)
+
+// start catches sub up from the position it resumes from (or from head,
+// the log's head when its status went out), then hands it to the
+// dispatcher, all on the request's goroutine. The stream is cut if it
+// falls further behind while catching up.
+func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uint64) {
+	last := head
+	allowedLag := uint64(h.limits.MaxLag)
+	if from != nil {
+		last = *from
+		if last < head {
+			allowedLag += head - last
+		}
+	}
+	buf := appendRetry(nil)
+	if from == nil {
+		// The position the stream starts from, so a client whose
+		// connection drops before the first event resumes from here
+		// rather than from whatever is newest when it reconnects. (A
+		// resuming client already holds its position.)
+		buf = append(buf, "id: "...)
+		buf = strconv.AppendUint(buf, last, 10)
+		buf = append(buf, '\n')
+	}
+	buf = append(buf, connectedText...)
+	for {
+		select {
+		case <-h.closing:
+			h.finish(sub, append(buf, hint(shutdownText)...))
+			return
+		default:
+		}
+		head, _, err := h.feed.ChangeHead(ctx)
+		var evs []*event
+		var window []*event
+		if err == nil {
+			window, err = h.window.upTo(ctx, head)
+		}
+		switch {
+		case err != nil:
+		case last > head:
+			err = model.ErrChangeUnknown
+		default:
+			evs, err = eventsAfter(window, last, head)
+			evs = evs[:min(len(evs), streamBatch)]
+		}
+		if errors.Is(err, errBehind) {
+			evs, head, err = h.window.replay(ctx, last)
+			if err == nil && len(evs) == 0 && last < head {
+				err = model.ErrChangeUnknown // a hole in the log: never wait on it
+			}
+		}
+		switch {
+		case errors.Is(err, model.ErrChangeUnknown):
+			// The client's position was trimmed away, or was never ours:
+			// tell it to reload, and go on from the head.
+			last = head
+			buf = append(buf, "id: "...)
+			buf = strconv.AppendUint(buf, head, 10)
+			buf = append(buf, resetText...)
+			continue
+		case err != nil:
+			h.finish(sub, nil) // the store failed; the client reconnects and resumes
+			return
+		}
+		for _, ev := range evs {
+			if sub.filter.passes(ev) {
+				buf = append(buf, ev.text...)
+			}
+		}
+		if len(buf) > 0 {
+			_ = sub.conn.SetWriteDeadline(time.Now().Add(h.limits.WriteTimeout))
+			if _, err := sub.conn.Write(buf); err != nil {
+				h.finish(sub, nil)
+				return
+			}
+			buf = buf[:0]
+		}
+		if len(evs) == 0 {
+			break
+		}
+		last = evs[len(evs)-1].seq
+		if newest, _, err := h.feed.ChangeHead(ctx); err == nil && newest-last > allowedLag {
+			h.finish(sub, append(buf, hint(behindText)...))
+			return
+		}
+	}
+	// From here the dispatcher's watchdog bounds writes, not deadlines.
+	_ = sub.conn.SetWriteDeadline(time.Time{})
+	sub.last, sub.lastSend = last, time.Now()
+	if !h.register(sub) {
+		h.finish(sub, hint(shutdownText))
+		return
+	}
+	// A token revoked before the dispatcher had the stream would otherwise
+	// go unnoticed until the periodic check.
+	if !h.tokenWorks(sub) {
+		_ = sub.conn.Close()
+	}
+	go h.watch(sub)
+}
+
+// finish writes a last text, when there is one, and ends a stream the
+// dispatcher never had.
+func (h *Hub) finish(sub *subscriber, text []byte) {
+	if len(text) > 0 {
+		_ = sub.conn.SetWriteDeadline(time.Now().Add(streamFinalWrite))
+		_, _ = sub.conn.Write(text)
+	}
+	_ = sub.conn.Close()
+	sub.release()
+}

@@ -1,0 +1,312 @@
+package stream
+
+import (
+	"context"
+	"net"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"herald/model"
+)
+
+// The time between two of the dispatcher's rounds is at least
+// streamRoundGap, and streamGapPerWrite for each write the last round
+// made, up to streamRoundGapMax, which bounds an event's added delay. A
+// write costs its syscall (on loopback, the receiver's side of TCP too)
+// whatever it carries, about 5 µs here: so with many streams, fewer and
+// fuller writes keep the fan-out to about a fifth of one core, leaving the
+// rest to the writers. Above streamBusyRate changes a second the gap
+// widens in proportion to the rate, since the bytes every stream must be
+// sent grow with it: what the writes cost per call has to shrink to leave
+// the writers their share. Measuring the writes' time instead would count
+// the waits for a CPU of a busy machine as cost, and slow the streams
+// exactly when delay hurts most.
+const (
+	streamRoundGap    = 10 * time.Millisecond
+	streamGapPerWrite = 25 * time.Microsecond
+	streamBusyRate    = 400
+	streamRoundGapMax = 250 * time.Millisecond
+)
+
+// roundGap is the least time from the start of a round that made writes
+// writes to the start of the next, with changes committing at rate a
+// second.
+func roundGap(writes int, rate float64) time.Duration {
+	gap := time.Duration(float64(writes) * float64(streamGapPerWrite) * max(1, rate/streamBusyRate))
+	return min(max(streamRoundGap, gap), streamRoundGapMax)
+}
+
+// keptPieces is the most pieces whose storage a stream keeps between
+// rounds; runs rendered together make one piece, so this is most writes.
+const keptPieces = 8
+
+// subscriber is one live stream on its hijacked connection.
+//
+// Until it is caught up, the request's goroutine writes to it (start).
+// From then on the dispatcher owns last and lastSend, and hands each write
+// to a goroutine of its own, so a client that does not read holds up
+// nobody; a small goroutine per stream waits for the client to leave.
+type subscriber struct {
+	conn    net.Conn
+	filter  filter
+	userID  uint64
+	token   model.TokenHash
+	expires time.Time
+	release func() // gives back its place under the limits
+
+	last     uint64      // the change the stream has been sent up to
+	lastSend time.Time   // when the dispatcher last handed it bytes
+	pieces   net.Buffers // storage for its writes' pieces, kept between rounds when small
+	writing  atomic.Bool
+	ended    atomic.Bool
+}
+
+// register hands a caught-up stream to the dispatcher, starting it for the
+// first stream; false once the hub is closing.
+func (h *Hub) register(sub *subscriber) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.live = append(h.live, sub)
+	if !h.running {
+		h.running = true
+		go h.dispatch()
+	}
+	h.wake()
+	return true
+}
+
+// watch waits for the client to go away (or for anyone to close the
+// connection), then takes the stream out of the hub. Clients send nothing
+// after their request; a client that sends more than a little is cut off.
+func (h *Hub) watch(sub *subscriber) {
+	var b [64]byte
+	for read := 0; read < streamReadLimit; {
+		n, err := sub.conn.Read(b[:])
+		if err != nil {
+			break
+		}
+		read += n
+	}
+	sub.ended.Store(true)
+	_ = sub.conn.Close()
+	h.mu.Lock()
+	if i := slices.Index(h.live, sub); i >= 0 {
+		last := len(h.live) - 1
+		h.live[i] = h.live[last]
+		h.live[last] = nil
+		h.live = h.live[:last]
+	}
+	h.mu.Unlock()
+	sub.release()
+}
+
+// dispatch sends the live streams what each has not had, a round at a
+// time: after each commit, but no sooner than the gap after the round
+// before (see streamRoundGap), so commits close together reach each stream
+// in one write.
+// It also does the streams' housekeeping on a ticker, and returns when no
+// stream is left.
+func (h *Hub) dispatch() {
+	ctx := context.Background() // the dispatcher outlives every request
+	tick := time.NewTicker(h.housekeepingPeriod())
+	defer tick.Stop()
+	closing := h.closing
+	var subs []*subscriber
+	var lastTokenCheck, prevStart time.Time
+	// Revocations are read from the changes each round brings, from the
+	// head the dispatcher starts at: every stream registered checked its
+	// token after it registered.
+	prevHead, _, _ := h.feed.ChangeHead(ctx)
+	for {
+		start := time.Now()
+		head, commit, err := h.feed.ChangeHead(ctx)
+		if err != nil {
+			// Nothing is new that the dispatcher can know of; the
+			// housekeeping below still runs.
+			head, commit = prevHead, nil
+		}
+		h.mu.Lock()
+		if len(h.live) == 0 {
+			h.running = false
+			h.mu.Unlock()
+			return
+		}
+		subs = append(subs[:0], h.live...)
+		h.mu.Unlock()
+		writes := h.round(ctx, subs, prevHead, head, start)
+		clear(subs) // hold no stream past its end
+
+		select {
+		case <-commit:
+		case <-h.poke:
+		case now := <-tick.C:
+			checkTokens := now.Sub(lastTokenCheck) >= h.limits.TokenCheck
+			if checkTokens {
+				lastTokenCheck = now
+			}
+			h.mu.Lock()
+			subs = append(subs[:0], h.live...)
+			h.mu.Unlock()
+			h.housekeep(subs, now, checkTokens)
+			clear(subs)
+		case <-closing:
+			closing = nil // once is enough; the streams now end as their writes do
+			h.mu.Lock()
+			subs = append(subs[:0], h.live...)
+			h.mu.Unlock()
+			for _, sub := range subs {
+				h.end(sub, hint(shutdownText))
+			}
+			clear(subs)
+		}
+		var rate float64
+		if !prevStart.IsZero() {
+			rate = float64(head-prevHead) / start.Sub(prevStart).Seconds()
+		}
+		prevHead, prevStart = head, start
+		gap := roundGap(writes, rate)
+		if wait := gap - time.Since(start); wait > 0 {
+			time.Sleep(wait)
+		}
+	}
+}
+
+// round sends each stream the events up to head that its filter passes,
+// in one write, and ends the streams that lost their token (revoked in
+// the changes after since) or fell too far behind. It returns how many
+// writes it started.
+func (h *Hub) round(ctx context.Context, subs []*subscriber, since, head uint64, now time.Time) (writes int) {
+	window, windowErr := h.window.upTo(ctx, head)
+	revoked, checkAll := revocations(window, since, head)
+	for _, sub := range subs {
+		if sub.ended.Load() {
+			continue
+		}
+		if (checkAll || revoked[sub.userID]) && !h.tokenWorks(sub) {
+			h.end(sub, nil)
+			continue
+		}
+		if sub.last >= head {
+			continue
+		}
+		if sub.writing.Load() {
+			// Still writing what it was handed before: it falls behind, and
+			// is cut once too far behind to be worth waiting for.
+			if head-sub.last > uint64(h.limits.MaxLag) {
+				h.end(sub, nil)
+			}
+			continue
+		}
+		evs, err := eventsAfter(window, sub.last, head)
+		if windowErr != nil || err != nil {
+			// Behind the window, or the store failed: the client resumes
+			// from the log when it reconnects.
+			h.end(sub, hint(behindText))
+			continue
+		}
+		// The stream is not writing, so its pieces are free to reuse.
+		out := sub.filter.gather(sub.pieces[:0], evs)
+		// Keep the storage of a few pieces for the next round, not of the
+		// many a filter passing every other event of a busy round needs:
+		// thousands of streams would hold it between rounds.
+		sub.pieces = nil
+		if cap(out) <= keptPieces {
+			sub.pieces = out
+		}
+		sub.last = head
+		if len(out) > 0 {
+			h.send(sub, out, now)
+			writes++
+		}
+	}
+	return writes
+}
+
+// housekeep ends streams whose token expired or stopped working, or whose
+// write has taken too long, and sends a heartbeat to those silent too long.
+func (h *Hub) housekeep(subs []*subscriber, now time.Time, checkTokens bool) {
+	storeNow := h.now()
+	for _, sub := range subs {
+		switch {
+		case sub.ended.Load():
+		case !storeNow.Before(sub.expires), checkTokens && !h.tokenWorks(sub):
+			h.end(sub, nil)
+		case sub.writing.Load():
+			if now.Sub(sub.lastSend) > h.limits.WriteTimeout {
+				h.end(sub, nil) // a client that stopped reading
+			}
+		case now.Sub(sub.lastSend) >= h.limits.Heartbeat:
+			h.send(sub, net.Buffers{[]byte(keepAliveText)}, now)
+		}
+	}
+}
+
+// housekeepingPeriod is how often housekeep runs: often enough for the
+// shortest of the intervals it enforces, and at most once a second.
+func (h *Hub) housekeepingPeriod() time.Duration {
+	l := h.limits
+	return min(max(min(l.Heartbeat, l.WriteTimeout, l.TokenCheck)/4, 10*time.Millisecond), time.Second)
+}
+
+// send hands out to a goroutine that writes it to sub; the dispatcher
+// never waits on a client.
+func (h *Hub) send(sub *subscriber, out net.Buffers, now time.Time) {
+	sub.writing.Store(true)
+	sub.lastSend = now
+	go func() {
+		if _, err := out.WriteTo(sub.conn); err != nil {
+			_ = sub.conn.Close() // watch takes it out of the hub
+			return
+		}
+		sub.writing.Store(false)
+		h.wake() // commits that came during the write are waiting for it
+	}()
+}
+
+// end cuts sub off, first writing text when there is one and the stream is
+// not in the middle of a write. Closing the connection ends its watch,
+// which takes it out of the hub.
+func (h *Hub) end(sub *subscriber, text []byte) {
+	if !sub.ended.CompareAndSwap(false, true) {
+		return
+	}
+	if len(text) == 0 || sub.writing.Load() {
+		_ = sub.conn.Close()
+		return
+	}
+	sub.writing.Store(true)
+	go func() {
+		_ = sub.conn.SetWriteDeadline(time.Now().Add(streamFinalWrite))
+		_, _ = sub.conn.Write(text)
+		_ = sub.conn.Close()
+	}()
+}
+
+// revocations returns the accounts whose tokens the changes of window
+// after since, up to head, revoked; all is true when the window no longer
+// holds those changes, and every stream must check its token.
+func revocations(window []*event, since, head uint64) (accounts map[uint64]bool, all bool) {
+	evs, err := eventsAfter(window, since, head)
+	if err != nil {
+		return nil, true
+	}
+	for _, ev := range evs {
+		if ev.revoked != 0 {
+			if accounts == nil {
+				accounts = make(map[uint64]bool)
+			}
+			accounts[ev.revoked] = true
+		}
+	}
+	return accounts, false
+}
+
+// tokenWorks reports whether the stream's token still authenticates.
+func (h *Hub) tokenWorks(sub *subscriber) bool {
+	_, _, err := h.tokens.Authenticate(context.Background(), sub.token)
+	return err == nil
+}

@@ -1,0 +1,109 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"herald/model"
+)
+
+// The window keeps at most hubMemory rendered events and about
+// hubMemoryBytes of them (one event may render 60 KB of JSON). A lag limit
+// beyond the window would send live streams to the log, so MaxLag is
+// capped by it.
+const (
+	hubMemory      = 4096
+	hubMemoryBytes = 16 << 20
+)
+
+// errBehind: the position asked for has left the window.
+var errBehind = errors.New("position older than the hub's window")
+
+// window holds the newest changes of the feed rendered as events, shared
+// by every stream: each change is rendered once, whoever sends it. It only
+// ever appends past its end or drops from its front, so a slice of it
+// handed out stays valid after the lock is released.
+type window struct {
+	feed Feed
+	// mu is held while rendering; admissions take the hub's own lock
+	// rather than wait on a render.
+	mu       sync.Mutex
+	events   []*event // the newest rendered events, oldest first, contiguous
+	bytes    int      // size of events, summed
+	rendered uint64   // the change the window ends at
+}
+
+// upTo renders the window up to head and returns it.
+func (w *window) upTo(ctx context.Context, head uint64) ([]*event, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.renderUpTo(ctx, head); err != nil {
+		return nil, err
+	}
+	return w.events, nil
+}
+
+// eventsAfter returns the events of window after position last up to
+// head, or errBehind when last has left the window.
+func eventsAfter(window []*event, last, head uint64) ([]*event, error) {
+	if last >= head {
+		return nil, nil
+	}
+	if len(window) == 0 || last+1 < window[0].seq {
+		return nil, errBehind
+	}
+	i := int(last + 1 - window[0].seq)
+	j := min(len(window), int(head+1-window[0].seq))
+	return window[i:j:j], nil
+}
+
+// renderUpTo brings the window up to head; w.mu is held.
+func (w *window) renderUpTo(ctx context.Context, head uint64) error {
+	if head <= w.rendered {
+		return nil
+	}
+	if head-w.rendered > hubMemory {
+		// Nobody streamed for a long while: start the window afresh rather
+		// than render what no live stream can want.
+		w.events, w.bytes, w.rendered = nil, 0, head-hubMemory
+	}
+	for w.rendered < head {
+		chs, _, err := w.feed.ChangesAfter(ctx, w.rendered, streamBatch)
+		if errors.Is(err, model.ErrChangeUnknown) {
+			// Trimmed: streams that need it go to the log, which says so.
+			w.events, w.bytes, w.rendered = nil, 0, head
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(chs) == 0 {
+			break
+		}
+		for _, ev := range renderEvents(chs) {
+			w.events = append(w.events, ev)
+			w.bytes += ev.size
+		}
+		w.rendered = chs[len(chs)-1].Seq
+	}
+	// Drop from the front by reslicing: rounds and catch-ups hold slices
+	// of the window outside the lock, and append only writes past their end.
+	drop := 0
+	for len(w.events)-drop > 1 && (len(w.events)-drop > hubMemory || w.bytes > hubMemoryBytes) {
+		w.bytes -= w.events[drop].size
+		drop++
+	}
+	w.events = w.events[drop:]
+	return nil
+}
+
+// replay reads up to streamBatch events after last from the log, for a
+// stream whose position has left the window.
+func (w *window) replay(ctx context.Context, last uint64) ([]*event, uint64, error) {
+	chs, head, err := w.feed.ChangesAfter(ctx, last, streamBatch)
+	if err != nil {
+		return nil, head, err
+	}
+	return renderEvents(chs), head, nil
+}
