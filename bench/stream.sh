@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/stream.sh: the live-stream benchmark of issue 9 (point 7 and its
-# targets) for Herald's GET /api/messages/stream.
+# bench/stream.sh: the live-stream benchmark of GET /api/messages/stream,
+# with its targets.
 #
 # It builds Herald and the load generator bench/streamload, raises the
 # file-descriptor limit (ulimit -n) to the hard limit and says so, starts
@@ -224,7 +224,7 @@ verdict() { # OK-CONDITION(0/1): REPLY = met / MISSED
   if (($1)); then REPLY=met; else REPLY=MISSED; fi
 }
 say ""
-say "== targets (issue 9) =="
+say "== targets =="
 printf -v line '%-44s %-34s %-12s %s' "measure" "figure" "target" "verdict"
 say "$line"
 # shellcheck disable=SC2154 # fields sets the variables

@@ -103,7 +103,7 @@ func decodeUserJSON(id uint64, b []byte) (*model.User, error) {
 }
 
 // CreateUser stores a new account with model.RoleUser and its first token, in one
-// transaction: the seed has registration hand out a token. It sets u.ID,
+// transaction: registration hands out a token. It sets u.ID,
 // u.Roles and u.CreatedAt. Errors: model.ErrInvalid for a bad e-mail or missing
 // hash, model.ErrConflict when the e-mail is taken (in any letter case).
 func (db *DB) CreateUser(_ context.Context, u *model.User, tokenHash model.TokenHash, ttl time.Duration) (*model.Token, error) {

@@ -242,7 +242,7 @@ func TestBrowserTryItOut(t *testing.T) {
 		chromedp.Click(chromedp.CSS(".modal-ux .btn-done")),
 	)
 
-	// Create a message at the seed's path.
+	// Create a message at the original, singular path.
 	const content = "hello from the documentation page"
 	tryOut("operations-Message-postMessage", `{"content": "`+content+`"}`)
 	step("executing message creation", chromedp.Click(chromedp.CSS("#operations-Message-postMessage .execute")))

@@ -117,7 +117,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 }
 
-// TestOpenAPITags: the seed requires registration and login under `User`;
+// TestOpenAPITags: registration and login are tagged `User`;
 // the other account and message operations follow the same split.
 func TestOpenAPITags(t *testing.T) {
 	doc := loadEmbeddedDocument(t)

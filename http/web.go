@@ -15,7 +15,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 )
 
-// The web client (issue 10): one page at / and its files under
+// The web client: one page at / and its files under
 // /assets/{version}/{file}, all compiled into the binary so that it works
 // offline and `go install` needs no build step.
 //

@@ -36,7 +36,7 @@ type ownerJSON struct {
 	Email string `json:"email"`
 }
 
-// messageJSON is the seed's message_basic group.
+// messageJSON is the API's message_basic group.
 type messageJSON struct {
 	ID        uint64    `json:"id"`
 	Content   string    `json:"content"`

@@ -8,13 +8,12 @@ import (
 	bbolt "go.etcd.io/bbolt"
 )
 
-// TestReviewCheckTailMissingAndDanglingCancel: a message above the merge
-// watermark without its tail record and a stray tail record at or below
-// the watermark leave terms_tail with exactly the number of keys the
-// checker expects, so it never hunts for the stray one. msgs_by_owner and
-// msgs_by_time guard against this with their missing flags; the tail
-// check does not.
-func TestReviewCheckTailMissingAndDanglingCancel(t *testing.T) {
+// TestCheckTailMissingAndStray: a message above the merge watermark
+// without its tail record and a stray tail record at or below the
+// watermark leave terms_tail with exactly the number of keys the checker
+// expects: counting alone would find nothing wrong, and the check must
+// still report both.
+func TestCheckTailMissingAndStray(t *testing.T) {
 	manualMerges(t)
 	path := filepath.Join(t.TempDir(), "herald.db")
 	db0, err := Open(path, Options{})

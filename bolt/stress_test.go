@@ -16,12 +16,12 @@ import (
 	"herald/model"
 )
 
-// TestReviewTailStress (passes: a guard, not a bug report) runs creates, edits, deletes, retention, an
-// account purge, background merges (small threshold, small chunks) and
-// merges cut short, all concurrently with searches whose answer is known:
+// TestTailStress runs creates, edits, deletes, retention, an account
+// purge, background merges (small threshold, small chunks) and merges cut
+// short, all concurrently with searches whose answer is known:
 // the stable messages are never changed, so every search for their words
 // must return exactly them, whatever else is going on.
-func TestReviewTailStress(t *testing.T) {
+func TestTailStress(t *testing.T) {
 	clk := &testClock{now: testEpoch}
 	path := filepath.Join(t.TempDir(), "herald.db")
 	db0, err := Open(path, Options{Now: clk.Now, TailMergePostings: 60})
