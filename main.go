@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"regexp"
@@ -34,7 +35,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -52,7 +53,12 @@ type config struct {
 	memoryLimitMiB  int
 	procs           int
 	trustedProxies  string // comma-separated CIDRs, checked by validate
-	admins          string // comma-separated e-mails
+	admins          string // comma-separated e-mails, read only to upgrade an older database
+	registration    heraldhttp.Registration
+	publicURL       string
+	auditKeepFor    time.Duration
+	auditKeepMax    int
+	writesPerAcct   auth.Rate
 	retain          time.Duration
 	metricsAddr     string
 	pprof           bool
@@ -92,9 +98,17 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	c.changesKeepFor = 7 * 24 * time.Hour
 	fs.Var(durationFlag{&c.changesKeepFor}, "changes-keep", "how long the change log keeps changes for streams resuming with Last-Event-ID; older positions get a reset event (`DURATION`)")
 	fs.IntVar(&c.changesKeepMax, "changes-max", 100000, "most changes the change log keeps, whatever their age (`N`)")
-	fs.StringVar(&c.admins, "admins", "", "comma-separated e-mails of the administrators (ROLE_ADMIN: may download GET /api/admin/backup) (`EMAILS`)")
+	c.registration = heraldhttp.RegistrationOpen
+	fs.Var(registrationFlag{&c.registration}, "registration", "who may register: anyone (open), whoever holds an invitation (invite), or nobody (closed) (`open|invite|closed`)")
+	fs.StringVar(&c.publicURL, "public-url", "", "the address people reach this server at, such as https://herald.example.com, for the links of invitations and password resets; empty: the address each request was made to (`URL`)")
+	c.auditKeepFor, c.auditKeepMax = 365*24*time.Hour, 100000
+	fs.Var(durationFlag{&c.auditKeepFor}, "audit-keep", "how long the audit log keeps administrators' acts (`DURATION`)")
+	fs.IntVar(&c.auditKeepMax, "audit-max", c.auditKeepMax, "most administrators' acts the audit log keeps, whatever their age (`N`)")
+	fs.StringVar(&c.admins, "admins", "", "only for the first start after upgrading from a release that named administrators this way: these e-mails' accounts are then made administrators, stored with the account; on any other start it is refused, so remove it afterwards (`EMAILS`)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For is believed, e.g. 127.0.0.1,::1 (`CIDRS`)")
 	c.loginPerAccount, c.loginPerAddress, c.registerPerAddr = auth.LoginFailuresPerAccount(), auth.LoginFailuresPerAddress(), auth.RegistrationsPerAddress()
+	c.writesPerAcct = auth.WritesPerAccount()
+	fs.Var(rateFlag{&c.writesPerAcct}, "writes-per-account", "creates, edits and deletes one account may make: a burst, then one more per interval; administrators are not limited (`BURST/INTERVAL`)")
 	fs.Var(rateFlag{&c.loginPerAccount}, "login-failures-per-account", "failed logins allowed per account: a burst, then one more per interval (`BURST/INTERVAL`)")
 	fs.Var(rateFlag{&c.loginPerAddress}, "login-failures-per-address", "failed logins allowed per client address (`BURST/INTERVAL`)")
 	fs.Var(rateFlag{&c.registerPerAddr}, "registrations-per-address", "registrations allowed per client address (`BURST/INTERVAL`)")
@@ -179,6 +193,15 @@ func (c *config) validate() error {
 		return configError("changes-max", "must be at least 1")
 	case c.pprof && c.metricsAddr == "":
 		return configError("pprof", "needs --metrics-addr, the listener it is served on")
+	case c.auditKeepFor <= 0:
+		return configError("audit-keep", "must be positive")
+	case c.auditKeepMax < 1:
+		return configError("audit-max", "must be at least 1")
+	}
+	if c.publicURL != "" {
+		if u, err := url.Parse(c.publicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return configError("public-url", "must be an address like https://herald.example.com")
+		}
 	}
 	if _, err := parsePrefixes(c.trustedProxies); err != nil {
 		return configError("trusted-proxies", err.Error())
@@ -213,6 +236,28 @@ func parsePrefixes(s string) ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// errLegacyAdmins refuses --admins where there is nothing to upgrade.
+var errLegacyAdmins = errors.New("--admins (HERALD_ADMINS) is no longer read: administrators are stored with their accounts. Remove it, and make administrators with herald admin grant|create --db FILE EMAIL while the server is stopped")
+
+// registrationFlag reads a registration mode.
+type registrationFlag struct{ mode *heraldhttp.Registration }
+
+func (f registrationFlag) String() string {
+	if f.mode == nil {
+		return ""
+	}
+	return string(*f.mode)
+}
+
+func (f registrationFlag) Set(s string) error {
+	m, err := heraldhttp.ParseRegistration(s)
+	if err != nil {
+		return err
+	}
+	*f.mode = m
+	return nil
 }
 
 // flagDashRE finds a flag name as the flag package writes it in errors.
@@ -311,10 +356,13 @@ func envName(flagName string) string {
 
 // run is the whole program, parameterised so tests can drive it: it serves
 // until ctx ends, then shuts down gracefully and returns the exit status.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		if t, ok := tools()[args[0]]; ok {
 			return runTool(t, args[1:], getenv, stdout, stderr)
+		}
+		if args[0] == "admin" {
+			return runAdmin(ctx, args[1:], getenv, stdin, stdout, stderr)
 		}
 		if args[0] == "serve" {
 			args = args[1:]
@@ -454,7 +502,15 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		defer metricsLn.Close()
 		set = metrics.NewSet()
 	}
-	db, err := bolt.Open(cfg.dbPath, storeOptions(setProcs(cfg, getenv, logger), logger, set))
+	opts := storeOptions(setProcs(cfg, getenv, logger), logger, set)
+	if opts.LegacyAdmins = splitList(cfg.admins); len(opts.LegacyAdmins) > 0 {
+		// A new database has no administrators to carry over, and must
+		// not be created by a start that fails.
+		if _, err := os.Stat(cfg.dbPath); errors.Is(err, os.ErrNotExist) {
+			return errLegacyAdmins
+		}
+	}
+	db, err := bolt.Open(cfg.dbPath, opts)
 	if err != nil {
 		return err
 	}
@@ -475,7 +531,9 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	choresDone := make(chan struct{})
 	go func() {
 		defer close(choresDone)
-		chores := bolt.Chores{Every: 30 * time.Second, SweepEvery: time.Minute, Retain: cfg.retain, ChangesKeepFor: cfg.changesKeepFor, ChangesKeepMax: cfg.changesKeepMax}
+		chores := bolt.Chores{Every: 30 * time.Second, SweepEvery: time.Minute, Retain: cfg.retain,
+			ChangesKeepFor: cfg.changesKeepFor, ChangesKeepMax: cfg.changesKeepMax,
+			AuditKeepFor: cfg.auditKeepFor, AuditKeepMax: cfg.auditKeepMax}
 		db.Maintain(choresCtx, chores, func(chore string, err error) {
 			logger.Warn(chore, "err", err)
 		})
@@ -531,12 +589,14 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		TokenTTL:     cfg.tokenTTL,
 		MaxBodyBytes: cfg.maxBody,
 		Logger:       logger,
-		Admins:       splitList(cfg.admins),
+		Registration: cfg.registration,
+		PublicURL:    cfg.publicURL,
 		Streams:      stream.Limits{PerUser: cfg.streamsPerUser, Total: cfg.streams},
 		Limits: heraldhttp.Limits{
 			LoginFailuresPerAccount: cfg.loginPerAccount,
 			LoginFailuresPerAddress: cfg.loginPerAddress,
 			RegistrationsPerAddress: cfg.registerPerAddr,
+			WritesPerAccount:        cfg.writesPerAcct,
 			TrustedProxies:          proxies,
 		},
 	})

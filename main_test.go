@@ -27,6 +27,7 @@ import (
 
 	"herald/auth"
 	"herald/bolt"
+	heraldhttp "herald/http"
 )
 
 // runMainEnv makes the test binary act as herald itself: TestMain calls
@@ -95,7 +96,7 @@ func start(t *testing.T, args []string, vars map[string]string) *instance {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{cancel: cancel, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan int, 1)}
-	go func() { in.done <- run(ctx, args, environ(vars), in.stdout, in.stderr) }()
+	go func() { in.done <- run(ctx, args, environ(vars), strings.NewReader(""), in.stdout, in.stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -456,6 +457,10 @@ func TestParseConfig(t *testing.T) {
 		streams:         10000,
 		changesKeepFor:  7 * 24 * time.Hour,
 		changesKeepMax:  100000,
+		registration:    heraldhttp.RegistrationOpen,
+		auditKeepFor:    365 * 24 * time.Hour,
+		auditKeepMax:    100000,
+		writesPerAcct:   auth.WritesPerAccount(),
 	}
 	with := func(f func(*config)) config {
 		c := defaults
@@ -470,6 +475,16 @@ func TestParseConfig(t *testing.T) {
 		wantErr string // substring of the error; "" means no error
 	}{
 		{name: "Defaults", want: defaults},
+		{name: "Registration", args: []string{"--registration", "invite"}, want: with(func(c *config) { c.registration = heraldhttp.RegistrationInvite })},
+		{name: "EnvRegistration", vars: map[string]string{"HERALD_REGISTRATION": "closed"}, want: with(func(c *config) { c.registration = heraldhttp.RegistrationClosed })},
+		{name: "RegistrationUnknown", args: []string{"--registration", "friends"}, wantErr: "registration"},
+		{name: "WritesPerAccount", args: []string{"--writes-per-account", "10/1m"}, want: with(func(c *config) { c.writesPerAcct = auth.Rate{Burst: 10, Every: time.Minute} })},
+		{name: "WritesPerAccountZero", args: []string{"--writes-per-account", "0/1m"}, wantErr: "writes-per-account"},
+		{name: "PublicURL", args: []string{"--public-url", "https://herald.example.com"}, want: with(func(c *config) { c.publicURL = "https://herald.example.com" })},
+		{name: "PublicURLWithPath", args: []string{"--public-url", "https://herald.example.com/app"}, wantErr: "public-url"},
+		{name: "PublicURLNoScheme", args: []string{"--public-url", "herald.example.com"}, wantErr: "public-url"},
+		{name: "AuditKeep", args: []string{"--audit-keep", "90d", "--audit-max", "5000"}, want: with(func(c *config) { c.auditKeepFor, c.auditKeepMax = 90*24*time.Hour, 5000 })},
+		{name: "AuditMaxZero", args: []string{"--audit-max", "0"}, wantErr: "audit-max"},
 		{name: "EmptyVariablesAreUnset", vars: map[string]string{"HERALD_ADDR": "", "HERALD_DB": ""}, want: defaults},
 
 		{name: "EnvAddr", vars: map[string]string{"HERALD_ADDR": ":9000"}, want: with(func(c *config) { c.addr = ":9000" })},
@@ -621,7 +636,7 @@ func TestRunHelp(t *testing.T) {
 		t.Run(arg, func(t *testing.T) {
 			var stdout, stderr syncBuffer
 			// Even a bad variable does not stop --help.
-			code := run(context.Background(), []string{arg}, environ(map[string]string{"HERALD_TOKEN_TTL": "soon"}), &stdout, &stderr)
+			code := run(context.Background(), []string{arg}, environ(map[string]string{"HERALD_TOKEN_TTL": "soon"}), strings.NewReader(""), &stdout, &stderr)
 			if got, want := code, 0; got != want {
 				t.Errorf("run(%s) = %d, want %d", arg, got, want)
 			}
@@ -663,7 +678,7 @@ func TestRunUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr syncBuffer
-			code := run(context.Background(), tt.args, environ(tt.vars), &stdout, &stderr)
+			code := run(context.Background(), tt.args, environ(tt.vars), strings.NewReader(""), &stdout, &stderr)
 			if got, want := code, 2; got != want {
 				t.Errorf("run(%q) = %d, want %d", tt.args, got, want)
 			}
@@ -745,7 +760,10 @@ func startProcessOn(t *testing.T, dbPath string) *process {
 			p.cmd.Env = append(p.cmd.Env, kv)
 		}
 	}
-	p.cmd.Env = append(p.cmd.Env, runMainEnv+"=1", "HERALD_ADDR=127.0.0.1:0", "HERALD_DB="+p.dbPath, "HERALD_HASH_CONCURRENCY=1")
+	// Writes unlimited: these processes are flooded by design, from one
+	// account; the limit is tested in http (TestWriteLimits).
+	p.cmd.Env = append(p.cmd.Env, runMainEnv+"=1", "HERALD_ADDR=127.0.0.1:0", "HERALD_DB="+p.dbPath, "HERALD_HASH_CONCURRENCY=1",
+		"HERALD_WRITES_PER_ACCOUNT=1000000000/1ns")
 	p.cmd.Stdout, p.cmd.Stderr = p.stderr, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -77,6 +77,8 @@ func plainError(err error) string {
 		return fmt.Sprintf("the database %s is in use by another process (a running herald?); stop it first", pe.Path)
 	case errors.Is(err, bolt.ErrNotHerald):
 		return fmt.Sprintf("%s is not a Herald database; point --db at a Herald file or a new path", pe.Path)
+	case errors.Is(err, bolt.ErrLegacyAdmins):
+		return errLegacyAdmins.Error()
 	case errors.Is(err, os.ErrNotExist):
 		return fmt.Sprintf("%s does not exist (is its directory there?)", pe.Path)
 	case errors.Is(err, os.ErrPermission):

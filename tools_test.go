@@ -29,7 +29,7 @@ func seedDB(t *testing.T, n int) string {
 	var users []*model.User
 	for i, email := range []string{"ada@example.com", "bob@example.com"} {
 		u := &model.User{Email: email, PasswordHash: "$argon2id$v=19$m=65536,t=1,p=4$c2FsdA$aGFzaA"}
-		if _, err := db.CreateUser(context.Background(), u, model.TokenHash{byte(i + 1)}, time.Hour); err != nil {
+		if _, err := db.CreateUser(context.Background(), u, model.TokenHash{byte(i + 1)}, time.Hour, nil); err != nil {
 			t.Fatal(err)
 		}
 		users = append(users, u)
@@ -52,7 +52,7 @@ func seedDB(t *testing.T, n int) string {
 func runArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut syncBuffer
-	code = run(context.Background(), args, environ(nil), &out, &errOut)
+	code = run(context.Background(), args, environ(nil), strings.NewReader(""), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

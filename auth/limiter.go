@@ -37,6 +37,14 @@ func LoginFailuresPerAddress() Rate { return Rate{Burst: 20, Every: time.Minute}
 // classroom behind one address sign up together.
 func RegistrationsPerAddress() Rate { return Rate{Burst: 20, Every: 45 * time.Second} }
 
+// WritesPerAccount is 60 creates, edits and deletes at once, then one
+// every 5 seconds: 60 + 12 = 72 in the first minute, 60 + 720 = 780 in the
+// first hour and at most 720 an hour after. A person writing by hand, a
+// message every few seconds at the most, never meets it; a script that
+// floods is stopped after its 60th write and then gets one through every
+// 5 seconds.
+func WritesPerAccount() Rate { return Rate{Burst: 60, Every: 5 * time.Second} }
+
 // DefaultMaxKeys bounds the keys one Limiter holds exactly. Keys are kept as
 // 64-bit hashes, so a long key costs no more than a short one: a held key
 // takes about 70 bytes (map slot, heap slot, 24-byte record; measured 2.2

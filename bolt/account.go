@@ -3,7 +3,9 @@ package bolt
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -11,9 +13,9 @@ import (
 )
 
 // Deleting an account. The account itself — user record, e-mail index
-// entry, every token — goes in one transaction, and from that commit on
-// nothing of it is visible: its messages can no longer be read, found or
-// changed, since every read joins a message to its owner and a message
+// entry, every token, its password reset — goes in one transaction, and
+// from that commit on nothing of it is visible: its messages can no longer
+// be read, found or changed, since every read joins a message to its owner and a message
 // without one does not exist (see joinOwner). The messages and their index
 // entries are then removed purgeChunk at a time, so an account with a
 // hundred thousand messages never holds the writer for long. The account's
@@ -26,13 +28,18 @@ const purgeChunk = 1000
 // DeleteAccount deletes the caller's account, its tokens and its messages.
 // When it returns nil, all of it is gone, or (if removing the messages
 // failed) invisible until the next Open removes it. Its tokens go in the
-// first transaction, so their watchers (WatchTokenDeletions) hear before the
-// purge, which may take a while. Errors: model.ErrUnauthorized, model.ErrNotFound.
+// first transaction, whose revocation reaches live streams before the
+// purge, which may take a while. Errors: model.ErrUnauthorized,
+// model.ErrNotFound, model.ErrConflict when the caller is the last
+// account able to administer.
 func (db *DB) DeleteAccount(_ context.Context, by model.Caller) error {
 	var userID uint64
 	err := db.writes.update(func(tx *bbolt.Tx) error {
 		u, err := db.caller(tx, by)
 		if err != nil {
+			return err
+		}
+		if err := keepAnAdministrator(tx, u, "deleted"); err != nil {
 			return err
 		}
 		userID = u.ID
@@ -44,22 +51,27 @@ func (db *DB) DeleteAccount(_ context.Context, by model.Caller) error {
 	// From here the account is gone for everyone; a purge that fails (the
 	// server stopping, say) is finished by the next Open, so the caller is
 	// told the truth: deleted.
-	if err := db.purgeMessages(userID); err != nil {
-		db.log.Warn("removing a deleted account's messages; the next start finishes it", "user", userID, "err", err)
-	}
+	db.finishPurge(userID)
 	return nil
 }
 
-// removeAccount is DeleteAccount's first transaction: the account and its
-// tokens go, and its messages are marked for the purge.
+// removeAccount is the first transaction of an account's deletion: the
+// account, its tokens and its password reset go, and its messages are
+// marked for the purge.
 func (db *DB) removeAccount(tx *bbolt.Tx, u *model.User) error {
 	if err := db.revokeTokensExcept(tx, u.ID, model.TokenHash{}); err != nil {
+		return err
+	}
+	if err := deleteUserReset(tx, u.ID); err != nil {
 		return err
 	}
 	if err := tx.Bucket(bucketUsersByEmail).Delete(emailKey(u.Email)); err != nil {
 		return err
 	}
 	if err := tx.Bucket(bucketUsers).Delete(itob(u.ID)); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketAdmins).Delete(itob(u.ID)); err != nil {
 		return err
 	}
 	// The e-mail is kept for the purge's change records: streams
@@ -75,18 +87,45 @@ func deletedAccountEmail(tx *bbolt.Tx, userID uint64) string {
 	return string(tx.Bucket(bucketDeleting).Get(itob(userID)))
 }
 
-// purgeMessages removes a deleted account's messages with their index
-// entries, newest first, then its deleting mark. The account is gone, so
-// no message of it appears meanwhile: each transaction goes on below the
-// last one removed.
+// finishPurge removes the messages the marks of account userID ask to
+// remove (see purgeMessages). A failure is logged: the next Open finishes
+// it.
+func (db *DB) finishPurge(userID uint64) {
+	if err := db.purgeMessages(userID); err != nil {
+		db.log.Warn("removing an account's messages; the next start finishes it", "user", userID, "err", err)
+	}
+}
+
+// purgeMessages removes the messages of userID that its marks ask to
+// remove, with their index entries, newest first, purgeChunk per
+// transaction, then the marks: every message when the account is deleted
+// (the deleting bucket), those up to the marked message ID when an
+// administrator removes them (the purging bucket). Nothing of a deleted
+// account appears meanwhile, and what an administrator's removal keeps is
+// newer than what it removes, so each transaction goes on below the last
+// one removed.
 func (db *DB) purgeMessages(userID uint64) error {
 	below := uint64(math.MaxUint64)
 	for done := false; !done; {
 		var lowest uint64
 		err := db.writes.update(func(tx *bbolt.Tx) error {
 			done, lowest = false, 0
-			email := deletedAccountEmail(tx, userID)
-			chunk, err := db.ownerMessages(tx, userID, below, purgeChunk)
+			deleting := tx.Bucket(bucketDeleting).Get(itob(userID))
+			purging := tx.Bucket(bucketPurging).Get(itob(userID))
+			limit := below
+			switch {
+			case deleting != nil:
+			case len(purging) == 8:
+				limit = min(below, btoi(purging)+1)
+			default:
+				done = true // nothing left to remove
+				return nil
+			}
+			email, ok := userEmail(tx.Bucket(bucketUsers).Get(itob(userID)))
+			if !ok {
+				email = deletedAccountEmail(tx, userID)
+			}
+			chunk, err := db.ownerMessages(tx, userID, limit, purgeChunk)
 			if err != nil {
 				return err
 			}
@@ -99,12 +138,15 @@ func (db *DB) purgeMessages(userID uint64) error {
 			}
 			if len(chunk) < purgeChunk {
 				done = true
+				if err := tx.Bucket(bucketPurging).Delete(itob(userID)); err != nil {
+					return err
+				}
 				return tx.Bucket(bucketDeleting).Delete(itob(userID))
 			}
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("removing the messages of deleted account %d: %w", userID, err)
+			return fmt.Errorf("removing the messages of account %d: %w", userID, err)
 		}
 		below = lowest
 	}
@@ -113,18 +155,24 @@ func (db *DB) purgeMessages(userID uint64) error {
 
 // resumePurges finishes the purges a crash interrupted.
 func (db *DB) resumePurges() error {
-	var pending []uint64
+	pending := make(map[uint64]bool)
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
-		return tx.Bucket(bucketDeleting).ForEach(func(k, _ []byte) error {
-			pending = append(pending, btoi(k))
-			return nil
-		})
+		for _, name := range [][]byte{bucketDeleting, bucketPurging} {
+			err := tx.Bucket(name).ForEach(func(k, _ []byte) error {
+				pending[btoi(k)] = true
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	for _, id := range pending {
-		db.log.Info("finishing the deletion of an account", "user", id)
+	for _, id := range slices.Sorted(maps.Keys(pending)) {
+		db.log.Info("finishing the removal of an account's messages", "user", id)
 		if err := db.purgeMessages(id); err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -31,17 +32,25 @@ var (
 	bucketMeta         = []byte("meta")           // layout version, upgrade progress
 	bucketDeleting     = []byte("deleting")       // userID → e-mail: deleted accounts whose messages are being removed
 	bucketChanges      = []byte("changes")        // sequence → change record: the log live streams tail
+	bucketAdmins       = []byte("admins")         // userID → nil: the accounts that hold model.RoleAdmin
+	bucketInvites      = []byte("invites")        // inviteID → invitation record
+	bucketInviteCodes  = []byte("invite_codes")   // sha256(code) → inviteID
+	bucketResets       = []byte("resets")         // sha256(code) → password-reset record
+	bucketUserResets   = []byte("user_resets")    // userID → sha256(code): an account's one outstanding reset
+	bucketAudit        = []byte("audit")          // sequence → audit entry
+	bucketPurging      = []byte("purging")        // userID → highest message ID: accounts whose messages an administrator is removing
 
 	allBuckets = [][]byte{
-		bucketUsers, bucketUsersByEmail,
+		bucketUsers, bucketUsersByEmail, bucketAdmins,
 		bucketTokens, bucketTokensByUser,
 		bucketMessages, bucketPostings, bucketTermsTail,
-		bucketMeta, bucketDeleting, bucketChanges,
+		bucketMeta, bucketDeleting, bucketPurging, bucketChanges,
+		bucketInvites, bucketInviteCodes, bucketResets, bucketUserResets, bucketAudit,
 	}
 
 	// Buckets whose keys only rise, so new keys land at the very end, and
 	// buckets mostly grown that way: see fillGrowingBuckets.
-	appendOnlyBuckets   = [][]byte{bucketChanges}
+	appendOnlyBuckets   = [][]byte{bucketChanges, bucketAudit}
 	mostlyAppendBuckets = [][]byte{bucketMessages, bucketTermsTail, bucketPostings}
 )
 
@@ -105,6 +114,12 @@ type Options struct {
 	// transaction at once (see DB.search); zero means half the CPUs the
 	// process may use, at least one.
 	LongSearches int
+	// LegacyAdmins are the e-mails a release that named administrators
+	// by configuration (--admins) was started with. The upgrade to layout
+	// 7 stores the role with the accounts these e-mails have then; on a
+	// database already upgraded, or a new one, Open refuses them with
+	// ErrLegacyAdmins, so the setting never grants anything again.
+	LegacyAdmins []string
 
 	// mergeChunk, for tests, overrides mergeChunkPostings. It is an
 	// option because the merger starts in Open: a merge a crash cut short
@@ -124,6 +139,9 @@ type DB struct {
 	tail   *tailIndex
 	merge  merger
 	turns  *searchTurns
+	// noSpace holds the error of the last commit that failed for lack of
+	// storage, until a commit succeeds; nil while writes succeed.
+	noSpace atomic.Pointer[error]
 }
 
 // LongSearchLoad reports how many costly searches (those past their first
@@ -173,6 +191,10 @@ func notBbolt(err error) bool {
 	return !errors.As(err, &pathErr) && !errors.Is(err, bolterrors.ErrTimeout)
 }
 
+// ErrLegacyAdmins is returned by Open for Options.LegacyAdmins on a
+// database that is not being upgraded from a release that read them.
+var ErrLegacyAdmins = errors.New("administrators named by configuration are no longer read: they are stored with their accounts")
+
 // ErrNotHerald is returned by Open for a file that is not a Herald
 // database: not a bbolt file at all, or someone else's bbolt file, which
 // Open must not add its buckets to.
@@ -205,10 +227,10 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db.bolt = bdb
-	if err := db.prepareLayout(); err != nil {
+	if err := db.prepareLayout(opts.LegacyAdmins); err != nil {
 		_ = bdb.Close()
-		if errors.Is(err, ErrNotHerald) {
-			return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotHerald}
+		if errors.Is(err, ErrNotHerald) || errors.Is(err, ErrLegacyAdmins) {
+			return nil, &os.PathError{Op: "open", Path: path, Err: err}
 		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -225,7 +247,7 @@ func Open(path string, opts Options) (*DB, error) {
 		_ = bdb.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	db.writes = newCommitter(bdb, &db.feed)
+	db.writes = newCommitter(db)
 	db.writes.onCommit = opts.OnCommit
 	db.merge.stop, db.merge.done = make(chan struct{}), make(chan struct{})
 	db.merge.chunk = opts.mergeChunk
@@ -254,6 +276,15 @@ func (db *DB) Close() error {
 // Ping reports whether the database can still serve a read transaction.
 func (db *DB) Ping(context.Context) error {
 	return db.bolt.View(func(*bbolt.Tx) error { return nil })
+}
+
+// WritesFailing returns the refusal of the last commit that failed for
+// lack of storage (kind model.ErrNoSpace), until a commit succeeds.
+func (db *DB) WritesFailing(context.Context) error {
+	if err := db.noSpace.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 // Check runs bbolt's consistency check over every page and reports what it
@@ -318,6 +349,18 @@ func lastEntry(c *bbolt.Cursor) ([]byte, []byte) {
 		return nil, nil
 	}
 	return c.Last()
+}
+
+// lastBelow places c, of a read transaction, on the last key below
+// itob(id), or on the last key of all for id 0, and returns that entry.
+func lastBelow(c *bbolt.Cursor, id uint64) ([]byte, []byte) {
+	if id == 0 {
+		return c.Last()
+	}
+	if k, _ := c.Seek(itob(id)); k == nil {
+		return c.Last()
+	}
+	return c.Prev()
 }
 
 // compositeKey joins an 8-byte ID prefix with a suffix, the shape of every

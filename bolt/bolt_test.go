@@ -98,7 +98,7 @@ func mustCreateUser(tb testing.TB, db *testDB, email string) (*model.User, model
 	tb.Helper()
 	u := &model.User{Email: email, PasswordHash: fakePasswordHash}
 	h := tokenHash("register:" + email)
-	if _, err := db.CreateUser(context.Background(), u, h, defaultTTL); err != nil {
+	if _, err := db.CreateUser(context.Background(), u, h, defaultTTL, nil); err != nil {
 		tb.Fatalf("CreateUser(%q) = %v", email, err)
 	}
 	return u, h
@@ -387,7 +387,7 @@ func TestConcurrentWrites(t *testing.T) {
 				mu.Unlock()
 			}
 			u := &model.User{Email: "  Contested@Example.com ", PasswordHash: fakePasswordHash}
-			_, err := db.CreateUser(context.Background(), u, tokenHash(fmt.Sprint("contested", w)), time.Hour)
+			_, err := db.CreateUser(context.Background(), u, tokenHash(fmt.Sprint("contested", w)), time.Hour, nil)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -232,31 +233,55 @@ func changesFloor(tx *bbolt.Tx) uint64 {
 	return 0
 }
 
-// trimChunk bounds the changes one trim transaction removes.
+// trimChunk bounds the entries one trim transaction removes.
 const trimChunk = 500
 
 // TrimChanges removes changes older than keepFor, and the oldest beyond the
 // newest keepMax, trimChunk per transaction, and returns how many it
-// removed. A zero keepFor or keepMax leaves that bound off.
+// removed. A zero keepFor or keepMax leaves that bound off. The highest
+// position removed is kept as the log's floor.
 func (db *DB) TrimChanges(ctx context.Context, keepFor time.Duration, keepMax int) (int, error) {
+	at := func(v []byte) int64 {
+		if len(v) < changeHeaderLen {
+			return math.MaxInt64 // malformed: left for the check to report
+		}
+		return int64(binary.BigEndian.Uint64(v[2:]))
+	}
+	return db.trimFront(ctx, bucketChanges, keepFor, keepMax, at, func(tx *bbolt.Tx, floor uint64) error {
+		tx.OnCommit(func() {
+			db.feed.mu.Lock()
+			db.feed.floor = max(db.feed.floor, floor)
+			db.feed.mu.Unlock()
+		})
+		return tx.Bucket(bucketMeta).Put(metaChangesFloor, itob(floor))
+	})
+}
+
+// trimFront removes from the front of a log (a bucket keyed by rising
+// sequence, whose entries at reads the time of, in microseconds) the
+// entries older than keepFor and the oldest beyond the newest keepMax,
+// trimChunk per transaction, and returns how many it removed. A zero
+// keepFor or keepMax leaves that bound off. onChunk, when set, runs in
+// each transaction that removed some, with the highest sequence removed.
+func (db *DB) trimFront(ctx context.Context, name []byte, keepFor time.Duration, keepMax int, at func(v []byte) int64, onChunk func(tx *bbolt.Tx, floor uint64) error) (int, error) {
 	removed := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return removed, err
 		}
 		n := 0
-		var floor uint64
 		err := db.writes.update(func(tx *bbolt.Tx) error {
-			n, floor = 0, 0
-			log := tx.Bucket(bucketChanges)
+			n = 0
+			log := tx.Bucket(name)
 			head := log.Sequence()
 			cutoff := timeToMicros(db.clock().Add(-keepFor))
 			var old [][]byte
+			var floor uint64
 			c := log.Cursor()
 			for k, v := c.First(); k != nil && len(old) < trimChunk; k, v = c.Next() {
 				seq := btoi(k)
 				tooMany := keepMax > 0 && head-seq >= uint64(keepMax)
-				tooOld := keepFor > 0 && len(v) >= changeHeaderLen && int64(binary.BigEndian.Uint64(v[2:])) < cutoff
+				tooOld := keepFor > 0 && at(v) < cutoff
 				if !tooMany && !tooOld {
 					break
 				}
@@ -270,18 +295,13 @@ func (db *DB) TrimChanges(ctx context.Context, keepFor time.Duration, keepMax in
 				}
 			}
 			n = len(old)
-			if n == 0 {
+			if n == 0 || onChunk == nil {
 				return nil
 			}
-			return tx.Bucket(bucketMeta).Put(metaChangesFloor, itob(floor))
+			return onChunk(tx, floor)
 		})
 		if err != nil {
 			return removed, err
-		}
-		if n > 0 {
-			db.feed.mu.Lock()
-			db.feed.floor = max(db.feed.floor, floor)
-			db.feed.mu.Unlock()
 		}
 		removed += n
 		if n < trimChunk {

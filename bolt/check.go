@@ -31,6 +31,7 @@ func (db *DB) CheckInvariants() ([]string, error) {
 		c.tokens()
 		c.messages()
 		c.changes()
+		c.administration()
 		return nil
 	})
 	return c.problems, err
@@ -90,6 +91,20 @@ func (c *checker) addf(format string, args ...any) {
 // an upgrade left unfinished; it returns false for any of them, as the
 // current layout's rules cannot be checked on a file not yet in it.
 func (c *checker) layout() bool {
+	// The version first: an older layout lacks the buckets of newer ones,
+	// and its problem is only that it has not been upgraded.
+	if meta := c.tx.Bucket(bucketMeta); meta != nil {
+		if v := meta.Get(metaLayout); len(v) != 8 || btoi(v) != currentLayout {
+			c.addf("meta/layout is %x, want %d (a database of an older Herald: start herald once to upgrade it)", v, currentLayout)
+			return false
+		}
+		for _, marker := range [][]byte{metaUpgradeNext, metaOwnerTermsNext, metaUsersNext} {
+			if meta.Get(marker) != nil {
+				c.addf("meta/%s is set: a layout upgrade was interrupted; start herald once to finish it", marker)
+				return false
+			}
+		}
+	}
 	complete := true
 	for _, name := range allBuckets {
 		if c.tx.Bucket(name) == nil {
@@ -97,21 +112,7 @@ func (c *checker) layout() bool {
 			complete = false
 		}
 	}
-	if !complete {
-		return false
-	}
-	meta := c.tx.Bucket(bucketMeta)
-	if v := meta.Get(metaLayout); len(v) != 8 || btoi(v) != currentLayout {
-		c.addf("meta/layout is %x, want %d (a database of an older Herald: start herald once to upgrade it)", v, currentLayout)
-		return false
-	}
-	for _, marker := range [][]byte{metaUpgradeNext, metaOwnerTermsNext} {
-		if meta.Get(marker) != nil {
-			c.addf("meta/%s is set: a layout upgrade was interrupted; start herald once to finish it", marker)
-			return false
-		}
-	}
-	return true
+	return complete
 }
 
 // sequenceAhead reports a bucket whose next ID would reuse a stored one.
@@ -398,4 +399,93 @@ func (c *checker) message(id []byte) *model.Message {
 		return nil
 	}
 	return m
+}
+
+// administration checks what administrators keep: the admins bucket lists
+// exactly the accounts holding the role; every invitation is found by its
+// code and every code names an invitation; every password reset is its
+// account's one, of an account that exists; audit entries and removal
+// marks read.
+func (c *checker) administration() {
+	users, admins := c.tx.Bucket(bucketUsers), c.tx.Bucket(bucketAdmins)
+	_ = users.ForEach(func(k, v []byte) error {
+		u, err := decodeUser(btoi(k), v)
+		if err == nil && u.HasRole(model.RoleAdmin) && admins.Get(k) == nil {
+			c.addf("user %d holds %s but is not in the admins bucket", u.ID, model.RoleAdmin)
+		}
+		return nil
+	})
+	_ = admins.ForEach(func(k, _ []byte) error {
+		b := users.Get(k)
+		if b == nil {
+			c.addf("admins: user %x does not exist", k)
+			return nil
+		}
+		if u, err := decodeUser(btoi(k), b); err == nil && !u.HasRole(model.RoleAdmin) {
+			c.addf("admins: user %d does not hold %s", u.ID, model.RoleAdmin)
+		}
+		return nil
+	})
+
+	invites, codes := c.tx.Bucket(bucketInvites), c.tx.Bucket(bucketInviteCodes)
+	c.sequenceAhead(bucketInvites)
+	_ = invites.ForEach(func(k, v []byte) error {
+		inv, err := decodeInvite(btoi(k), v)
+		if err != nil {
+			c.addf("invites: %v", err)
+			return nil
+		}
+		if got := codes.Get(inv.CodeHash[:]); !bytes.Equal(got, k) {
+			c.addf("invitation %d: invite_codes does not name it", inv.ID)
+		}
+		return nil
+	})
+	_ = codes.ForEach(func(k, v []byte) error {
+		if len(v) != 8 || invites.Get(v) == nil {
+			c.addf("invite_codes: a code %x… names no invitation", k[:min(4, len(k))])
+		}
+		return nil
+	})
+
+	resets, byUser := c.tx.Bucket(bucketResets), c.tx.Bucket(bucketUserResets)
+	_ = resets.ForEach(func(k, v []byte) error {
+		var code model.TokenHash
+		if len(k) != len(code) {
+			c.addf("resets: key %x is not a SHA-256", k)
+			return nil
+		}
+		copy(code[:], k)
+		r, err := decodeReset(code, v)
+		if err != nil {
+			c.addf("resets: %v", err)
+			return nil
+		}
+		if users.Get(itob(r.UserID)) == nil {
+			c.addf("password reset %x…: its user %d does not exist", k[:4], r.UserID)
+		}
+		if got := byUser.Get(itob(r.UserID)); !bytes.Equal(got, k) {
+			c.addf("password reset %x…: user_resets does not name it for user %d", k[:4], r.UserID)
+		}
+		return nil
+	})
+	_ = byUser.ForEach(func(k, v []byte) error {
+		if resets.Get(v) == nil {
+			c.addf("user_resets: user %x names a password reset that does not exist", k)
+		}
+		return nil
+	})
+
+	c.sequenceAhead(bucketAudit)
+	_ = c.tx.Bucket(bucketAudit).ForEach(func(k, v []byte) error {
+		if _, err := decodeAudit(btoi(k), v); err != nil {
+			c.addf("audit: %v", err)
+		}
+		return nil
+	})
+	_ = c.tx.Bucket(bucketPurging).ForEach(func(k, v []byte) error {
+		if len(k) != 8 || len(v) != 8 {
+			c.addf("purging: entry %x → %x is not account → message ID", k, v)
+		}
+		return nil
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -38,6 +39,7 @@ type writeOp struct {
 }
 
 type committer struct {
+	db   *DB
 	bolt *bbolt.DB
 
 	mu      sync.Mutex
@@ -58,8 +60,8 @@ type committer struct {
 	feed    *changeFeed
 }
 
-func newCommitter(bdb *bbolt.DB, feed *changeFeed) *committer {
-	c := &committer{bolt: bdb, feed: feed, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+func newCommitter(db *DB) *committer {
+	c := &committer{db: db, bolt: db.bolt, feed: &db.feed, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	go c.run()
 	return c
 }
@@ -144,6 +146,7 @@ func (c *committer) commit(batch []*writeOp) {
 		})
 		switch {
 		case err == nil:
+			c.db.noteCommitted()
 			c.commits.Add(1)
 			c.ops.Add(uint64(len(batch)))
 			if c.onCommit != nil {
@@ -157,6 +160,7 @@ func (c *committer) commit(batch []*writeOp) {
 			}
 			return
 		case failed < 0: // the commit itself failed: nothing was written
+			err = c.db.noteCommitFailed(err)
 			for _, op := range batch {
 				op.done <- err
 			}
@@ -189,4 +193,32 @@ func runWrite(fn func(*bbolt.Tx) error, tx *bbolt.Tx) (err error) {
 		}
 	}()
 	return fn(tx)
+}
+
+// errNoSpace is what a write that failed for lack of storage returns: a
+// refusal the client may be told of, not an internal error.
+var errNoSpace = &model.Error{Kind: model.ErrNoSpace, Detail: "the server is out of storage, so the write was not kept; try again later"}
+
+// noteCommitFailed tells a commit that failed for lack of storage (the
+// disk, or a quota, is full) from other failures: it returns errNoSpace
+// for it, and remembers that writes are failing (WritesFailing) until one
+// succeeds. bbolt rolls such a commit back whole and reuses the pages it
+// had taken, so the file stays sound and the next commit may succeed as
+// soon as space is freed.
+func (db *DB) noteCommitFailed(err error) error {
+	if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+		return err
+	}
+	var refusal error = errNoSpace
+	if db.noSpace.Swap(&refusal) == nil {
+		db.log.Warn("writes are failing: the storage is full; they succeed again once space is freed", "err", err)
+	}
+	return errNoSpace
+}
+
+// noteCommitted ends a spell of writes failing for lack of storage.
+func (db *DB) noteCommitted() {
+	if db.noSpace.Load() != nil && db.noSpace.Swap(nil) != nil {
+		db.log.Info("writes succeed again: storage was freed")
+	}
 }

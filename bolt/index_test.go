@@ -679,6 +679,37 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 		{"DanglingEmail", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketUsersByEmail).Put([]byte("ghost@example.com"), itob(77))
 		}, `users_by_email["ghost@example.com"] points at missing user`, false},
+		{"AdministratorNotListed", func(tx *bbolt.Tx, m *model.Message) error {
+			u, err := userByID(tx, m.OwnerID)
+			if err != nil {
+				return err
+			}
+			u.Roles = append(u.Roles, model.RoleAdmin)
+			return tx.Bucket(bucketUsers).Put(itob(u.ID), encodeUser(u))
+		}, "user 1 holds ROLE_ADMIN but is not in the admins bucket", false},
+		{"ListedAdministratorWithoutTheRole", func(tx *bbolt.Tx, m *model.Message) error {
+			return tx.Bucket(bucketAdmins).Put(itob(m.OwnerID), nil)
+		}, "admins: user 1 does not hold ROLE_ADMIN", false},
+		{"InviteWithoutItsCode", func(tx *bbolt.Tx, m *model.Message) error {
+			inv := &model.Invite{ID: 1, MaxUses: 1, CodeHash: tokenHash("lost")}
+			if err := tx.Bucket(bucketInvites).SetSequence(1); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketInvites).Put(itob(1), encodeInvite(inv))
+		}, "invitation 1: invite_codes does not name it", false},
+		{"ResetOfMissingUser", func(tx *bbolt.Tx, m *model.Message) error {
+			code := tokenHash("orphan")
+			if err := tx.Bucket(bucketUserResets).Put(itob(9), code[:]); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketResets).Put(code[:], encodeReset(&model.PasswordReset{UserID: 9}))
+		}, "its user 9 does not exist", false},
+		{"MalformedAuditEntry", func(tx *bbolt.Tx, m *model.Message) error {
+			if err := tx.Bucket(bucketAudit).SetSequence(1); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketAudit).Put(itob(1), []byte{1, 2})
+		}, "audit: decode audit entry 1", false},
 		{"SequenceBehind", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketMessages).SetSequence(0)
 		}, "messages: sequence 0 is behind the highest ID 1", false},
@@ -727,7 +758,7 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 			}
 			defer db.Close()
 			u := &model.User{Email: "ada@example.com", PasswordHash: fakePasswordHash}
-			if _, err := db.CreateUser(context.Background(), u, tokenHash("t"), time.Hour); err != nil {
+			if _, err := db.CreateUser(context.Background(), u, tokenHash("t"), time.Hour, nil); err != nil {
 				t.Fatal(err)
 			}
 			m, err := db.CreateMessage(context.Background(), model.ByUser(u.ID), "hello world")
@@ -941,7 +972,7 @@ func TestCommitterCloseRace(t *testing.T) {
 			t.Fatal(err)
 		}
 		u := &model.User{Email: "ada@example.com", PasswordHash: fakePasswordHash}
-		if _, err := db.CreateUser(context.Background(), u, tokenHash("t"), time.Hour); err != nil {
+		if _, err := db.CreateUser(context.Background(), u, tokenHash("t"), time.Hour, nil); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -1122,6 +1153,10 @@ func TestGrowingBucketsFillTheirPages(t *testing.T) {
 		}{{appendOnlyBuckets, 0.9}, {mostlyAppendBuckets, 0.8}} {
 			for _, name := range tc.buckets {
 				st := tx.Bucket(name).Stats()
+				if st.KeyN == 0 {
+					t.Logf("%s: not written by this workload", name)
+					continue
+				}
 				if st.LeafPageN < 4 {
 					t.Errorf("%s: %d leaves, too few to judge", name, st.LeafPageN)
 					continue

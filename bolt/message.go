@@ -145,7 +145,9 @@ func userEmail(b []byte) (string, bool) {
 	for n := r.byte(); n > 0; n-- {
 		r.bytes(int(r.byte())) // a role
 	}
-	if r.short || len(r.b) != 0 {
+	flags := r.byte()
+	r.uint64() // lastSeenAt
+	if r.short || len(r.b) != 0 || flags&^userSuspended != 0 {
 		return "", false
 	}
 	return string(email), true
@@ -262,23 +264,28 @@ func (db *DB) Message(_ context.Context, by model.Caller, id uint64) (*model.Use
 // ownedMessage loads a message for a write, resolving the caller and
 // checking existence, ownership and the caller's precondition in that order,
 // all inside the write transaction so nothing can change between check and
-// write.
-func (db *DB) ownedMessage(tx *bbolt.Tx, id uint64, by model.Caller, pre model.Precondition) (*model.Message, error) {
+// write. With moderation, an administrator other than the owner may have
+// the message too. It returns the caller's account with the message.
+func (db *DB) ownedMessage(tx *bbolt.Tx, id uint64, by model.Caller, pre model.Precondition, moderation bool) (*model.User, *model.Message, error) {
 	u, err := db.caller(tx, by)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m, err := messageByID(tx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if m.OwnerID != u.ID {
-		return nil, model.Errorf(model.ErrForbidden, "message %d belongs to another user; only its owner may change or delete it", id)
+	switch {
+	case m.OwnerID == u.ID, moderation && activeAdmin(u):
+	case moderation:
+		return nil, nil, model.Errorf(model.ErrForbidden, "message %d belongs to another user; only its owner or an administrator may delete it", id)
+	default:
+		return nil, nil, model.Errorf(model.ErrForbidden, "message %d belongs to another user; only its owner may change it", id)
 	}
 	if pre != nil && !pre(m) {
-		return nil, model.Errorf(model.ErrPrecondition, "message %d has changed since the version in If-Match; fetch it again for its current ETag", id)
+		return nil, nil, model.Errorf(model.ErrPrecondition, "message %d has changed since the version in If-Match; fetch it again for its current ETag", id)
 	}
-	return m, nil
+	return u, m, nil
 }
 
 // UpdateMessage applies upd to message id on behalf of the caller and
@@ -300,7 +307,7 @@ func (db *DB) UpdateMessage(_ context.Context, id uint64, by model.Caller, upd m
 	}
 	var out *model.Message
 	err := db.writes.update(func(tx *bbolt.Tx) error {
-		m, err := db.ownedMessage(tx, id, by, pre)
+		_, m, err := db.ownedMessage(tx, id, by, pre, false)
 		if err != nil {
 			return err
 		}
@@ -327,17 +334,24 @@ func (db *DB) UpdateMessage(_ context.Context, id uint64, by model.Caller, upd m
 }
 
 // DeleteMessage removes message id and its index entries on behalf of the
-// caller and returns it as it was. Errors: model.ErrUnauthorized, model.ErrNotFound,
-// model.ErrForbidden, model.ErrPrecondition.
+// caller, its owner or an administrator, whose act the audit log records,
+// and returns it as it was. Errors: model.ErrUnauthorized,
+// model.ErrNotFound, model.ErrForbidden, model.ErrPrecondition.
 func (db *DB) DeleteMessage(_ context.Context, id uint64, by model.Caller, pre model.Precondition) (*model.Message, error) {
 	var out *model.Message
 	err := db.writes.update(func(tx *bbolt.Tx) error {
-		m, err := db.ownedMessage(tx, id, by, pre)
+		u, m, err := db.ownedMessage(tx, id, by, pre, true)
 		if err != nil {
 			return err
 		}
 		if err := db.removeMessage(tx, m); err != nil {
 			return err
+		}
+		if m.OwnerID != u.ID {
+			entry := &model.AuditEntry{Action: model.AuditDeleteMessage, MessageID: m.ID, UserID: m.OwnerID, UserEmail: m.OwnerEmail}
+			if err := db.appendAudit(tx, u, entry); err != nil {
+				return err
+			}
 		}
 		out = m
 		return nil

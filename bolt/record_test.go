@@ -72,25 +72,49 @@ func TestTokenRecordRoundTrip(t *testing.T) {
 }
 
 func TestUserRecordRoundTrip(t *testing.T) {
-	u := &model.User{ID: 3, Email: "Ünïcödé@Example.com", PasswordHash: fakePasswordHash, Roles: []string{model.RoleUser}, CreatedAt: testEpoch.Truncate(time.Microsecond)}
-	b := encodeUser(u)
-	got, err := decodeUser(u.ID, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.ID != u.ID || got.Email != u.Email || got.PasswordHash != u.PasswordHash ||
-		!slices.Equal(got.Roles, u.Roles) || !got.CreatedAt.Equal(u.CreatedAt) {
-		t.Errorf("decodeUser(encodeUser(u)) = %+v, want %+v", got, u)
-	}
-	for n := range b {
-		if _, err := decodeUser(1, b[:n]); err == nil {
-			t.Errorf("decodeUser(first %d of %d bytes) = nil error, want an error", n, len(b))
+	at := testEpoch.Truncate(time.Microsecond)
+	for _, u := range []*model.User{
+		{ID: 3, Email: "Ünïcödé@Example.com", PasswordHash: fakePasswordHash, Roles: []string{model.RoleUser}, CreatedAt: at},
+		{ID: 4, Email: "root@example.com", PasswordHash: fakePasswordHash, Roles: []string{model.RoleUser, model.RoleAdmin}, CreatedAt: at, Suspended: true, LastSeenAt: at.Add(time.Hour)},
+	} {
+		b := encodeUser(u)
+		got, err := decodeUser(u.ID, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ID != u.ID || got.Email != u.Email || got.PasswordHash != u.PasswordHash || !slices.Equal(got.Roles, u.Roles) ||
+			!got.CreatedAt.Equal(u.CreatedAt) || got.Suspended != u.Suspended || !got.LastSeenAt.Equal(u.LastSeenAt) {
+			t.Errorf("decodeUser(encodeUser(u)) = %+v, want %+v", got, u)
+		}
+		if email, ok := userEmail(b); !ok || email != u.Email {
+			t.Errorf("userEmail = %q, %v; want %q", email, ok, u.Email)
+		}
+		for n := range b {
+			if _, err := decodeUser(1, b[:n]); err == nil {
+				t.Errorf("decodeUser(first %d of %d bytes) = nil error, want an error", n, len(b))
+			}
+			if _, ok := userEmail(b[:n]); ok {
+				t.Errorf("userEmail(first %d of %d bytes) read an e-mail", n, len(b))
+			}
+		}
+		for _, garbage := range []string{"{not json", `{"email":"a@b"}`, string(append(b, 0))} {
+			if _, err := decodeUser(1, []byte(garbage)); err == nil {
+				t.Errorf("decodeUser(%q) = nil error, want an error", garbage)
+			}
 		}
 	}
-	for _, garbage := range []string{"{not json", `{"email":"a@b"}`, string(append(b, 0))} {
-		if _, err := decodeUser(1, []byte(garbage)); err == nil {
-			t.Errorf("decodeUser(%q) = nil error, want an error", garbage)
-		}
+	// A record of layouts 2 to 6, which only the upgrade reads.
+	v1 := []byte{userRecordVersionV1}
+	v1 = binary.BigEndian.AppendUint64(v1, uint64(at.UnixMicro()))
+	v1 = append(binary.BigEndian.AppendUint16(v1, 3), "a@b"...)
+	v1 = append(binary.BigEndian.AppendUint16(v1, 4), "hash"...)
+	v1 = append(v1, 1, byte(len(model.RoleUser)))
+	v1 = append(v1, model.RoleUser...)
+	if got, err := decodeUserV1(7, v1); err != nil || got.Email != "a@b" || got.PasswordHash != "hash" || !got.LastSeenAt.IsZero() {
+		t.Errorf("decodeUserV1 = %+v, %v", got, err)
+	}
+	if _, err := decodeUser(7, v1); err == nil {
+		t.Errorf("decodeUser read a version-1 record; only the upgrade should")
 	}
 }
 

@@ -125,8 +125,9 @@ func userTokens(tx *bbolt.Tx, userID uint64) ([]*model.Token, error) {
 // against checkedHash. The check took the time of a hash, and the password
 // may have changed, or the account gone, meanwhile; so the transaction
 // first makes sure checkedHash is still the account's, and a login that
-// raced a password change or a deletion gets nothing. Errors:
-// model.ErrUnauthorized.
+// raced a password change or a deletion gets nothing. It notes the login
+// as the account's last sight. Errors: model.ErrUnauthorized,
+// model.ErrForbidden for a suspended account.
 func (db *DB) IssueLoginToken(_ context.Context, userID uint64, checkedHash string, hash model.TokenHash, ttl time.Duration) (*model.Token, error) {
 	var tok *model.Token
 	err := db.writes.update(func(tx *bbolt.Tx) error {
@@ -134,7 +135,15 @@ func (db *DB) IssueLoginToken(_ context.Context, userID uint64, checkedHash stri
 		if err != nil || u.PasswordHash != checkedHash {
 			return model.Errorf(model.ErrUnauthorized, "e-mail or password is incorrect")
 		}
-		tok, err = db.issueToken(tx, hash, userID, db.clock(), ttl)
+		if u.Suspended {
+			return errSuspended
+		}
+		now := db.clock()
+		u.LastSeenAt = now
+		if err := db.putUser(tx, u); err != nil {
+			return err
+		}
+		tok, err = db.issueToken(tx, hash, userID, now, ttl)
 		return err
 	})
 	if err != nil {
@@ -180,6 +189,10 @@ func (db *DB) authenticate(tx *bbolt.Tx, hash model.TokenHash) (*model.User, *mo
 	u, err := userByID(tx, tok.UserID)
 	if err != nil {
 		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token's account no longer exists")
+	}
+	if u.Suspended {
+		// A suspension deletes the account's tokens; this is a second line.
+		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token's account is suspended")
 	}
 	db.uses.note(tok, now)
 	return u, tok, nil
@@ -328,3 +341,6 @@ func (db *DB) SweepExpiredTokens(ctx context.Context) (int, error) {
 		from = next
 	}
 }
+
+// errSuspended refuses a suspended account's login.
+var errSuspended = model.Errorf(model.ErrForbidden, "this account is suspended; an administrator can lift the suspension")

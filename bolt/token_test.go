@@ -113,7 +113,7 @@ func TestCreateToken(t *testing.T) {
 		// model.Registration issues its token the same way.
 		u := &model.User{Email: "bob@example.com", PasswordHash: fakePasswordHash}
 		regHash := tokenHash("bob registration")
-		regTok, err := db.CreateUser(context.Background(), u, regHash, ttl)
+		regTok, err := db.CreateUser(context.Background(), u, regHash, ttl, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -71,6 +71,7 @@ func (db *DB) FlushTokenUses() (int, error) {
 	err := db.writes.update(func(tx *bbolt.Tx) error {
 		n = 0
 		tokens := tx.Bucket(bucketTokens)
+		seen := make(map[uint64]time.Time) // each account's latest use
 		for hash, at := range pending {
 			b := tokens.Get(hash[:])
 			if b == nil {
@@ -87,7 +88,23 @@ func (db *DB) FlushTokenUses() (int, error) {
 			if err := tokens.Put(hash[:], encodeToken(t)); err != nil {
 				return err
 			}
+			if at.After(seen[t.UserID]) {
+				seen[t.UserID] = at
+			}
 			n++
+		}
+		// An account is last seen when one of its tokens was last used.
+		for id, at := range seen {
+			u, err := userByID(tx, id)
+			if err != nil {
+				return err
+			}
+			if at.After(u.LastSeenAt) {
+				u.LastSeenAt = at
+				if err := db.putUser(tx, u); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
@@ -105,6 +122,9 @@ type Chores struct {
 	// by count, every SweepEvery; zero leaves that bound off.
 	ChangesKeepFor time.Duration
 	ChangesKeepMax int
+	// AuditKeepFor and AuditKeepMax bound the audit log in the same way.
+	AuditKeepFor time.Duration
+	AuditKeepMax int
 }
 
 // Maintain runs the store's background chores until ctx ends. Each runs in
@@ -138,6 +158,14 @@ func (db *DB) Maintain(ctx context.Context, chores Chores, report func(chore str
 				if _, err := db.TrimChanges(ctx, chores.ChangesKeepFor, chores.ChangesKeepMax); err != nil && ctx.Err() == nil {
 					report("trimming the change log", err)
 				}
+			}
+			if chores.AuditKeepFor > 0 || chores.AuditKeepMax > 0 {
+				if _, err := db.TrimAudit(ctx, chores.AuditKeepFor, chores.AuditKeepMax); err != nil && ctx.Err() == nil {
+					report("trimming the audit log", err)
+				}
+			}
+			if _, err := db.SweepExpiredCodes(ctx); err != nil && ctx.Err() == nil {
+				report("sweeping expired invitations and password resets", err)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -35,10 +36,15 @@ import (
 //	6  a message's owner is a term of the search index (see ownerTerm),
 //	   and the owner and time indexes are gone. An older Herald would
 //	   write owner entries and no owner terms, so it must refuse the file.
-//	7  the change log also records that an account's tokens were revoked
-//	   (model.TokensRevoked), so that live streams learn of it from the log
-//	   as of messages. An older Herald could not read those records and
-//	   would revoke without recording, so it must refuse the file.
+//	7  administration: user records (version 2) keep whether the account
+//	   is suspended and when it was last seen, and roles stored with the
+//	   account make administrators (the admins bucket lists them); new
+//	   buckets keep invitations, password resets, the audit log and
+//	   administrators' removal of an account's messages; and the change
+//	   log also records that an account's tokens were revoked
+//	   (model.TokensRevoked), so that live streams learn of it from the
+//	   log as of messages. An older Herald could read none of it, so it
+//	   must refuse the file.
 const currentLayout = 7
 
 // Buckets of older layouts, which only upgrades read or write:
@@ -58,6 +64,9 @@ var (
 	// metaOwnerTermsNext is the first message ID whose owner term the
 	// upgrade to layout 6 has not added yet; absent once it is done.
 	metaOwnerTermsNext = []byte("owner_terms_next")
+	// metaUsersNext is the first user ID whose record the upgrade to
+	// layout 7 has not rewritten yet; absent once it is done.
+	metaUsersNext = []byte("users_next")
 )
 
 // upgradeChunk is how many messages one upgrade transaction indexes: small
@@ -67,10 +76,11 @@ const upgradeChunk = 5000
 
 // prepareLayout creates a new database's buckets, or brings an existing one
 // up to currentLayout. A crash during an upgrade leaves the progress
-// recorded, and the next Open goes on from there.
-func (db *DB) prepareLayout() error {
+// recorded, and the next Open goes on from there. legacyAdmins are
+// Options.LegacyAdmins.
+func (db *DB) prepareLayout(legacyAdmins []string) error {
 	var layout uint64
-	var ownerTermsPending bool
+	var ownerTermsPending, usersPending bool
 	err := db.bolt.Update(func(tx *bbolt.Tx) error {
 		fresh, err := heraldFile(tx)
 		if err != nil {
@@ -83,6 +93,7 @@ func (db *DB) prepareLayout() error {
 		}
 		meta := tx.Bucket(bucketMeta)
 		ownerTermsPending = meta.Get(metaOwnerTermsNext) != nil
+		usersPending = meta.Get(metaUsersNext) != nil
 		switch v := meta.Get(metaLayout); {
 		case v != nil && len(v) != 8:
 			return fmt.Errorf("meta/layout is %d bytes, want 8", len(v))
@@ -110,7 +121,10 @@ func (db *DB) prepareLayout() error {
 		return err
 	}
 	switch {
-	case layout == currentLayout && !ownerTermsPending:
+	case layout == currentLayout && !ownerTermsPending && !usersPending:
+		if len(legacyAdmins) > 0 {
+			return ErrLegacyAdmins
+		}
 		return nil
 	case layout > currentLayout:
 		return fmt.Errorf("the database was written by a newer Herald (layout %d; this one reads up to %d)", layout, currentLayout)
@@ -138,29 +152,139 @@ func (db *DB) prepareLayout() error {
 	if err := db.upgradeFrom5(); err != nil {
 		return err
 	}
-	return db.upgradeFrom6()
+	return db.upgradeFrom6(legacyAdmins)
 }
 
-// upgradeFrom6 raises the layout to 7. Nothing stored changes: the records
-// layout 7 adds are new ones, and the version keeps an older Herald, which
-// cannot read them, from opening the file.
-func (db *DB) upgradeFrom6() error {
-	raised := false
+// upgradeFrom6 rewrites every user record in version 2, with the time
+// the account was last seen taken from its tokens, and makes
+// administrators of the accounts that legacyAdmins, the e-mails the
+// previous release named administrators by, have now. Its first
+// transaction raises the layout to 7 and makes the administrators (an
+// audit entry each, made on the server's machine), so the role is stored
+// before anything else can happen and the setting is never read again;
+// meta/users_next records how far the rewrite got.
+func (db *DB) upgradeFrom6(legacyAdmins []string) error {
+	start := time.Now()
+	next := uint64(0) // 0: nothing to do
+	var granted, unknown []string
 	err := db.bolt.Update(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(metaUsersNext); v != nil {
+			if len(v) != 8 {
+				return fmt.Errorf("meta/%s is %d bytes, want 8", metaUsersNext, len(v))
+			}
+			// Resumed: the administrators were made by the transaction
+			// that began the upgrade.
+			next = btoi(v)
+			return nil
+		}
 		if btoi(meta.Get(metaLayout)) >= 7 {
 			return nil
 		}
-		raised = true
+		next = 1
+		granted, unknown = nil, nil
+		for _, email := range legacyAdmins {
+			id := tx.Bucket(bucketUsersByEmail).Get(emailKey(email))
+			if id == nil {
+				unknown = append(unknown, email)
+				continue
+			}
+			u, err := upgradedUser(tx, btoi(id))
+			if err != nil {
+				return err
+			}
+			if u.HasRole(model.RoleAdmin) {
+				continue
+			}
+			u.Roles = append(u.Roles, model.RoleAdmin)
+			if err := db.putUser(tx, u); err != nil {
+				return err
+			}
+			entry := &model.AuditEntry{Action: model.AuditGrantAdmin, UserID: u.ID, UserEmail: u.Email}
+			if err := db.appendAudit(tx, nil, entry); err != nil {
+				return err
+			}
+			granted = append(granted, u.Email)
+		}
+		if err := meta.Put(metaUsersNext, itob(next)); err != nil {
+			return err
+		}
 		return meta.Put(metaLayout, itob(7))
 	})
-	if err != nil {
-		return fmt.Errorf("upgrading to layout 7: %w", err)
+	if err != nil || next == 0 {
+		return err
 	}
-	if raised {
-		db.log.Info("database upgraded to layout 7: the change log records token revocations for live streams")
+	db.log.Info("upgrading database layout 6 to 7: administrators are stored with their accounts; this runs once")
+	if len(legacyAdmins) > 0 {
+		db.log.Info("administrators named by --admins are now stored with their accounts; the setting is no longer read, so remove it",
+			"made", strings.Join(granted, ","), "without an account", strings.Join(unknown, ","))
 	}
+	users := 0
+	for next != 0 {
+		err := db.bolt.Update(func(tx *bbolt.Tx) error {
+			c := tx.Bucket(bucketUsers).Cursor()
+			n := 0
+			k, v := c.Seek(itob(next))
+			var rewrite []*model.User
+			for ; k != nil && n < upgradeChunk; k, v = c.Next() {
+				n++
+				if len(v) > 0 && v[0] == userRecordVersion {
+					continue // made an administrator, or written whole by the upgrade from layout 1
+				}
+				u, err := upgradedUser(tx, btoi(k))
+				if err != nil {
+					return err
+				}
+				rewrite = append(rewrite, u)
+			}
+			meta := tx.Bucket(bucketMeta)
+			if k != nil {
+				next = btoi(k)
+			} else {
+				next = 0
+			}
+			// Putting while the cursor walks would move it; put after.
+			for _, u := range rewrite {
+				if err := db.putUser(tx, u); err != nil {
+					return err
+				}
+			}
+			users += n
+			if next != 0 {
+				return meta.Put(metaUsersNext, itob(next))
+			}
+			return meta.Delete(metaUsersNext)
+		})
+		if err != nil {
+			return fmt.Errorf("upgrading to layout 7: %w", err)
+		}
+	}
+	db.log.Info("database upgraded to layout 7: accounts keep their roles, suspension and last use", "users", users, "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
+}
+
+// upgradedUser reads user id as the upgrade to layout 7 finds it, in
+// either record version, with LastSeenAt, which version 1 did not keep,
+// taken from the last use of its tokens.
+func upgradedUser(tx *bbolt.Tx, id uint64) (*model.User, error) {
+	b := tx.Bucket(bucketUsers).Get(itob(id))
+	if len(b) > 0 && b[0] == userRecordVersion {
+		return decodeUser(id, b)
+	}
+	u, err := decodeUserV1(id, b)
+	if err != nil {
+		return nil, err
+	}
+	toks, err := userTokens(tx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range toks {
+		if t.LastUsedAt.After(u.LastSeenAt) {
+			u.LastSeenAt = t.LastUsedAt
+		}
+	}
+	return u, nil
 }
 
 // upgradeFrom5 adds every message's owner term to the search index, then

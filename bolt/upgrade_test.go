@@ -64,7 +64,7 @@ func upgradeLayout5(t *testing.T, change func(*bbolt.Tx) error) (path string, ad
 	}
 	defer raw.Close()
 	db := &DB{bolt: raw, log: slog.New(slog.DiscardHandler)}
-	if err := db.prepareLayout(); err != nil {
+	if err := db.prepareLayout(nil); err != nil {
 		t.Fatalf("upgrading layout 5: %v", err)
 	}
 	return path, ownerPostings(t, db, 1), ownerPostings(t, db, 2)
@@ -335,27 +335,48 @@ var (
 
 // TestUpgradeFromLayout6: a file of the last layout 6 release opens as the
 // current layout, upgraded once and logged, with everything in it intact:
-// accounts, tokens, messages, the search index and the change log; and
-// from then on a revocation is in the log.
+// accounts, tokens, messages, the search index and the change log. The
+// administrators the release was started with (--admins) keep the role,
+// now stored with their accounts, and the setting is refused from then on.
+// From then on a revocation is in the log.
 func TestUpgradeFromLayout6(t *testing.T) {
 	ctx := context.Background()
 	path := fixtureCopy(t, "layout6.db")
 	clock := &testClock{now: layout6Written.Add(time.Hour)}
 	var log bytes.Buffer
-	open := func() *DB {
+	openWith := func(legacyAdmins ...string) (*DB, error) {
 		t.Helper()
 		log.Reset()
-		db, err := Open(path, Options{Now: clock.Now, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		return Open(path, Options{Now: clock.Now, Logger: slog.New(slog.NewTextHandler(&log, nil)), LegacyAdmins: legacyAdmins})
+	}
+	open := func() *DB {
+		t.Helper()
+		db, err := openWith()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return db
 	}
-	db := open()
-	if got := log.String(); strings.Count(got, "upgraded to layout 7") != 1 {
-		t.Errorf("first open logged %q, want the upgrade to layout 7 once", got)
+	db, err := openWith("Owner@Example.com", "nobody@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := log.String(); strings.Count(got, "upgraded to layout 7") != 1 ||
+		!strings.Contains(got, "made=owner@example.com") || !strings.Contains(got, `"without an account"=nobody@example.com`) {
+		t.Errorf("first open logged %q, want the upgrade to layout 7 once, with owner made an administrator and nobody without an account", got)
 	}
 	checkIndexes(t, db)
+	owner, err := db.UserByEmail(ctx, "owner@example.com")
+	if err != nil || !slices.Equal(owner.Roles, []string{model.RoleUser, model.RoleAdmin}) {
+		t.Errorf("owner after the upgrade: %+v, %v; want an administrator", owner, err)
+	}
+	if ada, err := db.UserByEmail(ctx, "ada@example.com"); err != nil || !slices.Equal(ada.Roles, []string{model.RoleUser}) || ada.LastSeenAt.IsZero() {
+		t.Errorf("ada after the upgrade: %+v, %v; want a user, last seen when her tokens were", ada, err)
+	}
+	page, err := db.AuditLog(ctx, model.ByServer(), model.AuditQuery{})
+	if err != nil || len(page.Entries) != 1 || page.Entries[0].Action != model.AuditGrantAdmin || page.Entries[0].UserEmail != "owner@example.com" || page.Entries[0].ActorID != 0 {
+		t.Errorf("audit log after the upgrade: %+v, %v; want owner's grant, on the server's machine", page, err)
+	}
 	for name, token := range layout6Tokens {
 		u, _, err := db.Authenticate(ctx, sha256.Sum256([]byte(token)))
 		if err != nil {
@@ -368,16 +389,16 @@ func TestUpgradeFromLayout6(t *testing.T) {
 	if _, err := db.UserByEmail(ctx, "carol@example.com"); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("carol, who deleted her account: %v", err)
 	}
-	_, page, err := db.SearchMessages(ctx, model.ByServer(), model.SearchQuery{})
+	_, msgs, err := db.SearchMessages(ctx, model.ByServer(), model.SearchQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := pageIDs(page), []uint64{4, 3, 2, 1}; !slices.Equal(got, want) {
+	if got, want := pageIDs(msgs), []uint64{4, 3, 2, 1}; !slices.Equal(got, want) {
 		t.Errorf("messages %v, want %v", got, want)
 	}
-	_, page, err = db.SearchMessages(ctx, model.ByServer(), model.SearchQuery{Terms: model.Terms("edited"), OwnerEmail: "ada@example.com"})
-	if err != nil || !slices.Equal(pageIDs(page), []uint64{1}) {
-		t.Errorf("search edited by ada = %v, %v; want message 1", pageIDs(page), err)
+	_, msgs, err = db.SearchMessages(ctx, model.ByServer(), model.SearchQuery{Terms: model.Terms("edited"), OwnerEmail: "ada@example.com"})
+	if err != nil || !slices.Equal(pageIDs(msgs), []uint64{1}) {
+		t.Errorf("search edited by ada = %v, %v; want message 1", pageIDs(msgs), err)
 	}
 	head, _, _ := db.ChangeHead(ctx)
 	if head != 9 { // six creates, an edit, two deletions
@@ -392,6 +413,9 @@ func TestUpgradeFromLayout6(t *testing.T) {
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := openWith("owner@example.com"); !errors.Is(err, ErrLegacyAdmins) {
+		t.Fatalf("opening the upgraded file with --admins: %v, want ErrLegacyAdmins", err)
 	}
 	db = open()
 	defer db.Close()

@@ -12,15 +12,23 @@ import (
 	"herald/model"
 )
 
-// User record layout (layout 2): a version byte, createdAt (8 bytes), then
+// User record layout (layout 7): a version byte, createdAt (8 bytes), then
 // the e-mail and the password hash each with a 2-byte length, then a role
-// count and each role with a 1-byte length. Users are read on every
-// authenticated request and joined onto every message returned, so the
-// record is binary, as messages and tokens are.
-const userRecordVersion = 1
+// count and each role with a 1-byte length, then a flags byte (bit 0:
+// suspended) and lastSeenAt (8 bytes, 0 for never). Users are read on
+// every authenticated request and joined onto every message returned, so
+// the record is binary, as messages and tokens are.
+//
+// Layouts 2 to 6 wrote version 1, the same without the flags and
+// lastSeenAt; only the upgrade reads it (decodeUserV1).
+const (
+	userRecordVersion   = 2
+	userRecordVersionV1 = 1
+	userSuspended       = 1 << 0
+)
 
 func encodeUser(u *model.User) []byte {
-	n := 1 + 8 + 2 + len(u.Email) + 2 + len(u.PasswordHash) + 1
+	n := 1 + 8 + 2 + len(u.Email) + 2 + len(u.PasswordHash) + 1 + 1 + 8
 	for _, r := range u.Roles {
 		n += 1 + len(r)
 	}
@@ -36,14 +44,32 @@ func encodeUser(u *model.User) []byte {
 		b = append(b, byte(len(r)))
 		b = append(b, r...)
 	}
-	return b
+	var flags byte
+	if u.Suspended {
+		flags |= userSuspended
+	}
+	b = append(b, flags)
+	var seen uint64
+	if !u.LastSeenAt.IsZero() {
+		seen = uint64(timeToMicros(u.LastSeenAt))
+	}
+	return binary.BigEndian.AppendUint64(b, seen)
 }
 
 // decodeUser copies everything out of b, which bbolt only lends for the
 // life of the transaction.
 func decodeUser(id uint64, b []byte) (*model.User, error) {
+	return decodeUserRecord(id, b, userRecordVersion)
+}
+
+// decodeUserV1 reads a record of layouts 2 to 6, for the upgrade.
+func decodeUserV1(id uint64, b []byte) (*model.User, error) {
+	return decodeUserRecord(id, b, userRecordVersionV1)
+}
+
+func decodeUserRecord(id uint64, b []byte, version byte) (*model.User, error) {
 	r := recordReader{b: b}
-	if r.byte() != userRecordVersion {
+	if r.byte() != version {
 		return nil, fmt.Errorf("decode user %d: unknown record version", id)
 	}
 	u := &model.User{ID: id, CreatedAt: microsToTime(int64(r.uint64()))}
@@ -52,6 +78,16 @@ func decodeUser(id uint64, b []byte) (*model.User, error) {
 	u.Roles = make([]string, r.byte())
 	for i := range u.Roles {
 		u.Roles[i] = string(r.bytes(int(r.byte())))
+	}
+	if version >= 2 {
+		flags := r.byte()
+		u.Suspended = flags&userSuspended != 0
+		if seen := int64(r.uint64()); seen != 0 {
+			u.LastSeenAt = microsToTime(seen)
+		}
+		if flags&^userSuspended != 0 {
+			return nil, fmt.Errorf("decode user %d: unknown flags %#x", id, flags)
+		}
 	}
 	if r.short || len(r.b) != 0 {
 		return nil, fmt.Errorf("decode user %d: bad record", id)
@@ -102,11 +138,14 @@ func decodeUserJSON(id uint64, b []byte) (*model.User, error) {
 	}, nil
 }
 
-// CreateUser stores a new account with model.RoleUser and its first token, in one
-// transaction: registration hands out a token. It sets u.ID,
-// u.Roles and u.CreatedAt. Errors: model.ErrInvalid for a bad e-mail or missing
-// hash, model.ErrConflict when the e-mail is taken (in any letter case).
-func (db *DB) CreateUser(_ context.Context, u *model.User, tokenHash model.TokenHash, ttl time.Duration) (*model.Token, error) {
+// CreateUser stores a new account with model.RoleUser alone and its first
+// token, in one transaction: registration hands out a token. With invite,
+// the hash of an invitation's code, it takes one use of the invitation in
+// that transaction. It sets u.ID, u.Roles, u.CreatedAt and u.LastSeenAt.
+// Errors: model.ErrInvalid for a bad e-mail or missing hash, or
+// model.ErrBadInvite; model.ErrConflict when the e-mail is taken (in any
+// letter case).
+func (db *DB) CreateUser(_ context.Context, u *model.User, tokenHash model.TokenHash, ttl time.Duration, invite *model.TokenHash) (*model.Token, error) {
 	nu := *u
 	nu.Email = model.NormalizeEmail(nu.Email)
 	var v model.ValidationError
@@ -124,14 +163,20 @@ func (db *DB) CreateUser(_ context.Context, u *model.User, tokenHash model.Token
 		if byEmail.Get(key) != nil {
 			return model.Errorf(model.ErrConflict, "the e-mail %s is already registered", nu.Email)
 		}
-		users := tx.Bucket(bucketUsers)
-		id, err := users.NextSequence()
+		if invite != nil {
+			if err := db.useInvite(tx, *invite); err != nil {
+				return err
+			}
+		}
+		id, err := tx.Bucket(bucketUsers).NextSequence()
 		if err != nil {
 			return err
 		}
 		created := db.clock()
-		nu.ID, nu.Roles, nu.CreatedAt = id, []string{model.RoleUser}, created
-		if err := users.Put(itob(id), encodeUser(&nu)); err != nil {
+		// Whatever u says, an account begins with the role every account
+		// has and nothing more.
+		nu.ID, nu.Roles, nu.CreatedAt, nu.LastSeenAt, nu.Suspended = id, []string{model.RoleUser}, created, created, false
+		if err := db.putUser(tx, &nu); err != nil {
 			return err
 		}
 		if err := byEmail.Put(key, itob(id)); err != nil {
@@ -197,7 +242,7 @@ func (db *DB) SetPasswordHash(_ context.Context, id uint64, oldHash, hash string
 			return nil
 		}
 		u.PasswordHash = hash
-		return tx.Bucket(bucketUsers).Put(itob(id), encodeUser(u))
+		return db.putUser(tx, u)
 	})
 }
 
@@ -215,7 +260,7 @@ func (db *DB) ChangePassword(_ context.Context, by model.Caller, hash string) er
 			return err
 		}
 		u.PasswordHash = hash
-		if err := tx.Bucket(bucketUsers).Put(itob(u.ID), encodeUser(u)); err != nil {
+		if err := db.putUser(tx, u); err != nil {
 			return err
 		}
 		keep, _ := by.Token() // a caller acting without a token keeps none

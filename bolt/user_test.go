@@ -16,7 +16,7 @@ func TestCreateUser(t *testing.T) {
 		db := mustOpen(t)
 		u := &model.User{Email: "  Ada@Example.com\t", PasswordHash: fakePasswordHash}
 		h := tokenHash("first")
-		tok, err := db.CreateUser(context.Background(), u, h, time.Hour)
+		tok, err := db.CreateUser(context.Background(), u, h, time.Hour, nil)
 		if err != nil {
 			t.Fatalf("CreateUser = %v", err)
 		}
@@ -95,7 +95,7 @@ func TestCreateUser(t *testing.T) {
 				before := mustCounts(t, db)
 
 				u := &model.User{Email: email, PasswordHash: "other"}
-				tok, err := db.CreateUser(context.Background(), u, tokenHash("intruder"), time.Hour)
+				tok, err := db.CreateUser(context.Background(), u, tokenHash("intruder"), time.Hour, nil)
 				if !errors.Is(err, model.ErrConflict) {
 					t.Fatalf("CreateUser(%q) = %v, want ErrConflict", email, err)
 				}
@@ -134,7 +134,7 @@ func TestCreateUser(t *testing.T) {
 		const composed, decomposed = "jos\u00e9@example.com", "JOSE\u0301@example.com"
 		mustCreateUser(t, db, composed)
 		u := &model.User{Email: decomposed, PasswordHash: fakePasswordHash}
-		if _, err := db.CreateUser(context.Background(), u, tokenHash("decomposed"), time.Hour); !errors.Is(err, model.ErrConflict) {
+		if _, err := db.CreateUser(context.Background(), u, tokenHash("decomposed"), time.Hour, nil); !errors.Is(err, model.ErrConflict) {
 			t.Errorf("CreateUser(%q) after %q = %v, want ErrConflict", decomposed, composed, err)
 		}
 		if got, err := db.UserByEmail(context.Background(), decomposed); err != nil || got.Email != composed {
@@ -149,7 +149,7 @@ func TestCreateUser(t *testing.T) {
 		}
 		mustCreateUser(t, db, lower)
 		u := &model.User{Email: upper, PasswordHash: fakePasswordHash}
-		if _, err := db.CreateUser(context.Background(), u, tokenHash("upper"), time.Hour); !errors.Is(err, model.ErrConflict) {
+		if _, err := db.CreateUser(context.Background(), u, tokenHash("upper"), time.Hour, nil); !errors.Is(err, model.ErrConflict) {
 			t.Errorf("CreateUser(%q) after %q = %v, want ErrConflict", upper, lower, err)
 		}
 		if got, err := db.UserByEmail(context.Background(), upper); err != nil || got.Email != lower {
@@ -162,7 +162,7 @@ func TestCreateUser(t *testing.T) {
 			t.Run(email, func(t *testing.T) {
 				db := mustOpen(t)
 				u := &model.User{Email: email, PasswordHash: fakePasswordHash}
-				tok, err := db.CreateUser(context.Background(), u, tokenHash("t"), time.Hour)
+				tok, err := db.CreateUser(context.Background(), u, tokenHash("t"), time.Hour, nil)
 				if got, want := violationFields(t, err), []string{"email"}; !slices.Equal(got, want) {
 					t.Errorf("CreateUser(%q) fields = %q, want %q", email, got, want)
 				}
@@ -179,7 +179,7 @@ func TestCreateUser(t *testing.T) {
 	t.Run("EmptyPasswordHash", func(t *testing.T) {
 		db := mustOpen(t)
 		u := &model.User{Email: "ada@example.com"}
-		if _, err := db.CreateUser(context.Background(), u, tokenHash("t"), time.Hour); err == nil {
+		if _, err := db.CreateUser(context.Background(), u, tokenHash("t"), time.Hour, nil); err == nil {
 			t.Fatalf("CreateUser without a password hash = nil, want an error")
 		}
 		if got, want := mustCounts(t, db), (Counts{}); got != want {

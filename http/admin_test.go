@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"herald/bolt"
-	heraldhttp "herald/http"
 	"herald/model"
 )
 
 func TestAdminBackup(t *testing.T) {
-	e := newEnv(t, func(c *heraldhttp.Config) { c.Admins = []string{"Root@Example.com"} })
+	e := newEnv(t)
 	root := e.register("root@example.com", pw)
+	e.makeAdmin("Root@Example.com")
 	ada := e.register("ada@example.com", pw)
 
 	t.Run("roles", func(t *testing.T) {

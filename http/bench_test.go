@@ -92,7 +92,7 @@ func (be *benchEnv) register(email string) (string, *model.User) {
 		be.b.Fatal(err)
 	}
 	u := &model.User{Email: email, PasswordHash: hash}
-	if _, err := be.db.CreateUser(context.Background(), u, model.TokenHash(tokenHash), heraldhttp.DefaultTokenTTL); err != nil {
+	if _, err := be.db.CreateUser(context.Background(), u, model.TokenHash(tokenHash), heraldhttp.DefaultTokenTTL, nil); err != nil {
 		be.b.Fatal(err)
 	}
 	return token, u

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -23,6 +24,10 @@ type fieldSpec struct {
 	writable   []string
 	readOnly   []string
 	mergePatch bool // also accept application/merge-patch+json
+	// booleans and integers are writable fields whose JSON values are
+	// true or false, or whole numbers, rather than strings; forms send
+	// them as text, which fields.boolean and fields.integer read.
+	booleans, integers []string
 }
 
 // fields are the decoded body: name → value. A nil value is an explicit JSON
@@ -36,6 +41,44 @@ func (f fields) str(name string) string {
 	}
 	return ""
 }
+
+// boolean returns the field's value, nil when absent. Errors: 422 naming
+// the field when it is null or not true or false.
+func (f fields) boolean(name string) (*bool, error) {
+	v, present := f[name]
+	if !present {
+		return nil, nil
+	}
+	if v != nil {
+		switch *v {
+		case "true":
+			return ptrTo(true), nil
+		case "false":
+			return ptrTo(false), nil
+		}
+	}
+	var invalid model.ValidationError
+	invalid.Add(name, "must be true or false")
+	return nil, invalid.Err()
+}
+
+// integer returns the field's value, nil when absent or null. Errors: 422
+// naming the field when it is not a whole number.
+func (f fields) integer(name string) (*int64, error) {
+	v := f[name]
+	if v == nil {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(*v, 10, 64)
+	if err != nil {
+		var invalid model.ValidationError
+		invalid.Add(name, "must be a whole number")
+		return nil, invalid.Err()
+	}
+	return &n, nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
 
 // Media types accepted for request bodies.
 const (
@@ -112,7 +155,7 @@ func checkFieldNames(names []string, spec fieldSpec) error {
 }
 
 // decodeJSON accepts exactly one JSON object whose values are strings or
-// null. It walks the object token by token so a repeated key is refused, as
+// null (or, for the fields spec says, booleans or whole numbers). It walks the object token by token so a repeated key is refused, as
 // a repeated form field is, instead of the last one silently winning. Field
 // names are checked before value types, so {"id": 3} is refused as
 // read-only rather than as "not a string".
@@ -170,6 +213,24 @@ func decodeJSON(body io.Reader, spec fieldSpec) (fields, error) {
 		value := raw[name]
 		if bytes.Equal(value, []byte("null")) {
 			f[name] = nil
+			continue
+		}
+		switch {
+		case slices.Contains(spec.booleans, name):
+			if v := string(value); v != "true" && v != "false" {
+				return nil, badRequest(name, "field %q must be true or false", name)
+			}
+			f[name] = ptrTo(string(value))
+			continue
+		case slices.Contains(spec.integers, name):
+			var n json.Number
+			if c := value[0]; c != '-' && (c < '0' || c > '9') || json.Unmarshal(value, &n) != nil {
+				return nil, badRequest(name, "field %q must be a number", name)
+			}
+			if _, err := n.Int64(); err != nil {
+				return nil, badRequest(name, "field %q must be a whole number", name)
+			}
+			f[name] = ptrTo(n.String())
 			continue
 		}
 		// encoding/json quietly turns invalid UTF-8 and lone surrogate

@@ -48,6 +48,105 @@ type tokenJSON struct {
 	ExpiresAt apiTime `json:"expiresAt"`
 }
 
+// adminUserJSON is an account as administrators see it.
+type adminUserJSON struct {
+	userJSON
+	LastSeenAt *apiTime `json:"lastSeenAt"`
+	Messages   int      `json:"messages"`
+	Suspended  bool     `json:"suspended"`
+}
+
+func newAdminUserJSON(a *model.Account) adminUserJSON {
+	out := adminUserJSON{userJSON: newUserJSON(&a.User), Messages: a.Messages, Suspended: a.Suspended}
+	if !a.LastSeenAt.IsZero() {
+		seen := apiTime(a.LastSeenAt)
+		out.LastSeenAt = &seen
+	}
+	return out
+}
+
+type accountPageJSON struct {
+	Items []adminUserJSON `json:"items"`
+	Next  *string         `json:"next"`
+}
+
+// inviteJSON is an invitation; its code and link only in the answer that
+// made it.
+type inviteJSON struct {
+	ID        uint64  `json:"id"`
+	Code      string  `json:"code,omitempty"`
+	URL       string  `json:"url,omitempty"`
+	MaxUses   int     `json:"maxUses"`
+	Uses      int     `json:"uses"`
+	ExpiresAt apiTime `json:"expiresAt"`
+	CreatedAt apiTime `json:"createdAt"`
+}
+
+func newInviteJSON(inv *model.Invite) inviteJSON {
+	return inviteJSON{ID: inv.ID, MaxUses: inv.MaxUses, Uses: inv.Uses, ExpiresAt: apiTime(inv.ExpiresAt), CreatedAt: apiTime(inv.CreatedAt)}
+}
+
+type inviteListJSON struct {
+	Items []inviteJSON `json:"items"`
+}
+
+// resetJSON is a password reset as its administrator sees it, once.
+type resetJSON struct {
+	Code      string  `json:"code"`
+	URL       string  `json:"url"`
+	ExpiresAt apiTime `json:"expiresAt"`
+}
+
+// auditJSON is one administrative act.
+type auditJSON struct {
+	ID     uint64           `json:"id"`
+	At     apiTime          `json:"at"`
+	Actor  *auditActorJSON  `json:"actor"`
+	Action string           `json:"action"`
+	Target *auditTargetJSON `json:"target"`
+	Count  *int             `json:"count,omitempty"`
+}
+
+// auditActorJSON is the administrator who acted; the entry's actor is
+// null for an act made on the server's machine.
+type auditActorJSON struct {
+	ID    uint64 `json:"id"`
+	Email string `json:"email"`
+}
+
+// auditTargetJSON is what an act was made on: an account ("user"), a
+// message (with its owner) or an invitation.
+type auditTargetJSON struct {
+	Type  string          `json:"type"`
+	ID    uint64          `json:"id"`
+	Email string          `json:"email,omitempty"`
+	Owner *auditActorJSON `json:"owner,omitempty"`
+}
+
+func newAuditJSON(e *model.AuditEntry) auditJSON {
+	out := auditJSON{ID: e.ID, At: apiTime(e.At), Action: string(e.Action)}
+	if e.ActorID != 0 {
+		out.Actor = &auditActorJSON{ID: e.ActorID, Email: e.ActorEmail}
+	}
+	switch {
+	case e.MessageID != 0:
+		out.Target = &auditTargetJSON{Type: "message", ID: e.MessageID, Owner: &auditActorJSON{ID: e.UserID, Email: e.UserEmail}}
+	case e.InviteID != 0:
+		out.Target = &auditTargetJSON{Type: "invite", ID: e.InviteID}
+	case e.UserID != 0:
+		out.Target = &auditTargetJSON{Type: "user", ID: e.UserID, Email: e.UserEmail}
+	}
+	if e.Action == model.AuditDeleteMessages {
+		out.Count = &e.Count
+	}
+	return out
+}
+
+type auditPageJSON struct {
+	Items []auditJSON `json:"items"`
+	Next  *string     `json:"next"`
+}
+
 // messagePath is the canonical URL path of a message.
 func messagePath(id uint64) string { return "/api/messages/" + strconv.FormatUint(id, 10) }
 

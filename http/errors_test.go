@@ -42,7 +42,7 @@ func TestErrorDetailsAreForPeople(t *testing.T) {
 		{"revoked token", request{Method: "GET", Path: path, Token: loggedOut}, 401, "the bearer token is unknown or was revoked"},
 		{"wrong password", request{Method: "POST", Path: "/api/login", ContentType: "application/json", Body: `{"username":"ada@example.com","password":"wrong password"}`}, 401, "e-mail or password is incorrect"},
 		{"unknown e-mail", request{Method: "POST", Path: "/api/login", ContentType: "application/json", Body: `{"username":"nobody@example.com","password":"wrong password"}`}, 401, "e-mail or password is incorrect"},
-		{"not the owner", request{Method: "DELETE", Path: path, Token: bob}, 403, "message " + strings.TrimPrefix(path, "/api/messages/") + " belongs to another user; only its owner may change or delete it"},
+		{"not the owner", request{Method: "DELETE", Path: path, Token: bob}, 403, "message " + strings.TrimPrefix(path, "/api/messages/") + " belongs to another user; only its owner or an administrator may delete it"},
 		{"no such message", request{Method: "GET", Path: "/api/messages/999", Token: ada}, 404, "message 999 does not exist"},
 		{"not a message ID", request{Method: "GET", Path: "/api/messages/abc", Token: ada}, 404, ""},
 		{"no such route", request{Method: "GET", Path: "/api/nothing"}, 404, ""},

@@ -1,9 +1,11 @@
 package http
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,37 +13,68 @@ import (
 	"herald/model"
 )
 
-// Limits bounds guessing: failed logins (and failed password confirmations)
-// per account and per client address, and registrations per client
-// address. Zero Rates take auth's defaults.
+// Limits bounds guessing and writing: failed logins (and failed password
+// confirmations, invitations and reset codes) per account and per client
+// address, registrations per client address, and the writes one account
+// makes. Zero Rates take auth's defaults.
 type Limits struct {
 	LoginFailuresPerAccount auth.Rate
 	LoginFailuresPerAddress auth.Rate
 	RegistrationsPerAddress auth.Rate
+	WritesPerAccount        auth.Rate
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
 	// believed; without them the client address is the connection's.
 	TrustedProxies []netip.Prefix
 }
 
-// guard applies Limits. The limiters live in memory, bounded in size; a
-// restart forgets them, which costs a guesser nothing they could not get by
-// waiting a few minutes.
-type guard struct {
-	perAccount, perAddress, registrations *auth.Limiter
-	trusted                               []netip.Prefix
+// Limiter counts events per key against a rate: Spend takes one, or says
+// how long until one is free; Refund gives one back. auth.Limiter does it
+// in this process's memory.
+type Limiter interface {
+	Spend(ctx context.Context, key string) (ok bool, retryAfter time.Duration)
+	Refund(ctx context.Context, key string)
 }
 
-func newGuard(l Limits, now func() time.Time) *guard {
-	orDefault := func(r auth.Rate, def func() auth.Rate) auth.Rate {
+// SharedLimits is offered by a store that several processes share: the
+// limits then count in the store, so N processes never allow N times the
+// budget. A limiter that cannot reach the store lets the event through
+// (and says so in its logs) rather than lock everyone out.
+type SharedLimits interface {
+	Limiter(name string, rate auth.Rate) Limiter
+}
+
+// localLimiter is an auth.Limiter in this process's memory.
+type localLimiter struct{ l *auth.Limiter }
+
+func (l localLimiter) Spend(_ context.Context, key string) (bool, time.Duration) {
+	return l.l.Spend(key)
+}
+
+func (l localLimiter) Refund(_ context.Context, key string) { l.l.Refund(key) }
+
+// guard applies Limits. Unless the store shares them, the limiters live
+// in memory, bounded in size; a restart forgets them, which costs a
+// guesser nothing they could not get by waiting a few minutes.
+type guard struct {
+	perAccount, perAddress, registrations, writes Limiter
+	trusted                                       []netip.Prefix
+}
+
+func newGuard(l Limits, store any, now func() time.Time) *guard {
+	limiter := func(name string, r auth.Rate, def func() auth.Rate) Limiter {
 		if r == (auth.Rate{}) {
-			return def()
+			r = def()
 		}
-		return r
+		if shared, ok := store.(SharedLimits); ok {
+			return shared.Limiter(name, r)
+		}
+		return localLimiter{auth.NewLimiter(r, auth.DefaultMaxKeys, now)}
 	}
 	return &guard{
-		perAccount:    auth.NewLimiter(orDefault(l.LoginFailuresPerAccount, auth.LoginFailuresPerAccount), auth.DefaultMaxKeys, now),
-		perAddress:    auth.NewLimiter(orDefault(l.LoginFailuresPerAddress, auth.LoginFailuresPerAddress), auth.DefaultMaxKeys, now),
-		registrations: auth.NewLimiter(orDefault(l.RegistrationsPerAddress, auth.RegistrationsPerAddress), auth.DefaultMaxKeys, now),
+		perAccount:    limiter("login-failures-per-account", l.LoginFailuresPerAccount, auth.LoginFailuresPerAccount),
+		perAddress:    limiter("login-failures-per-address", l.LoginFailuresPerAddress, auth.LoginFailuresPerAddress),
+		registrations: limiter("registrations-per-address", l.RegistrationsPerAddress, auth.RegistrationsPerAddress),
+		writes:        limiter("writes-per-account", l.WritesPerAccount, auth.WritesPerAccount),
 		trusted:       l.TrustedProxies,
 	}
 }
@@ -50,6 +83,7 @@ func newGuard(l Limits, now func() time.Time) *guard {
 // it turns out not to: a success, or a check that never ran.
 type loginAttempt struct {
 	g                *guard
+	ctx              context.Context
 	account, address string
 }
 
@@ -57,16 +91,16 @@ type loginAttempt struct {
 // before any hashing, so that parallel guesses cannot all slip through
 // before the first failure is counted. Errors: 429 when either is spent.
 func (g *guard) startLogin(r *http.Request, email string) (*loginAttempt, error) {
-	a := &loginAttempt{g: g, account: model.EmailKey(email), address: auth.AddressKey(g.clientAddr(r))}
-	okAccount, waitAccount := g.perAccount.Spend(a.account)
-	okAddress, waitAddress := g.perAddress.Spend(a.address)
+	a := &loginAttempt{g: g, ctx: r.Context(), account: model.EmailKey(email), address: auth.AddressKey(g.clientAddr(r))}
+	okAccount, waitAccount := g.perAccount.Spend(a.ctx, a.account)
+	okAddress, waitAddress := g.perAddress.Spend(a.ctx, a.address)
 	switch {
 	case okAccount && okAddress:
 		return a, nil
 	case okAccount:
-		g.perAccount.Refund(a.account)
+		g.perAccount.Refund(a.ctx, a.account)
 	case okAddress:
-		g.perAddress.Refund(a.address)
+		g.perAddress.Refund(a.ctx, a.address)
 	}
 	return nil, tooManyRequests("too many failed logins; try again later", max(waitAccount, waitAddress))
 }
@@ -74,15 +108,43 @@ func (g *guard) startLogin(r *http.Request, email string) (*loginAttempt, error)
 // uncounted gives the try back: the password was right, or was never
 // checked (the server was busy, the client left).
 func (a *loginAttempt) uncounted() {
-	a.g.perAccount.Refund(a.account)
-	a.g.perAddress.Refund(a.address)
+	if a.account != "" {
+		a.g.perAccount.Refund(a.ctx, a.account)
+	}
+	a.g.perAddress.Refund(a.ctx, a.address)
+}
+
+// startCodeAttempt takes one try from the address's budget of failed
+// logins before an invitation or a password-reset code is checked:
+// guessing codes is guessing, and counts as such. Errors: 429 when the
+// budget is spent.
+func (g *guard) startCodeAttempt(r *http.Request) (*loginAttempt, error) {
+	a := &loginAttempt{g: g, ctx: r.Context(), address: auth.AddressKey(g.clientAddr(r))}
+	if ok, wait := g.perAddress.Spend(a.ctx, a.address); !ok {
+		return nil, tooManyRequests("too many failed attempts from your address; try again later", wait)
+	}
+	return a, nil
 }
 
 // startRegistration counts one registration from the request's address.
 // Errors: 429 beyond the limit.
 func (g *guard) startRegistration(r *http.Request) error {
-	if ok, wait := g.registrations.Spend(auth.AddressKey(g.clientAddr(r))); !ok {
+	if ok, wait := g.registrations.Spend(r.Context(), auth.AddressKey(g.clientAddr(r))); !ok {
 		return tooManyRequests("too many registrations from your address; try again later", wait)
+	}
+	return nil
+}
+
+// startWrite counts one create, edit or delete of u's against the
+// account's budget. Administrators' writes are not limited: they are
+// trusted, and removing a flood can take many. Errors: 429 beyond the
+// limit.
+func (g *guard) startWrite(r *http.Request, u *model.User) error {
+	if u.HasRole(model.RoleAdmin) {
+		return nil
+	}
+	if ok, wait := g.writes.Spend(r.Context(), strconv.FormatUint(u.ID, 10)); !ok {
+		return tooManyRequests("this account is writing faster than the server allows; slow down and try again", wait)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package http_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	heraldhttp "herald/http"
 	"herald/http/netquirk"
 	"herald/http/stream"
+	"herald/model"
 )
 
 // fastParams keep argon2id real but cheap, so tests that register many users
@@ -66,9 +68,20 @@ func withMaxBody(n int64) envOption {
 	return func(c *heraldhttp.Config) { c.MaxBodyBytes = n }
 }
 
+// withLimits sets the limits; a zero WritesPerAccount keeps newEnv's.
 func withLimits(l heraldhttp.Limits) envOption {
-	return func(c *heraldhttp.Config) { c.Limits = l }
+	return func(c *heraldhttp.Config) {
+		if l.WritesPerAccount == (auth.Rate{}) {
+			l.WritesPerAccount = c.Limits.WritesPerAccount
+		}
+		c.Limits = l
+	}
 }
+
+// unlimitedWrites opens the write limit wide: tests that write a lot from
+// one account test other things, on a clock that stands still. The limit
+// itself is tested with its default (TestWriteLimits).
+var unlimitedWrites = auth.Rate{Burst: 1 << 30, Every: time.Nanosecond}
 
 func withStreams(l stream.Limits) envOption {
 	return func(c *heraldhttp.Config) { c.Streams = l }
@@ -96,7 +109,8 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	cfg := heraldhttp.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)), Now: clock.Now}
+	cfg := heraldhttp.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)), Now: clock.Now,
+		Limits: heraldhttp.Limits{WritesPerAccount: unlimitedWrites}}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -118,6 +132,21 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		}
 	})
 	return &env{t: t, URL: srv.URL, DB: db, Clock: clock, Logs: logs, Server: handler, HTTP: srv}
+}
+
+// makeAdmin gives email's account the administrator role, as the operator
+// does on the server's machine (herald admin grant).
+func (e *env) makeAdmin(email string) {
+	e.t.Helper()
+	ctx := context.Background()
+	u, err := e.DB.UserByEmail(ctx, email)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	admin := true
+	if _, err := e.DB.UpdateAccount(ctx, model.ByServer(), u.ID, model.AccountUpdate{Admin: &admin}); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for the server's concurrent log writes.

@@ -38,6 +38,9 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, _ httprou
 	if err != nil {
 		return err
 	}
+	if err := s.guard.startWrite(r, caller(r).user); err != nil {
+		return err
+	}
 	m, err := s.store.CreateMessage(r.Context(), model.ByToken(caller(r).tokenHash), f.str("content"))
 	if err != nil {
 		return err
@@ -65,6 +68,9 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request, ps httproute
 
 // updateMessage changes a message's content. Ownership and If-Match are
 // checked by the store inside the write transaction.
+//
+// Creates, edits and deletes count against the account's write limit
+// before they reach the store.
 func (s *Server) updateMessage(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
 	id, err := messageID(ps)
 	if err != nil {
@@ -83,6 +89,9 @@ func (s *Server) updateMessage(w http.ResponseWriter, r *http.Request, ps httpro
 		}
 		upd.Content = content
 	}
+	if err := s.guard.startWrite(r, caller(r).user); err != nil {
+		return err
+	}
 	m, err := s.store.UpdateMessage(r.Context(), id, model.ByToken(caller(r).tokenHash), upd, ifMatch(r))
 	if err != nil {
 		return err
@@ -95,6 +104,9 @@ func (s *Server) updateMessage(w http.ResponseWriter, r *http.Request, ps httpro
 func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
 	id, err := messageID(ps)
 	if err != nil {
+		return err
+	}
+	if err := s.guard.startWrite(r, caller(r).user); err != nil {
 		return err
 	}
 	m, err := s.store.DeleteMessage(r.Context(), id, model.ByToken(caller(r).tokenHash), ifMatch(r))

@@ -74,7 +74,7 @@ func internalUser(t testing.TB, s *Server, email string) (*model.User, string) {
 		t.Fatal(err)
 	}
 	u := &model.User{Email: email, PasswordHash: "unused"}
-	if _, err := s.store.CreateUser(context.Background(), u, model.TokenHash(hash), DefaultTokenTTL); err != nil {
+	if _, err := s.store.CreateUser(context.Background(), u, model.TokenHash(hash), DefaultTokenTTL, nil); err != nil {
 		t.Fatal(err)
 	}
 	return u, token

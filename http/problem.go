@@ -118,6 +118,16 @@ func missingRole(role string) error {
 	return &requestError{status: http.StatusForbidden, msg: "this operation requires role " + role}
 }
 
+// errRegistrationClosed: nobody may register on this server.
+var errRegistrationClosed = &requestError{status: http.StatusForbidden, msg: "registration is closed on this server"}
+
+// errInvitationNeeded: registration needs an invitation, and none was
+// sent.
+var errInvitationNeeded = &requestError{status: http.StatusForbidden, field: "invite", msg: "registration on this server needs an invitation; ask an administrator for one"}
+
+// errAccountSuspended: the right password of a suspended account.
+var errAccountSuspended = &requestError{status: http.StatusForbidden, msg: "this account is suspended; an administrator can lift the suspension"}
+
 // errNoHotBackup: the store cannot copy itself while it serves; its own
 // tools back it up.
 var errNoHotBackup = &requestError{status: http.StatusNotImplemented, msg: "this server's database is backed up with the database's own tools, not through the API"}
@@ -162,6 +172,8 @@ func problemFor(err error) (problem, http.Header, bool) {
 	case errors.Is(err, model.ErrLimited):
 		p.Status, p.Detail = http.StatusTooManyRequests, clientDetail(err, "too many requests; try again later")
 		header = retryAfterHeader(err)
+	case errors.Is(err, model.ErrNoSpace):
+		p.Status, p.Detail = http.StatusInsufficientStorage, clientDetail(err, "the server is out of storage; try again later")
 	case errors.Is(err, model.ErrUnavailable):
 		p.Status, p.Detail = http.StatusServiceUnavailable, clientDetail(err, "the server cannot do this now; try again later")
 		header = retryAfterHeader(err)

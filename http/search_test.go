@@ -763,7 +763,7 @@ func TestSearchStopsWhenClientLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := &model.User{Email: "ada@example.com", PasswordHash: "$argon2id$v=19$m=64,t=1,p=1$c2FsdA$aGFzaA"}
-	if _, err := db.CreateUser(context.Background(), u, model.TokenHash(hash), time.Hour); err != nil {
+	if _, err := db.CreateUser(context.Background(), u, model.TokenHash(hash), time.Hour, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.CreateMessage(context.Background(), model.ByUser(u.ID), "hello"); err != nil {

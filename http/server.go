@@ -36,10 +36,17 @@ type Config struct {
 	TokenTTL     time.Duration // lifetime of issued tokens
 	MaxBodyBytes int64         // larger request bodies get 413
 	Logger       *slog.Logger  // access and error log; nil discards
-	Limits       Limits        // guessing limits; zero values take defaults
-	// Admins are the e-mails of the administrators (ROLE_ADMIN), in any
-	// letter case.
-	Admins []string
+	Limits       Limits        // guessing and write limits; zero values take defaults
+	// Registration says who may register; the zero value is
+	// RegistrationOpen.
+	Registration Registration
+	// Version is the running build's version, which GET /api/info tells
+	// administrators.
+	Version string
+	// PublicURL is the address people reach this server at (scheme and
+	// host, as https://herald.example.com), for the links of password
+	// resets; empty means the origin each request was made to.
+	PublicURL string
 	// Metrics, when set, receives request counts and latencies by route
 	// pattern and status, login outcomes and refusals by the guessing
 	// limits. main owns the set and serves it on its own listener.
@@ -59,8 +66,11 @@ type Server struct {
 	maxBody  int64
 	log      *slog.Logger
 	guard    *guard
-	admins   map[string]bool // model.EmailKey of each administrator
-	metrics  *metrics.Set    // nil: not collected
+	metrics  *metrics.Set // nil: not collected
+	now      func() time.Time
+	register Registration
+	version  string
+	public   string
 	streams  *stream.Hub
 	router   *httprouter.Router
 
@@ -94,13 +104,11 @@ func NewServer(store Store, hasher *auth.Hasher, cfg Config) *Server {
 	if now == nil {
 		now = time.Now
 	}
-	s.guard = newGuard(cfg.Limits, now)
+	s.now = now
+	s.guard = newGuard(cfg.Limits, store, now)
 	s.streams = stream.New(store, store, cfg.Streams, now)
 	s.metrics = cfg.Metrics
-	s.admins = make(map[string]bool)
-	for _, email := range cfg.Admins {
-		s.admins[model.EmailKey(email)] = true
-	}
+	s.register, s.version, s.public = cfg.Registration, cfg.Version, strings.TrimSuffix(cfg.PublicURL, "/")
 
 	rt := httprouter.New()
 	// An API answers the path it was asked, never a redirect to a guess.
@@ -252,8 +260,10 @@ func (s *Server) routes() []route {
 	docs := newDocsUI()
 	web := newWebClient()
 	return []route{
-		{http.MethodPost, "/api/register", public, s.register},
+		{http.MethodGet, "/api/info", public, s.info},
+		{http.MethodPost, "/api/register", public, s.registerAccount},
 		{http.MethodPost, "/api/login", public, s.login},
+		{http.MethodPost, "/api/password-reset", public, s.resetPassword},
 		{http.MethodGet, "/api/me", authenticated, s.me},
 		{http.MethodPost, "/api/logout", authenticated, s.logout},
 		{http.MethodDelete, "/api/me", authenticated, s.deleteAccount},
@@ -270,6 +280,16 @@ func (s *Server) routes() []route {
 		{http.MethodPatch, "/api/messages/:id", authenticated, s.updateMessage},
 		{http.MethodDelete, "/api/messages/:id", authenticated, s.deleteMessage},
 
+		{http.MethodGet, "/api/admin/users", roleAdmin, s.listAccounts},
+		{http.MethodGet, "/api/admin/users/:id", roleAdmin, s.getAccount},
+		{http.MethodPatch, "/api/admin/users/:id", roleAdmin, s.updateAccount},
+		{http.MethodDelete, "/api/admin/users/:id", roleAdmin, s.removeAccount},
+		{http.MethodDelete, "/api/admin/users/:id/messages", roleAdmin, s.removeMessages},
+		{http.MethodPost, "/api/admin/users/:id/password-reset", roleAdmin, s.createPasswordReset},
+		{http.MethodPost, "/api/admin/invites", roleAdmin, s.createInvite},
+		{http.MethodGet, "/api/admin/invites", roleAdmin, s.listInvites},
+		{http.MethodDelete, "/api/admin/invites/:id", roleAdmin, s.revokeInvite},
+		{http.MethodGet, "/api/admin/audit", roleAdmin, s.auditLog},
 		{http.MethodGet, "/api/admin/backup", roleAdmin, s.backup},
 
 		{http.MethodGet, "/healthz", public, s.health},
@@ -351,9 +371,6 @@ func (s *Server) authenticate(r *http.Request, p *principal) error {
 	u, _, err := s.store.Authenticate(r.Context(), hash)
 	if err != nil {
 		return err
-	}
-	if s.admins[model.EmailKey(u.Email)] {
-		u.Roles = append(u.Roles, model.RoleAdmin)
 	}
 	*p = principal{user: u, tokenHash: hash}
 	return nil
@@ -464,11 +481,22 @@ func (rec *statusRecorder) FlushError() error {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (rec *statusRecorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
 
-// health answers 200 while the database can serve a read.
+// health answers 200 while the database can serve a read, and says when
+// writes are failing for lack of storage: reads, logins and streams go on
+// then, so a liveness check must not restart the server, but whoever
+// watches it should know.
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	if err := s.store.Ping(r.Context()); err != nil {
 		s.log.WarnContext(r.Context(), "health check failed", "err", err)
 		return errUnavailable
+	}
+	if err := s.store.WritesFailing(r.Context()); err != nil {
+		s.writeJSON(w, r, http.StatusOK, map[string]string{
+			"status": "degraded",
+			"writes": "failing",
+			"detail": clientDetail(err, "writes are failing"),
+		})
+		return nil
 	}
 	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 	return nil

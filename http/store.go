@@ -19,23 +19,28 @@ import (
 type Store interface {
 	Accounts
 	Messages
+	Administration
 	stream.Feed
 	Health
 }
 
 // Accounts keeps accounts and their tokens.
 type Accounts interface {
-	// CreateUser stores a new account with model.RoleUser and its first
-	// token, in one transaction, and sets u's ID, Roles and CreatedAt.
-	// Errors: model.ErrInvalid, model.ErrConflict (the e-mail is taken, in
-	// any letter case).
-	CreateUser(ctx context.Context, u *model.User, token model.TokenHash, ttl time.Duration) (*model.Token, error)
+	// CreateUser stores a new account with model.RoleUser alone and its
+	// first token, in one transaction, and sets u's ID, Roles and
+	// CreatedAt. With invite, the hash of an invitation's code, the
+	// invitation is checked and one of its uses taken in the same
+	// transaction. Errors: model.ErrInvalid (model.ErrBadInvite for an
+	// invitation that is unknown, used up, revoked or expired),
+	// model.ErrConflict (the e-mail is taken, in any letter case).
+	CreateUser(ctx context.Context, u *model.User, token model.TokenHash, ttl time.Duration, invite *model.TokenHash) (*model.Token, error)
 	// UserByEmail finds an account by e-mail in any letter case. Errors:
 	// model.ErrNotFound.
 	UserByEmail(ctx context.Context, email string) (*model.User, error)
 	// IssueLoginToken issues a token to a login whose password was checked
 	// against checkedHash, unless the account's hash has changed since
-	// (or the account is gone). Errors: model.ErrUnauthorized.
+	// (or the account is gone). Errors: model.ErrUnauthorized,
+	// model.ErrForbidden (the account is suspended).
 	IssueLoginToken(ctx context.Context, userID uint64, checkedHash string, token model.TokenHash, ttl time.Duration) (*model.Token, error)
 	// SetPasswordHash replaces an account's hash with one of newer
 	// parameters, unless it is no longer oldHash.
@@ -56,7 +61,15 @@ type Accounts interface {
 	// token of theirs, in one transaction.
 	ChangePassword(ctx context.Context, by model.Caller, hash string) error
 	// DeleteAccount deletes the caller's account, tokens and messages.
+	// Errors: model.ErrConflict when the caller is the last administrator.
 	DeleteAccount(ctx context.Context, by model.Caller) error
+	// PasswordReset finds the reset a code's hash belongs to. Errors:
+	// model.ErrInvalid (model.ErrBadResetCode: unknown, used or expired).
+	PasswordReset(ctx context.Context, code model.TokenHash) (*model.PasswordReset, error)
+	// ResetPassword stores hash as the password of the account a reset
+	// code is for, uses the code up and deletes every token of the
+	// account, in one transaction. Errors: as PasswordReset.
+	ResetPassword(ctx context.Context, code model.TokenHash, hash string) error
 }
 
 // Messages keeps messages and searches them.
@@ -72,7 +85,8 @@ type Messages interface {
 	// model.ErrForbidden (not the owner), model.ErrPrecondition.
 	UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd model.MessageUpdate, pre model.Precondition) (*model.Message, error)
 	// DeleteMessage deletes the caller's message if pre holds and returns
-	// it as it was. Errors: as UpdateMessage.
+	// it as it was; an administrator may delete anyone's, which the audit
+	// log records. Errors: as UpdateMessage.
 	DeleteMessage(ctx context.Context, id uint64, by model.Caller, pre model.Precondition) (*model.Message, error)
 	// SearchMessages returns a page of the query's messages, newest first,
 	// and the caller's account. Errors: model.ErrInvalid,
@@ -80,10 +94,54 @@ type Messages interface {
 	SearchMessages(ctx context.Context, by model.Caller, q model.SearchQuery) (*model.User, *model.SearchPage, error)
 }
 
+// Administration is what administrators do. Every method resolves its
+// caller inside its own transaction and refuses anyone but an
+// administrator (or model.ByServer) with model.ErrForbidden; every act
+// that changes something is written to the audit log in that same
+// transaction.
+type Administration interface {
+	// ListAccounts pages through the accounts, newest first.
+	ListAccounts(ctx context.Context, by model.Caller, q model.AccountQuery) (*model.AccountPage, error)
+	// Account reads one account. Errors: model.ErrNotFound.
+	Account(ctx context.Context, by model.Caller, id uint64) (*model.Account, error)
+	// UpdateAccount suspends or lifts a suspension (a suspension deletes
+	// every token of the account), grants or revokes the administrator
+	// role. Errors: model.ErrNotFound, model.ErrConflict (it would leave
+	// no administrator who is not suspended).
+	UpdateAccount(ctx context.Context, by model.Caller, id uint64, upd model.AccountUpdate) (*model.Account, error)
+	// RemoveAccount deletes an account, its tokens and its messages, as
+	// DeleteAccount does. Errors: model.ErrNotFound, model.ErrConflict
+	// (the last administrator).
+	RemoveAccount(ctx context.Context, by model.Caller, id uint64) error
+	// RemoveMessagesOf deletes every message the account holds now and
+	// returns how many. Errors: model.ErrNotFound.
+	RemoveMessagesOf(ctx context.Context, by model.Caller, id uint64) (int, error)
+	// CreatePasswordReset stores a reset of the account's password whose
+	// code hashes to code, valid for ttl, replacing any the account had.
+	// Errors: model.ErrNotFound.
+	CreatePasswordReset(ctx context.Context, by model.Caller, userID uint64, code model.TokenHash, ttl time.Duration) (*model.PasswordReset, error)
+	// CreateInvite stores inv, whose MaxUses, ExpiresAt and CodeHash are
+	// set, and sets its ID, Uses, CreatedAt and CreatedBy. Errors:
+	// model.ErrInvalid.
+	CreateInvite(ctx context.Context, by model.Caller, inv *model.Invite) error
+	// Invites lists the invitations, newest first.
+	Invites(ctx context.Context, by model.Caller) ([]*model.Invite, error)
+	// RevokeInvite deletes an invitation. Errors: model.ErrNotFound.
+	RevokeInvite(ctx context.Context, by model.Caller, id uint64) error
+	// AuditLog pages through the audit log, newest first.
+	AuditLog(ctx context.Context, by model.Caller, q model.AuditQuery) (*model.AuditPage, error)
+	// RecordBackup writes to the audit log that the caller is downloading
+	// a backup, before the copy is made, so the copy holds it.
+	RecordBackup(ctx context.Context, by model.Caller) error
+}
+
 // Health tells whether the store can serve.
 type Health interface {
 	// Ping reports whether the store can still serve a read.
 	Ping(ctx context.Context) error
+	// WritesFailing returns why writes fail now, an error of kind
+	// model.ErrNoSpace, or nil once a write has succeeded since.
+	WritesFailing(ctx context.Context) error
 }
 
 // HotBackup is offered by a store that can copy itself, consistently,

@@ -242,6 +242,9 @@ func serveDB(t *testing.T, db *bolt.DB, cfg heraldhttp.Config, tune func(*http.S
 // serveDBOn is serveDB on listener l, or on one of httptest's when l is nil.
 func serveDBOn(t *testing.T, l net.Listener, db *bolt.DB, cfg heraldhttp.Config, tune func(*http.Server)) (e *env, stop func()) {
 	t.Helper()
+	if cfg.Limits.WritesPerAccount == (auth.Rate{}) {
+		cfg.Limits.WritesPerAccount = unlimitedWrites
+	}
 	handler := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 2), cfg)
 	srv := httptest.NewUnstartedServer(handler)
 	if l != nil {

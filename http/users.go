@@ -2,6 +2,7 @@ package http
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/julienschmidt/httprouter"
@@ -12,17 +13,54 @@ import (
 
 var (
 	registerFields = fieldSpec{
-		writable: []string{"email", "password"},
+		writable: []string{"email", "password", "invite"},
 		readOnly: []string{"id", "roles", "createdAt", "token", "expiresAt"},
 	}
 	loginFields = fieldSpec{writable: []string{"username", "password"}}
 )
 
-// register creates an account and hands out its first token.
-func (s *Server) register(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+// Registration says who may register.
+type Registration string
+
+// The registration modes.
+const (
+	RegistrationOpen   Registration = "open"   // anyone
+	RegistrationInvite Registration = "invite" // whoever holds an invitation
+	RegistrationClosed Registration = "closed" // nobody
+)
+
+// ParseRegistration reads a registration mode by its name.
+func ParseRegistration(s string) (Registration, error) {
+	switch m := Registration(s); m {
+	case RegistrationOpen, RegistrationInvite, RegistrationClosed:
+		return m, nil
+	}
+	return "", fmt.Errorf("%q is not a registration mode: say open, invite or closed", s)
+}
+
+// mode is the server's registration mode, open unless configured.
+func (s *Server) mode() Registration {
+	if s.register == "" {
+		return RegistrationOpen
+	}
+	return s.register
+}
+
+// registerAccount creates an account and hands out its first token. While
+// registration needs an invitation, the invitation is checked, and one of
+// its uses taken, in the account's own transaction; a bad one counts like
+// a failed login against the client's address.
+func (s *Server) registerAccount(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	f, err := decodeBody(w, r, s.maxBody, registerFields)
 	if err != nil {
 		return err
+	}
+	mode, code := s.mode(), f.str("invite")
+	switch {
+	case mode == RegistrationClosed:
+		return errRegistrationClosed
+	case mode == RegistrationInvite && code == "":
+		return errInvitationNeeded
 	}
 	reg := model.Registration{Email: f.str("email"), Password: f.str("password")}
 	reg.Normalize()
@@ -32,16 +70,22 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	if err := s.guard.startRegistration(r); err != nil {
 		return err
 	}
-	hash, err := s.hasher.Hash(r.Context(), reg.Password)
-	if err != nil {
-		return err
+	var invite *model.TokenHash
+	var attempt *loginAttempt
+	if mode == RegistrationInvite {
+		if attempt, err = s.guard.startCodeAttempt(r); err != nil {
+			return err
+		}
+		if !auth.WellFormedCode(auth.InvitePrefix, code) {
+			return model.ErrBadInvite()
+		}
+		hash := model.TokenHash(auth.HashToken(code))
+		invite = &hash
 	}
-	token, tokenHash, err := auth.MintToken()
-	if err != nil {
-		return err
+	u, token, tok, err := s.createAccount(r, reg, invite)
+	if attempt != nil && !errors.Is(err, model.ErrInvalid) {
+		attempt.uncounted() // the invitation was good, or never checked
 	}
-	u := &model.User{Email: reg.Email, PasswordHash: hash}
-	tok, err := s.store.CreateUser(r.Context(), u, tokenHash, s.tokenTTL)
 	if err != nil {
 		return err
 	}
@@ -51,6 +95,26 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		ExpiresAt: apiTime(tok.ExpiresAt),
 	})
 	return nil
+}
+
+// createAccount hashes the password and stores the account with its
+// first token, taking a use of invite if it is not nil. It returns the
+// account, the token and what the store keeps of it.
+func (s *Server) createAccount(r *http.Request, reg model.Registration, invite *model.TokenHash) (*model.User, string, *model.Token, error) {
+	hash, err := s.hasher.Hash(r.Context(), reg.Password)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	token, tokenHash, err := auth.MintToken()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	u := &model.User{Email: reg.Email, PasswordHash: hash}
+	tok, err := s.store.CreateUser(r.Context(), u, tokenHash, s.tokenTTL, invite)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return u, token, tok, nil
 }
 
 // login checks credentials and issues a new token: one per login, so each
@@ -72,6 +136,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		return err
 	}
 	u, err := s.checkCredentials(r, username, password)
+	if err == nil && u.Suspended {
+		// The right password: say why it does not let the account in.
+		err = errAccountSuspended
+	}
 	if err != nil {
 		s.countLogin(loginOutcome(err))
 		return err
@@ -82,6 +150,9 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		return err
 	}
 	tok, err := s.store.IssueLoginToken(r.Context(), u.ID, u.PasswordHash, tokenHash, s.tokenTTL)
+	if errors.Is(err, model.ErrForbidden) {
+		return errAccountSuspended // suspended while the password was checked
+	}
 	if errors.Is(err, model.ErrUnauthorized) {
 		return badCredentials() // the password changed, or the account went, while it was checked
 	}

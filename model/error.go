@@ -30,6 +30,9 @@ var (
 	// ErrUnavailable: the service cannot do this now (it is shutting
 	// down, say), through no fault of the caller's.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrNoSpace: a write failed because the storage is full. Nothing of
+	// it was kept; the same write succeeds once space is freed.
+	ErrNoSpace = errors.New("out of storage")
 )
 
 // Violation names one field and what is wrong with it.

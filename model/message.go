@@ -76,9 +76,12 @@ func ByToken(hash TokenHash) Caller { return Caller{token: &hash} }
 func ByUser(id uint64) Caller { return Caller{userID: id} }
 
 // ByServer is the service itself, acting for no account: its tools, its
-// chores and tests reading what is stored. A store answers its reads with
-// no user and refuses it every write a client could ask for. (The zero
-// Caller is nobody, and every store refuses it.)
+// chores and tests reading what is stored, and the operator on the
+// server's machine (herald admin). A store answers its reads with no
+// user, refuses it the writes of an account (it has none), and lets it
+// make administrative acts, which the audit log records as made on the
+// server's machine. No request can make one. (The zero Caller is nobody,
+// and every store refuses it.)
 func ByServer() Caller { return Caller{server: true} }
 
 // Server reports whether the caller is ByServer's.

@@ -14,9 +14,9 @@ import (
 // requires it.
 const RoleUser = "ROLE_USER"
 
-// RoleAdmin is held by the administrators a server is configured with; it
-// is not stored, so naming or un-naming an administrator takes a restart,
-// not a write.
+// RoleAdmin is held by administrators. It is stored with the account, and
+// only an administrator, or the operator on the server's machine, grants
+// it: nothing a client sends about itself does.
 const RoleAdmin = "ROLE_ADMIN"
 
 // Limits on account fields.
@@ -34,6 +34,12 @@ type User struct {
 	PasswordHash string
 	Roles        []string
 	CreatedAt    time.Time
+	// Suspended accounts hold no token and cannot log in; their e-mail
+	// stays taken and their messages stay until removed.
+	Suspended bool
+	// LastSeenAt is when the account last logged in or used a token, to
+	// within model.TokenUseGranularity; zero when never known.
+	LastSeenAt time.Time
 }
 
 // HasRole reports whether the user holds role.

@@ -264,7 +264,7 @@ func testUser(tb testing.TB, db *bolt.DB, email string) (*model.User, string) {
 		tb.Fatal(err)
 	}
 	u := &model.User{Email: email, PasswordHash: "unused"}
-	if _, err := db.CreateUser(context.Background(), u, hash, time.Hour); err != nil {
+	if _, err := db.CreateUser(context.Background(), u, hash, time.Hour, nil); err != nil {
 		tb.Fatal(err)
 	}
 	return u, "Bearer " + token

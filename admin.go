@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"herald/auth"
+	"herald/bolt"
+	"herald/model"
+)
+
+// herald admin grant|create|revoke --db FILE EMAIL: administrators are made
+// on the server's machine, with the server stopped, and by no request. The
+// acts go to the audit log as made on the server's machine.
+
+const adminUsage = `Usage: herald admin grant  --db FILE EMAIL   make an existing account an administrator
+       herald admin create --db FILE EMAIL   make a new account, an administrator; its
+                                             password is read from standard input, one line
+       herald admin revoke --db FILE EMAIL   take the role from an account
+
+The server must be stopped: the database is opened for writing, and a running
+server's lock makes this fail at once. Administrators may grant and revoke the
+role of others through the API too; the last one cannot be revoked.
+
+Flags:
+  --db FILE
+    	database file (default: HERALD_DB, else herald.db)
+`
+
+// runAdmin runs herald admin: exit status 0 on success, 1 when the work
+// failed, 2 for a usage error.
+func runAdmin(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, adminUsage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	action := args[0]
+	if action != "grant" && action != "create" && action != "revoke" {
+		fmt.Fprintf(stderr, "herald admin: %q is not grant, create or revoke; see herald admin --help\n", action)
+		return 2
+	}
+	fs := flag.NewFlagSet("herald admin "+action, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var db string
+	fs.StringVar(&db, "db", "", "")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, adminUsage)
+			return 0
+		}
+		fmt.Fprintf(stderr, "herald admin %s: %v; see herald admin --help\n", action, err)
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "herald admin %s: takes --db FILE EMAIL; see herald admin --help\n", action)
+		return 2
+	}
+	if db == "" {
+		db = getenv("HERALD_DB")
+	}
+	if db == "" {
+		db = "herald.db"
+	}
+	msg, err := adminAct(ctx, action, db, fs.Arg(0), stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "herald admin %s: %s\n", action, plainError(err))
+		return 1
+	}
+	fmt.Fprintln(stdout, msg)
+	return 0
+}
+
+// adminAct does one act on the database at path and says what it did.
+func adminAct(ctx context.Context, action, path, email string, stdin io.Reader) (string, error) {
+	email = model.NormalizeEmail(email)
+	if action != "create" {
+		// Only create may make a database; a typo in --db must not.
+		if _, err := os.Stat(path); err != nil {
+			return "", err
+		}
+	}
+	var password string
+	if action == "create" {
+		reg := model.Registration{Email: email}
+		line, err := bufio.NewReader(stdin).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", fmt.Errorf("reading the password from standard input: %w", err)
+		}
+		reg.Password = strings.TrimRight(line, "\r\n")
+		reg.Normalize()
+		if err := reg.Validate(); err != nil {
+			return "", fmt.Errorf("%s", violationsText(err))
+		}
+		password = reg.Password
+	}
+	store, err := bolt.Open(path, bolt.Options{})
+	if err != nil {
+		return "", err
+	}
+	defer store.Close()
+	switch action {
+	case "create":
+		hasher := auth.NewHasher(auth.DefaultParams(), 1)
+		hash, err := hasher.Hash(ctx, password)
+		if err != nil {
+			return "", err
+		}
+		// Accounts are made with a first token; this one was never shown
+		// to anybody, so it goes at once.
+		_, tokenHash, err := auth.MintToken()
+		if err != nil {
+			return "", err
+		}
+		u := &model.User{Email: email, PasswordHash: hash}
+		if _, err := store.CreateUser(ctx, u, tokenHash, time.Minute, nil); err != nil {
+			if errors.Is(err, model.ErrConflict) {
+				return "", fmt.Errorf("%s already has an account; make it an administrator with herald admin grant", email)
+			}
+			return "", errors.New(violationsText(err))
+		}
+		if err := store.RevokeToken(ctx, tokenHash); err != nil {
+			return "", err
+		}
+		if _, err := store.UpdateAccount(ctx, model.ByServer(), u.ID, model.AccountUpdate{Admin: ptrTo(true)}); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("created %s, an administrator; log in with the password given", email), nil
+	default:
+		u, err := store.UserByEmail(ctx, email)
+		if errors.Is(err, model.ErrNotFound) {
+			return "", fmt.Errorf("no account has the e-mail %s (herald admin create makes one)", email)
+		}
+		if err != nil {
+			return "", err
+		}
+		grant := action == "grant"
+		if _, err := store.UpdateAccount(ctx, model.ByServer(), u.ID, model.AccountUpdate{Admin: &grant}); err != nil {
+			return "", errors.New(clientText(err))
+		}
+		if grant {
+			return fmt.Sprintf("%s is an administrator", u.Email), nil
+		}
+		return fmt.Sprintf("%s is no longer an administrator", u.Email), nil
+	}
+}
+
+// violationsText words a validation error for the command line.
+func violationsText(err error) string {
+	var v *model.ValidationError
+	if !errors.As(err, &v) {
+		return clientText(err)
+	}
+	var parts []string
+	for _, vi := range v.Violations {
+		parts = append(parts, vi.Field+" "+vi.Message)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// clientText is the sentence a refusal carries, or the error's text.
+func clientText(err error) string {
+	var e *model.Error
+	if errors.As(err, &e) && e.Detail != "" {
+		return e.Detail
+	}
+	return err.Error()
+}
+
+func ptrTo[T any](v T) *T { return &v }
