@@ -113,7 +113,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.Var(rateFlag{&c.loginPerAddress}, "login-failures-per-address", "failed logins allowed per client address (`BURST/INTERVAL`)")
 	fs.Var(rateFlag{&c.registerPerAddr}, "registrations-per-address", "registrations allowed per client address (`BURST/INTERVAL`)")
 	usage := func(out io.Writer) {
-		fmt.Fprintf(out, "Usage: herald [serve] [flags]\n       herald check --db FILE\n       herald backup --db FILE OUT\n       herald compact --db FILE OUT\n\nHerald serves a messaging API with user accounts on one embedded database.\ncheck, backup and compact work on a stopped server's database; each has --help.\n\nServe flags (each also read from the HERALD_* variable shown; a flag beats its variable):\n")
+		fmt.Fprintf(out, "Usage: herald [serve] [flags]\n       herald check --db FILE\n       herald backup --db FILE OUT\n       herald compact --db FILE OUT\n       herald version (also --version or -v)\n\nHerald serves a messaging API with user accounts on one embedded database.\ncheck, backup and compact work on a stopped server's database; each has --help.\n\nServe flags (each also read from the HERALD_* variable shown; a flag beats its variable):\n")
 		fs.VisitAll(func(f *flag.Flag) {
 			// The placeholder is shown once, after the flag; the text
 			// keeps the word without its backquotes.
@@ -357,6 +357,9 @@ func envName(flagName string) string {
 // run is the whole program, parameterised so tests can drive it: it serves
 // until ctx ends, then shuts down gracefully and returns the exit status.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isVersionCommand(args[0]) {
+		return runVersion(args[1:], stdout, stderr)
+	}
 	if len(args) > 0 {
 		if t, ok := tools()[args[0]]; ok {
 			return runTool(t, args[1:], getenv, stdout, stderr)
@@ -548,6 +551,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	}
 	hasher := auth.NewHasherQueue(auth.DefaultParams(), cfg.hashConcurrency, hashQueue)
 	if set != nil {
+		registerBuildInfo(set, currentBuild())
 		set.NewGauge("herald_hash_computing", func() float64 { c, _ := hasher.Load(); return float64(c) })
 		set.NewGauge("herald_hash_waiting", func() float64 { _, w := hasher.Load(); return float64(w) })
 		set.NewGauge("herald_search_costly_running", func() float64 { r, _ := db.LongSearchLoad(); return float64(r) })
@@ -591,6 +595,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		Logger:       logger,
 		Registration: cfg.registration,
 		PublicURL:    cfg.publicURL,
+		Version:      strings.TrimPrefix(currentBuild().String(), "herald "),
 		Streams:      stream.Limits{PerUser: cfg.streamsPerUser, Total: cfg.streams},
 		Limits: heraldhttp.Limits{
 			LoginFailuresPerAccount: cfg.loginPerAccount,
@@ -615,7 +620,8 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	logger.Info("listening", "addr", ln.Addr().String(), "db", cfg.dbPath)
+	build := currentBuild()
+	logger.Info("listening", "addr", ln.Addr().String(), "db", cfg.dbPath, "version", build.Version, "commit", build.Commit)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(netquirk.CoalesceWrites(srv, ln)) }()
