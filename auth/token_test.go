@@ -161,3 +161,25 @@ func TestWellFormedToken(t *testing.T) {
 		})
 	}
 }
+
+// TestCodes: invitation and reset codes have the tokens' shape under
+// prefixes of their own, so none passes for another kind.
+func TestCodes(t *testing.T) {
+	for _, prefix := range []string{auth.TokenPrefix, auth.InvitePrefix, auth.ResetPrefix} {
+		code, hash, err := auth.MintCode(prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(code, prefix) || hash != auth.HashToken(code) || !auth.WellFormedCode(prefix, code) {
+			t.Errorf("MintCode(%q) = %q, %x", prefix, code, hash)
+		}
+		for _, other := range []string{auth.TokenPrefix, auth.InvitePrefix, auth.ResetPrefix} {
+			if other != prefix && auth.WellFormedCode(other, code) {
+				t.Errorf("a %q code is well formed as a %q one", prefix, other)
+			}
+		}
+		if prefix != auth.TokenPrefix && auth.WellFormedToken(code) {
+			t.Errorf("a %q code is a well-formed token", prefix)
+		}
+	}
+}
