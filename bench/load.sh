@@ -23,7 +23,9 @@ work=$(mktemp -d)
 pid=''
 trap 'stop_pid "$pid" 20; rm -rf "$work"' EXIT
 go build -o "$work/herald" .
-HERALD_ADDR=127.0.0.1:0 HERALD_DB="$work/herald.db" "$work/herald" 2>"$work/log" &
+# Writes unlimited: the create workload posts from one account as fast as
+# it can.
+HERALD_ADDR=127.0.0.1:0 HERALD_DB="$work/herald.db" HERALD_WRITES_PER_ACCOUNT=1000000000/1ms "$work/herald" 2>"$work/log" &
 pid=$!
 wait_listen "$work/log" "$pid" 100 || { echo "herald did not start:" >&2; cat "$work/log" >&2; exit 1; }
 base="http://$REPLY"

@@ -351,12 +351,15 @@ go_build "$repo" ./bench/baseline "$work/baseline" bench/baseline
 
 # Servers and samplers. Herald's log is opened for appending so scan_log can
 # empty it while Herald runs.
-# The guessing limits are opened wide: every client here is one address,
-# and the login workload measures hashing throughput, not the limiter.
-# Older builds, without these variables, ignore them.
+# The guessing and write limits are opened wide: every client here is one
+# address, the login workload measures hashing throughput, not the limiter,
+# and the fill and create workloads write from a handful of accounts as fast
+# as they can, which the default write limit would stop after 60 writes
+# each (the limiter's cost is still paid on every write). Older builds,
+# without these variables, ignore them.
 HERALD_ADDR=127.0.0.1:0 HERALD_DB="$work/herald.db" \
   HERALD_LOGIN_FAILURES_PER_ACCOUNT=1000000000/1ms HERALD_LOGIN_FAILURES_PER_ADDRESS=1000000000/1ms \
-  HERALD_REGISTRATIONS_PER_ADDRESS=1000000000/1ms \
+  HERALD_REGISTRATIONS_PER_ADDRESS=1000000000/1ms HERALD_WRITES_PER_ACCOUNT=1000000000/1ms \
   "$work/herald" 2>>"$work/herald.log" &
 herald_pid=$!
 listen_addr "$work/herald.log" "$herald_pid" herald

@@ -135,10 +135,11 @@ say "settings: SUBSCRIBERS=$SUBSCRIBERS PER_ACCOUNT=$PER_ACCOUNT RATE=$RATE DURA
 go_build "$src" . "$work/herald" "herald from $src" "building herald failed"
 go_build "$repo" ./bench/streamload "$work/streamload" bench/streamload
 
-# Registrations unlimited (every account comes from 127.0.0.1) and the
-# stream caps above what the run opens; everything else is Herald's default,
-# the memory limit included.
-"$work/herald" --addr 127.0.0.1:0 --db "$work/herald.db" \
+# Registrations and writes unlimited (every account comes from 127.0.0.1,
+# and the writers post as fast as they can) and the stream caps above what
+# the run opens; everything else is Herald's default, the memory limit
+# included. The write limit goes by variable, which older builds ignore.
+HERALD_WRITES_PER_ACCOUNT=1000000000/1ms "$work/herald" --addr 127.0.0.1:0 --db "$work/herald.db" \
   --registrations-per-address 1000000000/1ms \
   --max-streams "$max_streams" --max-streams-per-user "$max_streams" 2>>"$work/herald.log" &
 herald_pid=$!
