@@ -2,6 +2,7 @@ package http_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/model"
 )
 
 // The fuzz targets drive the handler in process, without a network, over a
@@ -55,7 +57,7 @@ func fzNew(f *testing.F, maxBody int64) *fzTarget {
 	cfg := heraldhttp.Config{
 		MaxBodyBytes: maxBody,
 		Logger:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Limits:       heraldhttp.Limits{LoginFailuresPerAccount: wide, LoginFailuresPerAddress: wide, RegistrationsPerAddress: wide},
+		Limits:       heraldhttp.Limits{LoginFailuresPerAccount: wide, LoginFailuresPerAddress: wide, RegistrationsPerAddress: wide, WritesPerAccount: wide},
 	}
 	return &fzTarget{srv: heraldhttp.NewServer(db, auth.NewHasher(fastParams, 0), cfg), db: db, logs: logs}
 }
@@ -613,6 +615,62 @@ func FuzzAccountBodies(f *testing.F) {
 					t.Fatalf("%s %s answered %d and changed the store: %+v → %+v", target.method, target.path, rec.Code, before, after)
 				}
 			}
+		}
+	})
+}
+
+// FuzzAdminBodies sends arbitrary bodies of arbitrary declared types to
+// the administration routes that take one, and to the password reset.
+// None may fail inside, a 2xx needs a well-formed body, and the
+// administrator who sends them stays one: no body can take the role from
+// the last administrator or suspend them.
+func FuzzAdminBodies(f *testing.F) {
+	z := fzNew(f, 4096)
+	root := z.register(f, "root@example.com")
+	z.register(f, "ada@example.com")
+	ctx := context.Background()
+	for _, email := range []string{"root@example.com"} {
+		u, err := z.db.UserByEmail(ctx, email)
+		if err != nil {
+			f.Fatal(err)
+		}
+		admin := true
+		if _, err := z.db.UpdateAccount(ctx, model.ByServer(), u.ID, model.AccountUpdate{Admin: &admin}); err != nil {
+			f.Fatal(err)
+		}
+	}
+	for _, seed := range []struct{ ct, body string }{
+		{"application/merge-patch+json", `{"suspended":true}`},
+		{"application/merge-patch+json", `{"admin":false,"suspended":false}`},
+		{"application/json", `{"admin":"yes"}`},
+		{"application/json", `{"suspended":null}`},
+		{"application/json", `{"maxUses":3,"expiresAt":"2026-01-09T00:00:00Z"}`},
+		{"application/json", `{"maxUses":1e3}`},
+		{"application/json", `{"maxUses":-1}`},
+		{"application/x-www-form-urlencoded", "maxUses=2&expiresAt=2026-01-03T00%3A00%3A00Z"},
+		{"application/x-www-form-urlencoded", "admin=true"},
+		{"application/json", `{"code":"herald_reset_x","newPassword":"a new password"}`},
+		{"multipart/form-data; boundary=X", "--X\r\nContent-Disposition: form-data; name=\"suspended\"\r\n\r\ntrue\r\n--X--\r\n"},
+	} {
+		f.Add(seed.ct, []byte(seed.body))
+	}
+	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
+		for _, target := range []struct{ method, path string }{
+			{"PATCH", "/api/admin/users/2"},
+			{"PATCH", "/api/admin/users/1"},
+			{"POST", "/api/admin/invites"},
+			{"POST", "/api/password-reset"},
+		} {
+			r := fzBodyRequest(target.method, target.path, contentType, body)
+			r.Header.Set("Authorization", "Bearer "+root)
+			rec := z.serve(r)
+			if p := z.check(t, rec); p == nil && !fzWellFormed(contentType, body) {
+				t.Errorf("%s %s accepted a body that is not a complete %q document: %q", target.method, target.path, contentType, body)
+			}
+		}
+		u, err := z.db.UserByEmail(ctx, "root@example.com")
+		if err != nil || !u.HasRole(model.RoleAdmin) || u.Suspended {
+			t.Fatalf("after %q %q the last administrator is %+v, %v", contentType, body, u, err)
 		}
 	})
 }
