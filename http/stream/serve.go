@@ -21,8 +21,8 @@ type Request struct {
 // Texts a stream sends besides events.
 const (
 	connectedText = ": connected\n\n"
-	// HeartbeatHeader carries the keep-alive interval, in milliseconds.
-	HeartbeatHeader = "Herald-Stream-Heartbeat"
+	// heartbeatHeader carries the keep-alive interval, in milliseconds.
+	heartbeatHeader = "Herald-Stream-Heartbeat"
 	keepAliveText   = ": keep-alive\n\n"
 	behindText      = ": too far behind; reconnect to resume\n"
 	shutdownText    = ": server shutting down\n"
@@ -53,7 +53,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, req Request) error {
 	// The longest the stream stays silent, so a client can tell a quiet
 	// stream from a connection that died without a word (a laptop lid, a
 	// NAT that forgot it) and reconnect.
-	hd.Set(HeartbeatHeader, strconv.FormatInt(h.limits.Heartbeat.Milliseconds(), 10))
+	hd.Set(heartbeatHeader, strconv.FormatInt(h.limits.Heartbeat.Milliseconds(), 10))
 	// The body ends when the connection does, as the SSE specification
 	// recommends: once the connection is the stream's own, what it writes
 	// is the body, with no chunk framing.
