@@ -1,11 +1,13 @@
 // Herald's web client: signing in and out, registration as the server
 // allows it, and switching between the timeline, the account settings
-// (#settings) and the page a password-reset link opens (#reset).
+// (#settings), the administration screen (#admin, administrators only)
+// and the page a password-reset link opens (#reset).
 
 import { h, $, showError, clearError, clearUnreachable, busy, sleep } from './dom.js';
 import { KEY, request, savedToken, saveToken, forgetToken } from './api.js';
 import { timeline } from './timeline.js';
 import { settings } from './settings.js';
+import { admin, isAdmin } from './admin.js';
 import { resetPage } from './reset.js';
 
 // announce speaks through the polite status region. A new node each time,
@@ -46,7 +48,9 @@ const session = {
     forgetToken(token);
     views.timeline.stop(keepDraft ? me.email : null);
     views.settings.stop();
+    views.admin.stop();
     $('#nav').hidden = true;
+    $('#nav-admin').hidden = true;
     show('auth');
     announce(message);
   },
@@ -58,7 +62,17 @@ const viewAnnounce = (text) => session.token && announce(text);
 const views = {
   timeline: timeline({ session, announce: viewAnnounce }),
   settings: settings({ session, announce: viewAnnounce }),
+  admin: admin({ session, announce: viewAnnounce, roleLost }),
 };
+
+// roleLost follows an administrator whose role was taken away while the
+// page was open: the screen goes, and the server refuses its routes anyway.
+function roleLost() {
+  $('#nav-admin').hidden = true;
+  views.admin.stop();
+  if (location.hash === '#admin') route();
+  announce('You are no longer an administrator.');
+}
 
 // The registration mode, as GET /api/info says: open, invite or closed.
 // Until it answers the form is the one an open server takes; a server
@@ -130,7 +144,7 @@ function show(name) {
   const first = !$('#loading').hidden;
   $('#loading').hidden = true;
   $('#notice').replaceChildren(); // news of the last screen
-  for (const v of ['auth', 'timeline', 'settings', 'reset']) $(`#${v}-view`).hidden = v !== name;
+  for (const v of ['auth', 'timeline', 'settings', 'admin', 'reset']) $(`#${v}-view`).hidden = v !== name;
   for (const a of document.querySelectorAll('#nav a')) {
     if (a.hash === `#${name}`) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
@@ -138,7 +152,9 @@ function show(name) {
   if (!first) $(`#${name}-title`).focus();
 }
 
-// route shows the screen the address names.
+// route shows the screen the address names. #admin is a screen only for
+// administrators; for anyone else it is the timeline, and nothing of the
+// administration screen is loaded.
 function route() {
   const took = takeCode();
   if (location.hash === '#reset') return show('reset');
@@ -146,9 +162,11 @@ function route() {
     // Before start() has decided, the first screen is its to show.
     if ($('#loading').hidden) show('auth');
   } else {
-    const name = location.hash === '#settings' ? 'settings' : 'timeline';
+    const hash = location.hash;
+    const name = hash === '#settings' ? 'settings' : hash === '#admin' && isAdmin(session.me) ? 'admin' : 'timeline';
     show(name);
     if (name === 'settings') views.settings.start();
+    if (name === 'admin') views.admin.start();
   }
   if (took === 'invite') invited();
 }
@@ -166,6 +184,7 @@ function enter(token, me) {
   session.me = me;
   $('#whoami').textContent = `Signed in as ${me.email}`;
   $('#nav').hidden = false;
+  $('#nav-admin').hidden = !isAdmin(me);
   views.timeline.start();
   route();
 }
