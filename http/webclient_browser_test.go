@@ -92,15 +92,22 @@ type webPerson struct {
 func (p *webPerson) tab(name string) *webPerson {
 	p.t.Helper()
 	// A context made from p's inherits p's browser context.
-	return p.b.open(name, p.ctx)
+	return p.b.open(name, p.b.server+"/", p.ctx)
 }
 
 func (b *webBrowser) person(name string) *webPerson {
-	return b.open(name, b.ctx, chromedp.WithNewBrowserContext())
+	return b.personAt(name, b.server+"/")
 }
 
-// open opens a tab on the client under a context made from parent.
-func (b *webBrowser) open(name string, parent context.Context, opts ...chromedp.ContextOption) *webPerson {
+// personAt is person with the client opened at address, such as a link
+// the API made ("/#reset=...").
+func (b *webBrowser) personAt(name, address string) *webPerson {
+	return b.open(name, address, b.ctx, chromedp.WithNewBrowserContext())
+}
+
+// open opens a tab on the client at address under a context made from
+// parent.
+func (b *webBrowser) open(name, address string, parent context.Context, opts ...chromedp.ContextOption) *webPerson {
 	b.t.Helper()
 	p := &webPerson{b: b, t: b.t, name: name, watch: &pageWatch{}}
 	ctx, cancel := chromedp.NewContext(parent, append(opts, chromedp.WithListener(p.watch.listen))...)
@@ -112,7 +119,7 @@ func (b *webBrowser) open(name string, parent context.Context, opts ...chromedp.
 	if err := chromedp.Do(ctx); err != nil {
 		b.t.Fatalf("opening a tab for %s: %v", name, err)
 	}
-	p.do("opening the client", chromedp.Navigate(b.server+"/"))
+	p.do("opening the client", chromedp.Navigate(address))
 	return p
 }
 

@@ -1,10 +1,14 @@
-// Herald's web client: signing in and out, and switching between the
-// timeline and the account settings (#settings).
+// Herald's web client: signing in and out, registration as the server
+// allows it, and switching between the timeline, the account settings
+// (#settings), the administration screen (#admin, administrators only)
+// and the page a password-reset link opens (#reset).
 
 import { h, $, showError, clearError, clearUnreachable, busy, sleep } from './dom.js';
 import { KEY, request, savedToken, saveToken, forgetToken } from './api.js';
 import { timeline } from './timeline.js';
 import { settings } from './settings.js';
+import { admin, isAdmin } from './admin.js';
+import { resetPage } from './reset.js';
 
 // announce speaks through the polite status region. A new node each time,
 // so the same words twice are read twice.
@@ -44,7 +48,9 @@ const session = {
     forgetToken(token);
     views.timeline.stop(keepDraft ? me.email : null);
     views.settings.stop();
+    views.admin.stop();
     $('#nav').hidden = true;
+    $('#nav-admin').hidden = true;
     show('auth');
     announce(message);
   },
@@ -56,7 +62,79 @@ const viewAnnounce = (text) => session.token && announce(text);
 const views = {
   timeline: timeline({ session, announce: viewAnnounce }),
   settings: settings({ session, announce: viewAnnounce }),
+  admin: admin({ session, announce: viewAnnounce, roleLost }),
 };
+
+// roleLost follows an administrator whose role was taken away while the
+// page was open: the screen goes, and the server refuses its routes anyway.
+function roleLost() {
+  $('#nav-admin').hidden = true;
+  views.admin.stop();
+  if (location.hash === '#admin') route();
+  announce('You are no longer an administrator.');
+}
+
+// The registration mode, as GET /api/info says: open, invite or closed.
+// Until it answers the form is the one an open server takes; a server
+// that then refuses a registration says why, and is asked again.
+let registration = 'open';
+
+function applyRegistration(mode) {
+  registration = mode;
+  const form = $('#register-form');
+  form.hidden = mode === 'closed';
+  $('#register-closed').hidden = mode !== 'closed';
+  $('#register-invite').hidden = mode !== 'invite';
+  form.elements.invite.required = mode === 'invite';
+}
+
+async function loadInfo() {
+  try {
+    const { data } = await request('GET', '/api/info');
+    applyRegistration(data.registration);
+  } catch {
+    // Left as it is: a registration the server does not take is refused
+    // with its reason.
+  }
+}
+const infoLoaded = loadInfo();
+
+const reset = resetPage({
+  done() {
+    history.replaceState(null, '', location.pathname + location.search);
+    if (session.token) route();
+    else show('auth');
+    announce('Your password is changed, and every device that was signed in to the account is signed out. Log in with your new password.');
+    if (!session.token) $('#login-email').focus();
+  },
+});
+
+// takeCode reads an invitation or password-reset code from the address
+// (#invite=CODE, #reset=CODE, the links the API makes) into its form, and
+// takes it out of the address at once, so it stays out of the history,
+// bookmarks and screenshots. The fragment never reaches the server. It
+// returns which kind it read, if any.
+function takeCode() {
+  const m = /^#(invite|reset)=(.*)$/s.exec(location.hash);
+  if (!m) return null;
+  let code = m[2];
+  try {
+    code = decodeURIComponent(code);
+  } catch {
+    // not percent-encoded after all: taken as it is
+  }
+  code = code.trim();
+  history.replaceState(null, '', location.pathname + location.search + (m[1] === 'reset' ? '#reset' : ''));
+  if (m[1] === 'reset') reset.fill(code);
+  else $('#register-invite-code').value = code;
+  return m[1];
+}
+
+// invited says what an invitation link did, once the screen for it shows.
+function invited() {
+  if (session.token) announce('You are signed in already; log out to create another account with the invitation.');
+  else if (registration === 'invite') announce('Your invitation is filled in: choose your e-mail and a password to create your account.');
+}
 
 function show(name) {
   // On the first screen the page starts at the top, skip link first;
@@ -66,7 +144,7 @@ function show(name) {
   const first = !$('#loading').hidden;
   $('#loading').hidden = true;
   $('#notice').replaceChildren(); // news of the last screen
-  for (const v of ['auth', 'timeline', 'settings']) $(`#${v}-view`).hidden = v !== name;
+  for (const v of ['auth', 'timeline', 'settings', 'admin', 'reset']) $(`#${v}-view`).hidden = v !== name;
   for (const a of document.querySelectorAll('#nav a')) {
     if (a.hash === `#${name}`) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
@@ -74,11 +152,31 @@ function show(name) {
   if (!first) $(`#${name}-title`).focus();
 }
 
+// route shows the screen the address names. #admin is a screen only for
+// administrators; for anyone else it is the timeline, and nothing of the
+// administration screen is loaded.
 function route() {
-  if (!session.token) return;
-  const name = location.hash === '#settings' ? 'settings' : 'timeline';
-  show(name);
-  if (name === 'settings') views.settings.start();
+  const took = takeCode();
+  if (location.hash === '#reset') return show('reset');
+  if (!session.token) {
+    // Before start() has decided, the first screen is its to show.
+    if ($('#loading').hidden) show('auth');
+  } else {
+    const hash = location.hash;
+    const name = hash === '#settings' ? 'settings' : hash === '#admin' && isAdmin(session.me) ? 'admin' : 'timeline';
+    show(name);
+    if (name === 'settings') views.settings.start();
+    if (name === 'admin') views.admin.start();
+  }
+  if (took === 'invite') invited();
+}
+
+// signedOut shows the first screen of someone not signed in, once the
+// server has said which registration form to show (or has been given a
+// moment to).
+async function signedOut() {
+  await Promise.race([infoLoaded, sleep(3000)]);
+  if (!session.token) show(location.hash === '#reset' ? 'reset' : 'auth');
 }
 
 function enter(token, me) {
@@ -86,6 +184,7 @@ function enter(token, me) {
   session.me = me;
   $('#whoami').textContent = `Signed in as ${me.email}`;
   $('#nav').hidden = false;
+  $('#nav-admin').hidden = !isAdmin(me);
   views.timeline.start();
   route();
 }
@@ -116,8 +215,17 @@ signIn($('#login-form'), async (f) => {
 });
 
 signIn($('#register-form'), async (f) => {
-  const { data } = await request('POST', '/api/register', { body: { email: f.email.value, password: f.password.value } });
-  return { token: data.token, me: data };
+  const body = { email: f.email.value, password: f.password.value };
+  if (registration === 'invite') body.invite = f.invite.value.trim();
+  try {
+    const { data } = await request('POST', '/api/register', { body });
+    return { token: data.token, me: data };
+  } catch (err) {
+    // Closed, or needing an invitation: the server's mode may have changed
+    // since the page loaded.
+    if (err.status === 403) loadInfo();
+    throw err;
+  }
 });
 
 $('#logout').addEventListener('click', async () => {
@@ -171,20 +279,29 @@ $('.skip').addEventListener('click', (e) => {
 // since it may well still work; the login screen is shown all along, for
 // whoever would rather sign in.
 async function start() {
+  const took = takeCode();
   for (let wait = 1000, first = true; ; wait = Math.min(wait * 2, 30000), first = false) {
     const token = savedToken();
     if (session.token) return; // signed in by hand meanwhile
-    if (!token) return void (first && show('auth'));
+    if (!token) {
+      if (!first) return;
+      await signedOut();
+      if (took === 'invite' && !session.token) invited();
+      return;
+    }
     let err;
     try {
       const { data } = await request('GET', '/api/me', { token });
-      if (!session.token) enter(token, data);
+      if (session.token) return;
+      enter(token, data);
+      if (took === 'invite') invited();
       return;
     } catch (e) {
       err = e;
     }
     if (session.token) return;
-    if (first) show('auth');
+    if (first) await signedOut();
+    if (session.token) return;
     if (err.status === 401) {
       forgetToken(token);
       if (!first) announce('Your session has ended. Please log in again.');

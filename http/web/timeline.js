@@ -1,6 +1,7 @@
 // The timeline: messages newest first, paged on the search cursor as the
 // reader scrolls, kept current by the live stream; posting, searching, and
-// editing and deleting one's own messages.
+// editing and deleting one's own messages. Administrators may also delete
+// other people's (moderation); editing stays the owner's alone.
 
 import { h, $, time, showError, clearError, busy } from './dom.js';
 import { liveStream } from './stream.js';
@@ -27,6 +28,7 @@ export function timeline({ session, announce }) {
   let resetPending = false; // a reset came while an editor was open
 
   const mine = (m) => sameEmail(m.user.email, session.me.email);
+  const moderator = () => session.me.roles?.includes('ROLE_ADMIN');
 
   function render(m) {
     const meta = `m${m.id}-meta`;
@@ -36,9 +38,10 @@ export function timeline({ session, announce }) {
         h('p', { class: 'meta', id: meta },
           h('span', { class: 'owner' }, m.user.email), ' ', time(m.createdAt), edited ? ' · edited' : null),
         h('p', { class: 'content', dir: 'auto' }, m.content)));
-    if (mine(m)) {
+    const own = mine(m);
+    if (own || moderator()) {
       const actions = h('div', { class: 'actions' },
-        h('button', { type: 'button', 'data-act': 'edit', 'aria-describedby': meta }, 'Edit'),
+        own ? h('button', { type: 'button', 'data-act': 'edit', 'aria-describedby': meta }, 'Edit') : null,
         h('button', { type: 'button', 'data-act': 'delete', 'aria-describedby': meta, class: 'danger' }, 'Delete'));
       li.firstChild.append(actions);
     }
@@ -448,7 +451,7 @@ export function timeline({ session, announce }) {
   function confirmDelete(li) {
     const actions = $('.actions', li);
     const prompt = h('div', { class: 'actions confirm', role: 'group', 'aria-label': 'Confirm deletion' },
-      h('span', {}, 'Delete this message?'),
+      h('span', {}, mine(li.message) ? 'Delete this message?' : `Delete this message by ${li.message.user.email}?`),
       h('button', { type: 'button', class: 'danger', 'data-act': 'remove' }, 'Yes, delete'),
       h('button', { type: 'button', 'data-act': 'cancel' }, 'Keep it'));
     actions.replaceWith(prompt);
