@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"herald/auth"
 	"herald/bolt"
@@ -103,7 +102,10 @@ func adminAct(ctx context.Context, action, path, email string, stdin io.Reader) 
 		}
 		password = reg.Password
 	}
-	store, err := bolt.Open(path, bolt.Options{})
+	// An older file is upgraded by a start of the server, which carries
+	// over the administrators --admins named; an upgrade made here could
+	// not.
+	store, err := bolt.Open(path, bolt.Options{KeepLayout: true})
 	if err != nil {
 		return "", err
 	}
@@ -115,24 +117,12 @@ func adminAct(ctx context.Context, action, path, email string, stdin io.Reader) 
 		if err != nil {
 			return "", err
 		}
-		// Accounts are made with a first token; this one was never shown
-		// to anybody, so it goes at once.
-		_, tokenHash, err := auth.MintToken()
-		if err != nil {
-			return "", err
-		}
 		u := &model.User{Email: email, PasswordHash: hash}
-		if _, err := store.CreateUser(ctx, u, tokenHash, time.Minute, nil); err != nil {
+		if err := store.CreateAdministrator(ctx, u); err != nil {
 			if errors.Is(err, model.ErrConflict) {
 				return "", fmt.Errorf("%s already has an account; make it an administrator with herald admin grant", email)
 			}
 			return "", errors.New(violationsText(err))
-		}
-		if err := store.RevokeToken(ctx, tokenHash); err != nil {
-			return "", err
-		}
-		if _, err := store.UpdateAccount(ctx, model.ByServer(), u.ID, model.AccountUpdate{Admin: ptrTo(true)}); err != nil {
-			return "", err
 		}
 		return fmt.Sprintf("created %s, an administrator; log in with the password given", email), nil
 	default:
@@ -175,5 +165,3 @@ func clientText(err error) string {
 	}
 	return err.Error()
 }
-
-func ptrTo[T any](v T) *T { return &v }

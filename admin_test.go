@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -138,6 +139,15 @@ func TestAdminsSettingCarriedOver(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "herald.db")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+	// herald admin leaves the upgrade, and the carrying over, to the
+	// server: it refuses the older file, and changes nothing in it.
+	code, _, errOut = runArgs(t, "admin", "grant", "--db", path, "ada@example.com")
+	if code != 1 || !strings.Contains(errOut, "start herald on it once") {
+		t.Errorf("herald admin on a layout-6 file = %d %s", code, errOut)
+	}
+	if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, b) {
+		t.Errorf("herald admin changed the layout-6 file it refused (%v)", err)
 	}
 	in := startListening(t, []string{"--addr", "127.0.0.1:0", "--db", path}, map[string]string{"HERALD_ADMINS": "OWNER@example.com"})
 	if logs := in.stderr.String(); !strings.Contains(logs, "made=owner@example.com") {

@@ -79,6 +79,8 @@ func plainError(err error) string {
 		return fmt.Sprintf("%s is not a Herald database; point --db at a Herald file or a new path", pe.Path)
 	case errors.Is(err, bolt.ErrLegacyAdmins):
 		return errLegacyAdmins.Error()
+	case errors.Is(err, bolt.ErrNeedsUpgrade):
+		return fmt.Sprintf("%s was written by an older Herald: start herald on it once to upgrade it (with --admins, if the old release was started with it), then run this again", pe.Path)
 	case errors.Is(err, os.ErrNotExist):
 		return fmt.Sprintf("%s does not exist (is its directory there?)", pe.Path)
 	case errors.Is(err, os.ErrPermission):

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -104,14 +105,23 @@ func (db *DB) finishPurge(userID uint64) {
 // account appears meanwhile, and what an administrator's removal keeps is
 // newer than what it removes, so each transaction goes on below the last
 // one removed.
+//
+// A newer removal may mark the account again while this one runs; the
+// mark this one began with is the one it deletes, so the newer mark stays
+// for the newer removal (or the next Open) to finish.
 func (db *DB) purgeMessages(userID uint64) error {
 	below := uint64(math.MaxUint64)
+	var began []byte // the purging mark when the first chunk read it
+	first := true
 	for done := false; !done; {
 		var lowest uint64
 		err := db.writes.update(func(tx *bbolt.Tx) error {
 			done, lowest = false, 0
 			deleting := tx.Bucket(bucketDeleting).Get(itob(userID))
 			purging := tx.Bucket(bucketPurging).Get(itob(userID))
+			if first {
+				began = bytes.Clone(purging)
+			}
 			limit := below
 			switch {
 			case deleting != nil:
@@ -138,8 +148,10 @@ func (db *DB) purgeMessages(userID uint64) error {
 			}
 			if len(chunk) < purgeChunk {
 				done = true
-				if err := tx.Bucket(bucketPurging).Delete(itob(userID)); err != nil {
-					return err
+				if deleting != nil || bytes.Equal(purging, began) {
+					if err := tx.Bucket(bucketPurging).Delete(itob(userID)); err != nil {
+						return err
+					}
 				}
 				return tx.Bucket(bucketDeleting).Delete(itob(userID))
 			}
@@ -148,6 +160,7 @@ func (db *DB) purgeMessages(userID uint64) error {
 		if err != nil {
 			return fmt.Errorf("removing the messages of account %d: %w", userID, err)
 		}
+		first = false
 		below = lowest
 	}
 	return nil

@@ -324,13 +324,16 @@ func (db *DB) RemoveAccount(_ context.Context, by model.Caller, id uint64) error
 // RemoveMessagesOf deletes every message account id holds now, newest
 // first, purgeChunk per transaction, and returns how many. The first
 // transaction writes the act to the audit log and marks the account in
-// the purging bucket with its newest message, so the next Open finishes a
-// removal a crash interrupted, and messages written after the act are
-// kept. Errors: model.ErrForbidden, model.ErrNotFound.
+// the purging bucket with its newest message, so that a removal cut short
+// (by a crash, or a full disk) is finished later, by the chores or the
+// next Open, and messages written after the act are kept. Errors:
+// model.ErrForbidden, model.ErrNotFound; a failure of the removal itself
+// after the act was recorded (model.ErrNoSpace, say), which leaves it to
+// be finished later.
 func (db *DB) RemoveMessagesOf(_ context.Context, by model.Caller, id uint64) (int, error) {
 	var count int
 	var upTo uint64
-	err := db.writes.update(func(tx *bbolt.Tx) error {
+	mark := func(tx *bbolt.Tx) error {
 		actor, err := db.admin(tx, by)
 		if err != nil {
 			return err
@@ -347,14 +350,14 @@ func (db *DB) RemoveMessagesOf(_ context.Context, by model.Caller, id uint64) (i
 			return err
 		}
 		return tx.Bucket(bucketPurging).Put(itob(id), itob(upTo))
-	})
-	if errors.Is(err, errStaleTail) {
-		// The count read the tail as a merge moved it; try again, newer.
-		return db.RemoveMessagesOf(context.Background(), by, id)
+	}
+	err := db.writes.update(mark)
+	for errors.Is(err, errStaleTail) {
+		// The count read the tail as a merge moved it; again, newer.
+		err = db.writes.update(mark)
 	}
 	if err != nil {
 		return 0, err
 	}
-	db.finishPurge(id)
-	return count, nil
+	return count, db.purgeMessages(id)
 }

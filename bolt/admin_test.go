@@ -533,3 +533,32 @@ func TestAuditLogTrimmed(t *testing.T) {
 		t.Errorf("%d entries left, want 3", got)
 	}
 }
+
+// TestCommitFoundOnDiskAfterFailing: a commit that failed but is visible
+// to readers after all (its meta page went out before its sync failed)
+// stops the store's writes, and Ping says so, rather than let the change
+// feed skip it and clients told of a failure write again; a failure that
+// left nothing behind stops nothing.
+func TestCommitFoundOnDiskAfterFailing(t *testing.T) {
+	db := mustOpen(t)
+	ctx := context.Background()
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	var current int
+	_ = db.bolt.View(func(tx *bbolt.Tx) error { current = tx.ID(); return nil })
+	db.checkRolledBack(current+1, errors.New("rolled back"))
+	if _, err := db.CreateMessage(ctx, model.ByUser(ada.ID), "still writing"); err != nil {
+		t.Fatalf("a failure that left nothing behind: %v", err)
+	}
+	_ = db.bolt.View(func(tx *bbolt.Tx) error { current = tx.ID(); return nil })
+	db.checkRolledBack(current, errors.New("sync failed after the meta page"))
+	if _, err := db.CreateMessage(ctx, model.ByUser(ada.ID), "no more"); !errors.Is(err, errBroken) {
+		t.Errorf("a write after a failed commit reached the disk: %v, want errBroken", err)
+	}
+	if err := db.Ping(ctx); !errors.Is(err, errBroken) {
+		t.Errorf("Ping = %v, want errBroken", err)
+	}
+	if _, err := db.UserByEmail(ctx, "ada@example.com"); err != nil {
+		t.Errorf("a read after writes stopped: %v", err)
+	}
+	db.broken.Store(nil) // so the test's cleanup can check and close
+}

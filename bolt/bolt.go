@@ -120,6 +120,10 @@ type Options struct {
 	// database already upgraded, or a new one, Open refuses them with
 	// ErrLegacyAdmins, so the setting never grants anything again.
 	LegacyAdmins []string
+	// KeepLayout refuses, with ErrNeedsUpgrade, a database written in an
+	// older layout rather than upgrade it: for tools that must not make an
+	// upgrade that a start of the server should make with its settings.
+	KeepLayout bool
 
 	// mergeChunk, for tests, overrides mergeChunkPostings. It is an
 	// option because the merger starts in Open: a merge a crash cut short
@@ -142,6 +146,9 @@ type DB struct {
 	// noSpace holds the error of the last commit that failed for lack of
 	// storage, until a commit succeeds; nil while writes succeed.
 	noSpace atomic.Pointer[error]
+	// broken is set, for good, when a commit that failed turned out to be
+	// on disk (see checkRolledBack).
+	broken atomic.Pointer[error]
 }
 
 // LongSearchLoad reports how many costly searches (those past their first
@@ -195,6 +202,10 @@ func notBbolt(err error) bool {
 // database that is not being upgraded from a release that read them.
 var ErrLegacyAdmins = errors.New("administrators named by configuration are no longer read: they are stored with their accounts")
 
+// ErrNeedsUpgrade is returned by Open, with Options.KeepLayout, for a
+// database an older Herald wrote.
+var ErrNeedsUpgrade = errors.New("the database was written by an older Herald and needs upgrading")
+
 // ErrNotHerald is returned by Open for a file that is not a Herald
 // database: not a bbolt file at all, or someone else's bbolt file, which
 // Open must not add its buckets to.
@@ -227,9 +238,9 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db.bolt = bdb
-	if err := db.prepareLayout(opts.LegacyAdmins); err != nil {
+	if err := db.prepareLayout(opts.LegacyAdmins, opts.KeepLayout); err != nil {
 		_ = bdb.Close()
-		if errors.Is(err, ErrNotHerald) || errors.Is(err, ErrLegacyAdmins) {
+		if errors.Is(err, ErrNotHerald) || errors.Is(err, ErrLegacyAdmins) || errors.Is(err, ErrNeedsUpgrade) {
 			return nil, &os.PathError{Op: "open", Path: path, Err: err}
 		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -273,8 +284,12 @@ func (db *DB) Close() error {
 	return db.bolt.Close()
 }
 
-// Ping reports whether the database can still serve a read transaction.
+// Ping reports whether the database can still serve: a read transaction,
+// and writes unless a failed commit left it unable to (checkRolledBack).
 func (db *DB) Ping(context.Context) error {
+	if err := db.broken.Load(); err != nil {
+		return *err
+	}
 	return db.bolt.View(func(*bbolt.Tx) error { return nil })
 }
 

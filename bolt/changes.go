@@ -13,10 +13,10 @@ import (
 	"herald/model"
 )
 
-// The change log. Every create, update and delete of a message appends a
-// model.Change to the changes bucket in the transaction that makes it, so a change
-// is in the log if and only if it committed, and the log's order is commit
-// order. Live streams tail the log: recent changes are handed over in
+// The change log. Every create, update and delete of a message, and every
+// revocation of an account's tokens, appends a model.Change to the changes
+// bucket in the transaction that makes it, so a change is in the log if
+// and only if it committed, and the log's order is commit order. Live streams tail the log: recent changes are handed over in
 // memory as each commit lands (see changeFeed), older ones are read back
 // from the bucket, which is trimmed from the front by age and count. The
 // highest sequence ever trimmed is kept in meta, so a reader asking for a

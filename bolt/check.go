@@ -410,8 +410,20 @@ func (c *checker) administration() {
 	users, admins := c.tx.Bucket(bucketUsers), c.tx.Bucket(bucketAdmins)
 	_ = users.ForEach(func(k, v []byte) error {
 		u, err := decodeUser(btoi(k), v)
-		if err == nil && u.HasRole(model.RoleAdmin) && admins.Get(k) == nil {
+		if err != nil {
+			return nil // users() reported it
+		}
+		if u.HasRole(model.RoleAdmin) && admins.Get(k) == nil {
 			c.addf("user %d holds %s but is not in the admins bucket", u.ID, model.RoleAdmin)
+		}
+		if u.Suspended {
+			// A suspension deletes the account's tokens and its reset.
+			if held, _ := userTokens(c.tx, u.ID); len(held) > 0 {
+				c.addf("user %d is suspended but holds %d tokens", u.ID, len(held))
+			}
+			if c.tx.Bucket(bucketUserResets).Get(k) != nil {
+				c.addf("user %d is suspended but holds a password reset", u.ID)
+			}
 		}
 		return nil
 	})
@@ -437,6 +449,9 @@ func (c *checker) administration() {
 		}
 		if got := codes.Get(inv.CodeHash[:]); !bytes.Equal(got, k) {
 			c.addf("invitation %d: invite_codes does not name it", inv.ID)
+		}
+		if inv.Uses > inv.MaxUses {
+			c.addf("invitation %d: used %d times, more than its %d", inv.ID, inv.Uses, inv.MaxUses)
 		}
 		return nil
 	})
@@ -482,9 +497,13 @@ func (c *checker) administration() {
 		}
 		return nil
 	})
+	highest := c.tx.Bucket(bucketMessages).Sequence()
 	_ = c.tx.Bucket(bucketPurging).ForEach(func(k, v []byte) error {
-		if len(k) != 8 || len(v) != 8 {
+		switch {
+		case len(k) != 8 || len(v) != 8:
 			c.addf("purging: entry %x → %x is not account → message ID", k, v)
+		case btoi(v) > highest:
+			c.addf("purging: account %d is marked up to message %d, beyond the highest ever used, %d", btoi(k), btoi(v), highest)
 		}
 		return nil
 	})

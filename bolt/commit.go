@@ -69,6 +69,9 @@ func newCommitter(db *DB) *committer {
 // update runs fn in a write transaction shared with other concurrent
 // writers, and returns once that transaction is on disk (or has failed).
 func (c *committer) update(fn func(*bbolt.Tx) error) error {
+	if err := c.db.broken.Load(); err != nil {
+		return *err
+	}
 	op := &writeOp{fn: fn, done: make(chan error, 1)}
 	c.mu.Lock()
 	if c.closed {
@@ -134,7 +137,9 @@ func (c *committer) commit(batch []*writeOp) {
 		var failure error
 		start := time.Now()
 		c.pending = c.pending[:0]
+		var txid int
 		err := c.bolt.Update(func(tx *bbolt.Tx) error {
+			txid = tx.ID()
 			fillGrowingBuckets(tx)
 			for i, op := range batch {
 				if err := runWrite(op.fn, tx); err != nil {
@@ -159,8 +164,17 @@ func (c *committer) commit(batch []*writeOp) {
 				op.done <- nil
 			}
 			return
-		case failed < 0: // the commit itself failed: nothing was written
+		case failed < 0: // the commit itself failed
+			c.db.checkRolledBack(txid, err)
 			err = c.db.noteCommitFailed(err)
+			if errors.Is(err, model.ErrNoSpace) && len(batch) > 1 {
+				// One large write must not take small ones down with it: a
+				// login's token may fit in pages the file already has.
+				for _, op := range batch {
+					c.commit([]*writeOp{op})
+				}
+				return
+			}
 			for _, op := range batch {
 				op.done <- err
 			}
@@ -220,5 +234,32 @@ func (db *DB) noteCommitFailed(err error) error {
 func (db *DB) noteCommitted() {
 	if db.noSpace.Load() != nil && db.noSpace.Swap(nil) != nil {
 		db.log.Info("writes succeed again: storage was freed")
+	}
+}
+
+// errBroken refuses writes once a failed commit turned out to be on disk
+// after all (see checkRolledBack).
+var errBroken = errors.New("a commit failed after it was written, so the server no longer writes; restart it, and it reads what is on disk")
+
+// checkRolledBack makes sure a commit that failed left nothing behind.
+// bbolt rolls back a commit that fails before its meta page is written,
+// which covers a full disk on ordinary filesystems. If the meta page went
+// out and only its sync failed, the transaction is visible to readers
+// although its writers were told it failed: then the process may no
+// longer write (its change feed would skip what readers see, and clients
+// told of a failure would write again), and Ping says so. A restart reads
+// what is on disk.
+func (db *DB) checkRolledBack(txid int, commitErr error) {
+	visible := false
+	_ = db.bolt.View(func(tx *bbolt.Tx) error {
+		visible = tx.ID() >= txid
+		return nil
+	})
+	if !visible {
+		return
+	}
+	broken := error(errBroken)
+	if db.broken.CompareAndSwap(nil, &broken) {
+		db.log.Error("a commit failed after it reached the disk; refusing writes until a restart", "err", commitErr)
 	}
 }

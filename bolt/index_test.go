@@ -704,6 +704,27 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 			}
 			return tx.Bucket(bucketResets).Put(code[:], encodeReset(&model.PasswordReset{UserID: 9}))
 		}, "its user 9 does not exist", false},
+		{"SuspendedWithTokens", func(tx *bbolt.Tx, m *model.Message) error {
+			u, err := userByID(tx, m.OwnerID)
+			if err != nil {
+				return err
+			}
+			u.Suspended = true
+			return tx.Bucket(bucketUsers).Put(itob(u.ID), encodeUser(u))
+		}, "user 1 is suspended but holds 1 tokens", false},
+		{"InviteOverused", func(tx *bbolt.Tx, m *model.Message) error {
+			inv := &model.Invite{ID: 1, MaxUses: 1, Uses: 2, CodeHash: tokenHash("over")}
+			if err := tx.Bucket(bucketInvites).SetSequence(1); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketInviteCodes).Put(inv.CodeHash[:], itob(1)); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketInvites).Put(itob(1), encodeInvite(inv))
+		}, "invitation 1: used 2 times, more than its 1", false},
+		{"PurgeMarkBeyondMessages", func(tx *bbolt.Tx, m *model.Message) error {
+			return tx.Bucket(bucketPurging).Put(itob(m.OwnerID), itob(99))
+		}, "purging: account 1 is marked up to message 99", false},
 		{"MalformedAuditEntry", func(tx *bbolt.Tx, m *model.Message) error {
 			if err := tx.Bucket(bucketAudit).SetSequence(1); err != nil {
 				return err

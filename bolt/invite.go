@@ -46,12 +46,12 @@ func decodeInvite(id uint64, b []byte) (*model.Invite, error) {
 }
 
 // useInvite takes one use of the invitation whose code hashes to code,
-// inside the registration's transaction. Errors: model.ErrBadInvite for
+// inside the registration's transaction. Errors: model.InviteRefused for
 // one that is unknown, used up, revoked or expired.
 func (db *DB) useInvite(tx *bbolt.Tx, code model.TokenHash) error {
 	id := tx.Bucket(bucketInviteCodes).Get(code[:])
 	if id == nil {
-		return model.ErrBadInvite()
+		return model.InviteRefused()
 	}
 	invites := tx.Bucket(bucketInvites)
 	inv, err := decodeInvite(btoi(id), invites.Get(id))
@@ -59,7 +59,7 @@ func (db *DB) useInvite(tx *bbolt.Tx, code model.TokenHash) error {
 		return err
 	}
 	if !inv.Usable(db.clock()) {
-		return model.ErrBadInvite()
+		return model.InviteRefused()
 	}
 	inv.Uses++
 	return invites.Put(id, encodeInvite(inv))

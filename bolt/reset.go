@@ -94,24 +94,24 @@ func deleteUserReset(tx *bbolt.Tx, userID uint64) error {
 }
 
 // usableReset finds the reset a code's hash belongs to, at now. Errors:
-// model.ErrBadResetCode.
+// model.ResetCodeRefused.
 func usableReset(tx *bbolt.Tx, code model.TokenHash, now time.Time) (*model.PasswordReset, error) {
 	b := tx.Bucket(bucketResets).Get(code[:])
 	if b == nil {
-		return nil, model.ErrBadResetCode()
+		return nil, model.ResetCodeRefused()
 	}
 	r, err := decodeReset(code, b)
 	if err != nil {
 		return nil, err
 	}
 	if !now.Before(r.ExpiresAt) {
-		return nil, model.ErrBadResetCode()
+		return nil, model.ResetCodeRefused()
 	}
 	return r, nil
 }
 
 // PasswordReset finds the reset a code's hash belongs to. Errors:
-// model.ErrBadResetCode (unknown, used or expired).
+// model.ResetCodeRefused (unknown, used or expired).
 func (db *DB) PasswordReset(_ context.Context, code model.TokenHash) (*model.PasswordReset, error) {
 	var r *model.PasswordReset
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
@@ -124,7 +124,7 @@ func (db *DB) PasswordReset(_ context.Context, code model.TokenHash) (*model.Pas
 
 // ResetPassword stores hash as the password of the account a reset code
 // is for, uses the code up and deletes every token of the account, in one
-// transaction. Errors: model.ErrBadResetCode.
+// transaction. Errors: model.ResetCodeRefused.
 func (db *DB) ResetPassword(_ context.Context, code model.TokenHash, hash string) error {
 	if hash == "" {
 		return fmt.Errorf("reset password: empty password hash")

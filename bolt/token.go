@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -187,8 +188,11 @@ func (db *DB) authenticate(tx *bbolt.Tx, hash model.TokenHash) (*model.User, *mo
 		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token has expired; log in again")
 	}
 	u, err := userByID(tx, tok.UserID)
-	if err != nil {
+	if errors.Is(err, model.ErrNotFound) {
 		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token's account no longer exists")
+	}
+	if err != nil {
+		return nil, nil, err // a record that does not read is the server's fault, not the token's
 	}
 	if u.Suspended {
 		// A suspension deletes the account's tokens; this is a second line.

@@ -167,6 +167,11 @@ func (db *DB) Maintain(ctx context.Context, chores Chores, report func(chore str
 			if _, err := db.SweepExpiredCodes(ctx); err != nil && ctx.Err() == nil {
 				report("sweeping expired invitations and password resets", err)
 			}
+			// A removal of messages cut short by a full disk goes on once
+			// there is room, without waiting for a restart.
+			if err := db.resumePurges(); err != nil && ctx.Err() == nil {
+				report("removing messages an account's deletion or an administrator asked to remove", err)
+			}
 		}
 	}
 }

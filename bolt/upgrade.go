@@ -77,8 +77,8 @@ const upgradeChunk = 5000
 // prepareLayout creates a new database's buckets, or brings an existing one
 // up to currentLayout. A crash during an upgrade leaves the progress
 // recorded, and the next Open goes on from there. legacyAdmins are
-// Options.LegacyAdmins.
-func (db *DB) prepareLayout(legacyAdmins []string) error {
+// Options.LegacyAdmins; keep is Options.KeepLayout.
+func (db *DB) prepareLayout(legacyAdmins []string, keep bool) error {
 	var layout uint64
 	var ownerTermsPending, usersPending bool
 	err := db.bolt.Update(func(tx *bbolt.Tx) error {
@@ -86,24 +86,35 @@ func (db *DB) prepareLayout(legacyAdmins []string) error {
 		if err != nil {
 			return err
 		}
+		layout = 1 // the first release had no meta bucket
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			ownerTermsPending = meta.Get(metaOwnerTermsNext) != nil
+			usersPending = meta.Get(metaUsersNext) != nil
+			switch v := meta.Get(metaLayout); {
+			case v != nil && len(v) != 8:
+				return fmt.Errorf("meta/layout is %d bytes, want 8", len(v))
+			case v != nil:
+				layout = btoi(v)
+			}
+		}
+		if fresh {
+			layout = currentLayout
+		}
+		// Refusals come before anything is written: the transaction rolls
+		// back, and the file stays as it was.
+		if layout > currentLayout {
+			return fmt.Errorf("the database was written by a newer Herald (layout %d; this one reads up to %d)", layout, currentLayout)
+		}
+		if keep && (layout < currentLayout || ownerTermsPending || usersPending) {
+			return ErrNeedsUpgrade
+		}
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
 		}
-		meta := tx.Bucket(bucketMeta)
-		ownerTermsPending = meta.Get(metaOwnerTermsNext) != nil
-		usersPending = meta.Get(metaUsersNext) != nil
-		switch v := meta.Get(metaLayout); {
-		case v != nil && len(v) != 8:
-			return fmt.Errorf("meta/layout is %d bytes, want 8", len(v))
-		case v != nil:
-			layout = btoi(v)
-		case fresh:
-			layout = currentLayout
-			return meta.Put(metaLayout, itob(currentLayout))
-		default:
-			layout = 1
+		if fresh {
+			return tx.Bucket(bucketMeta).Put(metaLayout, itob(currentLayout))
 		}
 		if layout < 6 {
 			// The upgrades before layout 6 keep the owner and time indexes
@@ -120,14 +131,11 @@ func (db *DB) prepareLayout(legacyAdmins []string) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case layout == currentLayout && !ownerTermsPending && !usersPending:
+	if layout == currentLayout && !ownerTermsPending && !usersPending {
 		if len(legacyAdmins) > 0 {
 			return ErrLegacyAdmins
 		}
 		return nil
-	case layout > currentLayout:
-		return fmt.Errorf("the database was written by a newer Herald (layout %d; this one reads up to %d)", layout, currentLayout)
 	}
 	if layout == 1 {
 		if err := db.upgradeFrom1(); err != nil {

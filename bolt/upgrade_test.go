@@ -64,7 +64,7 @@ func upgradeLayout5(t *testing.T, change func(*bbolt.Tx) error) (path string, ad
 	}
 	defer raw.Close()
 	db := &DB{bolt: raw, log: slog.New(slog.DiscardHandler)}
-	if err := db.prepareLayout(nil); err != nil {
+	if err := db.prepareLayout(nil, false); err != nil {
 		t.Fatalf("upgrading layout 5: %v", err)
 	}
 	return path, ownerPostings(t, db, 1), ownerPostings(t, db, 2)
@@ -424,5 +424,51 @@ func TestUpgradeFromLayout6(t *testing.T) {
 	}
 	if chs, _, err := db.ChangesAfter(ctx, head, 10); err != nil || len(chs) != 1 || chs[0].UserID != 1 {
 		t.Errorf("the revocation read back from disk: %v, %v", changeStrings(chs), err)
+	}
+}
+
+// TestUpgradeFromLayout6Resumed: an upgrade to layout 7 cut short after
+// its first transaction (the layout raised, no user rewritten yet) is
+// reported by the check as unfinished, and finished by the next Open.
+func TestUpgradeFromLayout6Resumed(t *testing.T) {
+	path := fixtureCopy(t, "layout6.db")
+	updateFile(t, path, func(tx *bbolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Put(metaUsersNext, itob(2)); err != nil { // user 1 done, the rest not
+			return err
+		}
+		users := tx.Bucket(bucketUsers)
+		u, err := decodeUserV1(1, users.Get(itob(1)))
+		if err != nil {
+			return err
+		}
+		if err := users.Put(itob(1), encodeUser(u)); err != nil {
+			return err
+		}
+		return meta.Put(metaLayout, itob(7))
+	})
+	snap, err := OpenSnapshot(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := snap.Check()
+	snap.Close()
+	if err != nil || len(problems) != 1 || !strings.Contains(problems[0], "users_next is set") {
+		t.Errorf("check mid-upgrade = %q, %v; want one problem saying the upgrade was interrupted", problems, err)
+	}
+	var log bytes.Buffer
+	db, err := Open(path, Options{Now: (&testClock{now: layout6Written}).Now, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if !strings.Contains(log.String(), "upgraded to layout 7") {
+		t.Errorf("the resumed upgrade logged %q", log.String())
+	}
+	checkIndexes(t, db)
+	for _, email := range []string{"ada@example.com", "bob@example.com", "owner@example.com"} {
+		if _, err := db.UserByEmail(context.Background(), email); err != nil {
+			t.Errorf("%s after the resumed upgrade: %v", email, err)
+		}
 	}
 }

@@ -143,46 +143,29 @@ func decodeUserJSON(id uint64, b []byte) (*model.User, error) {
 // the hash of an invitation's code, it takes one use of the invitation in
 // that transaction. It sets u.ID, u.Roles, u.CreatedAt and u.LastSeenAt.
 // Errors: model.ErrInvalid for a bad e-mail or missing hash, or
-// model.ErrBadInvite; model.ErrConflict when the e-mail is taken (in any
+// model.InviteRefused; model.ErrConflict when the e-mail is taken (in any
 // letter case).
 func (db *DB) CreateUser(_ context.Context, u *model.User, tokenHash model.TokenHash, ttl time.Duration, invite *model.TokenHash) (*model.Token, error) {
-	nu := *u
-	nu.Email = model.NormalizeEmail(nu.Email)
-	var v model.ValidationError
-	v.CheckEmail("email", nu.Email)
-	if err := v.Err(); err != nil {
+	nu, err := newAccount(u)
+	if err != nil {
 		return nil, err
 	}
-	if nu.PasswordHash == "" {
-		return nil, fmt.Errorf("create user: empty password hash")
-	}
 	var tok *model.Token
-	err := db.writes.update(func(tx *bbolt.Tx) error {
-		byEmail := tx.Bucket(bucketUsersByEmail)
-		key := emailKey(nu.Email)
-		if byEmail.Get(key) != nil {
-			return model.Errorf(model.ErrConflict, "the e-mail %s is already registered", nu.Email)
-		}
+	err = db.writes.update(func(tx *bbolt.Tx) error {
+		// The invitation first: without a good one, nobody learns whether
+		// an e-mail is registered.
 		if invite != nil {
 			if err := db.useInvite(tx, *invite); err != nil {
 				return err
 			}
 		}
-		id, err := tx.Bucket(bucketUsers).NextSequence()
-		if err != nil {
-			return err
-		}
-		created := db.clock()
 		// Whatever u says, an account begins with the role every account
 		// has and nothing more.
-		nu.ID, nu.Roles, nu.CreatedAt, nu.LastSeenAt, nu.Suspended = id, []string{model.RoleUser}, created, created, false
-		if err := db.putUser(tx, &nu); err != nil {
+		if err := db.insertUser(tx, &nu, []string{model.RoleUser}); err != nil {
 			return err
 		}
-		if err := byEmail.Put(key, itob(id)); err != nil {
-			return err
-		}
-		tok, err = db.issueToken(tx, tokenHash, id, created, ttl)
+		var err error
+		tok, err = db.issueToken(tx, tokenHash, nu.ID, nu.CreatedAt, ttl)
 		return err
 	})
 	if err != nil {
@@ -191,6 +174,65 @@ func (db *DB) CreateUser(_ context.Context, u *model.User, tokenHash model.Token
 	// Only now, after the commit, so a failed write leaves u untouched.
 	*u = nu
 	return tok, nil
+}
+
+// CreateAdministrator stores a new account holding model.RoleAdmin, with
+// no token, and writes the grant to the audit log as made on the server's
+// machine, in one transaction: herald admin create. It sets u's ID, Roles,
+// CreatedAt and LastSeenAt. Errors: model.ErrInvalid, model.ErrConflict.
+func (db *DB) CreateAdministrator(_ context.Context, u *model.User) error {
+	nu, err := newAccount(u)
+	if err != nil {
+		return err
+	}
+	err = db.writes.update(func(tx *bbolt.Tx) error {
+		if err := db.insertUser(tx, &nu, []string{model.RoleUser, model.RoleAdmin}); err != nil {
+			return err
+		}
+		return db.appendAudit(tx, nil, &model.AuditEntry{Action: model.AuditGrantAdmin, UserID: nu.ID, UserEmail: nu.Email})
+	})
+	if err != nil {
+		return err
+	}
+	*u = nu
+	return nil
+}
+
+// newAccount is u as an account to store: its e-mail normalised and
+// checked, its password hash present.
+func newAccount(u *model.User) (model.User, error) {
+	nu := *u
+	nu.Email = model.NormalizeEmail(nu.Email)
+	var v model.ValidationError
+	v.CheckEmail("email", nu.Email)
+	if err := v.Err(); err != nil {
+		return nu, err
+	}
+	if nu.PasswordHash == "" {
+		return nu, fmt.Errorf("create user: empty password hash")
+	}
+	return nu, nil
+}
+
+// insertUser stores u as a new account holding roles, with its e-mail
+// indexed, and sets its ID, Roles, CreatedAt and LastSeenAt. Errors:
+// model.ErrConflict when the e-mail is taken (in any letter case).
+func (db *DB) insertUser(tx *bbolt.Tx, u *model.User, roles []string) error {
+	byEmail := tx.Bucket(bucketUsersByEmail)
+	key := emailKey(u.Email)
+	if byEmail.Get(key) != nil {
+		return model.Errorf(model.ErrConflict, "the e-mail %s is already registered", u.Email)
+	}
+	id, err := tx.Bucket(bucketUsers).NextSequence()
+	if err != nil {
+		return err
+	}
+	created := db.clock()
+	u.ID, u.Roles, u.CreatedAt, u.LastSeenAt, u.Suspended = id, roles, created, created, false
+	if err := db.putUser(tx, u); err != nil {
+		return err
+	}
+	return byEmail.Put(key, itob(id))
 }
 
 // UserByEmail finds an account by e-mail, in any letter case and with

@@ -3,6 +3,7 @@ package http
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -323,8 +324,12 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	if !ok {
 		return errNoHotBackup
 	}
-	// Written before the copy is taken, so the copy holds it too.
-	if err := s.store.RecordBackup(r.Context(), adminBy(r)); err != nil {
+	// Written before the copy is taken, so the copy holds it too. On a
+	// full disk the act cannot be recorded, but the copy, which is when an
+	// operator needs it most, is still made: the log says who took it.
+	if err := s.store.RecordBackup(r.Context(), adminBy(r)); errors.Is(err, model.ErrNoSpace) {
+		s.log.WarnContext(r.Context(), "backup not recorded in the audit log: out of storage", "user", caller(r).user.ID)
+	} else if err != nil {
 		return err
 	}
 	// A large file takes longer to send than the server's write timeout

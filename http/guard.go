@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -135,18 +136,39 @@ func (g *guard) startRegistration(r *http.Request) error {
 	return nil
 }
 
+// writeAttempt is one create, edit or delete counted against its account's
+// write limit.
+type writeAttempt struct {
+	g   *guard
+	ctx context.Context
+	key string // "" for a write that is not counted
+}
+
 // startWrite counts one create, edit or delete of u's against the
 // account's budget. Administrators' writes are not limited: they are
 // trusted, and removing a flood can take many. Errors: 429 beyond the
 // limit.
-func (g *guard) startWrite(r *http.Request, u *model.User) error {
+func (g *guard) startWrite(r *http.Request, u *model.User) (*writeAttempt, error) {
+	a := &writeAttempt{g: g, ctx: r.Context()}
 	if u.HasRole(model.RoleAdmin) {
-		return nil
+		return a, nil
 	}
-	if ok, wait := g.writes.Spend(r.Context(), strconv.FormatUint(u.ID, 10)); !ok {
-		return tooManyRequests("this account is writing faster than the server allows; slow down and try again", wait)
+	a.key = strconv.FormatUint(u.ID, 10)
+	if ok, wait := g.writes.Spend(a.ctx, a.key); !ok {
+		return nil, tooManyRequests("this account is writing faster than the server allows; slow down and try again", wait)
 	}
-	return nil
+	return a, nil
+}
+
+// done gives the write back to the budget when the server could not take
+// it (a full disk, a shutdown, the client gone): retrying it is no flood.
+func (a *writeAttempt) done(err error) {
+	if a.key == "" || err == nil {
+		return
+	}
+	if errors.Is(err, model.ErrNoSpace) || errors.Is(err, model.ErrUnavailable) || errors.Is(err, context.Canceled) {
+		a.g.writes.Refund(a.ctx, a.key)
+	}
 }
 
 // clientAddr is the address the limits count. It is the connection's peer,

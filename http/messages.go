@@ -38,10 +38,12 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, _ httprou
 	if err != nil {
 		return err
 	}
-	if err := s.guard.startWrite(r, caller(r).user); err != nil {
+	attempt, err := s.guard.startWrite(r, caller(r).user)
+	if err != nil {
 		return err
 	}
 	m, err := s.store.CreateMessage(r.Context(), model.ByToken(caller(r).tokenHash), f.str("content"))
+	attempt.done(err)
 	if err != nil {
 		return err
 	}
@@ -89,10 +91,12 @@ func (s *Server) updateMessage(w http.ResponseWriter, r *http.Request, ps httpro
 		}
 		upd.Content = content
 	}
-	if err := s.guard.startWrite(r, caller(r).user); err != nil {
+	attempt, err := s.guard.startWrite(r, caller(r).user)
+	if err != nil {
 		return err
 	}
 	m, err := s.store.UpdateMessage(r.Context(), id, model.ByToken(caller(r).tokenHash), upd, ifMatch(r))
+	attempt.done(err)
 	if err != nil {
 		return err
 	}
@@ -106,10 +110,12 @@ func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request, ps httpro
 	if err != nil {
 		return err
 	}
-	if err := s.guard.startWrite(r, caller(r).user); err != nil {
+	attempt, err := s.guard.startWrite(r, caller(r).user)
+	if err != nil {
 		return err
 	}
 	m, err := s.store.DeleteMessage(r.Context(), id, model.ByToken(caller(r).tokenHash), ifMatch(r))
+	attempt.done(err)
 	if err != nil {
 		return err
 	}

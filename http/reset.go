@@ -35,7 +35,7 @@ func (s *Server) resetPassword(w http.ResponseWriter, r *http.Request, _ httprou
 		return err
 	}
 	if !auth.WellFormedCode(auth.ResetPrefix, code) {
-		return model.ErrBadResetCode()
+		return model.ResetCodeRefused()
 	}
 	hash := model.TokenHash(auth.HashToken(code))
 	// The code first: a bad one must not cost a password's hashing.

@@ -30,7 +30,7 @@ type Accounts interface {
 	// first token, in one transaction, and sets u's ID, Roles and
 	// CreatedAt. With invite, the hash of an invitation's code, the
 	// invitation is checked and one of its uses taken in the same
-	// transaction. Errors: model.ErrInvalid (model.ErrBadInvite for an
+	// transaction. Errors: model.ErrInvalid (model.InviteRefused for an
 	// invitation that is unknown, used up, revoked or expired),
 	// model.ErrConflict (the e-mail is taken, in any letter case).
 	CreateUser(ctx context.Context, u *model.User, token model.TokenHash, ttl time.Duration, invite *model.TokenHash) (*model.Token, error)
@@ -64,7 +64,7 @@ type Accounts interface {
 	// Errors: model.ErrConflict when the caller is the last administrator.
 	DeleteAccount(ctx context.Context, by model.Caller) error
 	// PasswordReset finds the reset a code's hash belongs to. Errors:
-	// model.ErrInvalid (model.ErrBadResetCode: unknown, used or expired).
+	// model.ErrInvalid (model.ResetCodeRefused: unknown, used or expired).
 	PasswordReset(ctx context.Context, code model.TokenHash) (*model.PasswordReset, error)
 	// ResetPassword stores hash as the password of the account a reset
 	// code is for, uses the code up and deletes every token of the

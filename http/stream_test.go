@@ -571,7 +571,9 @@ func TestStreamReset(t *testing.T) {
 func TestStreamEndsWithItsToken(t *testing.T) {
 	e := newEnv(t, withStreams(stream.Limits{TokenCheck: time.Hour}))
 	const password = "correct horse battery"
+	root := e.admin("root@example.com")
 	e.register("ada@example.com", password)
+	adaID := e.accountID(root, "ada@example.com")
 	bob := e.register("bob@example.com", password)
 	watcher := e.openStream(bob, "", "")
 
@@ -613,6 +615,20 @@ func TestStreamEndsWithItsToken(t *testing.T) {
 			expect204("password back", e.do(request{Method: http.MethodPost, Path: "/api/me/password", Token: other, ContentType: "application/json",
 				Body: jsonBody(t, map[string]string{"currentPassword": password + "!", "newPassword": password})}))
 		}},
+		{"suspended by an administrator", func(_, _ string) {
+			for _, suspended := range []string{`{"suspended":true}`, `{"suspended":false}`} {
+				res := e.do(request{Method: http.MethodPatch, Path: "/api/admin/users/" + adaID, Token: root, ContentType: "application/merge-patch+json", Body: suspended})
+				if res.Status != http.StatusOK {
+					t.Fatalf("%s: %d %s", suspended, res.Status, res.Body)
+				}
+			}
+		}},
+		{"a password reset", func(_, _ string) {
+			res := e.do(request{Method: http.MethodPost, Path: "/api/admin/users/" + adaID + "/password-reset", Token: root})
+			code, _ := res.JSON(t)["code"].(string)
+			expect204("reset", e.do(request{Method: http.MethodPost, Path: "/api/password-reset", ContentType: "application/json",
+				Body: jsonBody(t, map[string]string{"code": code, "newPassword": password})}))
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			token := e.login("ada@example.com", password)
@@ -633,6 +649,23 @@ func TestStreamEndsWithItsToken(t *testing.T) {
 	if got := watcher.next().summary(t); got != fmt.Sprintf("deleted #%d", int(m["id"].(float64))) {
 		t.Errorf("after ada's account went, the watcher got %q", got)
 	}
+
+	// An administrator removing an account's messages: the watcher hears
+	// of each; removing the account: its stream ends.
+	carol := e.register("carol@example.com", password)
+	carolID := e.accountID(root, "carol@example.com")
+	first, second := e.post(carol, "spam one"), e.post(carol, "spam two")
+	watcher.next()
+	watcher.next()
+	expect204("remove messages", e.do(request{Method: http.MethodDelete, Path: "/api/admin/users/" + carolID + "/messages", Token: root}))
+	for _, want := range []map[string]any{second, first} { // newest first
+		if got := watcher.next().summary(t); got != fmt.Sprintf("deleted #%d", int(want["id"].(float64))) {
+			t.Errorf("after an administrator removed carol's messages, the watcher got %q", got)
+		}
+	}
+	st = e.openStream(carol, "", "")
+	expect204("remove account", e.do(request{Method: http.MethodDelete, Path: "/api/admin/users/" + carolID, Token: root}))
+	st.expectEnd(3 * time.Second)
 }
 
 // TestStreamEndsWhenItsTokenExpires: the store's clock passing the token's

@@ -77,7 +77,7 @@ func (s *Server) registerAccount(w http.ResponseWriter, r *http.Request, _ httpr
 			return err
 		}
 		if !auth.WellFormedCode(auth.InvitePrefix, code) {
-			return model.ErrBadInvite()
+			return model.InviteRefused()
 		}
 		hash := model.TokenHash(auth.HashToken(code))
 		invite = &hash

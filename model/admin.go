@@ -86,10 +86,10 @@ func (inv *Invite) Usable(now time.Time) bool {
 	return inv.Uses < inv.MaxUses && now.Before(inv.ExpiresAt)
 }
 
-// ErrBadInvite is the one answer to a registration whose invitation is
+// InviteRefused is the one answer to a registration whose invitation is
 // unknown, used up, revoked or expired: which of them is nobody's business
 // but the administrator's.
-func ErrBadInvite() error {
+func InviteRefused() error {
 	var v ValidationError
 	v.Add("invite", "is not a valid invitation: it is unknown, used up, revoked or expired")
 	return &v
@@ -108,9 +108,9 @@ type PasswordReset struct {
 	ExpiresAt time.Time
 }
 
-// ErrBadResetCode is the one answer to a password reset whose code is
+// ResetCodeRefused is the one answer to a password reset whose code is
 // unknown, used or expired.
-func ErrBadResetCode() error {
+func ResetCodeRefused() error {
 	var v ValidationError
 	v.Add("code", "is not a valid password-reset code: it is unknown, used or expired; ask an administrator for a new one")
 	return &v

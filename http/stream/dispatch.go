@@ -48,7 +48,11 @@ func (h *Hub) register(sub *subscriber) bool {
 	h.live = append(h.live, sub)
 	if !h.running {
 		h.running = true
-		go h.dispatch()
+		// Revocations are read from the changes after this head, read
+		// before the stream checks its token (after it registers): one
+		// that commits in between is in neither.
+		since, _, _ := h.feed.ChangeHead(context.Background())
+		go h.dispatch(since)
 	}
 	h.wake()
 	return true
@@ -60,17 +64,17 @@ func (h *Hub) register(sub *subscriber) bool {
 // in one write.
 // It also does the streams' housekeeping on a ticker, and returns when no
 // stream is left.
-func (h *Hub) dispatch() {
+//
+// Revocations are read from the changes each round brings, after since to
+// begin with: every stream registered checks its token once it has.
+func (h *Hub) dispatch(since uint64) {
 	ctx := context.Background() // the dispatcher outlives every request
 	tick := time.NewTicker(h.housekeepingPeriod())
 	defer tick.Stop()
 	closing := h.closing
 	var subs []*subscriber
 	var lastTokenCheck, prevStart time.Time
-	// Revocations are read from the changes each round brings, from the
-	// head the dispatcher starts at: every stream registered checked its
-	// token after it registered.
-	prevHead, _, _ := h.feed.ChangeHead(ctx)
+	prevHead := since
 	for {
 		start := time.Now()
 		head, commit, err := h.feed.ChangeHead(ctx)

@@ -9,6 +9,10 @@ import (
 	"herald/model"
 )
 
+// streamRetryAfter is how long a client refused by a limit is asked to
+// wait.
+const streamRetryAfter = 5 * time.Second
+
 // Hub renders changes once, admits streams within their limits, and sends
 // every registered stream what it has not had yet.
 type Hub struct {

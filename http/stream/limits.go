@@ -33,26 +33,6 @@ const (
 	DefaultTokenCheck   = time.Minute
 )
 
-// streamBatch bounds the changes a stream catching up takes at once, so
-// it writes in pieces and checks its lag between them.
-const streamBatch = 256
-
-// streamFinalWrite bounds the write of a stream's last words (a retry
-// hint), and so how long a shutdown waits for them.
-const streamFinalWrite = time.Second
-
-// streamReadLimit is how much a client may send after its request before
-// its stream is cut: SSE clients send nothing.
-const streamReadLimit = 4 << 10
-
-// retryMillis is the reconnection delay every stream suggests to its
-// client in a retry: field.
-const retryMillis = 3000
-
-// streamRetryAfter is how long a client refused by a limit is asked to
-// wait.
-const streamRetryAfter = 5 * time.Second
-
 func (l Limits) withDefaults() Limits {
 	set := func(v *int, d int) {
 		if *v <= 0 {

@@ -8,6 +8,10 @@ import (
 	"herald/model"
 )
 
+// retryMillis is the reconnection delay every stream suggests to its
+// client in a retry: field.
+const retryMillis = 3000
+
 // Request is a stream the route's handler has parsed and authenticated.
 type Request struct {
 	Filter Filter

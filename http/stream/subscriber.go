@@ -10,6 +10,14 @@ import (
 	"herald/model"
 )
 
+// streamFinalWrite bounds the write of a stream's last words (a retry
+// hint), and so how long a shutdown waits for them.
+const streamFinalWrite = time.Second
+
+// streamReadLimit is how much a client may send after its request before
+// its stream is cut: SSE clients send nothing.
+const streamReadLimit = 4 << 10
+
 // subscriber is one live stream on its hijacked connection.
 //
 // Until it is caught up, the request's goroutine writes to it (start).

@@ -8,6 +8,10 @@ import (
 	"herald/model"
 )
 
+// streamBatch bounds the changes a stream catching up takes at once, so
+// it writes in pieces and checks its lag between them.
+const streamBatch = 256
+
 // The window keeps at most hubMemory rendered events and about
 // hubMemoryBytes of them (one event may render 60 KB of JSON). A lag limit
 // beyond the window would send live streams to the log, so MaxLag is
