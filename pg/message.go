@@ -1,0 +1,203 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"herald/model"
+)
+
+// messageColumns reads a message joined to its owner's e-mail (m, u).
+const messageColumns = `m.id, m.owner_id, u.email, m.content, m.created_at, m.updated_at, m.revision`
+
+// scanMessage reads a row of messageColumns.
+func scanMessage(row pgx.Row) (*model.Message, error) {
+	var (
+		m                 model.Message
+		id, owner, rev    int64
+		content           []byte
+		created, modified time.Time
+	)
+	if err := row.Scan(&id, &owner, &m.OwnerEmail, &content, &created, &modified, &rev); err != nil {
+		return nil, err
+	}
+	m.ID, m.OwnerID, m.Content, m.Revision = uint64(id), uint64(owner), string(content), uint64(rev)
+	m.CreatedAt, m.UpdatedAt = created.UTC(), modified.UTC()
+	return &m, nil
+}
+
+// CreateMessage stores content as a new message owned by the caller and
+// returns it as stored. Errors: model.ErrInvalid for bad content,
+// model.ErrUnauthorized or model.ErrNotFound when the caller does not
+// resolve to a user.
+func (db *DB) CreateMessage(ctx context.Context, by model.Caller, content string) (*model.Message, error) {
+	if err := (&model.Message{Content: content}).Validate(); err != nil {
+		return nil, err
+	}
+	// Computed before the transaction, on the caller's goroutine: the
+	// costliest part of indexing, and none of it needs the database.
+	terms := model.SortedTerms(content)
+	var out *model.Message
+	err := db.write(ctx, func(w *writeTx) error {
+		owner, err := w.caller(ctx, by)
+		if err != nil {
+			return err
+		}
+		out = &model.Message{OwnerID: owner.ID, OwnerEmail: owner.Email, Content: content}
+		w.createMessage(out, terms)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// resolver reads the caller's account in the round trip of a read.
+type resolver func(br pgx.BatchResults) (*model.User, error)
+
+// queueCaller queues the query that resolves by for a read and returns
+// how to read its answer: nil for model.ByServer, which reads without an
+// account. Errors, when the answer is read: model.ErrUnauthorized for a
+// token that does not work, model.ErrNotFound for an unknown user ID.
+func (db *DB) queueCaller(b *pgx.Batch, by model.Caller) resolver {
+	if hash, ok := by.Token(); ok {
+		b.Queue(authSQL, hash[:])
+		return func(br pgx.BatchResults) (*model.User, error) {
+			u, _, err := db.scanAuth(br.QueryRow(), hash)
+			return u, err
+		}
+	}
+	if by.Server() {
+		return func(pgx.BatchResults) (*model.User, error) { return nil, nil }
+	}
+	id := by.UserID()
+	b.Queue(`SELECT `+userColumns+` FROM users WHERE id = $1`, int64(id))
+	return func(br pgx.BatchResults) (*model.User, error) {
+		u, err := scanUser(br.QueryRow())
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+		}
+		return u, err
+	}
+}
+
+// Message reads message id for the caller, whose account it returns,
+// resolved in the same round trip. Errors: model.ErrUnauthorized,
+// model.ErrNotFound.
+func (db *DB) Message(ctx context.Context, by model.Caller, id uint64) (*model.User, *model.Message, error) {
+	b := &pgx.Batch{}
+	resolve := db.queueCaller(b, by)
+	b.Queue(`SELECT `+messageColumns+` FROM messages m JOIN users u ON u.id = m.owner_id WHERE m.id = $1`, int64(id))
+	br := db.pool.SendBatch(ctx, b)
+	defer br.Close()
+	u, err := resolve(br)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := scanMessage(br.QueryRow())
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, model.Errorf(model.ErrNotFound, "message %d does not exist", id)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := br.Close(); err != nil {
+		return nil, nil, err
+	}
+	return u, m, nil
+}
+
+// ownedMessage loads a message for a write, resolving the caller and
+// checking existence, ownership and the caller's precondition in that
+// order, all inside the write transaction, with the message's row locked
+// until the commit, so nothing can change between check and write.
+func (w *writeTx) ownedMessage(ctx context.Context, id uint64, by model.Caller, pre model.Precondition) (*model.Message, error) {
+	u, err := w.caller(ctx, by)
+	if err != nil {
+		return nil, err
+	}
+	m, err := scanMessage(w.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages m JOIN users u ON u.id = m.owner_id
+		WHERE m.id = $1 FOR UPDATE OF m`, int64(id)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, model.Errorf(model.ErrNotFound, "message %d does not exist", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.OwnerID != u.ID {
+		return nil, model.Errorf(model.ErrForbidden, "message %d belongs to another user; only its owner may change or delete it", id)
+	}
+	if pre != nil && !pre(m) {
+		return nil, model.Errorf(model.ErrPrecondition, "message %d has changed since the version in If-Match; fetch it again for its current ETag", id)
+	}
+	return m, nil
+}
+
+// UpdateMessage applies upd to message id on behalf of the caller and
+// returns the message as stored. An update that changes nothing leaves the
+// message, its UpdatedAt and its Revision alone. Errors: model.ErrInvalid,
+// model.ErrUnauthorized, model.ErrNotFound, model.ErrForbidden (not the
+// owner), model.ErrPrecondition (pre refused).
+func (db *DB) UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd model.MessageUpdate, pre model.Precondition) (*model.Message, error) {
+	var newTerms []string
+	if upd.Content != nil {
+		var v model.ValidationError
+		v.CheckContent("content", *upd.Content)
+		if err := v.Err(); err != nil {
+			return nil, err
+		}
+		newTerms = model.SortedTerms(*upd.Content)
+	}
+	var out *model.Message
+	err := db.write(ctx, func(w *writeTx) error {
+		m, err := w.ownedMessage(ctx, id, by, pre)
+		if err != nil {
+			return err
+		}
+		out = m
+		if upd.Content == nil || *upd.Content == m.Content {
+			return nil
+		}
+		before := m.Content
+		m.Content = *upd.Content
+		m.UpdatedAt = db.clock()
+		m.Revision++
+		if _, err := w.Exec(ctx, `UPDATE messages SET content = $2, terms = $3, updated_at = $4, revision = $5 WHERE id = $1`,
+			int64(id), []byte(m.Content), newTerms, m.UpdatedAt, int64(m.Revision)); err != nil {
+			return err
+		}
+		w.record(model.MessageUpdated, m, before)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteMessage removes message id on behalf of the caller and returns it
+// as it was. Errors: model.ErrUnauthorized, model.ErrNotFound,
+// model.ErrForbidden, model.ErrPrecondition.
+func (db *DB) DeleteMessage(ctx context.Context, id uint64, by model.Caller, pre model.Precondition) (*model.Message, error) {
+	var out *model.Message
+	err := db.write(ctx, func(w *writeTx) error {
+		m, err := w.ownedMessage(ctx, id, by, pre)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Exec(ctx, `DELETE FROM messages WHERE id = $1`, int64(id)); err != nil {
+			return err
+		}
+		w.record(model.MessageDeleted, m, "")
+		out = m
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,267 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"herald/model"
+)
+
+// Write transactions. A write runs its checks and changes through a
+// writeTx, which collects the change-log entries the write implies; the
+// transaction's last statement then takes their positions from the
+// counter row, inserts them, and (for a create) the new message with the
+// ID and creation time the counter gives out (see finish). The counter's
+// row lock is thus held only from that statement to the commit.
+//
+// A write function may run more than once: PostgreSQL may end a
+// transaction that deadlocked with another or could not be serialized,
+// and the write is then run again from the start. Functions must
+// therefore recompute everything they report from the transaction they
+// are given.
+
+// writeTx is one write transaction and the changes it will log.
+type writeTx struct {
+	pgx.Tx
+	db      *DB
+	changes []*model.Change
+	// create, when set, is the message this transaction creates: finish
+	// gives it its ID and creation time.
+	create *model.Message
+	terms  []string
+	// purge, when set, deletes many messages in the last statement (see
+	// finishSQL); purged then receives how many it deleted.
+	purge  *purge
+	purged *int
+}
+
+// maxWriteAttempts bounds how often a write is run again after PostgreSQL
+// ended it for a deadlock or a serialization failure.
+const maxWriteAttempts = 5
+
+// write runs fn in a transaction and commits it with its changes logged.
+// It returns the position of the last change logged (0 if none).
+func (db *DB) write(ctx context.Context, fn func(w *writeTx) error) error {
+	var err error
+	for attempt := 1; attempt <= maxWriteAttempts; attempt++ {
+		if err = db.writeOnce(ctx, fn); !retryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (db *DB) writeOnce(ctx context.Context, fn func(w *writeTx) error) error {
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	w := &writeTx{Tx: tx, db: db}
+	if err := fn(w); err != nil {
+		return err
+	}
+	head, err := w.finish(ctx)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	if head > 0 {
+		if db.onCommit != nil {
+			db.onCommit(time.Since(start), 1)
+		}
+		db.feed.advance(head)
+	}
+	return nil
+}
+
+// retryable reports the errors after which PostgreSQL expects the
+// transaction to be tried again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// uniqueViolation reports whether err is a unique violation of constraint.
+func uniqueViolation(err error, constraint string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == constraint
+}
+
+// record adds a change to the transaction's log entries.
+func (w *writeTx) record(kind model.ChangeKind, m *model.Message, before string) {
+	w.changes = append(w.changes, &model.Change{Kind: kind, Message: *m, Before: before})
+}
+
+// recordRevocation logs that tokens of userID stopped working before their
+// time, so every instance's live streams of that account check theirs.
+// Tokens that expire need none: a stream knows its token's expiry.
+func (w *writeTx) recordRevocation(userID uint64) {
+	w.changes = append(w.changes, &model.Change{Kind: model.TokensRevoked, UserID: userID})
+}
+
+// createMessage has finish insert m (its ID and times to be given) with
+// its terms, and log its creation.
+func (w *writeTx) createMessage(m *model.Message, terms []string) {
+	w.create, w.terms = m, terms
+	w.changes = append(w.changes, &model.Change{Kind: model.MessageCreated})
+}
+
+// finishSQL is a write transaction's last statement: it takes as many
+// positions as there are changes from the counter (and, for a create, the
+// next message ID and a creation time no earlier than the newest given
+// out), inserts the message, inserts the changes, and notifies the other
+// instances, whose notification PostgreSQL delivers at commit. Every
+// part of it runs in one statement, one round trip.
+//
+// A transaction that ends with a purge (see purge) deletes the messages
+// in the same statement, and their changes follow the others: however
+// many they are, they never pass through this process.
+func finishSQL(p *purge) string {
+	var sb strings.Builder
+	sb.WriteString("WITH ")
+	purged, order := "0", ""
+	if p != nil {
+		order = "d.id"
+		if p.newestFirst {
+			order = "d.id DESC"
+		}
+		sb.WriteString(`d AS (
+	DELETE FROM messages m WHERE ` + p.where + `
+	RETURNING m.id, m.owner_id, m.content, m.created_at, m.updated_at, m.revision
+), k AS (SELECT count(*) AS n, $16::bigint AS account FROM d), `)
+		if p.account != 0 {
+			// After its messages, in the same statement: the foreign key
+			// is checked at the statement's end.
+			sb.WriteString("du AS (DELETE FROM users WHERE id = $16), ")
+		}
+		purged = "(SELECT n FROM k)"
+	}
+	sb.WriteString(`c AS (
+	UPDATE change_counter SET seq = seq + $1 + ` + purged + `,
+		message_id = message_id + $2,
+		message_created = CASE WHEN $2 > 0 THEN greatest(message_created, $3) ELSE message_created END
+	RETURNING seq, message_id, message_created
+), m AS (
+	INSERT INTO messages (id, owner_id, content, terms, created_at, updated_at, revision)
+	SELECT c.message_id, $4, $5, $6, c.message_created, c.message_created, 1 FROM c WHERE $2 > 0
+), ch AS (
+	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, before, created_at, updated_at, revision)
+	SELECT c.seq - ` + purged + ` - $1 + x.n, x.kind, $3, x.user_id,
+		CASE WHEN x.kind = 1 THEN c.message_id ELSE x.message_id END,
+		x.email, x.content, x.before,
+		CASE WHEN x.kind = 1 THEN c.message_created ELSE x.created_at END,
+		CASE WHEN x.kind = 1 THEN c.message_created ELSE x.updated_at END,
+		x.revision
+	FROM c, unnest($7::smallint[], $8::bigint[], $9::bigint[], $10::text[], $11::bytea[], $12::bytea[],
+		$13::timestamptz[], $14::timestamptz[], $15::bigint[])
+		WITH ORDINALITY AS x(kind, user_id, message_id, email, content, before, created_at, updated_at, revision, n)
+)`)
+	if p != nil {
+		sb.WriteString(`, pd AS (
+	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, before, created_at, updated_at, revision)
+	SELECT c.seq - ` + purged + ` + row_number() OVER (ORDER BY ` + order + `), ` + strconv.Itoa(int(model.MessageDeleted)) + `, $3,
+		d.owner_id, d.id, coalesce($17::text, u.email, ''), d.content, ''::bytea, d.created_at, d.updated_at, d.revision
+	FROM c, d LEFT JOIN users u ON u.id = d.owner_id
+)`)
+	}
+	sb.WriteString(`
+SELECT c.seq, c.message_id, c.message_created, ` + purged + `, pg_notify('` + notifyChannel + `', c.seq::text) FROM c`)
+	return sb.String()
+}
+
+// finish runs finishSQL for the transaction's changes, if it has any, and
+// returns the newest position it took. A created message gets its ID and
+// times, and its change a copy of it.
+func (w *writeTx) finish(ctx context.Context) (uint64, error) {
+	if len(w.changes) == 0 && w.purge == nil {
+		return 0, nil
+	}
+	n := len(w.changes)
+	kinds := make([]int16, n)
+	users := make([]int64, n)
+	ids := make([]int64, n)
+	emails := make([]string, n)
+	contents := make([][]byte, n)
+	befores := make([][]byte, n)
+	created := make([]*time.Time, n)
+	updated := make([]*time.Time, n)
+	revisions := make([]int64, n)
+	for i, ch := range w.changes {
+		kinds[i] = int16(ch.Kind)
+		contents[i], befores[i] = []byte{}, []byte(ch.Before)
+		switch ch.Kind {
+		case model.TokensRevoked:
+			users[i] = int64(ch.UserID)
+		case model.MessageCreated:
+			m := w.create
+			users[i], emails[i], contents[i], revisions[i] = int64(m.OwnerID), m.OwnerEmail, []byte(m.Content), 1
+		default:
+			m := &ch.Message
+			users[i], ids[i], emails[i], contents[i], revisions[i] = int64(m.OwnerID), int64(m.ID), m.OwnerEmail, []byte(m.Content), int64(m.Revision)
+			created[i], updated[i] = &m.CreatedAt, &m.UpdatedAt
+		}
+	}
+	var newMessages int
+	var owner int64
+	var content []byte
+	terms := []string{}
+	if w.create != nil {
+		newMessages, owner, content, terms = 1, int64(w.create.OwnerID), []byte(w.create.Content), w.terms
+	}
+	now := w.db.clock()
+	args := []any{n, newMessages, now, owner, content, terms,
+		kinds, users, ids, emails, contents, befores, created, updated, revisions}
+	if w.purge != nil {
+		var email any
+		if w.purge.account != 0 {
+			email = w.purge.email
+		}
+		args = append(args, int64(w.purge.account), email)
+		args = append(args, w.purge.args...)
+	}
+	var (
+		head, messageID, purged int64
+		messageCreated          *time.Time
+	)
+	err := w.QueryRow(ctx, finishSQL(w.purge), args...).Scan(&head, &messageID, &messageCreated, &purged, nil)
+	if err != nil {
+		return 0, err
+	}
+	if w.purged != nil {
+		*w.purged = int(purged)
+	}
+	if w.create != nil {
+		w.create.ID = uint64(messageID)
+		w.create.CreatedAt = messageCreated.UTC()
+		w.create.UpdatedAt = w.create.CreatedAt
+		w.create.Revision = 1
+	}
+	return uint64(head), nil
+}
+
+// caller resolves by to its account inside the write transaction, for a
+// write. A token is locked against deletion until the commit, so a
+// logout that committed first wins and one that comes later waits.
+// Errors: model.ErrUnauthorized for a token that no longer works and for
+// model.ByServer, which has no account; model.ErrNotFound for an unknown
+// user ID.
+func (w *writeTx) caller(ctx context.Context, by model.Caller) (*model.User, error) {
+	if hash, ok := by.Token(); ok {
+		u, _, err := w.db.authenticate(ctx, w, hash, true)
+		return u, err
+	}
+	if by.Server() {
+		return nil, model.Errorf(model.ErrUnauthorized, "this needs an account")
+	}
+	return userByID(ctx, w, by.UserID())
+}
