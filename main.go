@@ -101,7 +101,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.Var(rateFlag{&c.loginPerAddress}, "login-failures-per-address", "failed logins allowed per client address (`BURST/INTERVAL`)")
 	fs.Var(rateFlag{&c.registerPerAddr}, "registrations-per-address", "registrations allowed per client address (`BURST/INTERVAL`)")
 	usage := func(out io.Writer) {
-		fmt.Fprintf(out, "Usage: herald [serve] [flags]\n       herald check --db FILE\n       herald backup --db FILE OUT\n       herald compact --db FILE OUT\n\nHerald serves a messaging API with user accounts on one embedded database, or,\nfor more than one instance, on PostgreSQL.\ncheck, backup and compact work on a stopped server's bbolt file; each has --help.\n\nServe flags (each also read from the HERALD_* variable shown; a flag beats its variable):\n")
+		fmt.Fprintf(out, "Usage: herald [serve] [flags]\n       herald check --db FILE\n       herald backup --db FILE OUT\n       herald compact --db FILE OUT\n       herald migrate --db FILE --to URL\n\nHerald serves a messaging API with user accounts on one embedded database, or,\nfor more than one instance, on PostgreSQL.\ncheck, backup and compact work on a stopped server's bbolt file; migrate copies\none into an empty PostgreSQL database; each has --help.\n\nServe flags (each also read from the HERALD_* variable shown; a flag beats its variable):\n")
 		fs.VisitAll(func(f *flag.Flag) {
 			// The placeholder is shown once, after the flag; the text
 			// keeps the word without its backquotes.
@@ -319,6 +319,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 {
 		if t, ok := tools()[args[0]]; ok {
 			return runTool(t, args[1:], getenv, stdout, stderr)
+		}
+		if args[0] == "migrate" {
+			return runMigrate(ctx, args[1:], getenv, stdout, stderr)
 		}
 		if args[0] == "serve" {
 			args = args[1:]
