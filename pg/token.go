@@ -16,11 +16,15 @@ const authSQL = `SELECT t.user_id, t.handle, t.created_at, t.expires_at, t.last_
 	u.email, u.password_hash, u.roles, u.created_at
 FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = $1`
 
-// authLockSQL locks the token against deletion until the transaction
-// ends. A key-share lock: it waits for nothing but a deletion, and the
-// flush of last-use times, which updates other columns, never waits for
-// it.
-const authLockSQL = authSQL + ` FOR KEY SHARE OF t`
+// authLockSQL locks the token until the transaction ends: a revocation
+// waits for the writes in flight with it, and writes that come after the
+// revocation's wait find the token gone. An update lock, not a share
+// lock: PostgreSQL lets a new share lock join those held without waiting
+// behind a deletion that waits, so a steady stream of writes with one
+// token could hold its logout back for ever; update locks queue in turn.
+// Writes with one token (one device) thus take turns; other tokens'
+// writes do not wait for them.
+const authLockSQL = authSQL + ` FOR NO KEY UPDATE OF t`
 
 // scanAuth reads a row of authSQL and applies the token's rules at now: a
 // token unknown, revoked or expired does not work. A working token's use
