@@ -96,6 +96,7 @@ func Run(t *testing.T, open Opener) {
 		{"Messages", testMessages},
 		{"Ownership", testOwnership},
 		{"Preconditions", testPreconditions},
+		{"LogoutWhileWriting", testLogoutWhileWriting},
 		{"ChangeLog", testChangeLog},
 		{"ChangeHeadWakes", testChangeHeadWakes},
 		{"TrimChanges", testTrimChanges},
@@ -698,6 +699,56 @@ func testPreconditions(e *env) {
 	}
 	if won != 1 {
 		t.Errorf("%d writers with the same If-Match won, want 1", won)
+	}
+}
+
+// testLogoutWhileWriting: a logout made while many writes with its token
+// are in flight completes, and no write begun after it succeeds. (A store
+// whose writes share-lock their token could hold the logout back for as
+// long as writes keep coming.)
+func testLogoutWhileWriting(e *env) {
+	t := e.t
+	ctx := e.ctx()
+	ada, reg := e.user("ada@example.com")
+	m := e.post(ada.ID, "contested")
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		out      bool
+		lateWins int
+	)
+	for w := range 12 {
+		wg.Go(func() {
+			for i, late := 0, 0; late < 5; i++ {
+				mu.Lock()
+				after := out
+				mu.Unlock()
+				if after {
+					late++
+				}
+				_, err := e.Store.UpdateMessage(ctx, m.ID, model.ByToken(reg), model.MessageUpdate{Content: ptr(fmt.Sprintf("writer %d edit %d", w, i))}, nil)
+				if after && err == nil {
+					mu.Lock()
+					lateWins++
+					mu.Unlock()
+				}
+				if err != nil && !errors.Is(err, model.ErrUnauthorized) {
+					t.Errorf("edit: %v", err)
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(5 * time.Millisecond)
+	if err := e.Store.RevokeToken(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	out = true
+	mu.Unlock()
+	wg.Wait()
+	if lateWins != 0 {
+		t.Errorf("%d edits begun after the logout returned succeeded", lateWins)
 	}
 }
 
