@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,15 +39,17 @@ import (
 // change.
 
 // notifyChannel is the channel logging transactions notify, with the new
-// head as the payload.
+// head and the newest message ID given out as the payload ("head:id").
 const notifyChannel = "herald_changes"
 
 // feed is what this instance knows of the log's head, and the channel that
-// wakes its readers when the head moves.
+// wakes its readers when the head moves. It also knows the newest message
+// ID given out, which search starts its windows from.
 type feed struct {
-	mu   sync.Mutex
-	head uint64
-	wait chan struct{}
+	mu      sync.Mutex
+	head    uint64
+	wait    chan struct{}
+	message atomic.Uint64
 }
 
 // advance moves the head to at least head, waking readers if it moved.
@@ -60,6 +64,20 @@ func (f *feed) advance(head uint64) {
 	f.wait = make(chan struct{})
 }
 
+// sawMessage notes that message IDs up to id have been given out.
+func (f *feed) sawMessage(id uint64) {
+	for {
+		cur := f.message.Load()
+		if id <= cur || f.message.CompareAndSwap(cur, id) {
+			return
+		}
+	}
+}
+
+// newestMessage is the newest message ID this instance knows was given
+// out; another instance may have given out newer ones since.
+func (f *feed) newestMessage() uint64 { return f.message.Load() }
+
 // current is the head as this instance knows it and its wake-up channel.
 func (f *feed) current() (uint64, <-chan struct{}) {
 	f.mu.Lock()
@@ -70,21 +88,23 @@ func (f *feed) current() (uint64, <-chan struct{}) {
 // startFeed reads the head and starts the listener and the poller.
 func (db *DB) startFeed(ctx context.Context, pollEvery time.Duration) error {
 	db.feed.wait = make(chan struct{})
-	head, _, err := db.readHead(ctx)
-	if err != nil {
+	if _, _, err := db.readHead(ctx); err != nil {
 		return err
 	}
-	db.feed.advance(head)
 	db.workers.Add(2)
 	go db.listen()
 	go db.poll(pollEvery)
 	return nil
 }
 
-// readHead reads the counter and the floor.
+// readHead reads the counter and the floor, and advances the feed.
 func (db *DB) readHead(ctx context.Context) (head, floor uint64, err error) {
-	var h, f int64
-	err = db.pool.QueryRow(ctx, `SELECT (SELECT seq FROM change_counter), (SELECT seq FROM change_floor)`).Scan(&h, &f)
+	var h, f, m int64
+	err = db.pool.QueryRow(ctx, `SELECT c.seq, f.seq, c.message_id FROM change_counter c CROSS JOIN change_floor f`).Scan(&h, &f, &m)
+	if err == nil {
+		db.feed.sawMessage(uint64(m))
+		db.feed.advance(uint64(h))
+	}
 	return uint64(h), uint64(f), err
 }
 
@@ -100,9 +120,7 @@ func (db *DB) poll(interval time.Duration) {
 		case <-tick.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), interval)
-		if head, _, err := db.readHead(ctx); err == nil {
-			db.feed.advance(head)
-		}
+		_, _, _ = db.readHead(ctx) // a failure waits for the next tick
 		cancel()
 	}
 }
@@ -147,18 +165,23 @@ func (db *DB) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) error {
 		return err
 	}
 	// Whatever committed while no one listened.
-	var head int64
-	if err := conn.QueryRow(ctx, "SELECT seq FROM change_counter").Scan(&head); err != nil {
+	var head, message int64
+	if err := conn.QueryRow(ctx, "SELECT seq, message_id FROM change_counter").Scan(&head, &message); err != nil {
 		return err
 	}
+	db.feed.sawMessage(uint64(message))
 	db.feed.advance(uint64(head))
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		if seq, err := strconv.ParseUint(n.Payload, 10, 64); err == nil {
-			db.feed.advance(seq)
+		seq, id, _ := strings.Cut(n.Payload, ":")
+		if v, err := strconv.ParseUint(id, 10, 64); err == nil {
+			db.feed.sawMessage(v)
+		}
+		if v, err := strconv.ParseUint(seq, 10, 64); err == nil {
+			db.feed.advance(v)
 		}
 	}
 }
@@ -169,11 +192,12 @@ func (db *DB) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) error {
 // this instance has heard: a client resuming here with a position another
 // instance gave it must not be told that position does not exist.
 func (db *DB) ChangeHead(ctx context.Context) (uint64, <-chan struct{}, error) {
-	var head int64
-	if err := db.pool.QueryRow(ctx, "SELECT seq FROM change_counter").Scan(&head); err != nil {
+	var head, message int64
+	if err := db.pool.QueryRow(ctx, "SELECT seq, message_id FROM change_counter").Scan(&head, &message); err != nil {
 		h, wait := db.feed.current()
 		return h, wait, err
 	}
+	db.feed.sawMessage(uint64(message))
 	db.feed.advance(uint64(head))
 	h, wait := db.feed.current()
 	return h, wait, nil

@@ -193,6 +193,7 @@ func (im *Importer) Finish(st ImportState) (ImportCounts, error) {
 	if err := im.tx.Commit(ctx); err != nil {
 		return ImportCounts{}, err
 	}
+	im.db.feed.sawMessage(st.MessagesSeq)
 	im.db.feed.advance(st.ChangesHead)
 	return im.counts, nil
 }

@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,23 +38,107 @@ func (db *DB) CreateMessage(ctx context.Context, by model.Caller, content string
 	if err := (&model.Message{Content: content}).Validate(); err != nil {
 		return nil, err
 	}
-	// Computed before the transaction, on the caller's goroutine: the
+	if by.Server() {
+		return nil, model.Errorf(model.ErrUnauthorized, "this needs an account")
+	}
+	// Computed before the create queues, on the caller's goroutine: the
 	// costliest part of indexing, and none of it needs the database.
-	terms := model.SortedTerms(content)
-	var out *model.Message
-	err := db.write(ctx, func(w *writeTx) error {
-		owner, err := w.caller(ctx, by)
-		if err != nil {
-			return err
+	op := &createOp{by: by, content: content, terms: model.SortedTerms(content), done: make(chan createResult, 1)}
+	db.enqueue(op)
+	r := <-op.done
+	return r.m, r.err
+}
+
+// createSQL is a create in one statement, so in one round trip and one
+// transaction of its own: the caller resolved (a token locked as every
+// write locks it, and checked unexpired at $2; an account by ID has no
+// expiry), then, as the last step,
+// the counter's next position, message ID and creation time taken, the
+// message and its change inserted, and the other instances notified. It
+// always answers one row: the caller as found (all NULL when not), and
+// what was created (NULL when nothing was).
+func createSQL(byToken bool) string {
+	caller := `SELECT t.user_id, t.expires_at, t.last_used_at, u.email FROM tokens t JOIN users u ON u.id = t.user_id
+		WHERE t.hash = $1 FOR NO KEY UPDATE OF t`
+	if !byToken {
+		caller = `SELECT id AS user_id, NULL::timestamptz AS expires_at, created_at AS last_used_at, email FROM users
+		WHERE id = $1 FOR KEY SHARE`
+	}
+	return `
+WITH t AS (` + caller + `
+), ok AS (
+	SELECT user_id, email FROM t WHERE expires_at IS NULL OR expires_at > $2
+), c AS (
+	UPDATE change_counter SET seq = seq + 1, message_id = message_id + 1, message_created = greatest(message_created, $2)
+	WHERE EXISTS (SELECT 1 FROM ok)
+	RETURNING seq, message_id, message_created
+), m AS (
+	INSERT INTO messages (id, owner_id, content, terms, created_at, updated_at, revision)
+	SELECT c.message_id, ok.user_id, $3, $4, c.message_created, c.message_created, 1 FROM c, ok
+), ch AS (
+	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, before, created_at, updated_at, revision)
+	SELECT c.seq, ` + strconv.Itoa(int(model.MessageCreated)) + `, $2, ok.user_id, c.message_id, ok.email, $3, ''::bytea,
+		c.message_created, c.message_created, 1 FROM c, ok
+)
+SELECT t.user_id, t.expires_at, t.last_used_at, t.email, c.seq, c.message_id, c.message_created,
+	CASE WHEN c.seq IS NOT NULL THEN pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) END
+FROM (SELECT 1) one LEFT JOIN t ON true LEFT JOIN c ON true`
+}
+
+var (
+	createByTokenSQL = createSQL(true)
+	createByUserSQL  = createSQL(false)
+)
+
+// createMessage runs createSQL, again after a deadlock.
+func (db *DB) createMessage(ctx context.Context, by model.Caller, content string, terms []string) (*model.Message, error) {
+	var err error
+	for attempt := 1; attempt <= maxWriteAttempts; attempt++ {
+		var m *model.Message
+		if m, err = db.createOnce(ctx, by, content, terms); !retryable(err) {
+			return m, err
 		}
-		out = &model.Message{OwnerID: owner.ID, OwnerEmail: owner.Email, Content: content}
-		w.createMessage(out, terms)
-		return nil
-	})
+	}
+	return nil, err
+}
+
+// createOnce runs createSQL once.
+func (db *DB) createOnce(ctx context.Context, by model.Caller, content string, terms []string) (*model.Message, error) {
+	now := db.clock()
+	hash, byToken := by.Token()
+	sql, key := createByUserSQL, any(int64(by.UserID()))
+	if byToken {
+		sql, key = createByTokenSQL, hash[:]
+	}
+	var (
+		userID, seq, id   *int64
+		expires, used, at *time.Time
+		email             *string
+	)
+	start := time.Now()
+	err := db.pool.QueryRow(ctx, sql, key, now, []byte(content), terms).Scan(&userID, &expires, &used, &email, &seq, &id, &at, nil)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	switch {
+	case userID == nil && byToken:
+		return nil, model.Errorf(model.ErrUnauthorized, "the bearer token is unknown or was revoked")
+	case userID == nil:
+		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", by.UserID())
+	case seq == nil:
+		return nil, model.Errorf(model.ErrUnauthorized, "the bearer token has expired; log in again")
+	}
+	if byToken {
+		db.uses.note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)
+	}
+	if db.onCommit != nil {
+		db.onCommit(time.Since(start), 1)
+	}
+	db.feed.sawMessage(uint64(*id))
+	db.feed.advance(uint64(*seq))
+	created := at.UTC()
+	return &model.Message{ID: uint64(*id), OwnerID: uint64(*userID), OwnerEmail: *email, Content: content,
+		CreatedAt: created, UpdatedAt: created, Revision: 1}, nil
 }
 
 // resolver reads the caller's account in the round trip of a read.

@@ -24,27 +24,35 @@ import (
 // (created_at, id) index, and a cursor neither skips nor repeats a message
 // while others are created or deleted.
 //
-// Cost. The bbolt store walks posting lists and stops a page after a
-// budget of steps; here PostgreSQL picks the plan, and the budget is a
-// span of IDs. A page is looked for in ID windows below the cursor, each
-// its own branch of one UNION ALL, read in order until the page is full:
-// the newest windowSizes[0] IDs first, then the next windowSizes[1], and
-// so on. Within a window PostgreSQL either walks the primary key (or the
-// owner's index) down through at most the window's messages, filtering on
-// the terms — the right plan when the words are common — or intersects the
-// words' GIN posting lists and reads only the matches in the window — the
-// right plan when one is rare. Either way a window costs at most its own
-// messages, whatever the estimate that chose the plan, so words that
-// seldom meet (each common, so PostgreSQL walks; together almost never)
-// cost at most searchSpan messages for one page, not the whole table.
-// When the windows are spent before the page is full, the page comes back
-// short with a cursor below the last window, as a bbolt page that spent
-// its steps does, and the client goes on from there. A page deep in the
-// results costs what the first does: the windows start at its cursor.
-// Queries without words never need windows: the newest messages, or an
-// owner's newest through the (owner_id, id) index, fill a page at once.
+// Cost. A query without words never walks more than its page: the newest
+// messages through the primary key, or an owner's through (owner_id, id).
+// A query with words could: the bbolt store walks posting lists and stops
+// a page after a budget of steps; here PostgreSQL picks the plan, and the
+// budget is a span of IDs. A page is looked for in ID windows below the
+// cursor, each its own branch of one UNION ALL, read in order until the
+// page is full: the newest windowSizes[0] IDs first, then the next
+// windowSizes[1], and so on. Within a window PostgreSQL either walks the
+// primary key (or the owner's index) down through at most the window's
+// messages, filtering on the terms — the right plan when the words are
+// common — or intersects the words' GIN posting lists and reads only the
+// matches in the window — the right plan when one is rare. Either way a
+// window costs at most its own messages, whatever the estimate that chose
+// the plan, so words that seldom meet (each common, so PostgreSQL walks;
+// together almost never) cost at most searchSpan messages for one page,
+// not the whole table. When the windows are spent before the page is
+// full, the page comes back short with a cursor below the last window, as
+// a bbolt page that spent its steps does, and the client goes on from
+// there. A page deep in the results costs what the first does: the
+// windows start at its cursor. A first page's windows start at the newest
+// message ID this instance knows of; the newest window is open above, so
+// messages another instance created since are found too.
 //
-// A search is one statement; when the client goes away its context ends,
+// Which plan is right depends on the words, so a search with words is
+// planned for its own values each time (its transaction sets
+// plan_cache_mode for itself), while every other statement keeps the plan
+// it was prepared with.
+//
+// A search is one round trip; when the client goes away its context ends,
 // and pgx asks PostgreSQL to cancel the statement.
 
 // windowSizes are the ID spans of one page's windows, in the order they
@@ -76,12 +84,28 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		limit = model.DefaultSearchLimit
 	}
 	limit = min(limit, model.MaxSearchLimit)
-	sql, args := searchQuery(&q, limit)
 	b := &pgx.Batch{}
+	words := len(q.Terms) > 0
+	if words {
+		b.Queue("BEGIN READ ONLY")
+		b.Queue("SET LOCAL plan_cache_mode = force_custom_plan")
+	}
 	resolve := db.queueCaller(b, by)
+	newest := int64(db.feed.newestMessage())
+	sql, args := searchQuery(&q, limit, newest)
 	b.Queue(sql, args...)
+	if words {
+		b.Queue("COMMIT")
+	}
 	br := db.pool.SendBatch(ctx, b)
 	defer br.Close()
+	if words {
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return nil, nil, ctxErr(ctx, err)
+			}
+		}
+	}
 	u, err := resolve(br)
 	if err != nil {
 		return nil, nil, err
@@ -91,11 +115,10 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		return nil, nil, ctxErr(ctx, err)
 	}
 	var (
-		page          = &model.SearchPage{}
-		hi, lo        int64
-		ownerMissing  bool
-		msgs          []*model.Message
-		boundsPresent bool
+		page         = &model.SearchPage{}
+		lo           int64
+		ownerMissing bool
+		msgs         []*model.Message
 	)
 	for rows.Next() {
 		var (
@@ -109,13 +132,13 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 			return nil, nil, err
 		}
 		if kind == 0 {
-			// The bounds row: hi and lo, and whether the owner asked for
-			// exists (in rev).
-			hi, lo, ownerMissing, boundsPresent = id, owner, rev == 0, true
+			// The bounds row of a search with words: lo in owner_id, and
+			// whether the owner asked for exists in revision.
+			lo, ownerMissing = owner, rev == 0
 			continue
 		}
 		if email == nil {
-			continue // the owner's account was deleted after the match was read
+			continue
 		}
 		msgs = append(msgs, &model.Message{ID: uint64(id), OwnerID: uint64(owner), OwnerEmail: *email,
 			Content: string(content), CreatedAt: created.UTC(), UpdatedAt: updated.UTC(), Revision: uint64(rev)})
@@ -124,27 +147,39 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 	if err := rows.Err(); err != nil {
 		return nil, nil, ctxErr(ctx, err)
 	}
+	if words {
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, ctxErr(ctx, err)
+		}
+	}
 	if err := br.Close(); err != nil {
 		return nil, nil, ctxErr(ctx, err)
 	}
-	if !boundsPresent {
-		return nil, nil, fmt.Errorf("search: no bounds row")
-	}
 	slices.SortFunc(msgs, func(a, b *model.Message) int { return cmpDesc(a.ID, b.ID) })
+	bottom := windowsTop(&q, newest) - searchSpan + 1 // the lowest ID the windows cover
 	switch {
 	case len(msgs) > limit:
 		// One match beyond the page proves there is a next page.
 		page.Messages = msgs[:limit]
 		page.NextBeforeID = msgs[limit-1].ID
-	case len(q.Terms) > 0 && !ownerMissing && hi-searchSpan >= lo:
+	case words && !ownerMissing && bottom > lo && bottom > 1:
 		// The windows are spent and IDs below them remain: a short page,
 		// and a cursor to go on below the last window.
 		page.Messages = msgs
-		page.NextBeforeID = uint64(hi - searchSpan + 1)
+		page.NextBeforeID = uint64(bottom)
 	default:
 		page.Messages = msgs
 	}
 	return u, page, nil
+}
+
+// windowsTop is the ID the windows of q start from: below its cursor, or
+// at the newest message ID known.
+func windowsTop(q *model.SearchQuery, newest int64) int64 {
+	if q.BeforeID != 0 && q.BeforeID <= math.MaxInt64 && int64(q.BeforeID-1) < newest {
+		return int64(q.BeforeID - 1)
+	}
+	return newest
 }
 
 func cmpDesc(a, b uint64) int {
@@ -166,76 +201,94 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-// searchQuery builds the statement for q: a bounds row, then the matches
-// in order, at most limit+1 of them (one more proves a next page).
+// searchQuery builds the statement for q: for a query with words, a
+// bounds row first; then the matches in order, at most limit+1 of them (one
+// more proves a next page). newest is the newest message ID known.
 //
 // Rows: kind (0 the bounds row, 1 a message), id, owner_id, email,
-// content, created_at, updated_at, revision. The bounds row carries hi in
-// id, lo in owner_id and, in revision, 1 when there is no owner filter or
-// its owner exists.
-func searchQuery(q *model.SearchQuery, limit int) (string, []any) {
+// content, created_at, updated_at, revision. The bounds row carries lo,
+// the lowest ID since allows, in owner_id, and in revision 1 when there is
+// no owner filter or its owner exists.
+func searchQuery(q *model.SearchQuery, limit int, newest int64) (string, []any) {
 	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
-	var sb strings.Builder
-	// Bounds: hi from the cursor, the newest ID given out, and until; lo
-	// from since. Creation times never fall as IDs rise, so the first ID
-	// created at or after an instant is found in the time index.
-	hi := "c.message_id"
-	if q.BeforeID != 0 && q.BeforeID <= math.MaxInt64 {
-		hi = "least(c.message_id, " + arg(int64(q.BeforeID-1)) + ")"
+	const maxID = "9223372036854775807"
+	// Bounds as subqueries, run once (InitPlans). Creation times never
+	// fall as IDs rise, so the first ID created at or after an instant is
+	// found in the time index.
+	firstAt := func(t time.Time) string {
+		return "(SELECT id FROM messages WHERE created_at >= " + arg(boundTime(t)) + " ORDER BY created_at, id LIMIT 1)"
 	}
-	if q.Until != nil {
-		hi = "least(" + hi + ", coalesce((SELECT id FROM messages WHERE created_at >= " + arg(boundTime(*q.Until)) +
-			" ORDER BY created_at, id LIMIT 1) - 1, " + hi + "))"
+	var filter strings.Builder
+	if q.BeforeID != 0 && q.BeforeID <= math.MaxInt64 {
+		filter.WriteString(" AND m.id < " + arg(int64(q.BeforeID)))
 	}
 	lo := "1"
 	if q.Since != nil {
-		lo = "coalesce((SELECT id FROM messages WHERE created_at >= " + arg(boundTime(*q.Since)) +
-			" ORDER BY created_at, id LIMIT 1), 9223372036854775807)"
-	}
-	owner := "NULL::bigint"
-	ownerOK := "1"
-	if q.OwnerEmail != "" {
-		owner = "(SELECT id FROM users WHERE email_key = " + arg(model.EmailKey(q.OwnerEmail)) + ")"
-		ownerOK = "CASE WHEN owner IS NULL THEN 0 ELSE 1 END"
-	}
-	sb.WriteString("WITH b AS (SELECT " + hi + " AS hi, " + lo + " AS lo, " + owner + " AS owner FROM change_counter c)\n")
-	sb.WriteString("SELECT r.kind, r.id, r.owner_id, u.email, r.content, r.created_at, r.updated_at, r.revision FROM (\n")
-	sb.WriteString("(SELECT 0::bigint AS kind, hi AS id, lo AS owner_id, NULL::bytea AS content, NULL::timestamptz AS created_at, NULL::timestamptz AS updated_at, " +
-		ownerOK + "::bigint AS revision FROM b)")
-	// Filters every branch applies besides its window. The time bounds
-	// are already ID bounds; applied again they keep answers exact on a
-	// database whose creation times are out of order (one upgraded from a
-	// release that did not keep them monotonic), as bbolt's search does.
-	var filter strings.Builder
-	if q.OwnerEmail != "" {
-		filter.WriteString(" AND m.owner_id = b.owner")
-	}
-	if len(q.Terms) > 0 {
-		filter.WriteString(" AND m.terms @> " + arg(slices.Clone(q.Terms)) + "::text[]")
-	}
-	if q.Since != nil {
-		filter.WriteString(" AND m.created_at >= " + arg(boundTime(*q.Since)))
+		lo = "coalesce(" + firstAt(*q.Since) + ", " + maxID + ")"
+		filter.WriteString(" AND m.id >= " + lo + " AND m.created_at >= " + arg(boundTime(*q.Since)))
 	}
 	if q.Until != nil {
-		filter.WriteString(" AND m.created_at < " + arg(boundTime(*q.Until)))
+		filter.WriteString(" AND m.id < coalesce(" + firstAt(*q.Until) + ", " + maxID + ") AND m.created_at < " + arg(boundTime(*q.Until)))
 	}
-	n := arg(limit + 1)
-	branch := func(window string) {
-		sb.WriteString("\nUNION ALL\n(SELECT 1, m.id, m.owner_id, m.content, m.created_at, m.updated_at, m.revision FROM b, messages m WHERE " +
-			window + filter.String() + " ORDER BY m.id DESC LIMIT " + n + ")")
+	owner := ""
+	if q.OwnerEmail != "" {
+		owner = "(SELECT id FROM users WHERE email_key = " + arg(model.EmailKey(q.OwnerEmail)) + ")"
 	}
+	const columns = "m.id, m.owner_id, u.email, m.content, m.created_at, m.updated_at, m.revision"
 	if len(q.Terms) == 0 {
-		branch("m.id BETWEEN b.lo AND b.hi")
-	} else {
-		var above int64 // IDs the windows before this one cover
-		for _, size := range windowSizes {
-			branch(fmt.Sprintf("m.id BETWEEN greatest(b.lo, b.hi - %d) AND b.hi - %d", above+size-1, above))
-			above += size
+		order := " ORDER BY m.id DESC"
+		if owner != "" {
+			// An owner's messages come from their own index, newest first,
+			// like a posting list, whatever share of all messages the plan
+			// (made once for every owner) guesses they are: guessed a
+			// tenth, the newest messages were walked until the owner's
+			// turned up, all of another account's first. Written as a
+			// range, and ordered by owner too, the owner is not a constant
+			// the planner may drop from the order, so only the index gives
+			// it.
+			filter.WriteString(" AND m.owner_id >= " + owner + " AND m.owner_id <= " + owner)
+			order = " ORDER BY m.owner_id DESC, m.id DESC"
 		}
+		return "SELECT 1::bigint, " + columns + " FROM messages m JOIN users u ON u.id = m.owner_id WHERE true" +
+			filter.String() + order + " LIMIT " + arg(limit+1), args
+	}
+	if owner != "" {
+		filter.WriteString(" AND m.owner_id = " + owner)
+	}
+	filter.WriteString(" AND m.terms @> " + arg(slices.Clone(q.Terms)) + "::text[]")
+	ownerOK := "1"
+	if owner != "" {
+		ownerOK = "CASE WHEN " + owner + " IS NULL THEN 0 ELSE 1 END"
+	}
+	var sb strings.Builder
+	sb.WriteString("SELECT r.kind, r.id, r.owner_id, u.email, r.content, r.created_at, r.updated_at, r.revision FROM (\n")
+	sb.WriteString("(SELECT 0::bigint AS kind, 0::bigint AS id, " + lo + "::bigint AS owner_id, NULL::bytea AS content, " +
+		"NULL::timestamptz AS created_at, NULL::timestamptz AS updated_at, " + ownerOK + "::bigint AS revision)")
+	top := windowsTop(q, newest)
+	n := arg(limit + 1)
+	var above int64 // IDs the windows before this one cover
+	for i, size := range windowSizes {
+		// The newest window is open above: messages newer than the newest
+		// this instance has heard of are in it (the cursor bounds it, when
+		// there is one).
+		window := "m.id >= " + arg(top-above-size+1)
+		order := "m.id DESC"
+		if i > 0 {
+			window += " AND m.id <= " + arg(top-above)
+			// The windows after the first are read only when the first held
+			// too few matches, so the words are not common here: the primary
+			// key may not hand these windows over in order, which would let
+			// PostgreSQL walk one hoping to stop early. It intersects the
+			// words' postings instead, or reads the window once at most.
+			order = "m.id + 0 DESC"
+		}
+		sb.WriteString("\nUNION ALL\n(SELECT 1, m.id, m.owner_id, m.content, m.created_at, m.updated_at, m.revision FROM messages m WHERE " +
+			window + filter.String() + " ORDER BY " + order + " LIMIT " + n + ")")
+		above += size
 	}
 	sb.WriteString("\nLIMIT " + arg(limit+2) + ") r LEFT JOIN users u ON u.id = r.owner_id AND r.kind = 1")
 	return sb.String(), args

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"herald/model"
 )
@@ -17,8 +18,12 @@ import (
 // writeTx, which collects the change-log entries the write implies; the
 // transaction's last statement then takes their positions from the
 // counter row, inserts them, and (for a create) the new message with the
-// ID and creation time the counter gives out (see finish). The counter's
-// row lock is thus held only from that statement to the commit.
+// ID and creation time the counter gives out (see finishSQL). The
+// counter's row lock is thus held only from that statement to the commit.
+//
+// Round trips are most of a write's cost on a small machine, so a
+// transaction spends as few as it can: BEGIN goes out with its first
+// statement, and COMMIT with its last, in one pipeline each.
 //
 // A write function may run more than once: PostgreSQL may end a
 // transaction that deadlocked with another or could not be serialized,
@@ -26,10 +31,13 @@ import (
 // therefore recompute everything they report from the transaction they
 // are given.
 
-// writeTx is one write transaction and the changes it will log.
+// writeTx is one write transaction on a connection of its own, and the
+// changes it will log.
 type writeTx struct {
-	pgx.Tx
-	db      *DB
+	conn  *pgxpool.Conn
+	begun bool // BEGIN has gone out
+	db    *DB
+
 	changes []*model.Change
 	// create, when set, is the message this transaction creates: finish
 	// gives it its ID and creation time.
@@ -46,7 +54,6 @@ type writeTx struct {
 const maxWriteAttempts = 5
 
 // write runs fn in a transaction and commits it with its changes logged.
-// It returns the position of the last change logged (0 if none).
 func (db *DB) write(ctx context.Context, fn func(w *writeTx) error) error {
 	var err error
 	for attempt := 1; attempt <= maxWriteAttempts; attempt++ {
@@ -57,22 +64,19 @@ func (db *DB) write(ctx context.Context, fn func(w *writeTx) error) error {
 	return err
 }
 
-func (db *DB) writeOnce(ctx context.Context, fn func(w *writeTx) error) error {
-	tx, err := db.pool.Begin(ctx)
+func (db *DB) writeOnce(ctx context.Context, fn func(w *writeTx) error) (err error) {
+	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	w := &writeTx{Tx: tx, db: db}
+	w := &writeTx{conn: conn, db: db}
+	defer func() { w.release(err) }()
 	if err := fn(w); err != nil {
 		return err
 	}
+	start := time.Now()
 	head, err := w.finish(ctx)
 	if err != nil {
-		return err
-	}
-	start := time.Now()
-	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
 	if head > 0 {
@@ -82,6 +86,91 @@ func (db *DB) writeOnce(ctx context.Context, fn func(w *writeTx) error) error {
 		db.feed.advance(head)
 	}
 	return nil
+}
+
+// release ends the transaction, if one is open (a write that failed), and
+// gives the connection back; a connection in a state it cannot vouch for
+// is closed instead.
+func (w *writeTx) release(failed error) {
+	conn := w.conn.Conn()
+	if failed != nil && conn.PgConn().TxStatus() != 'I' {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := conn.Exec(ctx, "ROLLBACK")
+		cancel()
+		if err != nil {
+			_ = w.conn.Hijack().Close(context.Background())
+			return
+		}
+	}
+	if conn.PgConn().TxStatus() != 'I' || conn.PgConn().IsBusy() {
+		_ = w.conn.Hijack().Close(context.Background())
+		return
+	}
+	w.conn.Release()
+}
+
+// Exec runs a statement in the transaction, beginning it if need be.
+func (w *writeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if w.begun {
+		return w.conn.Exec(ctx, sql, args...)
+	}
+	br := w.sendWithBegin(ctx, sql, args)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+// QueryRow runs a query of one row in the transaction, beginning it if
+// need be, when the row is scanned.
+func (w *writeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return &writeRow{w: w, ctx: ctx, sql: sql, args: args}
+}
+
+// Query runs a query in the transaction, beginning it first if need be.
+func (w *writeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if !w.begun {
+		if _, err := w.Exec(ctx, "SELECT 1"); err != nil {
+			return nil, err
+		}
+	}
+	return w.conn.Query(ctx, sql, args...)
+}
+
+// writeRow is QueryRow's row, read when scanned.
+type writeRow struct {
+	w    *writeTx
+	ctx  context.Context
+	sql  string
+	args []any
+}
+
+func (r *writeRow) Scan(dest ...any) error {
+	if r.w.begun {
+		return r.w.conn.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
+	}
+	br := r.w.sendWithBegin(r.ctx, r.sql, r.args)
+	err := br.QueryRow().Scan(dest...)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// sendWithBegin sends BEGIN and a statement in one round trip, and reads
+// BEGIN's answer; the statement's is next in the results.
+func (w *writeTx) sendWithBegin(ctx context.Context, sql string, args []any) pgx.BatchResults {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(sql, args...)
+	br := w.conn.SendBatch(ctx, b)
+	w.begun = true
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return pgx.FailedBatchResults(&pgx.Batch{QueuedQueries: b.QueuedQueries[1:]}, err)
+	}
+	return br
 }
 
 // retryable reports the errors after which PostgreSQL expects the
@@ -175,16 +264,21 @@ func finishSQL(p *purge) string {
 )`)
 	}
 	sb.WriteString(`
-SELECT c.seq, c.message_id, c.message_created, ` + purged + `, pg_notify('` + notifyChannel + `', c.seq::text) FROM c`)
+SELECT c.seq, c.message_id, c.message_created, ` + purged + `, pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) FROM c`)
 	return sb.String()
 }
 
-// finish runs finishSQL for the transaction's changes, if it has any, and
-// returns the newest position it took. A created message gets its ID and
-// times, and its change a copy of it.
+// finish commits the transaction: with finishSQL for its changes, if it
+// has any, in the same round trip as COMMIT. It returns the newest
+// position it took (0 when it logged nothing). A created message gets its
+// ID and times.
 func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 	if len(w.changes) == 0 && w.purge == nil {
-		return 0, nil
+		if !w.begun {
+			return 0, nil
+		}
+		_, err := w.conn.Exec(ctx, "COMMIT")
+		return 0, err
 	}
 	n := len(w.changes)
 	kinds := make([]int16, n)
@@ -218,8 +312,7 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 	if w.create != nil {
 		newMessages, owner, content, terms = 1, int64(w.create.OwnerID), []byte(w.create.Content), w.terms
 	}
-	now := w.db.clock()
-	args := []any{n, newMessages, now, owner, content, terms,
+	args := []any{n, newMessages, w.db.clock(), owner, content, terms,
 		kinds, users, ids, emails, contents, befores, created, updated, revisions}
 	if w.purge != nil {
 		var email any
@@ -233,13 +326,36 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 		head, messageID, purged int64
 		messageCreated          *time.Time
 	)
-	err := w.QueryRow(ctx, finishSQL(w.purge), args...).Scan(&head, &messageID, &messageCreated, &purged, nil)
+	b := &pgx.Batch{}
+	if !w.begun {
+		b.Queue("BEGIN")
+	}
+	b.Queue(finishSQL(w.purge), args...)
+	b.Queue("COMMIT")
+	br := w.conn.SendBatch(ctx, b)
+	err := func() error {
+		if !w.begun {
+			w.begun = true
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		if err := br.QueryRow().Scan(&head, &messageID, &messageCreated, &purged, nil); err != nil {
+			return err
+		}
+		_, err := br.Exec()
+		return err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return 0, err
 	}
 	if w.purged != nil {
 		*w.purged = int(purged)
 	}
+	w.db.feed.sawMessage(uint64(messageID))
 	if w.create != nil {
 		w.create.ID = uint64(messageID)
 		w.create.CreatedAt = messageCreated.UTC()
