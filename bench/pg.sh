@@ -71,7 +71,7 @@ pg_start() {
   # The server's account must reach its directory through its parents.
   local up=${pg_dir%/*}
   while [ -n "$up" ] && [ "$up" != / ]; do
-    [ -x "$up" ] || chmod o+x "$up" 2>/dev/null || true
+    if [ -z "$(find "$up" -maxdepth 0 -perm -o=x 2>/dev/null)" ]; then chmod o+x "$up" 2>/dev/null || true; fi
     up=${up%/*}
   done
   if [ "$(id -u)" = 0 ]; then chown postgres: "$pg_dir"; fi
@@ -120,4 +120,19 @@ pg_stop() {
   done
   kill -KILL "$pg_pid" 2>/dev/null || true
   pg_pid=''
+}
+
+# pg_cpu: REPLY = CPU ticks the server has used: the postmaster's own, its
+# children's that have ended (counted in its cutime and cstime) and those
+# of the backends and workers running now.
+pg_cpu() {
+  local total=0 c
+  [ -n "${pg_pid:-}" ] || { REPLY=0; return 0; }
+  cpu_of "$pg_pid"
+  total=$REPLY
+  for c in $(cat "/proc/$pg_pid/task/$pg_pid/children" 2>/dev/null); do
+    cpu_of "$c"
+    total=$((total + REPLY))
+  done
+  REPLY=$total
 }
