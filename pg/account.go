@@ -13,7 +13,7 @@ import (
 // this process (see finishSQL).
 type purge struct {
 	// where selects the messages of m to delete; its own parameters
-	// start at $18.
+	// start at $14.
 	where string
 	args  []any
 	// newestFirst orders the changes by descending ID.
@@ -45,7 +45,7 @@ func (db *DB) DeleteAccount(ctx context.Context, by model.Caller) error {
 		if _, err := w.Exec(ctx, `SELECT 1 FROM users WHERE id = $1 FOR UPDATE`, int64(u.ID)); err != nil {
 			return err
 		}
-		w.purge = &purge{where: "m.owner_id = $18", args: []any{int64(u.ID)}, newestFirst: true, account: u.ID, email: u.Email}
+		w.purge = &purge{where: "m.owner_id = $14", args: []any{int64(u.ID)}, newestFirst: true, account: u.ID, email: u.Email}
 		return nil
 	})
 }
@@ -66,7 +66,7 @@ func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, 
 		var n int
 		err := db.write(ctx, func(w *writeTx) error {
 			w.purge = &purge{
-				where: "m.id IN (SELECT id FROM messages WHERE created_at < $18 ORDER BY created_at, id LIMIT $19)",
+				where: "m.id IN (SELECT id FROM messages WHERE created_at < $14 ORDER BY created_at, id LIMIT $15)",
 				args:  []any{boundTime(cutoff), retainChunk},
 			}
 			w.purged = &n

@@ -17,9 +17,9 @@ import (
 // Write transactions. A write runs its checks and changes through a
 // writeTx, which collects the change-log entries the write implies; the
 // transaction's last statement then takes their positions from the
-// counter row, inserts them, and (for a create) the new message with the
-// ID and creation time the counter gives out (see finishSQL). The
-// counter's row lock is thus held only from that statement to the commit.
+// counter row and inserts them (see finishSQL). The counter's row lock is
+// thus held only from that statement to the commit. (Creates, the writes
+// that come in floods, have a path of their own: groupcommit.go.)
 //
 // Round trips are most of a write's cost on a small machine, so a
 // transaction spends as few as it can: BEGIN goes out with its first
@@ -39,10 +39,6 @@ type writeTx struct {
 	db    *DB
 
 	changes []*model.Change
-	// create, when set, is the message this transaction creates: finish
-	// gives it its ID and creation time.
-	create *model.Message
-	terms  []string
 	// purge, when set, deletes many messages in the last statement (see
 	// finishSQL); purged then receives how many it deleted.
 	purge  *purge
@@ -198,23 +194,17 @@ func (w *writeTx) recordRevocation(userID uint64) {
 	w.changes = append(w.changes, &model.Change{Kind: model.TokensRevoked, UserID: userID})
 }
 
-// createMessage has finish insert m (its ID and times to be given) with
-// its terms, and log its creation.
-func (w *writeTx) createMessage(m *model.Message, terms []string) {
-	w.create, w.terms = m, terms
-	w.changes = append(w.changes, &model.Change{Kind: model.MessageCreated})
-}
-
 // finishSQL is a write transaction's last statement: it takes as many
-// positions as there are changes from the counter (and, for a create, the
-// next message ID and a creation time no earlier than the newest given
-// out), inserts the message, inserts the changes, and notifies the other
-// instances, whose notification PostgreSQL delivers at commit. Every
-// part of it runs in one statement, one round trip.
+// positions as there are changes from the counter, inserts the changes,
+// and notifies the other instances, whose notification PostgreSQL
+// delivers at commit. $1 is the number of changes, $2 the time, $3 to $11
+// the changes' fields as arrays.
 //
 // A transaction that ends with a purge (see purge) deletes the messages
 // in the same statement, and their changes follow the others: however
-// many they are, they never pass through this process.
+// many they are, they never pass through this process. $12 is then the
+// account deleted with them (0 for none), $13 the e-mail their changes
+// carry (NULL: each owner's), and the purge's own parameters follow.
 func finishSQL(p *purge) string {
 	var sb strings.Builder
 	sb.WriteString("WITH ")
@@ -227,51 +217,41 @@ func finishSQL(p *purge) string {
 		sb.WriteString(`d AS (
 	DELETE FROM messages m WHERE ` + p.where + `
 	RETURNING m.id, m.owner_id, m.content, m.created_at, m.updated_at, m.revision
-), k AS (SELECT count(*) AS n, $16::bigint AS account FROM d), `)
+), k AS (SELECT count(*) AS n, $12::bigint AS account FROM d), `)
 		if p.account != 0 {
 			// After its messages, in the same statement: the foreign key
 			// is checked at the statement's end.
-			sb.WriteString("du AS (DELETE FROM users WHERE id = $16), ")
+			sb.WriteString("du AS (DELETE FROM users WHERE id = $12), ")
 		}
 		purged = "(SELECT n FROM k)"
 	}
 	sb.WriteString(`c AS (
-	UPDATE change_counter SET seq = seq + $1 + ` + purged + `,
-		message_id = message_id + $2,
-		message_created = CASE WHEN $2 > 0 THEN greatest(message_created, $3) ELSE message_created END
-	RETURNING seq, message_id, message_created
-), m AS (
-	INSERT INTO messages (id, owner_id, content, terms, created_at, updated_at, revision)
-	SELECT c.message_id, $4, $5, $6, c.message_created, c.message_created, 1 FROM c WHERE $2 > 0
+	UPDATE change_counter SET seq = seq + $1 + ` + purged + `
+	RETURNING seq, message_id
 ), ch AS (
 	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, before, created_at, updated_at, revision)
-	SELECT c.seq - ` + purged + ` - $1 + x.n, x.kind, $3, x.user_id,
-		CASE WHEN x.kind = 1 THEN c.message_id ELSE x.message_id END,
-		x.email, x.content, x.before,
-		CASE WHEN x.kind = 1 THEN c.message_created ELSE x.created_at END,
-		CASE WHEN x.kind = 1 THEN c.message_created ELSE x.updated_at END,
-		x.revision
-	FROM c, unnest($7::smallint[], $8::bigint[], $9::bigint[], $10::text[], $11::bytea[], $12::bytea[],
-		$13::timestamptz[], $14::timestamptz[], $15::bigint[])
+	SELECT c.seq - ` + purged + ` - $1 + x.n, x.kind, $2, x.user_id, x.message_id, x.email, x.content, x.before,
+		x.created_at, x.updated_at, x.revision
+	FROM c, unnest($3::smallint[], $4::bigint[], $5::bigint[], $6::text[], $7::bytea[], $8::bytea[],
+		$9::timestamptz[], $10::timestamptz[], $11::bigint[])
 		WITH ORDINALITY AS x(kind, user_id, message_id, email, content, before, created_at, updated_at, revision, n)
 )`)
 	if p != nil {
 		sb.WriteString(`, pd AS (
 	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, before, created_at, updated_at, revision)
-	SELECT c.seq - ` + purged + ` + row_number() OVER (ORDER BY ` + order + `), ` + strconv.Itoa(int(model.MessageDeleted)) + `, $3,
-		d.owner_id, d.id, coalesce($17::text, u.email, ''), d.content, ''::bytea, d.created_at, d.updated_at, d.revision
+	SELECT c.seq - ` + purged + ` + row_number() OVER (ORDER BY ` + order + `), ` + strconv.Itoa(int(model.MessageDeleted)) + `, $2,
+		d.owner_id, d.id, coalesce($13::text, u.email, ''), d.content, ''::bytea, d.created_at, d.updated_at, d.revision
 	FROM c, d LEFT JOIN users u ON u.id = d.owner_id
 )`)
 	}
 	sb.WriteString(`
-SELECT c.seq, c.message_id, c.message_created, ` + purged + `, pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) FROM c`)
+SELECT c.seq, c.message_id, ` + purged + `, pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) FROM c`)
 	return sb.String()
 }
 
 // finish commits the transaction: with finishSQL for its changes, if it
 // has any, in the same round trip as COMMIT. It returns the newest
-// position it took (0 when it logged nothing). A created message gets its
-// ID and times.
+// position it took (0 when it logged nothing).
 func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 	if len(w.changes) == 0 && w.purge == nil {
 		if !w.begun {
@@ -293,27 +273,15 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 	for i, ch := range w.changes {
 		kinds[i] = int16(ch.Kind)
 		contents[i], befores[i] = []byte{}, []byte(ch.Before)
-		switch ch.Kind {
-		case model.TokensRevoked:
+		if ch.Kind == model.TokensRevoked {
 			users[i] = int64(ch.UserID)
-		case model.MessageCreated:
-			m := w.create
-			users[i], emails[i], contents[i], revisions[i] = int64(m.OwnerID), m.OwnerEmail, []byte(m.Content), 1
-		default:
-			m := &ch.Message
-			users[i], ids[i], emails[i], contents[i], revisions[i] = int64(m.OwnerID), int64(m.ID), m.OwnerEmail, []byte(m.Content), int64(m.Revision)
-			created[i], updated[i] = &m.CreatedAt, &m.UpdatedAt
+			continue
 		}
+		m := &ch.Message
+		users[i], ids[i], emails[i], contents[i], revisions[i] = int64(m.OwnerID), int64(m.ID), m.OwnerEmail, []byte(m.Content), int64(m.Revision)
+		created[i], updated[i] = &m.CreatedAt, &m.UpdatedAt
 	}
-	var newMessages int
-	var owner int64
-	var content []byte
-	terms := []string{}
-	if w.create != nil {
-		newMessages, owner, content, terms = 1, int64(w.create.OwnerID), []byte(w.create.Content), w.terms
-	}
-	args := []any{n, newMessages, w.db.clock(), owner, content, terms,
-		kinds, users, ids, emails, contents, befores, created, updated, revisions}
+	args := []any{n, w.db.clock(), kinds, users, ids, emails, contents, befores, created, updated, revisions}
 	if w.purge != nil {
 		var email any
 		if w.purge.account != 0 {
@@ -322,10 +290,7 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 		args = append(args, int64(w.purge.account), email)
 		args = append(args, w.purge.args...)
 	}
-	var (
-		head, messageID, purged int64
-		messageCreated          *time.Time
-	)
+	var head, messageID, purged int64
 	b := &pgx.Batch{}
 	if !w.begun {
 		b.Queue("BEGIN")
@@ -340,7 +305,7 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 				return err
 			}
 		}
-		if err := br.QueryRow().Scan(&head, &messageID, &messageCreated, &purged, nil); err != nil {
+		if err := br.QueryRow().Scan(&head, &messageID, &purged, nil); err != nil {
 			return err
 		}
 		_, err := br.Exec()
@@ -356,12 +321,6 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 		*w.purged = int(purged)
 	}
 	w.db.feed.sawMessage(uint64(messageID))
-	if w.create != nil {
-		w.create.ID = uint64(messageID)
-		w.create.CreatedAt = messageCreated.UTC()
-		w.create.UpdatedAt = w.create.CreatedAt
-		w.create.Revision = 1
-	}
 	return uint64(head), nil
 }
 
