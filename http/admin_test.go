@@ -35,7 +35,7 @@ func TestAdminBackup(t *testing.T) {
 		assertProblem(t, e.do(request{Method: "GET", Path: "/api/admin/backup"}), http.StatusUnauthorized)
 	})
 
-	if testCluster != nil {
+	if onPostgres(t) {
 		// On PostgreSQL, backups are PostgreSQL's own.
 		p := assertProblem(t, e.do(request{Method: "GET", Path: "/api/admin/backup", Token: root}), http.StatusNotImplemented)
 		if p["detail"] == "" {

@@ -28,27 +28,37 @@ type testStore interface {
 	Close() error
 }
 
-// testCluster is the PostgreSQL cluster the tests run on; nil on bbolt.
-var testCluster *pgtest.Cluster
+// testPostgres is the PostgreSQL cluster the tests run on, started by the
+// first test that needs it; nil on bbolt.
+var testPostgres struct {
+	once    sync.Once
+	cluster *pgtest.Cluster
+}
 
 func TestMain(m *testing.M) {
-	switch store := os.Getenv(testStoreEnv); store {
-	case "", "bolt":
-	case "postgres":
-		testCluster = pgtest.Start()
-		if err := testCluster.Available(); err != nil {
-			fmt.Fprintf(os.Stderr, "%s=postgres, but PostgreSQL cannot run: %v\n", testStoreEnv, err)
-			os.Exit(1)
-		}
-	default:
-		fmt.Fprintf(os.Stderr, "%s=%q: want bolt or postgres\n", testStoreEnv, store)
-		os.Exit(2)
-	}
 	code := m.Run()
-	if testCluster != nil {
-		testCluster.Stop()
+	if testPostgres.cluster != nil {
+		testPostgres.cluster.Stop()
 	}
 	os.Exit(code)
+}
+
+// onPostgres reports whether the tests run over PostgreSQL. It reads the
+// variable inside a test, never in TestMain: go test caches a package's
+// result by the variables its tests read, and one read before the tests
+// run is not seen, so a run over PostgreSQL would be answered from the
+// cache of one over bbolt.
+func onPostgres(t *testing.T) bool {
+	t.Helper()
+	switch store := os.Getenv(testStoreEnv); store {
+	case "", "bolt":
+		return false
+	case "postgres":
+		return true
+	default:
+		t.Fatalf("%s=%q: want bolt or postgres", testStoreEnv, store)
+		return false
+	}
 }
 
 // pgDatabases maps the paths tests open to the databases standing in for
@@ -60,25 +70,30 @@ var pgDatabases sync.Map
 // database that stands for it, created for the test on first use.
 func openTestStore(t *testing.T, path string, now func() time.Time) testStore {
 	t.Helper()
-	if testCluster == nil {
+	if !onPostgres(t) {
 		db, err := bolt.Open(path, testDBOptions(bolt.Options{Now: now}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return db
 	}
+	testPostgres.once.Do(func() { testPostgres.cluster = pgtest.Start() })
+	cluster := testPostgres.cluster
+	if err := cluster.Available(); err != nil {
+		t.Fatalf("%s=postgres, but PostgreSQL cannot run: %v", testStoreEnv, err)
+	}
 	url, ok := pgDatabases.Load(path)
 	if !ok {
 		// A copy of a database with Herald's schema applied once: cheaper
 		// than applying it in every test.
-		template := testCluster.Template(t, "herald", func(url string) error {
+		template := cluster.Template(t, "herald", func(url string) error {
 			db, err := pg.Open(context.Background(), url, pg.Options{PoolSize: 1})
 			if err != nil {
 				return err
 			}
 			return db.Close()
 		})
-		url, _ = pgDatabases.LoadOrStore(path, testCluster.DatabaseFrom(t, template))
+		url, _ = pgDatabases.LoadOrStore(path, cluster.DatabaseFrom(t, template))
 	}
 	db, err := pg.Open(context.Background(), url.(string), pg.Options{Now: now, PoolSize: 6, PollEvery: 100 * time.Millisecond})
 	if err != nil {
