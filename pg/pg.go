@@ -170,21 +170,21 @@ func (db *DB) prepare(ctx context.Context) error {
 	return db.migrate(ctx)
 }
 
-// Close stops following the change log, writes the noted token uses and
-// closes every connection.
+// Close stops following the change log, lets the creates queued commit,
+// writes the noted token uses and closes every connection. It always
+// returns nil; the uses it could not write are only logged, being advisory.
 func (db *DB) Close() error {
-	var err error
 	db.closed.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, ferr := db.FlushTokenUses(ctx); ferr != nil {
-			db.log.Warn("recording token use at close", "err", ferr)
-		}
 		close(db.stop)
 		db.workers.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := db.FlushTokenUses(ctx); err != nil {
+			db.log.Warn("recording token use at close", "err", err)
+		}
 		db.pool.Close()
 	})
-	return err
+	return nil
 }
 
 // Ping reports whether the database can still serve a read.
