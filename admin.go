@@ -13,24 +13,26 @@ import (
 	"herald/auth"
 	"herald/bolt"
 	"herald/model"
+	"herald/pg"
 )
 
-// herald admin grant|create|revoke --db FILE EMAIL: administrators are made
-// on the server's machine, with the server stopped, and by no request. The
-// acts go to the audit log as made on the server's machine.
+// herald admin grant|create|revoke --db FILE|URL EMAIL: administrators are
+// made on the server's machine, and by no request. The acts go to the
+// audit log as made on the server's machine.
 
-const adminUsage = `Usage: herald admin grant  --db FILE EMAIL   make an existing account an administrator
-       herald admin create --db FILE EMAIL   make a new account, an administrator; its
-                                             password is read from standard input, one line
-       herald admin revoke --db FILE EMAIL   take the role from an account
+const adminUsage = `Usage: herald admin grant  --db FILE|URL EMAIL   make an existing account an administrator
+       herald admin create --db FILE|URL EMAIL   make a new account, an administrator; its
+                                                 password is read from standard input, one line
+       herald admin revoke --db FILE|URL EMAIL   take the role from an account
 
-The server must be stopped: the database is opened for writing, and a running
-server's lock makes this fail at once. Administrators may grant and revoke the
+On a bbolt file the server must be stopped: the file is opened for writing, and
+a running server's lock makes this fail at once. On PostgreSQL (a postgres://
+URL) the instances may keep running. Administrators may grant and revoke the
 role of others through the API too; the last one cannot be revoked.
 
 Flags:
-  --db FILE
-    	database file (default: HERALD_DB, else herald.db)
+  --db FILE|URL
+    	database file or PostgreSQL URL (default: HERALD_DB, else herald.db)
 `
 
 // runAdmin runs herald admin: exit status 0 on success, 1 when the work
@@ -61,7 +63,7 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 		return 2
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintf(stderr, "herald admin %s: takes --db FILE EMAIL; see herald admin --help\n", action)
+		fmt.Fprintf(stderr, "herald admin %s: takes --db FILE|URL EMAIL; see herald admin --help\n", action)
 		return 2
 	}
 	if db == "" {
@@ -82,7 +84,7 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 // adminAct does one act on the database at path and says what it did.
 func adminAct(ctx context.Context, action, path, email string, stdin io.Reader) (string, error) {
 	email = model.NormalizeEmail(email)
-	if action != "create" {
+	if action != "create" && !pg.IsURL(path) {
 		// Only create may make a database; a typo in --db must not.
 		if _, err := os.Stat(path); err != nil {
 			return "", err
@@ -102,10 +104,7 @@ func adminAct(ctx context.Context, action, path, email string, stdin io.Reader) 
 		}
 		password = reg.Password
 	}
-	// An older file is upgraded by a start of the server, which carries
-	// over the administrators --admins named; an upgrade made here could
-	// not.
-	store, err := bolt.Open(path, bolt.Options{KeepLayout: true})
+	store, err := openAdminStore(ctx, path)
 	if err != nil {
 		return "", err
 	}
@@ -142,6 +141,25 @@ func adminAct(ctx context.Context, action, path, email string, stdin io.Reader) 
 		}
 		return fmt.Sprintf("%s is no longer an administrator", u.Email), nil
 	}
+}
+
+// adminStore is what herald admin needs of a store.
+type adminStore interface {
+	CreateAdministrator(ctx context.Context, u *model.User) error
+	UserByEmail(ctx context.Context, email string) (*model.User, error)
+	UpdateAccount(ctx context.Context, by model.Caller, id uint64, upd model.AccountUpdate) (*model.Account, error)
+	Close() error
+}
+
+// openAdminStore opens the bbolt file or PostgreSQL database at path.
+func openAdminStore(ctx context.Context, path string) (adminStore, error) {
+	if pg.IsURL(path) {
+		return pg.Open(ctx, path, pg.Options{PoolSize: 2})
+	}
+	// An older file is upgraded by a start of the server, which carries
+	// over the administrators --admins named; an upgrade made here could
+	// not.
+	return bolt.Open(path, bolt.Options{KeepLayout: true})
 }
 
 // violationsText words a validation error for the command line.

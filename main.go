@@ -43,7 +43,8 @@ func main() {
 // config is everything a run can be told by flags or HERALD_* variables.
 type config struct {
 	addr            string
-	dbPath          string
+	dbPath          string // a bbolt file, or a PostgreSQL URL
+	dbPool          int
 	tokenTTL        time.Duration
 	maxBody         int64
 	hashConcurrency int
@@ -80,7 +81,8 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	// run prints them instead: help to stdout, errors to stderr.
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on; :0 picks a free port (`HOST:PORT`)")
-	fs.StringVar(&c.dbPath, "db", "herald.db", "database file, created on first start (`FILE`)")
+	fs.StringVar(&c.dbPath, "db", "herald.db", "database: a bbolt file, created on first start, or a PostgreSQL URL (postgres://... or postgresql://..., pgx syntax; a Unix socket as postgres:///herald?host=/run/postgresql) for more than one instance (`FILE|URL`)")
+	fs.IntVar(&c.dbPool, "db-pool", 0, "with a PostgreSQL --db, the most connections this instance opens; 0 means the URL's pool_max_conns, else four per CPU, at least eight (`N`)")
 	c.tokenTTL, c.shutdownTimeout = heraldhttp.DefaultTokenTTL, 10*time.Second
 	fs.Var(durationFlag{&c.tokenTTL}, "token-ttl", "lifetime of issued tokens, such as 720h or 30d (`DURATION`)")
 	fs.Int64Var(&c.maxBody, "max-body", heraldhttp.DefaultMaxBodyBytes, "largest accepted request body in bytes (`BYTES`)")
@@ -113,7 +115,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.Var(rateFlag{&c.loginPerAddress}, "login-failures-per-address", "failed logins allowed per client address (`BURST/INTERVAL`)")
 	fs.Var(rateFlag{&c.registerPerAddr}, "registrations-per-address", "registrations allowed per client address (`BURST/INTERVAL`)")
 	usage := func(out io.Writer) {
-		fmt.Fprintf(out, "Usage: herald [serve] [flags]\n       herald check --db FILE\n       herald backup --db FILE OUT\n       herald compact --db FILE OUT\n       herald version (also --version or -v)\n\nHerald serves a messaging API with user accounts on one embedded database.\ncheck, backup and compact work on a stopped server's database; each has --help.\n\nServe flags (each also read from the HERALD_* variable shown; a flag beats its variable):\n")
+		fmt.Fprintf(out, "Usage: herald [serve] [flags]\n       herald check --db FILE\n       herald backup --db FILE OUT\n       herald compact --db FILE OUT\n       herald migrate --db FILE --to URL\n       herald admin grant|create|revoke ...\n       herald version (also --version or -v)\n\nHerald serves a messaging API with user accounts on one embedded database, or,\nfor more than one instance, on PostgreSQL.\ncheck, backup and compact work on a stopped server's bbolt file; migrate copies\none into an empty PostgreSQL database; admin manages administrators; each has --help.\n\nServe flags (each also read from the HERALD_* variable shown; a flag beats its variable):\n")
 		fs.VisitAll(func(f *flag.Flag) {
 			// The placeholder is shown once, after the flag; the text
 			// keeps the word without its backquotes.
@@ -165,6 +167,8 @@ func (c *config) validate() error {
 		return configError("addr", "must not be empty")
 	case c.dbPath == "":
 		return configError("db", "must not be empty")
+	case c.dbPool < 0:
+		return configError("db-pool", "must not be negative")
 	case c.tokenTTL <= 0:
 		return configError("token-ttl", "must be positive")
 	case c.maxBody < 1024:
@@ -367,6 +371,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		if args[0] == "admin" {
 			return runAdmin(ctx, args[1:], getenv, stdin, stdout, stderr)
 		}
+		if args[0] == "migrate" {
+			return runMigrate(ctx, args[1:], getenv, stdout, stderr)
+		}
 		if args[0] == "serve" {
 			args = args[1:]
 		}
@@ -505,22 +512,14 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		defer metricsLn.Close()
 		set = metrics.NewSet()
 	}
-	opts := storeOptions(setProcs(cfg, getenv, logger), logger, set)
-	if opts.LegacyAdmins = splitList(cfg.admins); len(opts.LegacyAdmins) > 0 {
-		// A new database has no administrators to carry over, and must
-		// not be created by a start that fails.
-		if _, err := os.Stat(cfg.dbPath); errors.Is(err, os.ErrNotExist) {
-			return errLegacyAdmins
-		}
-	}
-	db, err := bolt.Open(cfg.dbPath, opts)
+	db, err := openStore(ctx, cfg, setProcs(cfg, getenv, logger), logger, set)
 	if err != nil {
 		return err
 	}
 	// Closing waits for transactions in flight; only then is the file
 	// consistent and the stop clean.
 	defer func() {
-		if closeErr := db.Close(); closeErr != nil {
+		if closeErr := db.close(); closeErr != nil {
 			err = errors.Join(err, fmt.Errorf("closing database: %w", closeErr))
 		}
 		if err == nil {
@@ -534,10 +533,10 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	choresDone := make(chan struct{})
 	go func() {
 		defer close(choresDone)
-		chores := bolt.Chores{Every: 30 * time.Second, SweepEvery: time.Minute, Retain: cfg.retain,
-			ChangesKeepFor: cfg.changesKeepFor, ChangesKeepMax: cfg.changesKeepMax,
-			AuditKeepFor: cfg.auditKeepFor, AuditKeepMax: cfg.auditKeepMax}
-		db.Maintain(choresCtx, chores, func(chore string, err error) {
+		chores := storeChores{every: 30 * time.Second, sweepEvery: time.Minute, retain: cfg.retain,
+			changesKeepFor: cfg.changesKeepFor, changesKeepMax: cfg.changesKeepMax,
+			auditKeepFor: cfg.auditKeepFor, auditKeepMax: cfg.auditKeepMax}
+		db.maintain(choresCtx, chores, func(chore string, err error) {
 			logger.Warn(chore, "err", err)
 		})
 	}()
@@ -554,15 +553,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		registerBuildInfo(set, currentBuild())
 		set.NewGauge("herald_hash_computing", func() float64 { c, _ := hasher.Load(); return float64(c) })
 		set.NewGauge("herald_hash_waiting", func() float64 { _, w := hasher.Load(); return float64(w) })
-		set.NewGauge("herald_search_costly_running", func() float64 { r, _ := db.LongSearchLoad(); return float64(r) })
-		set.NewGauge("herald_search_costly_waiting", func() float64 { _, w := db.LongSearchLoad(); return float64(w) })
-		set.NewGauge("herald_db_size_bytes", func() float64 {
-			fi, err := os.Stat(cfg.dbPath)
-			if err != nil {
-				return 0
-			}
-			return float64(fi.Size())
-		})
+		db.gauges(set)
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
@@ -588,7 +579,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		defer msrv.Close()
 		logger.Info("metrics listening", "addr", metricsLn.Addr().String())
 	}
-	handler := heraldhttp.NewServer(db, hasher, heraldhttp.Config{
+	handler := heraldhttp.NewServer(db.Store, hasher, heraldhttp.Config{
 		Metrics:      set,
 		TokenTTL:     cfg.tokenTTL,
 		MaxBodyBytes: cfg.maxBody,
@@ -603,6 +594,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 			RegistrationsPerAddress: cfg.registerPerAddr,
 			WritesPerAccount:        cfg.writesPerAcct,
 			TrustedProxies:          proxies,
+			Shared:                  db.limits,
 		},
 	})
 	// Every request's context descends from requestsCtx, so cancelling it
@@ -621,7 +613,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	build := currentBuild()
-	logger.Info("listening", "addr", ln.Addr().String(), "db", cfg.dbPath, "version", build.Version, "commit", build.Commit)
+	logger.Info("listening", "addr", ln.Addr().String(), "db", db.name, "version", build.Version, "commit", build.Commit)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(netquirk.CoalesceWrites(srv, ln)) }()

@@ -40,7 +40,9 @@ func TestMain(m *testing.M) {
 		main()
 		return // not reached: main exits
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	stopTestPostgres()
+	os.Exit(code)
 }
 
 // Bounds on every wait, so a broken shutdown fails the test instead of

@@ -144,6 +144,10 @@ type outsideRun struct {
 	stopWriting atomic.Bool
 	stopReading atomic.Bool
 
+	// pick, when set, chooses the server each request goes to, for a run
+	// of several servers on one database.
+	pick func() *process
+
 	// Every writer's messages, so writers can try to delete each other's.
 	sharedMu sync.Mutex
 	shared   map[uint64]string // id → owner's token
@@ -161,7 +165,12 @@ func (r *outsideRun) current() *process {
 	return r.proc
 }
 
-func (r *outsideRun) base() string { return "http://" + r.current().addr }
+func (r *outsideRun) base() string {
+	if r.pick != nil {
+		return "http://" + r.pick().addr
+	}
+	return "http://" + r.current().addr
+}
 
 func outsideRegister(t *testing.T, base, email string) string {
 	t.Helper()

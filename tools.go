@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"herald/bolt"
+	"herald/pg"
 )
 
 // The offline subcommands: check, backup and compact, each on a database
@@ -54,6 +55,10 @@ func runTool(t tool, args []string, getenv func(string) string, stdout, stderr i
 	}
 	if db == "" {
 		db = "herald.db"
+	}
+	if pg.IsURL(db) {
+		fmt.Fprintf(stderr, "herald %s: works on a bbolt file, and --db names a PostgreSQL database; use PostgreSQL's own tools there (pg_dump for a backup, pg_amcheck for a check, VACUUM FULL to compact)\n", t.name)
+		return 1
 	}
 	if err := t.do(db, fs.Args(), stdout); err != nil {
 		if !errors.Is(err, errProblemsFound) {

@@ -133,7 +133,7 @@ machine_busy() {
   REPLY=$((f[0] + f[1] + f[2] + f[5] + f[6] + f[7]))
 }
 
-# acct_snapshot: ACCT = (microseconds, busy ticks, ticks used by us: this shell with its reaped children plus herald_pid, baseline_pid, sampler_pid).
+# acct_snapshot: ACCT = (microseconds, busy ticks, ticks used by us: this shell with its reaped children plus herald_pid, baseline_pid, sampler_pid, and what the function acct_more answers when the script defines it).
 acct_snapshot() {
   local now=${EPOCHREALTIME/./} ours=0 p
   machine_busy
@@ -143,6 +143,11 @@ acct_snapshot() {
     cpu_of "$p"
     ours=$((ours + REPLY))
   done
+  # A script may count more as its own (a database server Herald uses).
+  if declare -F acct_more >/dev/null; then
+    acct_more
+    ours=$((ours + REPLY))
+  fi
   ACCT=("$now" "$busy" "$ours")
 }
 

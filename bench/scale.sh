@@ -23,6 +23,14 @@
 #                                                # not the working tree
 #
 # Environment:
+#   STORES="bolt postgres"
+#                       the stores to run Herald on, one after the other in
+#                       this run, each filled afresh: bolt (a file) and
+#                       postgres (a throwaway PostgreSQL server on a Unix
+#                       socket, bench/pg.sh, with its durable defaults:
+#                       fsync and synchronous_commit on; installed from
+#                       Debian when missing). With both, a last table gives
+#                       each PostgreSQL figure as a ratio to bbolt's.
 #   MESSAGES=100000     messages created through the API before the workloads
 #   DURATION=5s         length of every wrk run (wrk syntax: 5s, 1m)
 #   CONNS_LIST="16 64"  connection counts, one table each
@@ -58,9 +66,10 @@
 # each common, all 16 in one message almost never, so every page spends the
 # whole step budget); both rows are in the table.
 #
-# Output: progress on stderr; the report (host, settings, fill rate, the
-# tables, Herald's peak RssAnon and VmRSS sampled every 200 ms through the
-# whole run, CPU used by other processes) on stdout and in
+# Output: progress on stderr; the report (host, settings, for each store
+# its fill rate, the tables, Herald's peak RssAnon and VmRSS sampled every
+# 200 ms through its runs, CPU used by other processes — PostgreSQL's
+# server counts as Herald's, not as another process) on stdout and in
 # bench/out/scale-YYYYmmdd-HHMMSS.txt (gitignored). Table columns: req/s and
 # requests (answers that finished within the run), p50/p99 latency, non-2xx
 # (wrk's count of answers with status >= 400), errors (socket errors and
@@ -76,7 +85,10 @@ bench=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$bench/.." && pwd)
 # shellcheck source=bench/lib.sh
 . "$bench/lib.sh"
+# shellcheck source=bench/pg.sh
+. "$bench/pg.sh"
 
+STORES=${STORES:-bolt postgres}
 MESSAGES=${MESSAGES:-100000}
 DURATION=${DURATION:-5s}
 CONNS_LIST=${CONNS_LIST:-16 64}
@@ -107,14 +119,21 @@ for c in $CONNS_LIST; do
   need_int "a CONNS_LIST entry" "$c" "$THREADS"
 done
 [ -n "${CONNS_LIST// /}" ] || die "CONNS_LIST is empty"
+for st in $STORES; do
+  [[ $st == bolt || $st == postgres ]] || die "STORES may name bolt and postgres, not \"$st\""
+done
+[ -n "${STORES// /}" ] || die "STORES is empty"
 
 for tool in go curl git; do
   command -v "$tool" >/dev/null || die "$tool is required"
 done
 need_wrk log
+if [[ " $STORES " == *" postgres "* ]]; then need_postgres log; fi
 
 # Report, temp dir, clean-up on exit; CPU and memory accounting: bench/lib.sh.
 bench_setup scale
+# lib.sh's cleanup, and the PostgreSQL server first when one runs.
+trap 'status=$?; pg_stop; (exit "$status"); cleanup' EXIT
 
 # --- servers ---------------------------------------------------------------
 
@@ -123,16 +142,33 @@ bench_setup scale
 settle() {
   local start=$SECONDS a
   while :; do
-    cpu_of "$herald_pid"
+    store_cpu
     a=$REPLY
     sleep 0.3
-    cpu_of "$herald_pid"
+    store_cpu
     if ((REPLY - a <= tck * 3 / 100)); then break; fi
     if ((SECONDS - start >= SETTLE_MAX)); then
       log "herald still busy after ${SETTLE_MAX}s; going on"
       break
     fi
   done
+}
+
+# store_cpu: REPLY = CPU ticks of Herald and, on PostgreSQL, of its server.
+store_cpu() {
+  local h
+  cpu_of "$herald_pid"
+  h=$REPLY
+  REPLY=0
+  if [ -n "${pg_pid:-}" ]; then pg_cpu; fi
+  REPLY=$((REPLY + h))
+}
+
+# acct_more: lib.sh's acct_snapshot adds this to what this run uses, so the
+# PostgreSQL server Herald runs on is not counted as another process.
+acct_more() {
+  REPLY=0
+  if [ -n "${pg_pid:-}" ]; then pg_cpu; fi
 }
 
 # scan_log: count ERROR lines in Herald's log, keep a few, then empty the log
@@ -291,7 +327,7 @@ costly_run() {
 # table CONNS RESULTS: print the table of one connection count.
 table() {
   local conns=$1 results=$2 t
-  t=$(awk -v conns="$conns" -v threads="$THREADS" -v dur="$DURATION" '
+  t=$(awk -v conns="$conns" -v threads="$THREADS" -v dur="$DURATION" -v store="$store_name" '
     {
       names[++n] = $1
       if ($2 == "FAILED") failed[$1] = 1
@@ -312,7 +348,7 @@ table() {
     END {
       brps = (v["baseline_start", "rps"] + v["baseline_end", "rps"]) / 2
       bp99 = (v["baseline_start", "p99_ms"] + v["baseline_end", "p99_ms"]) / 2
-      printf "== %d connections, %d threads, %s per run ==\n", conns, threads, dur
+      printf "== %s: %d connections, %d threads, %s per run ==\n", store, conns, threads, dur
       printf "%-18s %10s %8s %9s %9s %8s %7s %7s %9s %7s\n", "workload", "req/s", "requests", "p50 ms",
         "p99 ms", "non-2xx", "errors", "ratio", "p99 x bl", "other%"
       row("baseline (start)", "baseline_start")
@@ -349,198 +385,292 @@ if [ -n "$HERALD_REF" ]; then hint="a revision that builds"; else hint="HERALD_R
 go_build "$src" . "$work/herald" "herald from $src" "building herald from $src failed; try $hint"
 go_build "$repo" ./bench/baseline "$work/baseline" bench/baseline
 
-# Servers and samplers. Herald's log is opened for appending so scan_log can
-# empty it while Herald runs.
-# The guessing and write limits are opened wide: every client here is one
-# address, the login workload measures hashing throughput, not the limiter,
-# and the fill and create workloads write from a handful of accounts as fast
-# as they can, which the default write limit would stop after 60 writes
-# each (the limiter's cost is still paid on every write). Older builds,
-# without these variables, ignore them.
-HERALD_ADDR=127.0.0.1:0 HERALD_DB="$work/herald.db" \
-  HERALD_LOGIN_FAILURES_PER_ACCOUNT=1000000000/1ms HERALD_LOGIN_FAILURES_PER_ADDRESS=1000000000/1ms \
-  HERALD_REGISTRATIONS_PER_ADDRESS=1000000000/1ms HERALD_WRITES_PER_ACCOUNT=1000000000/1ms \
-  "$work/herald" 2>>"$work/herald.log" &
-herald_pid=$!
-listen_addr "$work/herald.log" "$herald_pid" herald
-base="http://$REPLY"
-sample_mem "$herald_pid" "$work/mem" &
-sampler_pid=$!
+# The baseline runs through every store's runs; Herald is started afresh
+# for each store, on a database of its own.
 "$work/baseline" -addr 127.0.0.1:0 2>"$work/baseline.log" &
 baseline_pid=$!
 listen_addr "$work/baseline.log" "$baseline_pid" baseline
 baseline_url="http://$REPLY/healthz"
-log "herald at $base (pid $herald_pid), baseline at $baseline_url (pid $baseline_pid)"
+if [[ " $STORES " == *" postgres "* ]]; then
+  log "starting PostgreSQL (bench/pg.sh) in $work/pg"
+  pg_start "$work/pg"
+  pg_bin
+  say "postgres: $("$REPLY/postgres" --version), fsync and synchronous_commit on (PostgreSQL's defaults), on a Unix socket"
+fi
 
 acct_snapshot
 run_acct=("${ACCT[@]}")
 
-# Accounts: one for the login workload alone (logins add tokens, which may
-# push out old ones), USERS for the messages.
-login_email=login@example.com
-login_password='login bench password'
-login_body="{\"username\":\"$login_email\",\"password\":\"$login_password\"}"
-account register "{\"email\":\"$login_email\",\"password\":\"$login_password\"}"
-have_login_user=${REPLY:+yes}
-tokens=() emails=()
-for ((u = 1; u <= USERS; u++)); do
-  account register "{\"email\":\"user$u@example.com\",\"password\":\"bench password $u\"}"
-  if [ -n "$REPLY" ]; then
-    tokens+=("$REPLY")
-    emails+=("user$u@example.com")
+# run_store STORE: start Herald on STORE (bolt or postgres), fill it, run
+# every workload at every connection count, print the tables and stop it.
+run_store() {
+  store_name=$1
+  local db_arg db_size
+  : >"$work/herald.log"
+  rm -f "$work/mem"
+  if [ "$store_name" = postgres ]; then
+    pg_createdb herald_bench
+    db_arg=$REPLY
+  else
+    db_arg="$work/herald.db"
   fi
-done
-((${#tokens[@]} > 0)) || die "no user could register"
-((${#tokens[@]} == USERS)) || say "note: only ${#tokens[@]} of $USERS users registered"
-auth="Authorization: Bearer ${tokens[0]}"
-if [ -n "$have_login_user" ]; then
-  account login "$login_body"
-  [ -n "$REPLY" ] || { say "note: logging in as $login_email failed; no login workload"; have_login_user=''; }
-else
-  say "note: $login_email could not register; no login workload"
-fi
-owner=${emails[2]:-${emails[${#emails[@]} - 1]}}
+  say ""
+  say "=== store: $store_name ==="
+  # Servers and samplers. Herald's log is opened for appending so scan_log can
+  # empty it while Herald runs.
+  # The guessing and write limits are opened wide: every client here is one
+  # address, the login workload measures hashing throughput, not the
+  # limiter, and the fill and create workloads write from a handful of
+  # accounts as fast as they can, which the default write limit would stop
+  # after 60 writes each (the limiter's cost is still paid on every write).
+  # Older builds, without these variables, ignore them.
+  HERALD_ADDR=127.0.0.1:0 HERALD_DB="$db_arg" \
+    HERALD_LOGIN_FAILURES_PER_ACCOUNT=1000000000/1ms HERALD_LOGIN_FAILURES_PER_ADDRESS=1000000000/1ms \
+    HERALD_REGISTRATIONS_PER_ADDRESS=1000000000/1ms HERALD_WRITES_PER_ACCOUNT=1000000000/1ms \
+    "$work/herald" 2>>"$work/herald.log" &
+  herald_pid=$!
+  listen_addr "$work/herald.log" "$herald_pid" herald
+  base="http://$REPLY"
+  sample_mem "$herald_pid" "$work/mem" &
+  sampler_pid=$!
+  log "herald at $base (pid $herald_pid), baseline at $baseline_url (pid $baseline_pid)"
 
-# Fill through the API until MESSAGES exist: a short first round measures the
-# create rate, later rounds are sized from it; fill.lua stops at its quota.
-# The whole fill is bounded by FILL_MAX seconds.
-newest_id
-have=$REPLY
-fill_start=${EPOCHREALTIME/./}
-round=0 rate=0 stalls=0 fill_failed=0 fill_cut=''
-while ((have < MESSAGES)); do
-  left=$((FILL_MAX - (${EPOCHREALTIME/./} - fill_start) / 1000000))
-  if ((left < 2)); then
-    fill_cut=yes
-    break
+  # Accounts: one for the login workload alone (logins add tokens, which may
+  # push out old ones), USERS for the messages.
+  login_email=login@example.com
+  login_password='login bench password'
+  login_body="{\"username\":\"$login_email\",\"password\":\"$login_password\"}"
+  account register "{\"email\":\"$login_email\",\"password\":\"$login_password\"}"
+  have_login_user=${REPLY:+yes}
+  tokens=() emails=()
+  for ((u = 1; u <= USERS; u++)); do
+    account register "{\"email\":\"user$u@example.com\",\"password\":\"bench password $u\"}"
+    if [ -n "$REPLY" ]; then
+      tokens+=("$REPLY")
+      emails+=("user$u@example.com")
+    fi
+  done
+  ((${#tokens[@]} > 0)) || die "no user could register"
+  ((${#tokens[@]} == USERS)) || say "note: only ${#tokens[@]} of $USERS users registered"
+  auth="Authorization: Bearer ${tokens[0]}"
+  if [ -n "$have_login_user" ]; then
+    account login "$login_body"
+    [ -n "$REPLY" ] || { say "note: logging in as $login_email failed; no login workload"; have_login_user=''; }
+  else
+    say "note: $login_email could not register; no login workload"
   fi
-  round=$((round + 1))
-  remaining=$((MESSAGES - have))
-  if ((rate == 0)); then d=$FILL_PROBE; else d=$((remaining * 125 / 100 / rate + 2)); fi
-  ((d <= left)) || d=$left
-  log "fill round $round: $remaining messages to go, at most ${d}s"
-  wrk -t"$THREADS" -c"$FILL_CONNS" -d"${d}s" --timeout "$WRK_TIMEOUT" -s "$bench/fill.lua" "$base" \
-    -- "$remaining" "$THREADS" "$((SEED * 1000 + round))" "${tokens[@]}" >"$work/fill-$round.out" 2>&1 ||
-    { cat "$work/fill-$round.out" >&2; die "wrk failed during the fill"; }
-  settle
-  wait_stable_id
-  scan_log
-  fill_line=$(grep '^FILL ' "$work/fill-$round.out" || true)
-  created=$(sed -n 's/.*created=\([0-9]*\).*/\1/p' <<<"$fill_line")
-  failed=$(sed -n 's/.*failed=\([0-9]*\).*/\1/p' <<<"$fill_line")
-  fill_failed=$((fill_failed + ${failed:-0}))
-  log "fill round $round: newest id $have -> $REPLY (wrk saw ${created:-?} created, ${failed:-?} failed)"
-  if ((REPLY <= have)); then
-    stalls=$((stalls + 1))
-    ((stalls < 3)) || die "the fill makes no progress; see $work/fill-$round.out"
-  fi
-  rate=$(((REPLY - have) / d))
-  ((rate >= 1)) || rate=1
+  owner=${emails[2]:-${emails[${#emails[@]} - 1]}}
+
+  # Fill through the API until MESSAGES exist: a short first round measures the
+  # create rate, later rounds are sized from it; fill.lua stops at its quota.
+  # The whole fill is bounded by FILL_MAX seconds.
+  newest_id
   have=$REPLY
-done
-fill_us=$((${EPOCHREALTIME/./} - fill_start))
-maxid=$have
-((maxid >= 1)) || die "no message could be created"
-if [ -n "$fill_cut" ]; then
-  say "WARNING: the fill ran out of time (FILL_MAX=${FILL_MAX}s) at $maxid of $MESSAGES messages; the workloads run on $maxid"
-fi
-mem_peak
-say "fill: $maxid messages by ${#tokens[@]} users in $((fill_us / 1000000)).$((fill_us / 100000 % 10))s over $round wrk rounds (${FILL_CONNS} connections): $((maxid * 1000000 / (fill_us > 0 ? fill_us : 1))) messages/s overall; $fill_failed non-2xx answers"
-say "herald after the fill: database $(($(stat -c %s "$work/herald.db") / 1048576)) MiB, peak so far $REPLY"
+  fill_start=${EPOCHREALTIME/./}
+  round=0 rate=0 stalls=0 fill_failed=0 fill_cut=''
+  while ((have < MESSAGES)); do
+    left=$((FILL_MAX - (${EPOCHREALTIME/./} - fill_start) / 1000000))
+    if ((left < 2)); then
+      fill_cut=yes
+      break
+    fi
+    round=$((round + 1))
+    remaining=$((MESSAGES - have))
+    if ((rate == 0)); then d=$FILL_PROBE; else d=$((remaining * 125 / 100 / rate + 2)); fi
+    ((d <= left)) || d=$left
+    log "fill round $round: $remaining messages to go, at most ${d}s"
+    wrk -t"$THREADS" -c"$FILL_CONNS" -d"${d}s" --timeout "$WRK_TIMEOUT" -s "$bench/fill.lua" "$base" \
+      -- "$remaining" "$THREADS" "$((SEED * 1000 + round))" "${tokens[@]}" >"$work/fill-$round.out" 2>&1 ||
+      { cat "$work/fill-$round.out" >&2; die "wrk failed during the fill"; }
+    settle
+    wait_stable_id
+    scan_log
+    fill_line=$(grep '^FILL ' "$work/fill-$round.out" || true)
+    created=$(sed -n 's/.*created=\([0-9]*\).*/\1/p' <<<"$fill_line")
+    failed=$(sed -n 's/.*failed=\([0-9]*\).*/\1/p' <<<"$fill_line")
+    fill_failed=$((fill_failed + ${failed:-0}))
+    log "fill round $round: newest id $have -> $REPLY (wrk saw ${created:-?} created, ${failed:-?} failed)"
+    if ((REPLY <= have)); then
+      stalls=$((stalls + 1))
+      ((stalls < 3)) || die "the fill makes no progress; see $work/fill-$round.out"
+    fi
+    rate=$(((REPLY - have) / d))
+    ((rate >= 1)) || rate=1
+    have=$REPLY
+  done
+  fill_us=$((${EPOCHREALTIME/./} - fill_start))
+  maxid=$have
+  ((maxid >= 1)) || die "no message could be created"
+  if [ -n "$fill_cut" ]; then
+    say "WARNING: the fill ran out of time (FILL_MAX=${FILL_MAX}s) at $maxid of $MESSAGES messages; the workloads run on $maxid"
+  fi
+  mem_peak
+  say "fill: $maxid messages by ${#tokens[@]} users in $((fill_us / 1000000)).$((fill_us / 100000 % 10))s over $round wrk rounds (${FILL_CONNS} connections): $((maxid * 1000000 / (fill_us > 0 ? fill_us : 1))) messages/s overall; $fill_failed non-2xx answers"
+  if [ "$store_name" = postgres ]; then
+    # A database just filled has no statistics and no visibility map yet;
+    # autovacuum gets there in time, mid-run here. Done now, every run
+    # measures the steady state, and autovacuum has nothing left to do.
+    log "vacuuming and analysing the filled database"
+    pg_psql herald_bench "VACUUM ANALYZE"
+    say "postgres: VACUUM ANALYZE after the fill, as autovacuum would do in time"
+  fi
+  db_mib
+  say "herald after the fill: database $REPLY MiB, peak so far $(mem_peak; echo "$REPLY")"
 
-# What the searches find (one request each, on an idle server).
-declare -A search_path=(
-  [search_common]="/api/messages?q=apple"
-  [search_two_words]="/api/messages?q=apple+river"
-  [search_rare]="/api/messages?q=zephyr"
-  [owner_filter]="/api/messages?owner=$owner"
-)
-for name in search_common search_two_words search_rare owner_filter; do
-  path=${search_path[$name]}
+  # What the searches find (one request each, on an idle server).
+  declare -A search_path=(
+    [search_common]="/api/messages?q=apple"
+    [search_two_words]="/api/messages?q=apple+river"
+    [search_rare]="/api/messages?q=zephyr"
+    [owner_filter]="/api/messages?owner=$owner"
+  )
+  for name in search_common search_two_words search_rare owner_filter; do
+    path=${search_path[$name]}
+    t0=${EPOCHREALTIME/./}
+    api GET "$path&limit=100" -H "$auth"
+    code=$REPLY
+    ms=$(((${EPOCHREALTIME/./} - t0) / 1000))
+    items=$(grep -o '"id":' "$work/resp" | wc -l || true)
+    json_field next
+    more=${REPLY:+ (more pages)}
+    say "$(printf 'check %-16s HTTP %s in %5d ms: %3d matches on a page of 100%s  %s' "$name" "$code" "$ms" "$items" "$more" "$path")"
+  done
+
+  # deep_page_50: follow "next" from the first page of limit=20 49 times.
+  deep_path='/api/messages?limit=20'
+  deep_page=1
+  while ((deep_page < 50)); do
+    api GET "$deep_path" -H "$auth"
+    [ "$REPLY" = 200 ] || die "GET $deep_path answered $REPLY"
+    json_field next
+    [ -n "$REPLY" ] || break
+    deep_path="/api/messages?limit=20&cursor=$REPLY"
+    deep_page=$((deep_page + 1))
+  done
+  deep_name=deep_page_$deep_page
+  ((deep_page == 50)) || say "note: only $deep_page pages of 20 exist; the deep page workload reads page $deep_page"
+  say "check $deep_name: $deep_path"
+
+  # The costly search: the 16 most frequent filler words of the newest 100
+  # messages.
+  api GET "/api/messages?limit=100" -H "$auth"
+  [ "$REPLY" = 200 ] || die "GET /api/messages?limit=100 answered $REPLY"
+  costly_words=$(grep -o '"content":"[^"]*"' "$work/resp" | sed 's/^"content":"//; s/"$//' | tr ' ' '\n' |
+    grep -vxE 'apple|river|zephyr|' | sort | uniq -c | sort -k1,1nr -k2 | awk 'NR <= 16 { print $2 }' | paste -sd+ -)
+  [ -n "$costly_words" ] || die "no words for the costly search"
+  costly_path="/api/messages?q=$costly_words"
   t0=${EPOCHREALTIME/./}
-  api GET "$path&limit=100" -H "$auth"
+  api GET "$costly_path" -H "$auth"
   code=$REPLY
   ms=$(((${EPOCHREALTIME/./} - t0) / 1000))
   items=$(grep -o '"id":' "$work/resp" | wc -l || true)
   json_field next
-  more=${REPLY:+ (more pages)}
-  say "$(printf 'check %-16s HTTP %s in %5d ms: %3d matches on a page of 100%s  %s' "$name" "$code" "$ms" "$items" "$more" "$path")"
-done
+  say "$(printf 'check %-16s HTTP %s in %5d ms: %3d matches on a page of 20%s  %s' costly_16_words "$code" "$ms" "$items" "${REPLY:+ (more pages)}" "$costly_path")"
 
-# deep_page_50: follow "next" from the first page of limit=20 49 times.
-deep_path='/api/messages?limit=20'
-deep_page=1
-while ((deep_page < 50)); do
-  api GET "$deep_path" -H "$auth"
-  [ "$REPLY" = 200 ] || die "GET $deep_path answered $REPLY"
-  json_field next
-  [ -n "$REPLY" ] || break
-  deep_path="/api/messages?limit=20&cursor=$REPLY"
-  deep_page=$((deep_page + 1))
-done
-deep_name=deep_page_$deep_page
-((deep_page == 50)) || say "note: only $deep_page pages of 20 exist; the deep page workload reads page $deep_page"
-say "check $deep_name: $deep_path"
-
-# The costly search: the 16 most frequent filler words of the newest 100
-# messages.
-api GET "/api/messages?limit=100" -H "$auth"
-[ "$REPLY" = 200 ] || die "GET /api/messages?limit=100 answered $REPLY"
-costly_words=$(grep -o '"content":"[^"]*"' "$work/resp" | sed 's/^"content":"//; s/"$//' | tr ' ' '\n' |
-  grep -vxE 'apple|river|zephyr|' | sort | uniq -c | sort -k1,1nr -k2 | awk 'NR <= 16 { print $2 }' | paste -sd+ -)
-[ -n "$costly_words" ] || die "no words for the costly search"
-costly_path="/api/messages?q=$costly_words"
-t0=${EPOCHREALTIME/./}
-api GET "$costly_path" -H "$auth"
-code=$REPLY
-ms=$(((${EPOCHREALTIME/./} - t0) / 1000))
-items=$(grep -o '"id":' "$work/resp" | wc -l || true)
-json_field next
-say "$(printf 'check %-16s HTTP %s in %5d ms: %3d matches on a page of 20%s  %s' costly_16_words "$code" "$ms" "$items" "${REPLY:+ (more pages)}" "$costly_path")"
-
-# Workloads. create and login come after the reads, so every read of a block
-# sees the same database; get_by_id draws from the filled range only.
-for conns in $CONNS_LIST; do
-  results="$work/results-$conns"
-  : >"$results"
-  bench_run baseline_start "$conns" "$results" -s "$bench/report.lua" "$baseline_url"
-  bench_run list_newest_20 "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base/api/messages?limit=20"
-  bench_run get_by_id "$conns" "$results" -s "$bench/random_get.lua" -H "$auth" "$base" -- "$maxid" "$SEED"
-  for name in search_common search_two_words search_rare owner_filter; do
-    bench_run "$name" "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base${search_path[$name]}"
+  # Workloads. create and login come after the reads, so every read of a block
+  # sees the same database; get_by_id draws from the filled range only.
+  for conns in $CONNS_LIST; do
+    results="$work/results-$store_name-$conns"
+    : >"$results"
+    bench_run baseline_start "$conns" "$results" -s "$bench/report.lua" "$baseline_url"
+    bench_run list_newest_20 "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base/api/messages?limit=20"
+    bench_run get_by_id "$conns" "$results" -s "$bench/random_get.lua" -H "$auth" "$base" -- "$maxid" "$SEED"
+    for name in search_common search_two_words search_rare owner_filter; do
+      bench_run "$name" "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base${search_path[$name]}"
+    done
+    bench_run "$deep_name" "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base$deep_path"
+    costly_run "$conns" "$results"
+    bench_run create "$conns" "$results" -s "$bench/create.lua" "$base/api/messages" -- "$((SEED * 1000 + conns))" "${tokens[@]}"
+    if [ -n "$have_login_user" ]; then
+      bench_run login "$conns" "$results" -s "$bench/json_post.lua" "$base/api/login" -- "$login_body"
+    fi
+    bench_run baseline_end "$conns" "$results" -s "$bench/report.lua" "$baseline_url"
+    say ""
+    table "$conns" "$results"
   done
-  bench_run "$deep_name" "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base$deep_path"
-  costly_run "$conns" "$results"
-  bench_run create "$conns" "$results" -s "$bench/create.lua" "$base/api/messages" -- "$((SEED * 1000 + conns))" "${tokens[@]}"
-  if [ -n "$have_login_user" ]; then
-    bench_run login "$conns" "$results" -s "$bench/json_post.lua" "$base/api/login" -- "$login_body"
-  fi
-  bench_run baseline_end "$conns" "$results" -s "$bench/report.lua" "$baseline_url"
-  say ""
-  table "$conns" "$results"
-done
 
-# Summary: memory, other processes, clean stop.
+  # This store's end: memory, database, errors, a clean stop.
+  mem_peak
+  local peak=$REPLY
+  newest_id
+  local final_id=$REPLY
+  db_mib
+  db_size=$REPLY
+  stop_pid "$sampler_pid" 1
+  sampler_pid=''
+  stop_pid "$herald_pid" 20
+  local herald_status=$REPLY
+  herald_pid=''
+  say ""
+  say "herald on $store_name, peak memory over its runs (sampled every 200 ms): $peak"
+  say "database at the end: $final_id messages, $db_size MiB; herald stopped with exit status $herald_status$(grep -q 'stopped cleanly' "$work/herald.log" && echo ' (stopped cleanly)')"
+  if ((herald_errors > 0)); then
+    say "herald logged $herald_errors ERROR lines, for example:"
+    while IFS= read -r line; do say "  ${line:0:300}"; done <"$work/errors"
+    herald_errors=0
+    : >"$work/errors"
+  fi
+}
+
+# db_mib: REPLY = the size of the store's database in MiB.
+db_mib() {
+  if [ "$store_name" = postgres ]; then
+    pg_psql herald_bench "SELECT pg_database_size('herald_bench') / 1048576"
+  else
+    REPLY=$(($(stat -c %s "$work/herald.db") / 1048576))
+  fi
+}
+
+# compare CONNS: the PostgreSQL figures of CONNS connections as ratios to
+# bbolt's, each first taken as a ratio to its own block's baseline, with
+# the targets: every read at least half of bbolt's, create a third.
+compare() {
+  local conns=$1 t
+  t=$(awk -v conns="$conns" '
+    function load(file, tag,    i, kv, f, line) {
+      while ((getline line < file) > 0) {
+        split(line, f, " ")
+        names[tag, ++n[tag]] = f[1]
+        for (i = 2; i in f; i++) { split(f[i], kv, "="); v[tag, f[1], kv[1]] = kv[2] }
+      }
+      close(file)
+      base[tag] = (v[tag, "baseline_start", "rps"] + v[tag, "baseline_end", "rps"]) / 2
+    }
+    BEGIN {
+      load(ARGV[1], "b"); load(ARGV[2], "p")
+      printf "== postgres / bolt: %d connections (each throughput as a ratio to its own baseline first) ==\n", conns
+      printf "%-18s %10s %10s %9s %9s %8s %s\n", "workload", "bolt", "postgres", "pg/bolt", "p99 b", "p99 pg", "target"
+      for (i = 1; i <= n["b"]; i++) {
+        w = names["b", i]
+        if (w ~ /^baseline_/ || !(("p", w, "rps") in v) || v["b", w, "rps"] == 0) continue
+        rb = v["b", w, "rps"] / base["b"]; rp = v["p", w, "rps"] / base["p"]
+        target = "read >= 0.5"; want = 0.5
+        if (w == "create") { target = "create >= 0.33"; want = 1 / 3 }
+        if (w == "login" || w == "costly_16_words") { target = "-"; want = 0 }
+        verdict = ""
+        if (want > 0) verdict = (rp / rb >= want) ? " met" : " NOT met"
+        printf "%-18s %10.3f %10.3f %9.3f %9.2f %8.2f %s%s\n", w, rb, rp, rp / rb, v["b", w, "p99_ms"], v["p", w, "p99_ms"], target, verdict
+      }
+    }' "$work/results-bolt-$conns" "$work/results-postgres-$conns")
+  say "$t"
+}
+
+for store in $STORES; do
+  run_store "$store"
+done
+if [[ " $STORES " == *" bolt "* && " $STORES " == *" postgres "* ]]; then
+  for conns in $CONNS_LIST; do
+    say ""
+    compare "$conns"
+  done
+fi
+
+# Summary: other processes, the end.
 other_pct "${run_acct[@]}"
 other=$REPLY
-mem_peak
-peak=$REPLY
-newest_id
-final_id=$REPLY
-db_mib=$(($(stat -c %s "$work/herald.db") / 1048576))
-stop_pid "$sampler_pid" 1
-sampler_pid=''
-stop_pid "$herald_pid" 20
-herald_status=$REPLY
-herald_pid=''
+pg_stop
 say ""
-say "herald peak memory over the whole run (sampled every 200 ms): $peak"
-say "herald database at the end: $final_id messages, $db_mib MiB; stopped with exit status $herald_status$(grep -q 'stopped cleanly' "$work/herald.log" && echo ' (stopped cleanly)')"
-if ((herald_errors > 0)); then
-  say "herald logged $herald_errors ERROR lines, for example:"
-  while IFS= read -r line; do say "  ${line:0:300}"; done <"$work/errors"
-fi
-say "other processes used $other% of a core during the run (from the start of the fill to the last workload)"
+say "other processes used $other% of a core during the run (from the start of the first fill to the last workload; PostgreSQL's server counts as ours)"
 if above "$other" "$BUSY_WARN_PCT"; then
   say "WARNING: machine was busy: other processes used $other% of a core during the run; compare ratios, not absolute numbers, and see the other% column"
 fi

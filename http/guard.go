@@ -26,6 +26,13 @@ type Limits struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
 	// believed; without them the client address is the connection's.
 	TrustedProxies []netip.Prefix
+	// Shared, when set, makes the limiter called name, allowing rate per
+	// key, in a store that several processes share: the limits then
+	// count there, so N processes never allow N times the budget. A
+	// limiter that cannot reach the store should let the event through
+	// (and say so in its logs) rather than lock everyone out. Unset, the
+	// limits are kept in this process's memory.
+	Shared func(name string, rate auth.Rate) Limiter
 }
 
 // Limiter counts events per key against a rate: Spend takes one, or says
@@ -34,14 +41,6 @@ type Limits struct {
 type Limiter interface {
 	Spend(ctx context.Context, key string) (ok bool, retryAfter time.Duration)
 	Refund(ctx context.Context, key string)
-}
-
-// SharedLimits is offered by a store that several processes share: the
-// limits then count in the store, so N processes never allow N times the
-// budget. A limiter that cannot reach the store lets the event through
-// (and says so in its logs) rather than lock everyone out.
-type SharedLimits interface {
-	Limiter(name string, rate auth.Rate) Limiter
 }
 
 // localLimiter is an auth.Limiter in this process's memory.
@@ -53,7 +52,7 @@ func (l localLimiter) Spend(_ context.Context, key string) (bool, time.Duration)
 
 func (l localLimiter) Refund(_ context.Context, key string) { l.l.Refund(key) }
 
-// guard applies Limits. Unless the store shares them, the limiters live
+// guard applies Limits. Unless they are shared, the limiters live
 // in memory, bounded in size; a restart forgets them, which costs a
 // guesser nothing they could not get by waiting a few minutes.
 type guard struct {
@@ -61,13 +60,13 @@ type guard struct {
 	trusted                                       []netip.Prefix
 }
 
-func newGuard(l Limits, store any, now func() time.Time) *guard {
+func newGuard(l Limits, now func() time.Time) *guard {
 	limiter := func(name string, r auth.Rate, def func() auth.Rate) Limiter {
 		if r == (auth.Rate{}) {
 			r = def()
 		}
-		if shared, ok := store.(SharedLimits); ok {
-			return shared.Limiter(name, r)
+		if l.Shared != nil {
+			return l.Shared(name, r)
 		}
 		return localLimiter{auth.NewLimiter(r, auth.DefaultMaxKeys, now)}
 	}

@@ -49,11 +49,12 @@ func (c *testClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// env is a running Herald over a real bbolt file, reached through real HTTP.
+// env is a running Herald over a real store (see store_test.go), reached
+// through real HTTP.
 type env struct {
 	t     *testing.T
 	URL   string
-	DB    *bolt.DB
+	DB    testStore
 	Clock *testClock
 	Logs  *syncBuffer
 	// Server and HTTP are the handler and the httptest server around it,
@@ -100,20 +101,18 @@ func testDBOptions(o bolt.Options) bolt.Options {
 }
 
 // newEnv starts a server on a fresh database in t.TempDir(). At cleanup it
-// runs bbolt's consistency check before closing.
+// runs the store's consistency check before closing.
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
 	clock := &testClock{now: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)}
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), testDBOptions(bolt.Options{Now: clock.Now}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openTestStore(t, filepath.Join(t.TempDir(), "herald.db"), clock.Now)
 	logs := &syncBuffer{}
 	cfg := heraldhttp.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)), Now: clock.Now,
 		Limits: heraldhttp.Limits{WritesPerAccount: unlimitedWrites}}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	cfg.Limits.Shared = sharedLimits(db)
 	handler := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 4), cfg)
 	// Served as main serves it, so every test goes through CoalesceWrites.
 	srv := httptest.NewUnstartedServer(handler)
@@ -124,8 +123,8 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		// on their own.
 		handler.CloseStreams()
 		srv.Close()
-		if err := db.Check(); err != nil {
-			t.Errorf("bbolt check: %v", err)
+		if err := checkStore(db); err != nil {
+			t.Errorf("store check: %v", err)
 		}
 		if err := db.Close(); err != nil {
 			t.Errorf("close db: %v", err)
@@ -302,7 +301,7 @@ func (e *env) post(token, content string) map[string]any {
 // changed nothing.
 func (e *env) counts() bolt.Counts {
 	e.t.Helper()
-	c, err := e.DB.Counts()
+	c, err := storeCounts(e.DB)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func NewServer(store Store, hasher *auth.Hasher, cfg Config) *Server {
 		now = time.Now
 	}
 	s.now = now
-	s.guard = newGuard(cfg.Limits, store, now)
+	s.guard = newGuard(cfg.Limits, now)
 	s.streams = stream.New(store, store, cfg.Streams, now)
 	s.metrics = cfg.Metrics
 	s.register, s.version, s.public = cfg.Registration, cfg.Version, strings.TrimSuffix(cfg.PublicURL, "/")

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"herald/auth"
-	"herald/bolt"
 	heraldhttp "herald/http"
 	"herald/http/netquirk"
 	"herald/http/stream"
@@ -234,13 +233,13 @@ func (st *sseStream) nextSummaries(t *testing.T, n int) []string {
 // serveDB serves an open database with cfg, letting tune adjust the
 // http.Server before it starts, for tests that restart the server or need
 // its timeouts or connections; stop ends it and closes the database.
-func serveDB(t *testing.T, db *bolt.DB, cfg heraldhttp.Config, tune func(*http.Server)) (e *env, stop func()) {
+func serveDB(t *testing.T, db testStore, cfg heraldhttp.Config, tune func(*http.Server)) (e *env, stop func()) {
 	t.Helper()
 	return serveDBOn(t, nil, db, cfg, tune)
 }
 
 // serveDBOn is serveDB on listener l, or on one of httptest's when l is nil.
-func serveDBOn(t *testing.T, l net.Listener, db *bolt.DB, cfg heraldhttp.Config, tune func(*http.Server)) (e *env, stop func()) {
+func serveDBOn(t *testing.T, l net.Listener, db testStore, cfg heraldhttp.Config, tune func(*http.Server)) (e *env, stop func()) {
 	t.Helper()
 	if cfg.Limits.WritesPerAccount == (auth.Rate{}) {
 		cfg.Limits.WritesPerAccount = unlimitedWrites
@@ -270,13 +269,9 @@ func serveDBOn(t *testing.T, l net.Listener, db *bolt.DB, cfg heraldhttp.Config,
 	return &env{t: t, URL: srv.URL, DB: db, Server: handler, HTTP: srv}, stop
 }
 
-func openDB(t *testing.T, path string) *bolt.DB {
+func openDB(t *testing.T, path string) testStore {
 	t.Helper()
-	db, err := bolt.Open(path, testDBOptions(bolt.Options{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return openTestStore(t, path, nil)
 }
 
 func (e *env) patch(token string, id float64, content string) {

@@ -6,6 +6,10 @@
 //	streamload -base http://127.0.0.1:PORT -mode idle         # 10,000 idle subscribers
 //	streamload -base http://127.0.0.1:PORT -mode create-cost  # create rate with 0 and 1,000 subscribers
 //
+// With -write-base, creates go to other servers than the streams, for
+// several Herald instances on one PostgreSQL database: streams on -base,
+// creates spread over the -write-base list, so delivery crosses instances.
+//
 // Modes:
 //
 //   - delivery: opens -subscribers streams, waits until each has received
@@ -21,7 +25,7 @@
 //     -cost-duration, alternately with 0 and with -subscribers streams open
 //     (phases 0, S, 0, S), and prints both rates and Herald's CPU per create.
 //
-// Only the server at -base is contacted. The program registers its own
+// Only the servers at -base and -write-base are contacted. The program registers its own
 // accounts (registration is rate-limited per address: start Herald with a
 // wide --registrations-per-address) and raises its own file-descriptor
 // limit to the hard limit, since every stream is a socket.
@@ -51,6 +55,7 @@ import (
 // config is the parsed flags; main hands it to the mode it runs.
 type config struct {
 	base        string
+	writeBases  []string // where creates go; [base] unless -write-base says
 	mode        string
 	subscribers int
 	perAccount  int
@@ -70,6 +75,8 @@ type config struct {
 func main() {
 	var c config
 	flag.StringVar(&c.base, "base", "", "Herald's base URL, e.g. http://127.0.0.1:40123 (required)")
+	var writeBase string
+	flag.StringVar(&writeBase, "write-base", "", "comma-separated base URLs that creates go to, spread over them by writer; default -base")
 	flag.StringVar(&c.mode, "mode", "delivery", "delivery, idle or create-cost")
 	flag.IntVar(&c.subscribers, "subscribers", 1000, "streams open in delivery and create-cost")
 	flag.IntVar(&c.perAccount, "per-account", 16, "streams per account (Herald's --max-streams-per-user must allow it)")
@@ -90,6 +97,14 @@ func main() {
 		os.Exit(2)
 	}
 	c.base = strings.TrimRight(c.base, "/")
+	for b := range strings.SplitSeq(writeBase, ",") {
+		if b = strings.TrimRight(strings.TrimSpace(b), "/"); b != "" {
+			c.writeBases = append(c.writeBases, b)
+		}
+	}
+	if len(c.writeBases) == 0 {
+		c.writeBases = []string{c.base}
+	}
 	if c.subscribers < 1 || c.perAccount < 1 || c.rate < 1 || c.writers < 1 || c.idle < 1 ||
 		c.costWriters < 1 || c.parallel < 1 || c.duration <= 0 || c.costTime <= 0 {
 		fatalf("counts and durations must be positive")
@@ -575,12 +590,12 @@ func delivery(c config) error {
 	var late, createErrs atomic.Int64
 	var firstErr atomic.Value
 	writers := newClient(c.writers)
-	url := c.base + "/api/messages"
 	period := time.Second / time.Duration(c.rate)
 	sched := time.Now().Add(100 * time.Millisecond)
 	logf("delivery: creating %d messages at %d/s for %s from %d writers", total, c.rate, c.duration, c.writers)
 	var wg sync.WaitGroup
 	for w := range c.writers {
+		url := c.writeBases[w%len(c.writeBases)] + "/api/messages"
 		wg.Go(func() {
 			for k := w; k < total; k += c.writers {
 				due := sched.Add(time.Duration(k) * period)
@@ -835,7 +850,6 @@ func createCost(c config) error {
 	}
 	subTokens, writerTokens := tokens[:accounts], tokens[accounts:]
 	writers := newClient(c.costWriters)
-	url := c.base + "/api/messages"
 	pid := strconv.Itoa(c.heraldPID)
 
 	var results []phaseResult
@@ -858,6 +872,7 @@ func createCost(c config) error {
 		end := t0.Add(c.costTime)
 		var wg sync.WaitGroup
 		for w := range c.costWriters {
+			url := c.writeBases[w%len(c.writeBases)] + "/api/messages"
 			wg.Go(func() {
 				for k := 0; time.Now().Before(end); k++ {
 					_, _, err := createOne(ctx, writers, url, writerTokens[w], messageBody(k*c.costWriters+w), t0)

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# deploy/loopback.sh: Herald as more than one machine, on one machine's
+# loopback: a PostgreSQL server, INSTANCES Herald instances on it, and
+# nginx in front of them, all from Debian's packages (installed when
+# missing, as root or with sudo). Then it checks that they work as one
+# service, through the balancer and around it:
+#
+#   - register and post through nginx;
+#   - a live stream through nginx receives messages posted to each
+#     instance directly, in order;
+#   - one instance is killed (SIGKILL) and the service goes on: posts
+#     through nginx succeed, and a stream resumes with Last-Event-ID on
+#     whichever instance nginx picks, with nothing lost or repeated.
+#
+# Usage:
+#   deploy/loopback.sh              # start, check, stop everything
+#   KEEP=1 deploy/loopback.sh       # start, check, then keep it all
+#                                   # running until Ctrl-C
+#   INSTANCES=3 deploy/loopback.sh  # more instances (default 2)
+#
+# Everything listens on 127.0.0.1 (Herald on ports the kernel picks,
+# nginx on a free port found at start; PostgreSQL on a Unix socket only),
+# lives in a temporary directory, and is stopped by PID on exit. The
+# README's "More than one machine" section has the same steps for real
+# machines.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$repo/bench/lib.sh"
+# shellcheck source=bench/pg.sh
+. "$repo/bench/pg.sh"
+
+INSTANCES=${INSTANCES:-2}
+KEEP=${KEEP:-}
+need_int INSTANCES "$INSTANCES" 1 16
+
+for tool in go curl; do
+  command -v "$tool" >/dev/null || die "$tool is required"
+done
+need_postgres log
+if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+  log "installing nginx (Debian package nginx)"
+  sudo=''
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nginx >/dev/null
+fi
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/herald-deploy.XXXXXX")
+chmod 755 "$work"
+pids=() nginx_pid=''
+cleanup() {
+  local status=$? p
+  trap - EXIT
+  [ -z "$nginx_pid" ] || kill -QUIT "$nginx_pid" 2>/dev/null || true
+  for p in "${pids[@]}"; do
+    stop_pid "$p" 15
+  done
+  pg_stop
+  if ((status != 0)); then
+    for f in "$work"/herald-*.log "$work/nginx/error.log"; do
+      [ -s "$f" ] || continue
+      echo "--- last lines of $f:" >&2
+      tail -n 15 "$f" >&2
+    done
+  fi
+  rm -rf "$work"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+# 1. PostgreSQL, with a database for Herald.
+log "starting PostgreSQL in $work/pg"
+pg_start "$work/pg"
+pg_createdb herald
+db_url=$REPLY
+log "database: $db_url"
+
+# 2. Herald instances on that database, each on a port the kernel picks.
+go_build "$repo" . "$work/herald" herald
+addrs=()
+start_instance() { # NAME: start an instance; REPLY = its address
+  HERALD_ADDR=127.0.0.1:0 HERALD_DB="$db_url" HERALD_TRUSTED_PROXIES=127.0.0.1 \
+    "$work/herald" >>"$work/herald-$1.log" 2>&1 &
+  pids+=("$!")
+  listen_addr "$work/herald-$1.log" "$!" "herald $1"
+}
+for ((i = 1; i <= INSTANCES; i++)); do
+  start_instance "$i"
+  addrs+=("$REPLY")
+  log "herald $i at http://$REPLY (pid ${pids[-1]})"
+done
+
+# 3. nginx in front, on a free loopback port.
+free_port() { # REPLY = a TCP port nothing on this machine listens on
+  local used p
+  used=$(ss -Htln 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u)
+  for ((p = 20000 + RANDOM % 20000; ; p++)); do
+    grep -qx "$p" <<<"$used" || break
+  done
+  REPLY=$p
+}
+free_port
+lb="127.0.0.1:$REPLY"
+mkdir -p "$work/nginx/tmp"
+chmod 777 "$work/nginx/tmp"
+servers=''
+for a in "${addrs[@]}"; do servers+="        server $a max_fails=1 fail_timeout=10s;"$'\n'; done
+sed -e "s|@WORK@|$work/nginx|g" -e "s|@LISTEN@|$lb|" -e "/@SERVERS@/{
+r /dev/stdin
+d
+}" "$here/nginx.conf" <<<"${servers%$'\n'}" >"$work/nginx/nginx.conf"
+"$nginx_bin" -t -q -p "$work/nginx" -c "$work/nginx/nginx.conf" -g 'daemon off;' ||
+  die "nginx refused the configuration"
+"$nginx_bin" -p "$work/nginx" -c "$work/nginx/nginx.conf" -g 'daemon off;' 2>>"$work/nginx/error.log" &
+nginx_pid=$!
+for ((i = 0; i < 100; i++)); do
+  curl -fs -o /dev/null "http://$lb/healthz" && break
+  kill -0 "$nginx_pid" 2>/dev/null || die "nginx exited; see its error log"
+  sleep 0.1
+done
+log "nginx at http://$lb (pid $nginx_pid) in front of ${addrs[*]}"
+
+# --- checks -----------------------------------------------------------------
+
+B="http://$lb"
+json() { sed -n "s/.*\"$1\":\"\\{0,1\\}\\([^\",}]*\\).*/\\1/p" | head -n 1; }
+# created_ids: the message IDs of the message.created events of a stream
+# on standard input, in order.
+created_ids() { grep -A2 '^event: message.created' | sed -n 's/^data: {"id":\([0-9]*\).*/\1/p'; }
+
+token=$(curl -fs "$B/api/register" -H 'Content-Type: application/json' \
+  -d '{"email": "ada@example.com", "password": "correct horse battery"}' | json token)
+[ -n "$token" ] || die "registering through nginx failed"
+auth="Authorization: Bearer $token"
+post() { # BASE CONTENT: post and print the new message's id
+  curl -fs "$1/api/messages" -H "$auth" -H 'Content-Type: application/json' -d "{\"content\": \"$2\"}" | json id
+}
+first=$(post "$B" "posted through nginx")
+[ -n "$first" ] || die "posting through nginx failed"
+log "registered and posted message $first through nginx"
+
+# A live stream through nginx, fed by posts to each instance directly.
+curl -sN --max-time 30 "$B/api/messages/stream" -H "$auth" >"$work/stream" &
+stream_pid=$!
+for ((i = 0; i < 100; i++)); do grep -q '^id:' "$work/stream" 2>/dev/null && break; sleep 0.1; done
+want=()
+for a in "${addrs[@]}"; do
+  want+=("$(post "http://$a" "posted to $a directly")")
+done
+for ((i = 0; i < 100; i++)); do
+  (($(grep -c '^event: message.created' "$work/stream" || true) >= ${#want[@]})) && break
+  sleep 0.1
+done
+kill "$stream_pid" 2>/dev/null || true
+wait "$stream_pid" 2>/dev/null || true
+mapfile -t got < <(created_ids <"$work/stream")
+[ "${got[*]}" = "${want[*]}" ] ||
+  { cat "$work/stream" >&2; die "the stream through nginx got messages (${got[*]}), want (${want[*]}), one from each instance in order"; }
+last=$(grep '^id:' "$work/stream" | tail -n 1 | sed 's/^id: *//')
+log "a stream through nginx received the posts to every instance: ${got[*]} (last event id $last)"
+
+# One instance dies; the service goes on.
+if ((INSTANCES > 1)); then
+  kill -KILL "${pids[0]}"
+  wait "${pids[0]}" 2>/dev/null || true
+  log "killed herald 1 (SIGKILL)"
+  after=()
+  for ((i = 0; i < 5; i++)); do
+    id=$(post "$B" "after the kill $i")
+    [ -n "$id" ] || die "posting through nginx after an instance died failed"
+    after+=("$id")
+  done
+  resumed=$(curl -sN --max-time 3 "$B/api/messages/stream" -H "$auth" -H "Last-Event-ID: $last" |
+    created_ids | paste -sd' ' -) || true
+  [ "$resumed" = "${after[*]}" ] ||
+    die "resuming after $last through nginx gave ($resumed), want (${after[*]})"
+  log "posts through nginx go on, and a stream resumed after $last gets exactly (${after[*]})"
+fi
+
+echo
+echo "Herald on PostgreSQL, ${INSTANCES} instances behind nginx: it works."
+echo "  balancer:  http://$lb"
+for ((i = 0; i < INSTANCES; i++)); do
+  if kill -0 "${pids[$i]}" 2>/dev/null; then state=running; else state="killed by the check"; fi
+  echo "  herald $((i + 1)):  http://${addrs[$i]} ($state)"
+done
+echo "  database:  $db_url"
+if [ -n "$KEEP" ]; then
+  echo "Everything keeps running; Ctrl-C stops it all."
+  wait "$nginx_pid"
+fi

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Herald as more than one machine: separate herald processes on one
+// PostgreSQL database behave as one service.
+
+// sseStream is a live stream read in the background: its events, and
+// whether it has ended.
+type sseStream struct {
+	events chan sseEvent
+	ended  chan struct{}
+	res    *http.Response
+}
+
+type sseEvent struct {
+	id         uint64
+	name, data string
+}
+
+// openStream opens GET /api/messages/stream on base, resuming after last
+// when last >= 0, and fails t unless it answers 200.
+func openStream(t *testing.T, base, token string, last int64) *sseStream {
+	t.Helper()
+	req, err := http.NewRequest("GET", base+"/api/messages/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if last >= 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(last, 10))
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		res.Body.Close()
+		t.Fatalf("stream on %s: status %d", base, res.StatusCode)
+	}
+	s := &sseStream{events: make(chan sseEvent, 1000), ended: make(chan struct{}), res: res}
+	t.Cleanup(func() { res.Body.Close() })
+	go func() {
+		defer close(s.ended)
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(nil, 1<<20)
+		var ev sseEvent
+		for sc.Scan() {
+			field, value, _ := strings.Cut(sc.Text(), ": ")
+			switch field {
+			case "id":
+				ev.id, _ = strconv.ParseUint(value, 10, 64)
+			case "event":
+				ev.name = value
+			case "data":
+				ev.data = value
+			case "":
+				if ev.name != "" {
+					s.events <- ev
+				}
+				ev = sseEvent{}
+			}
+		}
+	}()
+	return s
+}
+
+// take reads n events, failing t if they do not come within a while.
+func (s *sseStream) take(t *testing.T, n int) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	timeout := time.After(20 * time.Second)
+	for len(out) < n {
+		select {
+		case ev := <-s.events:
+			out = append(out, ev)
+		case <-timeout:
+			t.Fatalf("%d of %d events within 20s", len(out), n)
+		}
+	}
+	return out
+}
+
+// postMessages creates n messages through base and returns their IDs.
+func postMessages(t *testing.T, base, token string, n int, prefix string) []uint64 {
+	t.Helper()
+	c := newClient(t)
+	var ids []uint64
+	for i := range n {
+		var m messageResponse
+		callStatus(t, c, "POST", base+"/api/messages", token, map[string]string{"content": fmt.Sprintf("%s %d", prefix, i)}, http.StatusCreated, &m)
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+func eventMessageIDs(evs []sseEvent) []uint64 {
+	var ids []uint64
+	for _, ev := range evs {
+		var m messageResponse
+		_ = json.Unmarshal([]byte(ev.data), &m)
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+// TestTwoInstances: post through one instance, stream from the other;
+// kill the streaming one mid-stream; resume on the first with
+// Last-Event-ID and get exactly what came after, nothing twice; and a
+// logout through one ends the account's streams on the other.
+func TestTwoInstances(t *testing.T) {
+	db := postgresCluster(t).Database(t)
+	a := startProcessOn(t, db)
+	b := startProcessOn(t, db)
+	baseA, baseB := "http://"+a.addr, "http://"+b.addr
+	token := outsideRegister(t, baseA, "ada@example.com")
+
+	onB := openStream(t, baseB, token, -1)
+	first := postMessages(t, baseA, token, 5, "first")
+	got := onB.take(t, 5)
+	if ids := eventMessageIDs(got); !slices.Equal(ids, first) {
+		t.Fatalf("b streamed %v, want the messages posted through a, %v", ids, first)
+	}
+	for i, ev := range got {
+		if ev.name != "message.created" || (i > 0 && ev.id != got[i-1].id+1) {
+			t.Fatalf("event %d: %+v; want consecutive message.created", i, ev)
+		}
+	}
+	last := got[len(got)-1].id
+
+	// b dies mid-stream, without a word.
+	if err := b.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-b.exited
+	select {
+	case <-onB.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream on the killed instance did not end")
+	}
+	second := postMessages(t, baseA, token, 5, "second")
+	onA := openStream(t, baseA, token, int64(last))
+	resumed := onA.take(t, 5)
+	if ids := eventMessageIDs(resumed); !slices.Equal(ids, second) {
+		t.Errorf("resumed on a: %v, want %v", ids, second)
+	}
+	if resumed[0].id != last+1 {
+		t.Errorf("resumed at %d, want %d: something lost or repeated", resumed[0].id, last+1)
+	}
+	select {
+	case ev := <-onA.events:
+		t.Errorf("an event beyond what was posted: %+v", ev)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	// A revocation through a ends the token's streams on c, another
+	// instance.
+	c := startProcessOn(t, db)
+	second2 := outsideLogin(t, baseA, "ada@example.com")
+	onC := openStream(t, "http://"+c.addr, second2, -1)
+	cl := newClient(t)
+	callStatus(t, cl, "POST", baseA+"/api/logout", second2, nil, http.StatusNoContent, nil)
+	select {
+	case <-onC.ended:
+	case <-time.After(15 * time.Second):
+		t.Error("a token logged out through a still streams on c")
+	}
+}
+
+func outsideLogin(t *testing.T, base, email string) string {
+	t.Helper()
+	var out struct{ Token string }
+	callStatus(t, newClient(t), "POST", base+"/api/login", "", map[string]string{"username": email, "password": "outside test password"}, http.StatusOK, &out)
+	return out.Token
+}
+
+// TestTwoInstancesOutside is TestStreamExactlyOnceOutside on two herald
+// processes sharing one PostgreSQL database: writers and readers go to
+// either at random, readers resume wherever their next connection lands,
+// and each instance is killed (SIGKILL) once and replaced while they
+// work. Every stream must receive exactly what its filter passes of the
+// one log: nothing lost, nothing twice, in order.
+func TestTwoInstancesOutside(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts real servers under load")
+	}
+	db := postgresCluster(t).Database(t)
+	var mu sync.Mutex
+	procs := []*process{startProcessOn(t, db), startProcessOn(t, db)}
+	rng := rand.New(rand.NewPCG(3, 5))
+	run := &outsideRun{t: t, shared: make(map[uint64]string)}
+	run.pick = func() *process {
+		mu.Lock()
+		defer mu.Unlock()
+		return procs[rng.IntN(len(procs))]
+	}
+	run.start(procs[0])
+
+	users := []string{"ada@example.com", "bob@example.com", "cy@example.com"}
+	tokens := make([]string, len(users))
+	for i, email := range users {
+		tokens[i] = outsideRegister(t, run.base(), email)
+	}
+	filters := []string{
+		"",
+		"q=apple",
+		"q=" + url.QueryEscape("CAFÉ river"),
+		"q=" + url.QueryEscape("cafe\u0301"),
+		"owner=" + url.QueryEscape("BOB@example.com"),
+		"q=apple&owner=ada%40example.com",
+	}
+	readers := make([]*outsideReader, len(filters))
+	var readersWG sync.WaitGroup
+	for i, f := range filters {
+		readers[i] = &outsideReader{run: run, filter: f, token: tokens[0], rng: rand.New(rand.NewPCG(uint64(i), 17)), last: -1}
+		readersWG.Go(readers[i].follow)
+	}
+	for _, r := range readers {
+		r.waitStarted(t)
+	}
+	writers := make([]*outsideWriter, len(users))
+	var writersWG sync.WaitGroup
+	for i := range users {
+		writers[i] = &outsideWriter{run: run, token: tokens[i], rng: rand.New(rand.NewPCG(uint64(i), 31))}
+		writersWG.Go(writers[i].write)
+	}
+	for victim := range procs {
+		time.Sleep(1500 * time.Millisecond)
+		mu.Lock()
+		p := procs[victim]
+		mu.Unlock()
+		if err := p.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-p.exited
+		replacement := startProcessOn(t, db)
+		mu.Lock()
+		procs[victim] = replacement
+		mu.Unlock()
+		run.start(replacement)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	run.stopWriting.Store(true)
+	writersWG.Wait()
+
+	log := outsideReplay(t, run.base(), tokens[0])
+	if len(log) < 100 {
+		t.Fatalf("only %d changes were made: the test proved little", len(log))
+	}
+	for i, r := range readers {
+		r.waitFor(t, outsideExpected(t, log, filters[i]))
+	}
+	run.stopReading.Store(true)
+	for _, r := range readers {
+		r.close()
+	}
+	readersWG.Wait()
+	for i, r := range readers {
+		want := outsideExpected(t, log, filters[i])
+		r.mu.Lock()
+		got, resumes, err := slices.Clone(r.got), r.resumes, r.err
+		r.mu.Unlock()
+		if err != nil {
+			t.Errorf("filter %q: %v", filters[i], err)
+			continue
+		}
+		if len(want) == 0 {
+			t.Errorf("filter %q: the log holds nothing it passes: the test proved nothing for it", filters[i])
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("filter %q: got %d events, want %d\n got %v\nwant %v", filters[i], len(got), len(want), got, want)
+		}
+		if resumes < 3 {
+			t.Errorf("filter %q resumed only %d times", filters[i], resumes)
+		}
+		t.Logf("filter %q: %d events over %d connections", filters[i], len(got), resumes+1)
+	}
+	t.Logf("%d changes in the log, written through two instances, each killed once", len(log))
+}

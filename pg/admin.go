@@ -1,0 +1,605 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"herald/model"
+)
+
+// Administration: what administrators do to accounts. Each operation
+// checks its caller's role inside its own transaction and writes its act
+// to the audit log in that same transaction.
+
+// lockAdmins is taken, for the rest of its transaction, by a write that
+// may leave one administrator fewer: two administrators demoting each
+// other at once would each see the other still there.
+const lockAdmins = 3
+
+// activeAdmin reports whether u can administer: it holds the role and is
+// not suspended.
+func activeAdmin(u *model.User) bool { return u.HasRole(model.RoleAdmin) && !u.Suspended }
+
+// admin resolves by inside the write transaction and returns it if it may
+// administer: an account holding model.RoleAdmin that is not suspended,
+// or nil for model.ByServer, the operator on the server's machine.
+// Errors: model.ErrForbidden for anyone else, model.ErrUnauthorized for a
+// token that no longer works.
+func (w *writeTx) admin(ctx context.Context, by model.Caller) (*model.User, error) {
+	if by.Server() {
+		return nil, nil
+	}
+	u, err := w.caller(ctx, by)
+	if err != nil {
+		return nil, err
+	}
+	if !activeAdmin(u) {
+		return nil, errNotAdmin
+	}
+	return u, nil
+}
+
+var errNotAdmin = model.Errorf(model.ErrForbidden, "this needs an administrator")
+
+// lockedUser reads account id with its row locked until the commit, so
+// that what is checked of it holds when the write lands. Errors:
+// model.ErrNotFound.
+func (w *writeTx) lockedUser(ctx context.Context, id uint64) (*model.User, error) {
+	u, err := scanUser(w.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 FOR UPDATE`, int64(id)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+	}
+	return u, err
+}
+
+// keepAnAdministrator refuses to let u, whose row the transaction has
+// locked, stop administering when no one else could.
+func (w *writeTx) keepAnAdministrator(ctx context.Context, u *model.User, what string) error {
+	if !activeAdmin(u) {
+		return nil
+	}
+	if _, err := w.Exec(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, lockSpace, lockAdmins); err != nil {
+		return err
+	}
+	var others bool
+	err := w.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users
+		WHERE '`+model.RoleAdmin+`' = ANY (roles) AND NOT suspended AND id <> $1)`, int64(u.ID)).Scan(&others)
+	if err != nil {
+		return err
+	}
+	if !others {
+		return model.Errorf(model.ErrConflict, "%s is the last administrator and cannot be %s; make another account an administrator first", u.Email, what)
+	}
+	return nil
+}
+
+// audit writes e to the audit log in the act's transaction, with the time
+// and its actor (nil: the server's machine).
+func (w *writeTx) audit(ctx context.Context, actor *model.User, e *model.AuditEntry) error {
+	e.At = w.db.clock()
+	if actor != nil {
+		e.ActorID, e.ActorEmail = actor.ID, actor.Email
+	}
+	return w.QueryRow(ctx, `INSERT INTO audit (at, action, actor_id, actor_email, user_id, user_email, message_id, invite_id, count)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+		e.At, string(e.Action), int64(e.ActorID), e.ActorEmail, int64(e.UserID), e.UserEmail,
+		int64(e.MessageID), int64(e.InviteID), e.Count).Scan(&e.ID)
+}
+
+// adminRead runs fn in a read-only transaction, one snapshot, after
+// checking there that by may administer.
+func (db *DB) adminRead(ctx context.Context, by model.Caller, fn func(tx pgx.Tx) error) error {
+	tx, err := db.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if !by.Server() {
+		var u *model.User
+		if hash, ok := by.Token(); ok {
+			u, _, err = db.authenticate(ctx, tx, hash, false)
+		} else {
+			u, err = userByID(ctx, tx, by.UserID())
+		}
+		if err != nil {
+			return err
+		}
+		if !activeAdmin(u) {
+			return errNotAdmin
+		}
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// accountColumns is userColumns with the account's message count.
+const accountColumns = userColumns + `, (SELECT count(*) FROM messages m WHERE m.owner_id = users.id)`
+
+func scanAccount(row pgx.Row) (*model.Account, error) {
+	a := &model.Account{}
+	var (
+		id      int64
+		created time.Time
+		seen    *time.Time
+		count   int64
+	)
+	if err := row.Scan(&id, &a.Email, &a.PasswordHash, &a.Roles, &created, &a.Suspended, &seen, &count); err != nil {
+		return nil, err
+	}
+	a.ID, a.CreatedAt, a.Messages = uint64(id), created.UTC(), int(count)
+	if seen != nil {
+		a.LastSeenAt = seen.UTC()
+	}
+	return a, nil
+}
+
+// account reads account id with its message count. Errors:
+// model.ErrNotFound.
+func account(ctx context.Context, q querier, id uint64) (*model.Account, error) {
+	a, err := scanAccount(q.QueryRow(ctx, `SELECT `+accountColumns+` FROM users WHERE id = $1`, int64(id)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+	}
+	return a, err
+}
+
+// ListAccounts pages through the accounts, newest first, those whose
+// e-mail holds q.Match. Errors: model.ErrForbidden.
+func (db *DB) ListAccounts(ctx context.Context, by model.Caller, q model.AccountQuery) (*model.AccountPage, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = model.DefaultAccountLimit
+	}
+	limit = min(limit, model.MaxAccountLimit)
+	before := int64(q.BeforeID)
+	if q.BeforeID == 0 || q.BeforeID > uint64(1<<63-1) {
+		before = 1<<63 - 1
+	}
+	page := &model.AccountPage{}
+	err := db.adminRead(ctx, by, func(tx pgx.Tx) error {
+		// strpos, not LIKE: the match is any text, % and _ included, and
+		// email_key is compared byte for byte, as model.EmailKey made it.
+		rows, err := tx.Query(ctx, `SELECT `+accountColumns+` FROM users
+			WHERE id < $1 AND ($2 = '' OR strpos(email_key, $2) > 0)
+			ORDER BY id DESC LIMIT $3`, before, model.EmailKey(q.Match), limit+1)
+		if err != nil {
+			return err
+		}
+		page.Accounts, err = collectRows(rows, scanAccount)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(page.Accounts) > limit {
+		page.Accounts = page.Accounts[:limit]
+		page.NextBeforeID = page.Accounts[limit-1].ID
+	}
+	return page, nil
+}
+
+// Account reads one account. Errors: model.ErrForbidden,
+// model.ErrNotFound.
+func (db *DB) Account(ctx context.Context, by model.Caller, id uint64) (*model.Account, error) {
+	var a *model.Account
+	err := db.adminRead(ctx, by, func(tx pgx.Tx) error {
+		var err error
+		a, err = account(ctx, tx, id)
+		return err
+	})
+	return a, err
+}
+
+// UpdateAccount suspends an account or lifts its suspension, grants or
+// revokes the administrator role, and writes each change to the audit
+// log. A suspension deletes every token of the account (its streams end,
+// on every instance) and its outstanding password reset. Errors:
+// model.ErrForbidden, model.ErrNotFound, model.ErrConflict when the
+// change would leave no account able to administer.
+func (db *DB) UpdateAccount(ctx context.Context, by model.Caller, id uint64, upd model.AccountUpdate) (*model.Account, error) {
+	var out *model.Account
+	err := db.write(ctx, func(w *writeTx) error {
+		actor, err := w.admin(ctx, by)
+		if err != nil {
+			return err
+		}
+		u, err := w.lockedUser(ctx, id)
+		if err != nil {
+			return err
+		}
+		before := *u
+		if upd.Suspended != nil {
+			u.Suspended = *upd.Suspended
+		}
+		if upd.Admin != nil && *upd.Admin != u.HasRole(model.RoleAdmin) {
+			if *upd.Admin {
+				u.Roles = append(slices.Clip(u.Roles), model.RoleAdmin)
+			} else {
+				u.Roles = slices.DeleteFunc(slices.Clone(u.Roles), func(r string) bool { return r == model.RoleAdmin })
+			}
+		}
+		if activeAdmin(&before) && !activeAdmin(u) {
+			what := "suspended"
+			if !u.HasRole(model.RoleAdmin) {
+				what = "stripped of the role"
+			}
+			if err := w.keepAnAdministrator(ctx, &before, what); err != nil {
+				return err
+			}
+		}
+		var acts []model.AuditAction
+		switch {
+		case u.Suspended && !before.Suspended:
+			acts = append(acts, model.AuditSuspend)
+			if err := w.revokeTokensExcept(ctx, u.ID, model.TokenHash{}); err != nil {
+				return err
+			}
+			if _, err := w.Exec(ctx, `DELETE FROM password_resets WHERE user_id = $1`, int64(u.ID)); err != nil {
+				return err
+			}
+		case !u.Suspended && before.Suspended:
+			acts = append(acts, model.AuditUnsuspend)
+		}
+		switch had, has := before.HasRole(model.RoleAdmin), u.HasRole(model.RoleAdmin); {
+		case has && !had:
+			acts = append(acts, model.AuditGrantAdmin)
+		case had && !has:
+			acts = append(acts, model.AuditRevokeAdmin)
+		}
+		if len(acts) > 0 {
+			if _, err := w.Exec(ctx, `UPDATE users SET suspended = $2, roles = $3 WHERE id = $1`, int64(u.ID), u.Suspended, u.Roles); err != nil {
+				return err
+			}
+		}
+		for _, act := range acts {
+			if err := w.audit(ctx, actor, &model.AuditEntry{Action: act, UserID: u.ID, UserEmail: u.Email}); err != nil {
+				return err
+			}
+		}
+		out, err = account(ctx, w, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RemoveAccount deletes account id, its tokens and its messages, as
+// DeleteAccount does for the account's owner, and writes the act to the
+// audit log, in one transaction. Errors: model.ErrForbidden,
+// model.ErrNotFound, model.ErrConflict for the last account able to
+// administer.
+func (db *DB) RemoveAccount(ctx context.Context, by model.Caller, id uint64) error {
+	return db.write(ctx, func(w *writeTx) error {
+		actor, err := w.admin(ctx, by)
+		if err != nil {
+			return err
+		}
+		u, err := w.lockedUser(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := w.keepAnAdministrator(ctx, u, "deleted"); err != nil {
+			return err
+		}
+		if err := w.audit(ctx, actor, &model.AuditEntry{Action: model.AuditDeleteAccount, UserID: u.ID, UserEmail: u.Email}); err != nil {
+			return err
+		}
+		return w.removeAccount(ctx, u)
+	})
+}
+
+// RemoveMessagesOf deletes every message account id holds now, newest
+// first, each with its message.deleted change, in one transaction that
+// also writes the act to the audit log, and returns how many. Messages
+// the account writes after the act are kept. Errors: model.ErrForbidden,
+// model.ErrNotFound.
+func (db *DB) RemoveMessagesOf(ctx context.Context, by model.Caller, id uint64) (int, error) {
+	var count int
+	err := db.write(ctx, func(w *writeTx) error {
+		actor, err := w.admin(ctx, by)
+		if err != nil {
+			return err
+		}
+		u, err := userByID(ctx, w, id)
+		if err != nil {
+			return err
+		}
+		// The messages are locked as they are counted, so the purge below
+		// deletes exactly these: message IDs are given out in commit
+		// order, so none at or below the newest seen can still appear.
+		var upTo int64
+		err = w.QueryRow(ctx, `SELECT count(*), coalesce(max(id), 0) FROM (
+			SELECT id FROM messages WHERE owner_id = $1 FOR UPDATE) m`, int64(id)).Scan(&count, &upTo)
+		if err != nil {
+			return err
+		}
+		if err := w.audit(ctx, actor, &model.AuditEntry{Action: model.AuditDeleteMessages, UserID: u.ID, UserEmail: u.Email, Count: count}); err != nil {
+			return err
+		}
+		if count > 0 {
+			w.purge = &purge{where: "m.owner_id = $14 AND m.id <= $15", args: []any{int64(id), upTo}, newestFirst: true}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return count, nil
+}
+
+// CreatePasswordReset stores a reset of account userID's password whose
+// code hashes to code, valid for ttl, replacing any the account had, and
+// writes the act to the audit log. Errors: model.ErrForbidden,
+// model.ErrNotFound, model.ErrConflict for a code already in use.
+func (db *DB) CreatePasswordReset(ctx context.Context, by model.Caller, userID uint64, code model.TokenHash, ttl time.Duration) (*model.PasswordReset, error) {
+	var out *model.PasswordReset
+	err := db.write(ctx, func(w *writeTx) error {
+		actor, err := w.admin(ctx, by)
+		if err != nil {
+			return err
+		}
+		u, err := w.lockedUser(ctx, userID)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Exec(ctx, `DELETE FROM password_resets WHERE user_id = $1`, int64(userID)); err != nil {
+			return err
+		}
+		now := db.clock()
+		r := &model.PasswordReset{UserID: userID, CodeHash: code, CreatedAt: now, ExpiresAt: model.TokenExpiry(now, ttl)}
+		_, err = w.Exec(ctx, `INSERT INTO password_resets (code_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
+			code[:], int64(userID), r.CreatedAt, r.ExpiresAt)
+		if uniqueViolation(err, "password_resets_code_unique") {
+			return model.Errorf(model.ErrConflict, "this password-reset code was already issued")
+		}
+		if err != nil {
+			return err
+		}
+		out = r
+		return w.audit(ctx, actor, &model.AuditEntry{Action: model.AuditPasswordReset, UserID: u.ID, UserEmail: u.Email})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// usableReset finds the reset a code's hash belongs to, at now. Errors:
+// model.ResetCodeRefused.
+func usableReset(ctx context.Context, q querier, code model.TokenHash, now time.Time, lock bool) (*model.PasswordReset, error) {
+	sql := `SELECT user_id, created_at, expires_at FROM password_resets WHERE code_hash = $1`
+	if lock {
+		sql += ` FOR UPDATE`
+	}
+	r := &model.PasswordReset{CodeHash: code}
+	var userID int64
+	err := q.QueryRow(ctx, sql, code[:]).Scan(&userID, &r.CreatedAt, &r.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, model.ResetCodeRefused()
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.UserID, r.CreatedAt, r.ExpiresAt = uint64(userID), r.CreatedAt.UTC(), r.ExpiresAt.UTC()
+	if !now.Before(r.ExpiresAt) {
+		return nil, model.ResetCodeRefused()
+	}
+	return r, nil
+}
+
+// PasswordReset finds the reset a code's hash belongs to. Errors:
+// model.ResetCodeRefused (unknown, used or expired).
+func (db *DB) PasswordReset(ctx context.Context, code model.TokenHash) (*model.PasswordReset, error) {
+	return usableReset(ctx, db.pool, code, db.clock(), false)
+}
+
+// ResetPassword stores hash as the password of the account a reset code
+// is for, uses the code up and deletes every token of the account, in one
+// transaction. Errors: model.ResetCodeRefused.
+func (db *DB) ResetPassword(ctx context.Context, code model.TokenHash, hash string) error {
+	if hash == "" {
+		return errors.New("reset password: empty password hash")
+	}
+	return db.write(ctx, func(w *writeTx) error {
+		r, err := usableReset(ctx, w, code, db.clock(), true)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Exec(ctx, `UPDATE users SET password_hash = $2 WHERE id = $1`, int64(r.UserID), hash); err != nil {
+			return err
+		}
+		if _, err := w.Exec(ctx, `DELETE FROM password_resets WHERE code_hash = $1`, code[:]); err != nil {
+			return err
+		}
+		return w.revokeTokensExcept(ctx, r.UserID, model.TokenHash{})
+	})
+}
+
+const inviteColumns = `id, code_hash, max_uses, uses, created_at, expires_at, created_by`
+
+func scanInvite(row pgx.Row) (*model.Invite, error) {
+	inv := &model.Invite{}
+	var (
+		id, by int64
+		code   []byte
+	)
+	if err := row.Scan(&id, &code, &inv.MaxUses, &inv.Uses, &inv.CreatedAt, &inv.ExpiresAt, &by); err != nil {
+		return nil, err
+	}
+	inv.ID, inv.CreatedBy = uint64(id), uint64(by)
+	copy(inv.CodeHash[:], code)
+	inv.CreatedAt, inv.ExpiresAt = inv.CreatedAt.UTC(), inv.ExpiresAt.UTC()
+	return inv, nil
+}
+
+// CreateInvite stores inv, whose MaxUses, ExpiresAt and CodeHash are set,
+// and sets its ID, Uses, CreatedAt and CreatedBy. Errors:
+// model.ErrForbidden, model.ErrInvalid, model.ErrConflict for a code
+// already in use.
+func (db *DB) CreateInvite(ctx context.Context, by model.Caller, inv *model.Invite) error {
+	now := db.clock()
+	if err := inv.Validate(now); err != nil {
+		return err
+	}
+	stored := *inv
+	err := db.write(ctx, func(w *writeTx) error {
+		actor, err := w.admin(ctx, by)
+		if err != nil {
+			return err
+		}
+		stored.Uses, stored.CreatedAt, stored.CreatedBy = 0, now, 0
+		if actor != nil {
+			stored.CreatedBy = actor.ID
+		}
+		var id int64
+		err = w.QueryRow(ctx, `INSERT INTO invites (code_hash, max_uses, created_at, expires_at, created_by)
+			VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+			stored.CodeHash[:], stored.MaxUses, stored.CreatedAt, stored.ExpiresAt, int64(stored.CreatedBy)).Scan(&id)
+		if uniqueViolation(err, "invites_code_unique") {
+			return model.Errorf(model.ErrConflict, "this invitation code was already issued")
+		}
+		if err != nil {
+			return err
+		}
+		stored.ID = uint64(id)
+		return w.audit(ctx, actor, &model.AuditEntry{Action: model.AuditCreateInvite, InviteID: stored.ID})
+	})
+	if err != nil {
+		return err
+	}
+	*inv = stored
+	return nil
+}
+
+// Invites lists the invitations, newest first, expired ones until the
+// sweep removes them. Errors: model.ErrForbidden.
+func (db *DB) Invites(ctx context.Context, by model.Caller) ([]*model.Invite, error) {
+	var out []*model.Invite
+	err := db.adminRead(ctx, by, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT `+inviteColumns+` FROM invites ORDER BY id DESC`)
+		if err != nil {
+			return err
+		}
+		out, err = collectRows(rows, scanInvite)
+		return err
+	})
+	return out, err
+}
+
+// RevokeInvite deletes invitation id. Errors: model.ErrForbidden,
+// model.ErrNotFound.
+func (db *DB) RevokeInvite(ctx context.Context, by model.Caller, id uint64) error {
+	return db.write(ctx, func(w *writeTx) error {
+		actor, err := w.admin(ctx, by)
+		if err != nil {
+			return err
+		}
+		tag, err := w.Exec(ctx, `DELETE FROM invites WHERE id = $1`, int64(id))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return model.Errorf(model.ErrNotFound, "invitation %d does not exist", id)
+		}
+		return w.audit(ctx, actor, &model.AuditEntry{Action: model.AuditRevokeInvite, InviteID: id})
+	})
+}
+
+// AuditLog pages through the audit log, newest first. Errors:
+// model.ErrForbidden for a caller who is not an administrator.
+func (db *DB) AuditLog(ctx context.Context, by model.Caller, q model.AuditQuery) (*model.AuditPage, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = model.DefaultAuditLimit
+	}
+	limit = min(limit, model.MaxAuditLimit)
+	before := int64(q.BeforeID)
+	if q.BeforeID == 0 || q.BeforeID > uint64(1<<63-1) {
+		before = 1<<63 - 1
+	}
+	page := &model.AuditPage{}
+	err := db.adminRead(ctx, by, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id, at, action, actor_id, actor_email, user_id, user_email, message_id, invite_id, count
+			FROM audit WHERE id < $1 ORDER BY id DESC LIMIT $2`, before, limit+1)
+		if err != nil {
+			return err
+		}
+		page.Entries, err = collectRows(rows, func(row pgx.Row) (*model.AuditEntry, error) {
+			e := &model.AuditEntry{}
+			var (
+				id, actor, user, msg, inv int64
+				action                    string
+			)
+			if err := row.Scan(&id, &e.At, &action, &actor, &e.ActorEmail, &user, &e.UserEmail, &msg, &inv, &e.Count); err != nil {
+				return nil, err
+			}
+			e.ID, e.At, e.Action = uint64(id), e.At.UTC(), model.AuditAction(action)
+			e.ActorID, e.UserID, e.MessageID, e.InviteID = uint64(actor), uint64(user), uint64(msg), uint64(inv)
+			return e, nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(page.Entries) > limit {
+		page.Entries = page.Entries[:limit]
+		page.NextBeforeID = page.Entries[limit-1].ID
+	}
+	return page, nil
+}
+
+// RecordBackup writes to the audit log that the caller downloads a
+// backup. A PostgreSQL store offers no download (its backups are
+// PostgreSQL's), so only a server answering 501 after the check calls it.
+func (db *DB) RecordBackup(ctx context.Context, by model.Caller) error {
+	return db.write(ctx, func(w *writeTx) error {
+		actor, err := w.admin(ctx, by)
+		if err != nil {
+			return err
+		}
+		return w.audit(ctx, actor, &model.AuditEntry{Action: model.AuditDownloadBackup})
+	})
+}
+
+// TrimAudit removes audit entries older than keepFor, and the oldest
+// beyond the newest keepMax, and returns how many it removed. A zero
+// keepFor or keepMax leaves that bound off.
+func (db *DB) TrimAudit(ctx context.Context, keepFor time.Duration, keepMax int) (int, error) {
+	removed := 0
+	if keepFor > 0 {
+		tag, err := db.pool.Exec(ctx, `DELETE FROM audit WHERE at < $1`, db.clock().Add(-keepFor))
+		if err != nil {
+			return removed, err
+		}
+		removed += rowsAffected(tag)
+	}
+	if keepMax > 0 {
+		tag, err := db.pool.Exec(ctx, `DELETE FROM audit WHERE id <= (
+			SELECT id FROM audit ORDER BY id DESC OFFSET $1 LIMIT 1)`, keepMax)
+		if err != nil {
+			return removed, err
+		}
+		removed += rowsAffected(tag)
+	}
+	return removed, nil
+}
+
+// SweepExpiredCodes deletes the invitations and password resets that have
+// expired, and returns how many. They are refused anyway; the sweep keeps
+// them from piling up.
+func (db *DB) SweepExpiredCodes(ctx context.Context) (int, error) {
+	var n int
+	err := db.pool.QueryRow(ctx, `WITH i AS (DELETE FROM invites WHERE expires_at <= $1 RETURNING 1),
+		r AS (DELETE FROM password_resets WHERE expires_at <= $1 RETURNING 1)
+		SELECT (SELECT count(*) FROM i) + (SELECT count(*) FROM r)`, db.clock()).Scan(&n)
+	return n, err
+}

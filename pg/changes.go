@@ -1,0 +1,337 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"herald/model"
+)
+
+// The change log. Every create, update and delete of a message, and every
+// revocation of tokens, is a row of the changes table written in the
+// transaction that makes it, so a change is in the log if and only if it
+// committed. Positions must be dense and in commit order, whichever
+// instance wrote them: a stream resumes after a position on any instance,
+// and must neither skip nor repeat.
+//
+// A sequence (bigserial) gives neither: numbers are taken when a
+// transaction asks, not when it commits, so a reader that has seen
+// position 8 may later find 7 commit, and a number taken by a transaction
+// that rolls back is never filled. Instead every logging transaction ends
+// by updating the one row of change_counter, adding as many positions as
+// it logs changes. That row's lock is held to the commit, so the next
+// logging transaction takes its positions only after this one committed:
+// positions rise in commit order, with no holes, and a reader that sees
+// the counter at N sees every change up to N.
+//
+// Instances learn of new changes three ways: their own commits, a
+// notification each logging transaction sends on commit (LISTEN on a
+// connection of its own), and a poll of the counter every PollEvery. The
+// table is the truth; the wake-ups only save waiting. A notification lost
+// (a dropped connection, say) costs at most one poll's delay, never a
+// change.
+
+// notifyChannel is the channel logging transactions notify, with the new
+// head and the newest message ID given out as the payload ("head:id").
+const notifyChannel = "herald_changes"
+
+// feed is what this instance knows of the log's head, and the channel that
+// wakes its readers when the head moves. It also knows the newest message
+// ID given out, which search starts its windows from.
+type feed struct {
+	mu      sync.Mutex
+	head    uint64
+	wait    chan struct{}
+	message atomic.Uint64
+}
+
+// advance moves the head to at least head, waking readers if it moved.
+func (f *feed) advance(head uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if head <= f.head {
+		return
+	}
+	f.head = head
+	close(f.wait)
+	f.wait = make(chan struct{})
+}
+
+// sawMessage notes that message IDs up to id have been given out.
+func (f *feed) sawMessage(id uint64) {
+	for {
+		cur := f.message.Load()
+		if id <= cur || f.message.CompareAndSwap(cur, id) {
+			return
+		}
+	}
+}
+
+// newestMessage is the newest message ID this instance knows was given
+// out; another instance may have given out newer ones since.
+func (f *feed) newestMessage() uint64 { return f.message.Load() }
+
+// current is the head as this instance knows it and its wake-up channel.
+func (f *feed) current() (uint64, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.head, f.wait
+}
+
+// startFeed reads the head and starts the listener and the poller.
+func (db *DB) startFeed(ctx context.Context, pollEvery time.Duration) error {
+	db.feed.wait = make(chan struct{})
+	if _, _, err := db.readHead(ctx); err != nil {
+		return err
+	}
+	db.workers.Add(2)
+	go db.listen()
+	go db.poll(pollEvery)
+	return nil
+}
+
+// readHead reads the counter and the floor, and advances the feed.
+func (db *DB) readHead(ctx context.Context) (head, floor uint64, err error) {
+	var h, f, m int64
+	err = db.pool.QueryRow(ctx, `SELECT c.seq, f.seq, c.message_id FROM change_counter c CROSS JOIN change_floor f`).Scan(&h, &f, &m)
+	if err == nil {
+		db.feed.sawMessage(uint64(m))
+		db.feed.advance(uint64(h))
+	}
+	return uint64(h), uint64(f), err
+}
+
+// poll reads the head every interval, in case a notification was lost.
+func (db *DB) poll(interval time.Duration) {
+	defer db.workers.Done()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-db.stop:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), interval)
+		_, _, _ = db.readHead(ctx) // a failure waits for the next tick
+		cancel()
+	}
+}
+
+// listenRetry is the wait before the listener reconnects after losing its
+// connection; the poller covers the gap.
+const listenRetry = time.Second
+
+// listen holds a connection of its own LISTENing on notifyChannel and
+// advances the head with every notification, reconnecting when the
+// connection is lost.
+func (db *DB) listen() {
+	defer db.workers.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-db.stop
+		cancel()
+	}()
+	cfg := db.pool.Config().ConnConfig.Copy()
+	for ctx.Err() == nil {
+		err := db.listenOnce(ctx, cfg)
+		if ctx.Err() != nil {
+			return
+		}
+		db.log.Warn("listening for changes from other instances; reconnecting", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(listenRetry):
+		}
+	}
+}
+
+func (db *DB) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return err
+	}
+	// Whatever committed while no one listened.
+	var head, message int64
+	if err := conn.QueryRow(ctx, "SELECT seq, message_id FROM change_counter").Scan(&head, &message); err != nil {
+		return err
+	}
+	db.feed.sawMessage(uint64(message))
+	db.feed.advance(uint64(head))
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		seq, id, _ := strings.Cut(n.Payload, ":")
+		if v, err := strconv.ParseUint(id, 10, 64); err == nil {
+			db.feed.sawMessage(v)
+		}
+		if v, err := strconv.ParseUint(seq, 10, 64); err == nil {
+			db.feed.advance(v)
+		}
+	}
+}
+
+// ChangeHead returns the newest committed change's position (0 for an
+// empty log) and a channel closed when a newer one commits, on any
+// instance. The position is read from the database, not only from what
+// this instance has heard: a client resuming here with a position another
+// instance gave it must not be told that position does not exist.
+func (db *DB) ChangeHead(ctx context.Context) (uint64, <-chan struct{}, error) {
+	var head, message int64
+	if err := db.pool.QueryRow(ctx, "SELECT seq, message_id FROM change_counter").Scan(&head, &message); err != nil {
+		h, wait := db.feed.current()
+		return h, wait, err
+	}
+	db.feed.sawMessage(uint64(message))
+	db.feed.advance(uint64(head))
+	h, wait := db.feed.current()
+	return h, wait, nil
+}
+
+// changesSQL reads the head, the floor and the changes after a position
+// in one statement, so in one snapshot: every change up to the head it
+// reads is committed and visible to it.
+const changesSQL = `
+SELECT h.seq, f.seq, c.seq, c.kind, c.at, c.user_id, c.message_id, c.owner_email, c.content, c.before,
+	c.created_at, c.updated_at, c.revision
+FROM change_counter h CROSS JOIN change_floor f
+LEFT JOIN LATERAL (
+	SELECT * FROM changes WHERE seq > $1 AND seq <= h.seq AND $1 >= f.seq ORDER BY seq LIMIT $2
+) c ON true`
+
+// ChangesAfter returns up to max changes after position after, oldest
+// first, and the head the read saw. Errors: model.ErrChangeUnknown for a
+// position the log no longer holds (trimmed away) or never held (beyond
+// the head).
+func (db *DB) ChangesAfter(ctx context.Context, after uint64, max int) ([]*model.Change, uint64, error) {
+	if max <= 0 {
+		max = 1
+	}
+	rows, err := db.pool.Query(ctx, changesSQL, int64(after), max)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var (
+		out         []*model.Change
+		head, floor int64
+	)
+	for rows.Next() {
+		var (
+			seq, userID, messageID, revision *int64
+			kind                             *int16
+			at, created, updated             *time.Time
+			email                            *string
+			content, before                  []byte
+		)
+		if err := rows.Scan(&head, &floor, &seq, &kind, &at, &userID, &messageID, &email, &content, &before,
+			&created, &updated, &revision); err != nil {
+			return nil, 0, err
+		}
+		if seq == nil {
+			continue // no change after the position: the left join's empty row
+		}
+		ch := &model.Change{Seq: uint64(*seq), Kind: model.ChangeKind(*kind), At: at.UTC()}
+		switch ch.Kind {
+		case model.TokensRevoked:
+			ch.UserID = uint64(*userID)
+		case model.MessageCreated, model.MessageUpdated, model.MessageDeleted:
+			ch.Message = model.Message{
+				ID: uint64(*messageID), OwnerID: uint64(*userID), OwnerEmail: *email,
+				Content: string(content), CreatedAt: created.UTC(), UpdatedAt: updated.UTC(),
+				Revision: uint64(*revision),
+			}
+			ch.Before = string(before)
+		default:
+			return nil, 0, errors.New("change " + strconv.FormatInt(*seq, 10) + " is of an unknown kind")
+		}
+		out = append(out, ch)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	db.feed.advance(uint64(head))
+	if after < uint64(floor) || after > uint64(head) {
+		return nil, uint64(head), model.ErrChangeUnknown
+	}
+	return out, uint64(head), nil
+}
+
+// trimChunk bounds the changes one trim transaction removes.
+const trimChunk = 500
+
+// TrimChanges removes changes older than keepFor, and the oldest beyond
+// the newest keepMax, trimChunk per transaction, and returns how many it
+// removed. A zero keepFor or keepMax leaves that bound off. Like bolt's,
+// it trims only from the front: the log stays a contiguous run of
+// positions after the floor.
+func (db *DB) TrimChanges(ctx context.Context, keepFor time.Duration, keepMax int) (int, error) {
+	removed := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return removed, err
+		}
+		var n int
+		err := db.write(ctx, func(w *writeTx) error {
+			n = 0
+			var head, floor int64
+			// The floor's row lock keeps two trims from interleaving.
+			if err := w.QueryRow(ctx, `SELECT (SELECT seq FROM change_counter), seq FROM change_floor FOR UPDATE`).Scan(&head, &floor); err != nil {
+				return err
+			}
+			// Both bounds cut a run from the front; the longer run goes.
+			cut := floor
+			if keepMax > 0 {
+				cut = max(cut, head-int64(keepMax))
+			}
+			if keepFor > 0 {
+				cutoff := db.clock().Add(-keepFor)
+				var firstKept *int64
+				if err := w.QueryRow(ctx, `SELECT min(seq) FROM changes WHERE seq > $1 AND seq <= $2 AND at >= $3`,
+					floor, floor+trimChunk, cutoff).Scan(&firstKept); err != nil {
+					return err
+				}
+				byAge := floor + trimChunk
+				if firstKept != nil {
+					byAge = *firstKept - 1
+				}
+				cut = max(cut, byAge)
+			}
+			cut = min(cut, floor+trimChunk, head)
+			if cut <= floor {
+				return nil
+			}
+			tag, err := w.Exec(ctx, `DELETE FROM changes WHERE seq > $1 AND seq <= $2`, floor, cut)
+			if err != nil {
+				return err
+			}
+			if _, err := w.Exec(ctx, `UPDATE change_floor SET seq = $1`, cut); err != nil {
+				return err
+			}
+			n = rowsAffected(tag)
+			return nil
+		})
+		if err != nil {
+			return removed, err
+		}
+		removed += n
+		if n < trimChunk {
+			return removed, nil
+		}
+	}
+}

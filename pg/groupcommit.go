@@ -1,0 +1,250 @@
+package pg
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"herald/model"
+)
+
+// Group commit of creates. Every logging transaction updates the counter
+// row last and holds its lock through its commit, fsync included, so two
+// instances, or two requests, can never log changes at once: one create
+// at a time would cost a round trip and an fsync each. Creates are the
+// writes that come in floods, so each instance queues them and a
+// committer goroutine writes everything queued in one statement, one
+// transaction and one fsync, as the bbolt store's committer does. Nobody
+// waits for a timer: a lone create goes at once, and under load the queue
+// fills while the previous statement runs, so batches grow exactly when
+// they pay off.
+//
+// Every create of a batch is checked on its own (its token, its account),
+// and one refused does not spoil the others. A statement that fails as a
+// whole (an account deleted under it, a deadlock with another instance)
+// is retried one create at a time, so a failure is reported only to the
+// create it belongs to.
+
+// maxCreateBatch bounds the creates of one statement.
+const maxCreateBatch = 256
+
+// createOp is one create waiting for its batch.
+type createOp struct {
+	by      model.Caller
+	content string
+	terms   []string
+	done    chan createResult
+}
+
+type createResult struct {
+	m   *model.Message
+	err error
+}
+
+// committer runs the queued creates, one batch at a time.
+type committer struct {
+	mu      sync.Mutex
+	queue   []*createOp
+	running bool
+}
+
+// enqueue adds op to the queue and starts a round of batches if none runs.
+func (db *DB) enqueue(op *createOp) {
+	c := &db.creates
+	c.mu.Lock()
+	c.queue = append(c.queue, op)
+	start := !c.running
+	c.running = true
+	c.mu.Unlock()
+	if start {
+		db.workers.Add(1)
+		go db.commitCreates()
+	}
+}
+
+// commitCreates writes batches until the queue is empty.
+func (db *DB) commitCreates() {
+	defer db.workers.Done()
+	c := &db.creates
+	for {
+		c.mu.Lock()
+		n := min(len(c.queue), maxCreateBatch)
+		if n == 0 {
+			c.running = false
+			c.mu.Unlock()
+			return
+		}
+		batch := slices.Clone(c.queue[:n])
+		c.queue = slices.Delete(c.queue, 0, n)
+		c.mu.Unlock()
+		db.commitBatch(batch)
+	}
+}
+
+// createTimeout bounds a batch's statement; the requests it carries are
+// waiting for it.
+const createTimeout = 30 * time.Second
+
+// commitBatch writes one batch and answers each of its creates.
+func (db *DB) commitBatch(batch []*createOp) {
+	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
+	defer cancel()
+	if len(batch) == 1 {
+		op := batch[0]
+		m, err := db.createMessage(ctx, op.by, op.content, op.terms)
+		op.done <- createResult{m, err}
+		return
+	}
+	var (
+		results []createResult
+		err     error
+	)
+	for attempt := 1; attempt <= maxWriteAttempts; attempt++ {
+		if results, err = db.createBatch(ctx, batch); !retryable(err) {
+			break
+		}
+	}
+	if err != nil {
+		// One of them, or none, is at fault: each goes on its own.
+		for _, op := range batch {
+			m, err := db.createMessage(ctx, op.by, op.content, op.terms)
+			op.done <- createResult{m, err}
+		}
+		return
+	}
+	for i, op := range batch {
+		op.done <- results[i]
+	}
+}
+
+// createBatchSQL is createSQL for many creates: $1 the token hashes (NULL
+// for a create by account ID), $2 the account IDs (0 for one by token),
+// $3 the contents, $4 and $5 where each create's terms start and end in
+// $7, all its terms end to end; $6 the time. Creates are numbered in the
+// order given, and those that resolve get consecutive IDs and positions
+// in that order. It answers one row per create, in order: the caller as
+// found, and what was created.
+var createBatchSQL = `
+WITH x AS (
+	SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bytea[], $4::int[], $5::int[])
+		WITH ORDINALITY AS x(hash, account, content, lo, hi, n)
+), t AS (
+	SELECT x.n, t.user_id, t.expires_at, t.last_used_at, u.email
+	FROM x JOIN tokens t ON t.hash = x.hash JOIN users u ON u.id = t.user_id
+	FOR NO KEY UPDATE OF t
+), a AS (
+	SELECT x.n, u.id AS user_id, NULL::timestamptz AS expires_at, u.created_at AS last_used_at, u.email
+	FROM x JOIN users u ON u.id = x.account
+	WHERE x.hash IS NULL
+	FOR KEY SHARE OF u
+), who AS (
+	SELECT * FROM t UNION ALL SELECT * FROM a
+), ok AS (
+	SELECT who.n, who.user_id, who.email, row_number() OVER (ORDER BY who.n) AS k
+	FROM who WHERE who.expires_at IS NULL OR who.expires_at > $6
+), k AS (
+	SELECT count(*) AS cnt FROM ok
+), c AS (
+	UPDATE change_counter SET seq = seq + (SELECT cnt FROM k), message_id = message_id + (SELECT cnt FROM k),
+		message_created = greatest(message_created, $6)
+	WHERE (SELECT cnt FROM k) > 0
+	RETURNING seq, message_id, message_created
+), m AS (
+	INSERT INTO messages (id, owner_id, content, terms, created_at, updated_at, revision)
+	SELECT c.message_id - k.cnt + ok.k, ok.user_id, x.content, ($7::text[])[x.lo:x.hi], c.message_created, c.message_created, 1
+	FROM c, k, ok JOIN x ON x.n = ok.n
+), ch AS (
+	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, before, created_at, updated_at, revision)
+	SELECT c.seq - k.cnt + ok.k, ` + strconv.Itoa(int(model.MessageCreated)) + `, $6, ok.user_id, c.message_id - k.cnt + ok.k,
+		ok.email, x.content, ''::bytea, c.message_created, c.message_created, 1
+	FROM c, k, ok JOIN x ON x.n = ok.n
+), nt AS (
+	SELECT pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) FROM c
+)
+SELECT x.n, who.user_id, who.expires_at, who.last_used_at, who.email,
+	c.seq - k.cnt + ok.k, c.message_id - k.cnt + ok.k, c.message_created, (SELECT count(*) FROM nt)
+FROM x
+LEFT JOIN who ON who.n = x.n
+LEFT JOIN ok ON ok.n = x.n
+LEFT JOIN k ON ok.n IS NOT NULL
+LEFT JOIN c ON ok.n IS NOT NULL
+ORDER BY x.n`
+
+// createBatch writes batch in one statement, in its own transaction.
+func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResult, error) {
+	now := db.clock()
+	n := len(batch)
+	hashes := make([][]byte, n)
+	accounts := make([]int64, n)
+	contents := make([][]byte, n)
+	los := make([]int32, n)
+	his := make([]int32, n)
+	var terms []string
+	for i, op := range batch {
+		if hash, ok := op.by.Token(); ok {
+			hashes[i] = hash[:]
+		} else {
+			accounts[i] = int64(op.by.UserID())
+		}
+		contents[i] = []byte(op.content)
+		los[i] = int32(len(terms) + 1)
+		terms = append(terms, op.terms...)
+		his[i] = int32(len(terms))
+	}
+	if terms == nil {
+		terms = []string{}
+	}
+	start := time.Now()
+	rows, err := db.pool.Query(ctx, createBatchSQL, hashes, accounts, contents, los, his, now, terms)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	results := make([]createResult, n)
+	var newestSeq, newestID uint64
+	for rows.Next() {
+		var (
+			i                 int64
+			userID, seq, id   *int64
+			expires, used, at *time.Time
+			email             *string
+			notified          int64
+		)
+		if err := rows.Scan(&i, &userID, &expires, &used, &email, &seq, &id, &at, &notified); err != nil {
+			return nil, err
+		}
+		op := batch[i-1]
+		hash, byToken := op.by.Token()
+		switch {
+		case userID == nil && byToken:
+			results[i-1].err = model.Errorf(model.ErrUnauthorized, "the bearer token is unknown or was revoked")
+		case userID == nil:
+			results[i-1].err = model.Errorf(model.ErrNotFound, "account %d does not exist", op.by.UserID())
+		case seq == nil:
+			results[i-1].err = model.Errorf(model.ErrUnauthorized, "the bearer token has expired; log in again")
+		default:
+			if byToken {
+				db.uses.note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)
+			}
+			created := at.UTC()
+			results[i-1].m = &model.Message{ID: uint64(*id), OwnerID: uint64(*userID), OwnerEmail: *email, Content: op.content,
+				CreatedAt: created, UpdatedAt: created, Revision: 1}
+			newestSeq, newestID = max(newestSeq, uint64(*seq)), max(newestID, uint64(*id))
+		}
+	}
+	// Closing reads to the end of the statement, its commit included.
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if newestSeq > 0 {
+		if db.onCommit != nil {
+			db.onCommit(time.Since(start), n)
+		}
+		db.feed.sawMessage(newestID)
+		db.feed.advance(newestSeq)
+	}
+	return results, nil
+}

@@ -1,0 +1,161 @@
+package pg
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Chores. Some background work is the service's, not each instance's:
+// sweeping expired tokens, invitations, password resets and full limit
+// buckets, deleting messages past --retain, trimming the change and
+// audit logs. Done by every instance it would only be done N times over,
+// racing itself. It is done by the leader: the instance holding a
+// session-level advisory lock on a connection it keeps for that alone.
+// When that instance stops, or its connection breaks, PostgreSQL releases
+// the lock, and another instance, trying every Chores.Every, takes it.
+//
+// Writing the token uses each instance has noted in memory is every
+// instance's own chore.
+
+// Chores says how often Maintain does what.
+type Chores struct {
+	// Every is how often this instance writes its noted token uses and,
+	// when it does not lead, tries to take the lead.
+	Every time.Duration
+	// SweepEvery is how often the leader sweeps expired tokens and does
+	// the chores below.
+	SweepEvery time.Duration
+	// Retain, when positive, deletes messages older than this.
+	Retain time.Duration
+	// ChangesKeepFor and ChangesKeepMax bound the change log, by age and
+	// by count; zero leaves that bound off.
+	ChangesKeepFor time.Duration
+	ChangesKeepMax int
+	// AuditKeepFor and AuditKeepMax bound the audit log in the same way.
+	AuditKeepFor time.Duration
+	AuditKeepMax int
+}
+
+// leader is this instance's hold on the leader's lock.
+type leader struct {
+	conn    *pgxpool.Conn // the connection holding the lock; nil when not leading
+	leading atomic.Bool
+}
+
+// Leading reports whether this instance holds the leader's lock.
+func (db *DB) Leading() bool { return db.lead.leading.Load() }
+
+// Maintain runs the chores until ctx ends: this instance's own at every
+// tick, and the leader's while it leads. Errors are reported to report
+// and do not stop the loop. The lead is given up when ctx ends.
+func (db *DB) Maintain(ctx context.Context, chores Chores, report func(chore string, err error)) {
+	tick := time.NewTicker(chores.Every)
+	defer tick.Stop()
+	defer db.resign()
+	lastSweep := time.Now()
+	db.keepLead(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if _, err := db.FlushTokenUses(ctx); err != nil && ctx.Err() == nil {
+			report("recording token use", err)
+		}
+		// Checked just before the chores: a lead lost since the last tick
+		// is not acted on.
+		db.keepLead(ctx)
+		if !db.Leading() || time.Since(lastSweep) < chores.SweepEvery {
+			continue
+		}
+		lastSweep = time.Now()
+		db.leaderChores(ctx, chores, report)
+	}
+}
+
+// leaderChores runs the chores the service needs once, not per instance.
+func (db *DB) leaderChores(ctx context.Context, chores Chores, report func(chore string, err error)) {
+	if _, err := db.SweepExpiredTokens(ctx); err != nil && ctx.Err() == nil {
+		report("sweeping expired tokens", err)
+	}
+	if chores.Retain > 0 {
+		if _, err := db.DeleteMessagesBefore(ctx, db.clock().Add(-chores.Retain)); err != nil && ctx.Err() == nil {
+			report("deleting messages past --retain", err)
+		}
+	}
+	if chores.ChangesKeepFor > 0 || chores.ChangesKeepMax > 0 {
+		if _, err := db.TrimChanges(ctx, chores.ChangesKeepFor, chores.ChangesKeepMax); err != nil && ctx.Err() == nil {
+			report("trimming the change log", err)
+		}
+	}
+	if chores.AuditKeepFor > 0 || chores.AuditKeepMax > 0 {
+		if _, err := db.TrimAudit(ctx, chores.AuditKeepFor, chores.AuditKeepMax); err != nil && ctx.Err() == nil {
+			report("trimming the audit log", err)
+		}
+	}
+	if _, err := db.SweepExpiredCodes(ctx); err != nil && ctx.Err() == nil {
+		report("sweeping expired invitations and password resets", err)
+	}
+	if _, err := db.SweepLimits(ctx); err != nil && ctx.Err() == nil {
+		report("sweeping the shared limits", err)
+	}
+}
+
+// keepLead checks that a lead held is still held (its connection
+// answers), and tries to take the lead when not holding it.
+func (db *DB) keepLead(ctx context.Context) {
+	l := &db.lead
+	if l.conn != nil {
+		checkCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var held bool
+		err := l.conn.QueryRow(checkCtx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+			WHERE locktype = 'advisory' AND classid = $1 AND objid = $2 AND objsubid = 2
+			AND pid = pg_backend_pid() AND granted)`, lockSpace, lockLeader).Scan(&held)
+		cancel()
+		if err == nil && held {
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		db.log.Warn("lost the lead of the service's chores; another instance takes it", "err", err)
+		l.leading.Store(false)
+		// The connection may be broken; it is not given back to the pool.
+		_ = l.conn.Hijack().Close(context.Background())
+		l.conn = nil
+	}
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return
+	}
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, lockSpace, lockLeader).Scan(&got); err != nil || !got {
+		conn.Release()
+		return
+	}
+	l.conn = conn
+	l.leading.Store(true)
+	db.log.Info("leading the service's chores (sweeps, retention, trimming the change and audit logs)")
+}
+
+// resign gives up the lead, if held, so another instance takes it at
+// once rather than when this one's connection closes.
+func (db *DB) resign() {
+	l := &db.lead
+	if l.conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := l.conn.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, lockSpace, lockLeader); err != nil {
+		_ = l.conn.Hijack().Close(ctx)
+	} else {
+		l.conn.Release()
+	}
+	l.conn = nil
+	l.leading.Store(false)
+}

@@ -1,0 +1,297 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"herald/model"
+)
+
+// messageColumns reads a message joined to its owner's e-mail (m, u).
+const messageColumns = `m.id, m.owner_id, u.email, m.content, m.created_at, m.updated_at, m.revision`
+
+// scanMessage reads a row of messageColumns.
+func scanMessage(row pgx.Row) (*model.Message, error) {
+	var (
+		m                 model.Message
+		id, owner, rev    int64
+		content           []byte
+		created, modified time.Time
+	)
+	if err := row.Scan(&id, &owner, &m.OwnerEmail, &content, &created, &modified, &rev); err != nil {
+		return nil, err
+	}
+	m.ID, m.OwnerID, m.Content, m.Revision = uint64(id), uint64(owner), string(content), uint64(rev)
+	m.CreatedAt, m.UpdatedAt = created.UTC(), modified.UTC()
+	return &m, nil
+}
+
+// CreateMessage stores content as a new message owned by the caller and
+// returns it as stored. Errors: model.ErrInvalid for bad content,
+// model.ErrUnauthorized or model.ErrNotFound when the caller does not
+// resolve to a user.
+func (db *DB) CreateMessage(ctx context.Context, by model.Caller, content string) (*model.Message, error) {
+	if err := (&model.Message{Content: content}).Validate(); err != nil {
+		return nil, err
+	}
+	if by.Server() {
+		return nil, model.Errorf(model.ErrUnauthorized, "this needs an account")
+	}
+	// Computed before the create queues, on the caller's goroutine: the
+	// costliest part of indexing, and none of it needs the database.
+	op := &createOp{by: by, content: content, terms: model.SortedTerms(content), done: make(chan createResult, 1)}
+	db.enqueue(op)
+	r := <-op.done
+	return r.m, db.writeOutcome(r.err)
+}
+
+// createSQL is a create in one statement, so in one round trip and one
+// transaction of its own: the caller resolved (a token locked as every
+// write locks it, and checked unexpired at $2; an account by ID has no
+// expiry), then, as the last step,
+// the counter's next position, message ID and creation time taken, the
+// message and its change inserted, and the other instances notified. It
+// always answers one row: the caller as found (all NULL when not), and
+// what was created (NULL when nothing was).
+func createSQL(byToken bool) string {
+	caller := `SELECT t.user_id, t.expires_at, t.last_used_at, u.email FROM tokens t JOIN users u ON u.id = t.user_id
+		WHERE t.hash = $1 FOR NO KEY UPDATE OF t`
+	if !byToken {
+		caller = `SELECT id AS user_id, NULL::timestamptz AS expires_at, created_at AS last_used_at, email FROM users
+		WHERE id = $1 FOR KEY SHARE`
+	}
+	return `
+WITH t AS (` + caller + `
+), ok AS (
+	SELECT user_id, email FROM t WHERE expires_at IS NULL OR expires_at > $2
+), c AS (
+	UPDATE change_counter SET seq = seq + 1, message_id = message_id + 1, message_created = greatest(message_created, $2)
+	WHERE EXISTS (SELECT 1 FROM ok)
+	RETURNING seq, message_id, message_created
+), m AS (
+	INSERT INTO messages (id, owner_id, content, terms, created_at, updated_at, revision)
+	SELECT c.message_id, ok.user_id, $3, $4, c.message_created, c.message_created, 1 FROM c, ok
+), ch AS (
+	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, before, created_at, updated_at, revision)
+	SELECT c.seq, ` + strconv.Itoa(int(model.MessageCreated)) + `, $2, ok.user_id, c.message_id, ok.email, $3, ''::bytea,
+		c.message_created, c.message_created, 1 FROM c, ok
+)
+SELECT t.user_id, t.expires_at, t.last_used_at, t.email, c.seq, c.message_id, c.message_created,
+	CASE WHEN c.seq IS NOT NULL THEN pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) END
+FROM (SELECT 1) one LEFT JOIN t ON true LEFT JOIN c ON true`
+}
+
+var (
+	createByTokenSQL = createSQL(true)
+	createByUserSQL  = createSQL(false)
+)
+
+// createMessage runs createSQL, again after a deadlock.
+func (db *DB) createMessage(ctx context.Context, by model.Caller, content string, terms []string) (*model.Message, error) {
+	var err error
+	for attempt := 1; attempt <= maxWriteAttempts; attempt++ {
+		var m *model.Message
+		if m, err = db.createOnce(ctx, by, content, terms); !retryable(err) {
+			return m, err
+		}
+	}
+	return nil, err
+}
+
+// createOnce runs createSQL once.
+func (db *DB) createOnce(ctx context.Context, by model.Caller, content string, terms []string) (*model.Message, error) {
+	now := db.clock()
+	hash, byToken := by.Token()
+	sql, key := createByUserSQL, any(int64(by.UserID()))
+	if byToken {
+		sql, key = createByTokenSQL, hash[:]
+	}
+	var (
+		userID, seq, id   *int64
+		expires, used, at *time.Time
+		email             *string
+	)
+	start := time.Now()
+	err := db.pool.QueryRow(ctx, sql, key, now, []byte(content), terms).Scan(&userID, &expires, &used, &email, &seq, &id, &at, nil)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case userID == nil && byToken:
+		return nil, model.Errorf(model.ErrUnauthorized, "the bearer token is unknown or was revoked")
+	case userID == nil:
+		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", by.UserID())
+	case seq == nil:
+		return nil, model.Errorf(model.ErrUnauthorized, "the bearer token has expired; log in again")
+	}
+	if byToken {
+		db.uses.note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)
+	}
+	if db.onCommit != nil {
+		db.onCommit(time.Since(start), 1)
+	}
+	db.feed.sawMessage(uint64(*id))
+	db.feed.advance(uint64(*seq))
+	created := at.UTC()
+	return &model.Message{ID: uint64(*id), OwnerID: uint64(*userID), OwnerEmail: *email, Content: content,
+		CreatedAt: created, UpdatedAt: created, Revision: 1}, nil
+}
+
+// resolver reads the caller's account in the round trip of a read.
+type resolver func(br pgx.BatchResults) (*model.User, error)
+
+// queueCaller queues the query that resolves by for a read and returns
+// how to read its answer: nil for model.ByServer, which reads without an
+// account. Errors, when the answer is read: model.ErrUnauthorized for a
+// token that does not work, model.ErrNotFound for an unknown user ID.
+func (db *DB) queueCaller(b *pgx.Batch, by model.Caller) resolver {
+	if hash, ok := by.Token(); ok {
+		b.Queue(authSQL, hash[:])
+		return func(br pgx.BatchResults) (*model.User, error) {
+			u, _, err := db.scanAuth(br.QueryRow(), hash)
+			return u, err
+		}
+	}
+	if by.Server() {
+		return func(pgx.BatchResults) (*model.User, error) { return nil, nil }
+	}
+	id := by.UserID()
+	b.Queue(`SELECT `+userColumns+` FROM users WHERE id = $1`, int64(id))
+	return func(br pgx.BatchResults) (*model.User, error) {
+		u, err := scanUser(br.QueryRow())
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+		}
+		return u, err
+	}
+}
+
+// Message reads message id for the caller, whose account it returns,
+// resolved in the same round trip. Errors: model.ErrUnauthorized,
+// model.ErrNotFound.
+func (db *DB) Message(ctx context.Context, by model.Caller, id uint64) (*model.User, *model.Message, error) {
+	b := &pgx.Batch{}
+	resolve := db.queueCaller(b, by)
+	b.Queue(`SELECT `+messageColumns+` FROM messages m JOIN users u ON u.id = m.owner_id WHERE m.id = $1`, int64(id))
+	br := db.pool.SendBatch(ctx, b)
+	defer br.Close()
+	u, err := resolve(br)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := scanMessage(br.QueryRow())
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, model.Errorf(model.ErrNotFound, "message %d does not exist", id)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := br.Close(); err != nil {
+		return nil, nil, err
+	}
+	return u, m, nil
+}
+
+// ownedMessage loads a message for a write, resolving the caller and
+// checking existence, ownership and the caller's precondition in that
+// order, all inside the write transaction, with the message's row locked
+// until the commit, so nothing can change between check and write. With
+// moderate, an administrator passes the ownership check for anyone's
+// message. It returns the caller with the message.
+func (w *writeTx) ownedMessage(ctx context.Context, id uint64, by model.Caller, pre model.Precondition, moderate bool) (*model.User, *model.Message, error) {
+	u, err := w.caller(ctx, by)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := scanMessage(w.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages m JOIN users u ON u.id = m.owner_id
+		WHERE m.id = $1 FOR UPDATE OF m`, int64(id)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, model.Errorf(model.ErrNotFound, "message %d does not exist", id)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if m.OwnerID != u.ID && !(moderate && activeAdmin(u)) {
+		return nil, nil, model.Errorf(model.ErrForbidden, "message %d belongs to another user; only its owner may change or delete it", id)
+	}
+	if pre != nil && !pre(m) {
+		return nil, nil, model.Errorf(model.ErrPrecondition, "message %d has changed since the version in If-Match; fetch it again for its current ETag", id)
+	}
+	return u, m, nil
+}
+
+// UpdateMessage applies upd to message id on behalf of the caller and
+// returns the message as stored. An update that changes nothing leaves the
+// message, its UpdatedAt and its Revision alone. Errors: model.ErrInvalid,
+// model.ErrUnauthorized, model.ErrNotFound, model.ErrForbidden (not the
+// owner), model.ErrPrecondition (pre refused).
+func (db *DB) UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd model.MessageUpdate, pre model.Precondition) (*model.Message, error) {
+	var newTerms []string
+	if upd.Content != nil {
+		var v model.ValidationError
+		v.CheckContent("content", *upd.Content)
+		if err := v.Err(); err != nil {
+			return nil, err
+		}
+		newTerms = model.SortedTerms(*upd.Content)
+	}
+	var out *model.Message
+	err := db.write(ctx, func(w *writeTx) error {
+		_, m, err := w.ownedMessage(ctx, id, by, pre, false)
+		if err != nil {
+			return err
+		}
+		out = m
+		if upd.Content == nil || *upd.Content == m.Content {
+			return nil
+		}
+		before := m.Content
+		m.Content = *upd.Content
+		m.UpdatedAt = db.clock()
+		m.Revision++
+		if _, err := w.Exec(ctx, `UPDATE messages SET content = $2, terms = $3, updated_at = $4, revision = $5 WHERE id = $1`,
+			int64(id), []byte(m.Content), newTerms, m.UpdatedAt, int64(m.Revision)); err != nil {
+			return err
+		}
+		w.record(model.MessageUpdated, m, before)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteMessage removes message id on behalf of the caller and returns it
+// as it was. An administrator may delete anyone's, which the audit log
+// records in the same transaction. Errors: model.ErrUnauthorized,
+// model.ErrNotFound, model.ErrForbidden, model.ErrPrecondition.
+func (db *DB) DeleteMessage(ctx context.Context, id uint64, by model.Caller, pre model.Precondition) (*model.Message, error) {
+	var out *model.Message
+	err := db.write(ctx, func(w *writeTx) error {
+		u, m, err := w.ownedMessage(ctx, id, by, pre, true)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Exec(ctx, `DELETE FROM messages WHERE id = $1`, int64(id)); err != nil {
+			return err
+		}
+		if m.OwnerID != u.ID {
+			e := &model.AuditEntry{Action: model.AuditDeleteMessage, UserID: m.OwnerID, UserEmail: m.OwnerEmail, MessageID: m.ID}
+			if err := w.audit(ctx, u, e); err != nil {
+				return err
+			}
+		}
+		w.record(model.MessageDeleted, m, "")
+		out = m
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,269 @@
+// Package pg is Herald's PostgreSQL store: the types of package model kept
+// in a PostgreSQL database that any number of Herald instances share as
+// one service. Every write and the change-log entries it implies happen in
+// one transaction; change numbers are dense and in commit order (see
+// changes.go); search uses Herald's own word terms, never PostgreSQL's
+// text-search parser (see search.go); and the chores that must run once
+// for the service, not once per instance, run on whichever instance holds
+// the leader's lock (see leader.go).
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"herald/model"
+)
+
+// IsURL reports whether s names a PostgreSQL database rather than a file:
+// a postgres:// or postgresql:// URL, as pgx reads them.
+func IsURL(s string) bool {
+	lower := strings.ToLower(s)
+	return strings.HasPrefix(lower, "postgres://") || strings.HasPrefix(lower, "postgresql://")
+}
+
+// Redact returns a URL fit for a log line: the password, if any, replaced.
+func Redact(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "a PostgreSQL URL"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// DefaultPoolSize is the pool's size when neither Options.PoolSize nor the
+// URL's pool_max_conns says: four connections per CPU, at least eight. A
+// write spends most of its time waiting for the server's commit, so more
+// connections than CPUs keep the CPUs busy; many more only queue inside
+// the server.
+func DefaultPoolSize() int { return max(8, 4*runtime.NumCPU()) }
+
+// Options tune Open. The zero value is usable.
+type Options struct {
+	// PoolSize is the most connections the instance opens; zero means the
+	// URL's pool_max_conns, else DefaultPoolSize.
+	PoolSize int
+	// Now is the clock; nil means time.Now. Tests pass a fixed clock.
+	Now func() time.Time
+	// Logger reports schema upgrades and leadership; nil discards.
+	Logger *slog.Logger
+	// PollEvery is how often the instance reads the change log's head
+	// whatever notifications say, so a notification lost costs at most
+	// this much delay; zero means DefaultPollEvery.
+	PollEvery time.Duration
+	// OnCommit, when set, is told about every write transaction that
+	// committed changes: how long its commit took and how many writes it
+	// carried.
+	OnCommit func(took time.Duration, writes int)
+}
+
+// DefaultPollEvery bounds the delay a lost notification can cause.
+const DefaultPollEvery = time.Second
+
+// DB is an open Herald database on PostgreSQL. It is safe for concurrent
+// use, and any number of DBs, in any number of processes, may share one
+// database.
+type DB struct {
+	pool     *pgxpool.Pool
+	url      string
+	now      func() time.Time
+	log      *slog.Logger
+	onCommit func(took time.Duration, writes int)
+	uses     tokenUses
+	feed     feed
+	lead     leader
+	creates  committer
+	// noSpace is the refusal of the last write PostgreSQL failed for a
+	// full disk, until a write succeeds.
+	noSpace atomic.Pointer[error]
+
+	stop    chan struct{} // closed by Close: the listener and poller end
+	workers sync.WaitGroup
+	closed  sync.Once
+}
+
+// Open connects to the database at url (a pgx URL or keyword string),
+// brings its schema up to date (once, under a lock, however many instances
+// start together) and starts following the change log.
+func Open(ctx context.Context, url string, opts Options) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("the PostgreSQL URL is not valid: %w", err) // pgx masks any password
+	}
+	if opts.PoolSize > 0 {
+		cfg.MaxConns = int32(opts.PoolSize)
+	} else if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = int32(DefaultPoolSize())
+	}
+	params := cfg.ConnConfig.RuntimeParams
+	if params["application_name"] == "" {
+		params["application_name"] = "herald"
+	}
+	// Search relies on a UNION ALL being read branch by branch, in order,
+	// and stopping at its limit: a parallel plan would read branches at
+	// once (see search.go).
+	params["max_parallel_workers_per_gather"] = "0"
+	// Herald's statements are short; compiling one (JIT) took a quarter
+	// of a second when the planner misjudged a fresh table's size.
+	if params["jit"] == "" {
+		params["jit"] = "off"
+	}
+	// Herald's statements are few and always the same; planning them anew
+	// for every execution cost as much as running them (a list of twenty
+	// messages planned in 0.2 ms, ran in 0.07). They are planned once per
+	// connection; the one statement whose best plan depends on its values,
+	// a search with words, is sent so as to be planned each time (see
+	// search.go).
+	if params["plan_cache_mode"] == "" {
+		params["plan_cache_mode"] = "force_generic_plan"
+	}
+	params["timezone"] = "UTC"
+	db := &DB{url: url, now: opts.Now, log: opts.Logger, onCommit: opts.OnCommit, stop: make(chan struct{})}
+	if db.now == nil {
+		db.now = time.Now
+	}
+	if db.log == nil {
+		db.log = slog.New(slog.DiscardHandler)
+	}
+	db.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
+	}
+	if err := db.prepare(ctx); err != nil {
+		db.pool.Close()
+		return nil, err
+	}
+	poll := opts.PollEvery
+	if poll <= 0 {
+		poll = DefaultPollEvery
+	}
+	if err := db.startFeed(ctx, poll); err != nil {
+		db.pool.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// prepare checks the server and applies the schema.
+func (db *DB) prepare(ctx context.Context) error {
+	var encoding string
+	if err := db.pool.QueryRow(ctx, "SHOW server_encoding").Scan(&encoding); err != nil {
+		return fmt.Errorf("connecting to PostgreSQL: %w", err)
+	}
+	// Messages and e-mails are Unicode, and the search compares Herald's
+	// own UTF-8 terms byte for byte.
+	if encoding != "UTF8" {
+		return fmt.Errorf("the PostgreSQL database's encoding is %s; Herald needs UTF8 (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0)", encoding)
+	}
+	return db.migrate(ctx)
+}
+
+// Close stops following the change log, lets the creates queued commit,
+// writes the noted token uses and closes every connection. It always
+// returns nil; the uses it could not write are only logged, being advisory.
+func (db *DB) Close() error {
+	db.closed.Do(func() {
+		close(db.stop)
+		db.workers.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := db.FlushTokenUses(ctx); err != nil {
+			db.log.Warn("recording token use at close", "err", err)
+		}
+		db.pool.Close()
+	})
+	return nil
+}
+
+// Ping reports whether the database can still serve a read.
+func (db *DB) Ping(ctx context.Context) error {
+	var one int
+	return db.pool.QueryRow(ctx, "SELECT 1").Scan(&one)
+}
+
+// WritesFailing returns the refusal of the last write PostgreSQL failed
+// for a full disk (kind model.ErrNoSpace), until a write succeeds, on this
+// instance.
+func (db *DB) WritesFailing(context.Context) error {
+	if err := db.noSpace.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// writeOutcome is a write's error as the API should see it: PostgreSQL's
+// disk_full becomes model.ErrNoSpace, and is remembered for
+// WritesFailing until a write succeeds.
+func (db *DB) writeOutcome(err error) error {
+	var pe *pgconn.PgError
+	switch {
+	case err == nil:
+		if db.noSpace.Load() != nil {
+			db.noSpace.Store(nil)
+		}
+		return nil
+	case errors.As(err, &pe) && pe.Code == "53100":
+		refused := model.Errorf(model.ErrNoSpace, "the database's disk is full; reads go on, writes wait for an administrator to free space")
+		db.noSpace.Store(&refused)
+		return refused
+	}
+	return err
+}
+
+// clock returns the current time at the precision the API shows and
+// PostgreSQL keeps, in UTC.
+func (db *DB) clock() time.Time {
+	return db.now().UTC().Truncate(time.Microsecond)
+}
+
+// Counts is the number of records of each kind.
+type Counts struct {
+	Users, Tokens, Messages int
+}
+
+// Counts reports how many accounts, tokens and messages the database
+// holds; tests use it to prove a refused request stored nothing, and
+// herald migrate to compare a copy with its source.
+func (db *DB) Counts(ctx context.Context) (Counts, error) {
+	var c Counts
+	err := db.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM users), (SELECT count(*) FROM tokens), (SELECT count(*) FROM messages)`).
+		Scan(&c.Users, &c.Tokens, &c.Messages)
+	return c, err
+}
+
+// rowsAffected is a tag's count as an int.
+func rowsAffected(tag interface{ RowsAffected() int64 }) int { return int(tag.RowsAffected()) }
+
+// collectRows is pgx.CollectRows for a row type scanned by scan.
+func collectRows[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

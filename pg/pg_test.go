@@ -1,0 +1,529 @@
+package pg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	heraldhttp "herald/http"
+	"herald/model"
+	"herald/pg"
+	"herald/pg/pgtest"
+	"herald/storetest"
+)
+
+// The PostgreSQL store is every store the HTTP layer asks for, and not the
+// optional hot backup: /api/admin/backup answers 501 on it.
+var _ heraldhttp.Store = (*pg.DB)(nil)
+
+var cluster *pgtest.Cluster
+
+func TestMain(m *testing.M) {
+	cluster = pgtest.Start()
+	code := m.Run()
+	cluster.Stop()
+	os.Exit(code)
+}
+
+// open opens a store on a fresh database and returns it with the
+// database's URL.
+func open(t *testing.T, opts pg.Options) (*pg.DB, string) {
+	t.Helper()
+	url := cluster.Database(t)
+	return openURL(t, url, opts), url
+}
+
+// openURL opens another store on the database at url, closed at cleanup.
+func openURL(t *testing.T, url string, opts pg.Options) *pg.DB {
+	t.Helper()
+	db, err := pg.Open(context.Background(), url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return db
+}
+
+func TestNoHotBackup(t *testing.T) {
+	db, _ := open(t, pg.Options{})
+	if _, ok := any(db).(heraldhttp.HotBackup); ok {
+		t.Error("the PostgreSQL store offers a hot backup; its backups are PostgreSQL's")
+	}
+}
+
+func TestIsURL(t *testing.T) {
+	for s, want := range map[string]bool{
+		"postgres://u@host/db":                    true,
+		"postgresql://u@host/db":                  true,
+		"POSTGRES:///herald?host=/run/postgresql": true,
+		"herald.db":                 false,
+		"/var/lib/herald/herald.db": false,
+		"postgres.db":               false,
+		"":                          false,
+	} {
+		if got := pg.IsURL(s); got != want {
+			t.Errorf("IsURL(%q) = %v, want %v", s, got, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"postgres://ada:s3cret@db.example.com/herald":        "postgres://ada:xxxxx@db.example.com/herald",
+		"postgres:///herald?host=/run/postgresql&password=x": "postgres:///herald?host=%2Frun%2Fpostgresql&password=xxxxx",
+		"postgres://ada@db/herald":                           "postgres://ada@db/herald",
+	} {
+		if got := pg.Redact(in); got != want || strings.Contains(got, "s3cret") {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestOpenConcurrently: instances starting together on an empty database
+// apply the schema once between them.
+func TestOpenConcurrently(t *testing.T) {
+	cluster.Require(t)
+	url := cluster.Database(t)
+	const n = 6
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	dbs := make([]*pg.DB, n)
+	for i := range n {
+		wg.Go(func() { dbs[i], errs[i] = pg.Open(context.Background(), url, pg.Options{PoolSize: 2}) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("instance %d: %v", i, err)
+			continue
+		}
+		defer dbs[i].Close()
+	}
+	ctx := context.Background()
+	rows, err := pgtest.QueryInt(ctx, url, "SELECT count(*) FROM schema_version")
+	if err != nil || rows != int64(pg.SchemaVersion) {
+		t.Errorf("schema_version has %d rows (%v), want %d", rows, err, pg.SchemaVersion)
+	}
+	// All of them work on the one schema.
+	u := &model.User{Email: "ada@example.com", PasswordHash: storetest.FakePasswordHash}
+	if _, err := dbs[0].CreateUser(ctx, u, storetest.TokenHash("a"), time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, db := range dbs {
+		if got, err := db.UserByEmail(ctx, "ADA@example.com"); err != nil || got.ID != u.ID {
+			t.Errorf("instance %d: UserByEmail = %v, %v", i, got, err)
+		}
+	}
+}
+
+func TestOpenRefuses(t *testing.T) {
+	cluster.Require(t)
+	ctx := context.Background()
+	t.Run("NewerSchema", func(t *testing.T) {
+		_, url := open(t, pg.Options{})
+		if err := pgtest.Exec(ctx, url, "INSERT INTO schema_version (version) VALUES (99)"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := pg.Open(ctx, url, pg.Options{})
+		if err == nil || !strings.Contains(err.Error(), "version 99, newer than this Herald knows") {
+			t.Errorf("Open on a newer schema = %v", err)
+		}
+	})
+	t.Run("AnotherApplicationsTables", func(t *testing.T) {
+		url := cluster.Database(t)
+		if err := pgtest.Exec(ctx, url, "CREATE TABLE invoices (id int)"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := pg.Open(ctx, url, pg.Options{})
+		if err == nil || !strings.Contains(err.Error(), "not Herald's ([invoices])") {
+			t.Errorf("Open on another application's database = %v", err)
+		}
+	})
+	t.Run("NotUTF8", func(t *testing.T) {
+		url := cluster.Database(t)
+		name := pgtest.Name(url) + "_ascii"
+		if err := pgtest.Exec(ctx, url, "CREATE DATABASE "+name+" ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = pgtest.Exec(ctx, url, "DROP DATABASE "+name) })
+		_, err := pg.Open(ctx, cluster.URL(name), pg.Options{})
+		if err == nil || !strings.Contains(err.Error(), "Herald needs UTF8") {
+			t.Errorf("Open on a SQL_ASCII database = %v", err)
+		}
+	})
+	t.Run("BadURL", func(t *testing.T) {
+		_, err := pg.Open(ctx, "postgres://ada:s3cret@/herald?pool_max_conns=zero", pg.Options{})
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Open with a bad URL = %v", err)
+		}
+	})
+}
+
+// follow reads the log from after through db, waking on ChangeHead, until
+// it holds want changes or the time runs out.
+func follow(ctx context.Context, db *pg.DB, after uint64, want int) ([]*model.Change, error) {
+	var got []*model.Change
+	for len(got) < want {
+		_, wait, err := db.ChangeHead(ctx)
+		if err != nil {
+			return got, err
+		}
+		chs, _, err := db.ChangesAfter(ctx, after, 500)
+		if err != nil {
+			return got, err
+		}
+		got = append(got, chs...)
+		if len(chs) > 0 {
+			after = chs[len(chs)-1].Seq
+			continue
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return got, fmt.Errorf("%d of %d changes: %w", len(got), want, ctx.Err())
+		}
+	}
+	return got, nil
+}
+
+// TestChangesAcrossInstances: writers on two instances of one database,
+// concurrently; readers on each see one log, dense, every change once, in
+// one order, whatever instance wrote it.
+func TestChangesAcrossInstances(t *testing.T) {
+	a, url := open(t, pg.Options{})
+	b := openURL(t, url, pg.Options{})
+	ctx := context.Background()
+	var users []*model.User
+	for i := range 4 {
+		u := &model.User{Email: fmt.Sprintf("w%d@example.com", i), PasswordHash: storetest.FakePasswordHash}
+		if _, err := a.CreateUser(ctx, u, storetest.TokenHash(u.Email), time.Hour, nil); err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, u)
+	}
+	const each = 60
+	total := len(users) * each
+	results := make([][]*model.Change, 2)
+	errs := make([]error, 2)
+	var readers sync.WaitGroup
+	readCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for i, db := range []*pg.DB{a, b} {
+		readers.Go(func() { results[i], errs[i] = follow(readCtx, db, 0, total) })
+	}
+	var writers sync.WaitGroup
+	for i, u := range users {
+		db := []*pg.DB{a, b}[i%2]
+		writers.Go(func() {
+			for j := range each {
+				if _, err := db.CreateMessage(ctx, model.ByUser(u.ID), fmt.Sprintf("%d says %d", u.ID, j)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	writers.Wait()
+	readers.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("reader %d: %v", i, err)
+		}
+	}
+	for i, got := range results {
+		if len(got) != total {
+			t.Fatalf("reader %d saw %d changes, want %d", i, len(got), total)
+		}
+		for j, ch := range got {
+			if ch.Seq != uint64(j+1) || ch.Message.ID != uint64(j+1) {
+				t.Fatalf("reader %d: change %d is %d of message %d; want positions and IDs dense, in commit order", i, j+1, ch.Seq, ch.Message.ID)
+			}
+		}
+	}
+	if !slices.EqualFunc(results[0], results[1], func(x, y *model.Change) bool {
+		return storetest.ChangeString(x) == storetest.ChangeString(y)
+	}) {
+		t.Error("the two instances read different logs")
+	}
+}
+
+// TestLostNotification: an instance whose listening connection is cut
+// still learns of every change, from its poll, within a poll's delay.
+func TestLostNotification(t *testing.T) {
+	a, url := open(t, pg.Options{})
+	b := openURL(t, url, pg.Options{PollEvery: 200 * time.Millisecond})
+	ctx := context.Background()
+	u := &model.User{Email: "ada@example.com", PasswordHash: storetest.FakePasswordHash}
+	if _, err := a.CreateUser(ctx, u, storetest.TokenHash("ada"), time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		head, wait, err := b.ChangeHead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Cut every listening connection, then write at once: the
+		// notification has nobody to reach.
+		if err := pgtest.Exec(ctx, url, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = current_database() AND query ILIKE 'LISTEN%'`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.CreateMessage(ctx, model.ByUser(u.ID), fmt.Sprint("round ", round)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-wait:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: instance b never heard of the change", round)
+		}
+		chs, _, err := b.ChangesAfter(ctx, head, 10)
+		if err != nil || len(chs) != 1 || chs[0].Message.Content != fmt.Sprint("round ", round) {
+			t.Fatalf("round %d: b reads %v, %v", round, chs, err)
+		}
+	}
+}
+
+// TestLeaderTakeover: of instances running their chores, one leads; when
+// its connection dies (the instance crashed, or lost the network),
+// PostgreSQL ends its session and the lock with it, and another instance
+// takes the lead and does the chores.
+func TestLeaderTakeover(t *testing.T) {
+	a, url := open(t, pg.Options{})
+	b := openURL(t, url, pg.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	report := func(chore string, err error) { t.Logf("%s: %v", chore, err) }
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within 20s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// a leads first, and looks again only after an hour: as good as dead
+	// once its connection is cut.
+	wg.Go(func() { a.Maintain(ctx, pg.Chores{Every: time.Hour, SweepEvery: time.Hour}, report) })
+	waitFor("lead by a", a.Leading)
+	chores := pg.Chores{Every: 50 * time.Millisecond, SweepEvery: 50 * time.Millisecond, ChangesKeepMax: 1}
+	wg.Go(func() { b.Maintain(ctx, chores, report) })
+	u := &model.User{Email: "ada@example.com", PasswordHash: storetest.FakePasswordHash}
+	if _, err := a.CreateUser(ctx, u, storetest.TokenHash("ada"), time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := b.CreateMessage(ctx, model.ByUser(u.ID), "hello"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if b.Leading() {
+		t.Fatal("b leads while a holds the lock")
+	}
+	if _, _, err := b.ChangesAfter(ctx, 0, 10); err != nil {
+		t.Fatalf("the log was trimmed while b did not lead: %v", err)
+	}
+	if err := pgtest.Exec(ctx, url, `SELECT pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND objid = 2 AND objsubid = 2 AND granted`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("lead by b", b.Leading)
+	waitFor("trim by b", func() bool {
+		_, _, err := b.ChangesAfter(ctx, 1, 1)
+		return errors.Is(err, model.ErrChangeUnknown)
+	})
+}
+
+// TestResignOnStop: an instance that stops its chores gives the lead up
+// at once.
+func TestResignOnStop(t *testing.T) {
+	a, url := open(t, pg.Options{})
+	b := openURL(t, url, pg.Options{})
+	chores := pg.Chores{Every: 20 * time.Millisecond, SweepEvery: time.Hour}
+	ctxA, stopA := context.WithCancel(context.Background())
+	doneA := make(chan struct{})
+	go func() { defer close(doneA); a.Maintain(ctxA, chores, func(string, error) {}) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !a.Leading() {
+		if time.Now().After(deadline) {
+			t.Fatal("a never led")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ctxB, stopB := context.WithCancel(context.Background())
+	doneB := make(chan struct{})
+	go func() { defer close(doneB); b.Maintain(ctxB, chores, func(string, error) {}) }()
+	defer func() { stopB(); <-doneB }()
+	time.Sleep(100 * time.Millisecond)
+	if b.Leading() {
+		t.Fatal("b leads while a does")
+	}
+	stopA()
+	<-doneA
+	if a.Leading() {
+		t.Error("a still says it leads after its chores stopped")
+	}
+	for !b.Leading() {
+		if time.Now().After(deadline) {
+			t.Fatal("b never took the lead")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSearchBudget builds the worst case for an intersection — two common
+// words that never occur together but twice — on more messages than a
+// page's windows span, and checks that a page gives up with a cursor
+// rather than read every message, and that following the cursors still
+// finds exactly the two.
+func TestSearchBudget(t *testing.T) {
+	db, url := open(t, pg.Options{})
+	ctx := context.Background()
+	u := &model.User{Email: "ada@example.com", PasswordHash: storetest.FakePasswordHash}
+	if _, err := db.CreateUser(ctx, u, storetest.TokenHash("ada"), time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	n := 3 * pg.SearchSpan
+	// Filled in SQL: a hundred thousand creates through the store would
+	// take minutes. Terms as model.SortedTerms would give them.
+	both := []int64{7, n - 100}
+	if err := pgtest.Exec(ctx, url, `INSERT INTO messages (id, owner_id, content, terms, created_at, updated_at, revision)
+		SELECT i, $1, convert_to(CASE WHEN i = ANY($3) THEN 'left right' WHEN i % 2 = 1 THEN 'right' ELSE 'left' END, 'UTF8'),
+			CASE WHEN i = ANY($3) THEN ARRAY['left', 'right'] WHEN i % 2 = 1 THEN ARRAY['right'] ELSE ARRAY['left'] END,
+			now(), now(), 1
+		FROM generate_series(1, $2::bigint) i;
+		`, int64(u.ID), n, both); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgtest.Exec(ctx, url, `UPDATE change_counter SET message_id = $1, message_created = now()`, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgtest.Exec(ctx, url, `ANALYZE messages`); err != nil {
+		t.Fatal(err)
+	}
+	// Written behind the store's back: it hears of the new messages as it
+	// would of another instance's, when it next reads the head.
+	if _, _, err := db.ChangeHead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q := model.SearchQuery{Terms: model.Terms("left right")}
+	var got []uint64
+	pages := 0
+	for {
+		_, p, err := db.SearchMessages(ctx, model.ByServer(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, m := range p.Messages {
+			got = append(got, m.ID)
+		}
+		if p.NextBeforeID == 0 {
+			break
+		}
+		if pages > 10 {
+			t.Fatal("paging does not end")
+		}
+		q.BeforeID = p.NextBeforeID
+	}
+	if want := []uint64{uint64(n - 100), 7}; !slices.Equal(got, want) {
+		t.Errorf("matches = %v, want %v", got, want)
+	}
+	if pages < 3 {
+		t.Errorf("found in %d pages: one page read more than its %d IDs", pages, pg.SearchSpan)
+	}
+	// A client that goes away ends its search.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := db.SearchMessages(gone, model.ByServer(), model.SearchQuery{Terms: model.Terms("left right")}); !errors.Is(err, context.Canceled) {
+		t.Errorf("search with its client gone = %v, want context.Canceled", err)
+	}
+	if _, _, err := db.SearchMessages(ctx, model.ByServer(), model.SearchQuery{Terms: model.Terms("left")}); err != nil {
+		t.Errorf("search after a cancelled one = %v", err)
+	}
+}
+
+// TestCreateBatch: creates written as one group commit are each checked on
+// their own — a working token, one revoked, one expired, an account by
+// ID, an unknown one — and those that pass get consecutive IDs and
+// positions in the order given, with one change each.
+func TestCreateBatch(t *testing.T) {
+	clock := storetest.NewClock()
+	db, _ := open(t, pg.Options{Now: clock.Now})
+	ctx := context.Background()
+	users := make([]*model.User, 3)
+	for i := range users {
+		users[i] = &model.User{Email: fmt.Sprintf("u%d@example.com", i), PasswordHash: storetest.FakePasswordHash}
+		ttl := time.Hour
+		if i == 2 {
+			ttl = time.Minute
+		}
+		if _, err := db.CreateUser(ctx, users[i], storetest.TokenHash(fmt.Sprint("u", i)), ttl, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.RevokeToken(ctx, storetest.TokenHash("u1")); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(2 * time.Minute) // u2's token has expired
+	head, _, _ := db.ChangeHead(ctx)
+	by := []model.Caller{
+		model.ByToken(storetest.TokenHash("u0")),
+		model.ByToken(storetest.TokenHash("u1")),
+		model.ByUser(users[1].ID),
+		model.ByToken(storetest.TokenHash("u2")),
+		model.ByUser(999),
+		model.ByToken(storetest.TokenHash("u0")),
+		model.ByToken(storetest.TokenHash("never")),
+	}
+	contents := []string{"first words", "revoked", "by account", "expired", "nobody", "second NFC café", "unknown"}
+	msgs, errs, err := db.CreateBatch(ctx, by, contents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr := []error{nil, model.ErrUnauthorized, nil, model.ErrUnauthorized, model.ErrNotFound, nil, model.ErrUnauthorized}
+	var created []*model.Message
+	for i := range by {
+		if !errors.Is(errs[i], wantErr[i]) || (wantErr[i] == nil && errs[i] != nil) {
+			t.Errorf("create %d (%q): %v, want %v", i, contents[i], errs[i], wantErr[i])
+		}
+		if errs[i] == nil {
+			created = append(created, msgs[i])
+		}
+	}
+	if len(created) != 3 {
+		t.Fatalf("%d created, want 3", len(created))
+	}
+	for i, m := range created {
+		if i > 0 && m.ID != created[i-1].ID+1 {
+			t.Errorf("IDs %d then %d: not consecutive", created[i-1].ID, m.ID)
+		}
+		if _, got, err := db.Message(ctx, model.ByServer(), m.ID); err != nil || *got != *m {
+			t.Errorf("message %d as stored: %+v, %v; created %+v", m.ID, got, err, m)
+		}
+	}
+	chs, now, err := db.ChangesAfter(ctx, head, 100)
+	if err != nil || len(chs) != 3 || now != head+3 {
+		t.Fatalf("changes after the batch: %d, head %d, %v", len(chs), now, err)
+	}
+	for i, ch := range chs {
+		if ch.Message != *created[i] || ch.Seq != head+uint64(i)+1 {
+			t.Errorf("change %d: %s, want the creation of %+v", ch.Seq, storetest.ChangeString(ch), created[i])
+		}
+	}
+	_, page, err := db.SearchMessages(ctx, model.ByServer(), model.SearchQuery{Terms: model.Terms("CAFE\u0301 second")})
+	if err != nil || len(page.Messages) != 1 || page.Messages[0].ID != created[2].ID {
+		t.Errorf("search for the batch's words: %v, %v", page, err)
+	}
+}

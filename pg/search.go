@@ -1,0 +1,301 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"herald/model"
+)
+
+// Search. A message matches when its terms — model.SortedTerms of its
+// content, stored in messages.terms, a text[] under a GIN index — contain
+// every term of the query (terms @> query), it belongs to the owner asked
+// for, and it was created in [since, until). Pages are newest first by ID,
+// and a cursor is the ID to go on below, exactly as in the bbolt store:
+// IDs and creation times both rise in commit order (the counter row gives
+// them out), so since and until become ID bounds, read from the
+// (created_at, id) index, and a cursor neither skips nor repeats a message
+// while others are created or deleted.
+//
+// Cost. A query without words never walks more than its page: the newest
+// messages through the primary key, or an owner's through (owner_id, id).
+// A query with words could: the bbolt store walks posting lists and stops
+// a page after a budget of steps; here PostgreSQL picks the plan, and the
+// budget is a span of IDs. A page is looked for in ID windows below the
+// cursor, each its own branch of one UNION ALL, read in order until the
+// page is full: the newest windowSizes[0] IDs first, then the next
+// windowSizes[1], and so on. Within a window PostgreSQL either walks the
+// primary key (or the owner's index) down through at most the window's
+// messages, filtering on the terms — the right plan when the words are
+// common — or intersects the words' GIN posting lists and reads only the
+// matches in the window — the right plan when one is rare. Either way a
+// window costs at most its own messages, whatever the estimate that chose
+// the plan, so words that seldom meet (each common, so PostgreSQL walks;
+// together almost never) cost at most searchSpan messages for one page,
+// not the whole table. When the windows are spent before the page is
+// full, the page comes back short with a cursor below the last window, as
+// a bbolt page that spent its steps does, and the client goes on from
+// there. A page deep in the results costs what the first does: the
+// windows start at its cursor. A first page's windows start at the newest
+// message ID this instance knows of; the newest window is open above, so
+// messages another instance created since are found too.
+//
+// Which plan is right depends on the words, so a search with words is
+// planned for its own values each time (its transaction sets
+// plan_cache_mode for itself), while every other statement keeps the plan
+// it was prepared with.
+//
+// A search is one round trip; when the client goes away its context ends,
+// and pgx asks PostgreSQL to cancel the statement.
+
+// windowSizes are the ID spans of one page's windows, in the order they
+// are read. Small first: common words fill a page within a few thousand
+// messages.
+var windowSizes = []int64{2048, 8192, 32768}
+
+// searchSpan is the most IDs one page of a search with words covers.
+var searchSpan = func() int64 {
+	var n int64
+	for _, w := range windowSizes {
+		n += w
+	}
+	return n
+}()
+
+// SearchMessages returns a page of the query's messages, newest first, and
+// the caller's account, resolved in the same round trip. Errors:
+// model.ErrInvalid for too many terms, model.ErrUnauthorized, the
+// context's error when it ends.
+func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.SearchQuery) (*model.User, *model.SearchPage, error) {
+	if len(q.Terms) > model.MaxQueryTerms {
+		var v model.ValidationError
+		v.Add("q", fmt.Sprintf("must have at most %d distinct words", model.MaxQueryTerms))
+		return nil, nil, v.Err()
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = model.DefaultSearchLimit
+	}
+	limit = min(limit, model.MaxSearchLimit)
+	b := &pgx.Batch{}
+	words := len(q.Terms) > 0
+	if words {
+		b.Queue("BEGIN READ ONLY")
+		b.Queue("SET LOCAL plan_cache_mode = force_custom_plan")
+	}
+	resolve := db.queueCaller(b, by)
+	newest := int64(db.feed.newestMessage())
+	sql, args := searchQuery(&q, limit, newest)
+	b.Queue(sql, args...)
+	if words {
+		b.Queue("COMMIT")
+	}
+	br := db.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if words {
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return nil, nil, ctxErr(ctx, err)
+			}
+		}
+	}
+	u, err := resolve(br)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, ctxErr(ctx, err)
+	}
+	var (
+		page         = &model.SearchPage{}
+		lo           int64
+		ownerMissing bool
+		msgs         []*model.Message
+	)
+	for rows.Next() {
+		var (
+			kind, id, owner, rev int64
+			email                *string
+			content              []byte
+			created, updated     *time.Time
+		)
+		if err := rows.Scan(&kind, &id, &owner, &email, &content, &created, &updated, &rev); err != nil {
+			rows.Close()
+			return nil, nil, err
+		}
+		if kind == 0 {
+			// The bounds row of a search with words: lo in owner_id, and
+			// whether the owner asked for exists in revision.
+			lo, ownerMissing = owner, rev == 0
+			continue
+		}
+		if email == nil {
+			continue
+		}
+		msgs = append(msgs, &model.Message{ID: uint64(id), OwnerID: uint64(owner), OwnerEmail: *email,
+			Content: string(content), CreatedAt: created.UTC(), UpdatedAt: updated.UTC(), Revision: uint64(rev)})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, ctxErr(ctx, err)
+	}
+	if words {
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, ctxErr(ctx, err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, nil, ctxErr(ctx, err)
+	}
+	slices.SortFunc(msgs, func(a, b *model.Message) int { return cmpDesc(a.ID, b.ID) })
+	bottom := windowsTop(&q, newest) - searchSpan + 1 // the lowest ID the windows cover
+	switch {
+	case len(msgs) > limit:
+		// One match beyond the page proves there is a next page.
+		page.Messages = msgs[:limit]
+		page.NextBeforeID = msgs[limit-1].ID
+	case words && !ownerMissing && bottom > lo && bottom > 1:
+		// The windows are spent and IDs below them remain: a short page,
+		// and a cursor to go on below the last window.
+		page.Messages = msgs
+		page.NextBeforeID = uint64(bottom)
+	default:
+		page.Messages = msgs
+	}
+	return u, page, nil
+}
+
+// windowsTop is the ID the windows of q start from: below its cursor, or
+// at the newest message ID known.
+func windowsTop(q *model.SearchQuery, newest int64) int64 {
+	if q.BeforeID != 0 && q.BeforeID <= math.MaxInt64 && int64(q.BeforeID-1) < newest {
+		return int64(q.BeforeID - 1)
+	}
+	return newest
+}
+
+func cmpDesc(a, b uint64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
+
+// ctxErr prefers the context's error, when it has ended, to the error the
+// cancelled statement came back with.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// searchQuery builds the statement for q: for a query with words, a
+// bounds row first; then the matches in order, at most limit+1 of them (one
+// more proves a next page). newest is the newest message ID known.
+//
+// Rows: kind (0 the bounds row, 1 a message), id, owner_id, email,
+// content, created_at, updated_at, revision. The bounds row carries lo,
+// the lowest ID since allows, in owner_id, and in revision 1 when there is
+// no owner filter or its owner exists.
+func searchQuery(q *model.SearchQuery, limit int, newest int64) (string, []any) {
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	const maxID = "9223372036854775807"
+	// Bounds as subqueries, run once (InitPlans). Creation times never
+	// fall as IDs rise, so the first ID created at or after an instant is
+	// found in the time index.
+	firstAt := func(t time.Time) string {
+		return "(SELECT id FROM messages WHERE created_at >= " + arg(boundTime(t)) + " ORDER BY created_at, id LIMIT 1)"
+	}
+	var filter strings.Builder
+	if q.BeforeID != 0 && q.BeforeID <= math.MaxInt64 {
+		filter.WriteString(" AND m.id < " + arg(int64(q.BeforeID)))
+	}
+	lo := "1"
+	if q.Since != nil {
+		lo = "coalesce(" + firstAt(*q.Since) + ", " + maxID + ")"
+		filter.WriteString(" AND m.id >= " + lo + " AND m.created_at >= " + arg(boundTime(*q.Since)))
+	}
+	if q.Until != nil {
+		filter.WriteString(" AND m.id < coalesce(" + firstAt(*q.Until) + ", " + maxID + ") AND m.created_at < " + arg(boundTime(*q.Until)))
+	}
+	owner := ""
+	if q.OwnerEmail != "" {
+		owner = "(SELECT id FROM users WHERE email_key = " + arg(model.EmailKey(q.OwnerEmail)) + ")"
+	}
+	const columns = "m.id, m.owner_id, u.email, m.content, m.created_at, m.updated_at, m.revision"
+	if len(q.Terms) == 0 {
+		order := " ORDER BY m.id DESC"
+		if owner != "" {
+			// An owner's messages come from their own index, newest first,
+			// like a posting list, whatever share of all messages the plan
+			// (made once for every owner) guesses they are: guessed a
+			// tenth, the newest messages were walked until the owner's
+			// turned up, all of another account's first. Written as a
+			// range, and ordered by owner too, the owner is not a constant
+			// the planner may drop from the order, so only the index gives
+			// it.
+			filter.WriteString(" AND m.owner_id >= " + owner + " AND m.owner_id <= " + owner)
+			order = " ORDER BY m.owner_id DESC, m.id DESC"
+		}
+		return "SELECT 1::bigint, " + columns + " FROM messages m JOIN users u ON u.id = m.owner_id WHERE true" +
+			filter.String() + order + " LIMIT " + arg(limit+1), args
+	}
+	if owner != "" {
+		filter.WriteString(" AND m.owner_id = " + owner)
+	}
+	filter.WriteString(" AND m.terms @> " + arg(slices.Clone(q.Terms)) + "::text[]")
+	ownerOK := "1"
+	if owner != "" {
+		ownerOK = "CASE WHEN " + owner + " IS NULL THEN 0 ELSE 1 END"
+	}
+	var sb strings.Builder
+	sb.WriteString("SELECT r.kind, r.id, r.owner_id, u.email, r.content, r.created_at, r.updated_at, r.revision FROM (\n")
+	sb.WriteString("(SELECT 0::bigint AS kind, 0::bigint AS id, " + lo + "::bigint AS owner_id, NULL::bytea AS content, " +
+		"NULL::timestamptz AS created_at, NULL::timestamptz AS updated_at, " + ownerOK + "::bigint AS revision)")
+	top := windowsTop(q, newest)
+	n := arg(limit + 1)
+	var above int64 // IDs the windows before this one cover
+	for i, size := range windowSizes {
+		// The newest window is open above: messages newer than the newest
+		// this instance has heard of are in it (the cursor bounds it, when
+		// there is one).
+		window := "m.id >= " + arg(top-above-size+1)
+		order := "m.id DESC"
+		if i > 0 {
+			window += " AND m.id <= " + arg(top-above)
+			// The windows after the first are read only when the first held
+			// too few matches, so the words are not common here: the primary
+			// key may not hand these windows over in order, which would let
+			// PostgreSQL walk one hoping to stop early. It intersects the
+			// words' postings instead, or reads the window once at most.
+			order = "m.id + 0 DESC"
+		}
+		sb.WriteString("\nUNION ALL\n(SELECT 1, m.id, m.owner_id, m.content, m.created_at, m.updated_at, m.revision FROM messages m WHERE " +
+			window + filter.String() + " ORDER BY " + order + " LIMIT " + n + ")")
+		above += size
+	}
+	sb.WriteString("\nLIMIT " + arg(limit+2) + ") r LEFT JOIN users u ON u.id = r.owner_id AND r.kind = 1")
+	return sb.String(), args
+}
+
+// boundTime is a since or until bound as the search applies it: rounded
+// up to the microseconds PostgreSQL keeps (see model.BoundMicros).
+func boundTime(t time.Time) time.Time {
+	return time.UnixMicro(model.BoundMicros(t)).UTC()
+}

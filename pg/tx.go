@@ -1,0 +1,342 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"herald/model"
+)
+
+// Write transactions. A write runs its checks and changes through a
+// writeTx, which collects the change-log entries the write implies; the
+// transaction's last statement then takes their positions from the
+// counter row and inserts them (see finishSQL). The counter's row lock is
+// thus held only from that statement to the commit. (Creates, the writes
+// that come in floods, have a path of their own: groupcommit.go.)
+//
+// Round trips are most of a write's cost on a small machine, so a
+// transaction spends as few as it can: BEGIN goes out with its first
+// statement, and COMMIT with its last, in one pipeline each.
+//
+// A write function may run more than once: PostgreSQL may end a
+// transaction that deadlocked with another or could not be serialized,
+// and the write is then run again from the start. Functions must
+// therefore recompute everything they report from the transaction they
+// are given.
+
+// writeTx is one write transaction on a connection of its own, and the
+// changes it will log.
+type writeTx struct {
+	conn  *pgxpool.Conn
+	begun bool // BEGIN has gone out
+	db    *DB
+
+	changes []*model.Change
+	// purge, when set, deletes many messages in the last statement (see
+	// finishSQL); purged then receives how many it deleted.
+	purge  *purge
+	purged *int
+}
+
+// maxWriteAttempts bounds how often a write is run again after PostgreSQL
+// ended it for a deadlock or a serialization failure.
+const maxWriteAttempts = 5
+
+// write runs fn in a transaction and commits it with its changes logged.
+func (db *DB) write(ctx context.Context, fn func(w *writeTx) error) error {
+	var err error
+	for attempt := 1; attempt <= maxWriteAttempts; attempt++ {
+		if err = db.writeOnce(ctx, fn); !retryable(err) {
+			break
+		}
+	}
+	return db.writeOutcome(err)
+}
+
+func (db *DB) writeOnce(ctx context.Context, fn func(w *writeTx) error) (err error) {
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	w := &writeTx{conn: conn, db: db}
+	defer func() { w.release(err) }()
+	if err := fn(w); err != nil {
+		return err
+	}
+	start := time.Now()
+	head, err := w.finish(ctx)
+	if err != nil {
+		return err
+	}
+	if head > 0 {
+		if db.onCommit != nil {
+			db.onCommit(time.Since(start), 1)
+		}
+		db.feed.advance(head)
+	}
+	return nil
+}
+
+// release ends the transaction, if one is open (a write that failed), and
+// gives the connection back; a connection in a state it cannot vouch for
+// is closed instead.
+func (w *writeTx) release(failed error) {
+	conn := w.conn.Conn()
+	if failed != nil && conn.PgConn().TxStatus() != 'I' {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := conn.Exec(ctx, "ROLLBACK")
+		cancel()
+		if err != nil {
+			_ = w.conn.Hijack().Close(context.Background())
+			return
+		}
+	}
+	if conn.PgConn().TxStatus() != 'I' || conn.PgConn().IsBusy() {
+		_ = w.conn.Hijack().Close(context.Background())
+		return
+	}
+	w.conn.Release()
+}
+
+// Exec runs a statement in the transaction, beginning it if need be.
+func (w *writeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if w.begun {
+		return w.conn.Exec(ctx, sql, args...)
+	}
+	br := w.sendWithBegin(ctx, sql, args)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+// QueryRow runs a query of one row in the transaction, beginning it if
+// need be, when the row is scanned.
+func (w *writeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return &writeRow{w: w, ctx: ctx, sql: sql, args: args}
+}
+
+// Query runs a query in the transaction, beginning it first if need be.
+func (w *writeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if !w.begun {
+		if _, err := w.Exec(ctx, "SELECT 1"); err != nil {
+			return nil, err
+		}
+	}
+	return w.conn.Query(ctx, sql, args...)
+}
+
+// writeRow is QueryRow's row, read when scanned.
+type writeRow struct {
+	w    *writeTx
+	ctx  context.Context
+	sql  string
+	args []any
+}
+
+func (r *writeRow) Scan(dest ...any) error {
+	if r.w.begun {
+		return r.w.conn.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
+	}
+	br := r.w.sendWithBegin(r.ctx, r.sql, r.args)
+	err := br.QueryRow().Scan(dest...)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// sendWithBegin sends BEGIN and a statement in one round trip, and reads
+// BEGIN's answer; the statement's is next in the results.
+func (w *writeTx) sendWithBegin(ctx context.Context, sql string, args []any) pgx.BatchResults {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(sql, args...)
+	br := w.conn.SendBatch(ctx, b)
+	w.begun = true
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return pgx.FailedBatchResults(&pgx.Batch{QueuedQueries: b.QueuedQueries[1:]}, err)
+	}
+	return br
+}
+
+// retryable reports the errors after which PostgreSQL expects the
+// transaction to be tried again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// uniqueViolation reports whether err is a unique violation of constraint.
+func uniqueViolation(err error, constraint string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == constraint
+}
+
+// record adds a change to the transaction's log entries.
+func (w *writeTx) record(kind model.ChangeKind, m *model.Message, before string) {
+	w.changes = append(w.changes, &model.Change{Kind: kind, Message: *m, Before: before})
+}
+
+// recordRevocation logs that tokens of userID stopped working before their
+// time, so every instance's live streams of that account check theirs.
+// Tokens that expire need none: a stream knows its token's expiry.
+func (w *writeTx) recordRevocation(userID uint64) {
+	w.changes = append(w.changes, &model.Change{Kind: model.TokensRevoked, UserID: userID})
+}
+
+// finishSQL is a write transaction's last statement: it takes as many
+// positions as there are changes from the counter, inserts the changes,
+// and notifies the other instances, whose notification PostgreSQL
+// delivers at commit. $1 is the number of changes, $2 the time, $3 to $11
+// the changes' fields as arrays.
+//
+// A transaction that ends with a purge (see purge) deletes the messages
+// in the same statement, and their changes follow the others: however
+// many they are, they never pass through this process. $12 is then the
+// account deleted with them (0 for none), $13 the e-mail their changes
+// carry (NULL: each owner's), and the purge's own parameters follow.
+func finishSQL(p *purge) string {
+	var sb strings.Builder
+	sb.WriteString("WITH ")
+	purged, order := "0", ""
+	if p != nil {
+		order = "d.id"
+		if p.newestFirst {
+			order = "d.id DESC"
+		}
+		sb.WriteString(`d AS (
+	DELETE FROM messages m WHERE ` + p.where + `
+	RETURNING m.id, m.owner_id, m.content, m.created_at, m.updated_at, m.revision
+), k AS (SELECT count(*) AS n, $12::bigint AS account FROM d), `)
+		if p.account != 0 {
+			// After its messages, in the same statement: the foreign key
+			// is checked at the statement's end.
+			sb.WriteString("du AS (DELETE FROM users WHERE id = $12), ")
+		}
+		purged = "(SELECT n FROM k)"
+	}
+	sb.WriteString(`c AS (
+	UPDATE change_counter SET seq = seq + $1 + ` + purged + `
+	RETURNING seq, message_id
+), ch AS (
+	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, before, created_at, updated_at, revision)
+	SELECT c.seq - ` + purged + ` - $1 + x.n, x.kind, $2, x.user_id, x.message_id, x.email, x.content, x.before,
+		x.created_at, x.updated_at, x.revision
+	FROM c, unnest($3::smallint[], $4::bigint[], $5::bigint[], $6::text[], $7::bytea[], $8::bytea[],
+		$9::timestamptz[], $10::timestamptz[], $11::bigint[])
+		WITH ORDINALITY AS x(kind, user_id, message_id, email, content, before, created_at, updated_at, revision, n)
+)`)
+	if p != nil {
+		sb.WriteString(`, pd AS (
+	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, before, created_at, updated_at, revision)
+	SELECT c.seq - ` + purged + ` + row_number() OVER (ORDER BY ` + order + `), ` + strconv.Itoa(int(model.MessageDeleted)) + `, $2,
+		d.owner_id, d.id, coalesce($13::text, u.email, ''), d.content, ''::bytea, d.created_at, d.updated_at, d.revision
+	FROM c, d LEFT JOIN users u ON u.id = d.owner_id
+)`)
+	}
+	sb.WriteString(`
+SELECT c.seq, c.message_id, ` + purged + `, pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) FROM c`)
+	return sb.String()
+}
+
+// finish commits the transaction: with finishSQL for its changes, if it
+// has any, in the same round trip as COMMIT. It returns the newest
+// position it took (0 when it logged nothing).
+func (w *writeTx) finish(ctx context.Context) (uint64, error) {
+	if len(w.changes) == 0 && w.purge == nil {
+		if !w.begun {
+			return 0, nil
+		}
+		_, err := w.conn.Exec(ctx, "COMMIT")
+		return 0, err
+	}
+	n := len(w.changes)
+	kinds := make([]int16, n)
+	users := make([]int64, n)
+	ids := make([]int64, n)
+	emails := make([]string, n)
+	contents := make([][]byte, n)
+	befores := make([][]byte, n)
+	created := make([]*time.Time, n)
+	updated := make([]*time.Time, n)
+	revisions := make([]int64, n)
+	for i, ch := range w.changes {
+		kinds[i] = int16(ch.Kind)
+		contents[i], befores[i] = []byte{}, []byte(ch.Before)
+		if ch.Kind == model.TokensRevoked {
+			users[i] = int64(ch.UserID)
+			continue
+		}
+		m := &ch.Message
+		users[i], ids[i], emails[i], contents[i], revisions[i] = int64(m.OwnerID), int64(m.ID), m.OwnerEmail, []byte(m.Content), int64(m.Revision)
+		created[i], updated[i] = &m.CreatedAt, &m.UpdatedAt
+	}
+	args := []any{n, w.db.clock(), kinds, users, ids, emails, contents, befores, created, updated, revisions}
+	if w.purge != nil {
+		var email any
+		if w.purge.account != 0 {
+			email = w.purge.email
+		}
+		args = append(args, int64(w.purge.account), email)
+		args = append(args, w.purge.args...)
+	}
+	var head, messageID, purged int64
+	b := &pgx.Batch{}
+	if !w.begun {
+		b.Queue("BEGIN")
+	}
+	b.Queue(finishSQL(w.purge), args...)
+	b.Queue("COMMIT")
+	br := w.conn.SendBatch(ctx, b)
+	err := func() error {
+		if !w.begun {
+			w.begun = true
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		if err := br.QueryRow().Scan(&head, &messageID, &purged, nil); err != nil {
+			return err
+		}
+		_, err := br.Exec()
+		return err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	if w.purged != nil {
+		*w.purged = int(purged)
+	}
+	w.db.feed.sawMessage(uint64(messageID))
+	return uint64(head), nil
+}
+
+// caller resolves by to its account inside the write transaction, for a
+// write. A token is locked against deletion until the commit, so a
+// logout that committed first wins and one that comes later waits.
+// Errors: model.ErrUnauthorized for a token that no longer works and for
+// model.ByServer, which has no account; model.ErrNotFound for an unknown
+// user ID.
+func (w *writeTx) caller(ctx context.Context, by model.Caller) (*model.User, error) {
+	if hash, ok := by.Token(); ok {
+		u, _, err := w.db.authenticate(ctx, w, hash, true)
+		return u, err
+	}
+	if by.Server() {
+		return nil, model.Errorf(model.ErrUnauthorized, "this needs an account")
+	}
+	return userByID(ctx, w, by.UserID())
+}

@@ -1,0 +1,203 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"herald/model"
+)
+
+// querier is what a pool and a transaction both offer.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+const userColumns = `id, email, password_hash, roles, created_at, suspended, last_seen_at`
+
+// scanUser reads a row of userColumns.
+func scanUser(row pgx.Row) (*model.User, error) {
+	var (
+		u       model.User
+		id      int64
+		created time.Time
+		seen    *time.Time
+	)
+	if err := row.Scan(&id, &u.Email, &u.PasswordHash, &u.Roles, &created, &u.Suspended, &seen); err != nil {
+		return nil, err
+	}
+	u.ID, u.CreatedAt = uint64(id), created.UTC()
+	if seen != nil {
+		u.LastSeenAt = seen.UTC()
+	}
+	return &u, nil
+}
+
+// CreateUser stores a new account with model.RoleUser alone and its first
+// token, in one transaction: registration hands out a token. With invite,
+// the hash of an invitation's code, it takes one use of the invitation in
+// that transaction. It sets u.ID, u.Roles, u.CreatedAt and u.LastSeenAt.
+// Errors: model.ErrInvalid for a bad e-mail, or model.InviteRefused;
+// model.ErrConflict when the e-mail is taken (in any letter case).
+func (db *DB) CreateUser(ctx context.Context, u *model.User, tokenHash model.TokenHash, ttl time.Duration, invite *model.TokenHash) (*model.Token, error) {
+	nu, err := newAccount(u)
+	if err != nil {
+		return nil, err
+	}
+	var tok *model.Token
+	err = db.write(ctx, func(w *writeTx) error {
+		created := db.clock()
+		// The invitation first: without a good one, nobody learns whether
+		// an e-mail is registered. The row's update lock orders two
+		// registrations racing for its last use.
+		if invite != nil {
+			var id int64
+			err := w.QueryRow(ctx, `UPDATE invites SET uses = uses + 1
+				WHERE code_hash = $1 AND uses < max_uses AND expires_at > $2 RETURNING id`, invite[:], created).Scan(&id)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return model.InviteRefused()
+			}
+			if err != nil {
+				return err
+			}
+		}
+		// Whatever u says, an account begins with the role every account
+		// has and nothing more.
+		if err := w.insertUser(ctx, &nu, []string{model.RoleUser}, created); err != nil {
+			return err
+		}
+		tok, err = w.issueToken(ctx, tokenHash, nu.ID, created, ttl)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Only now, after the commit, so a failed write leaves u untouched.
+	*u = nu
+	return tok, nil
+}
+
+// CreateAdministrator stores a new account holding model.RoleAdmin, with
+// no token, and writes the grant to the audit log as made on the server's
+// machine, in one transaction: herald admin create. It sets u's ID,
+// Roles, CreatedAt and LastSeenAt. Errors: model.ErrInvalid,
+// model.ErrConflict.
+func (db *DB) CreateAdministrator(ctx context.Context, u *model.User) error {
+	nu, err := newAccount(u)
+	if err != nil {
+		return err
+	}
+	err = db.write(ctx, func(w *writeTx) error {
+		if err := w.insertUser(ctx, &nu, []string{model.RoleUser, model.RoleAdmin}, db.clock()); err != nil {
+			return err
+		}
+		return w.audit(ctx, nil, &model.AuditEntry{Action: model.AuditGrantAdmin, UserID: nu.ID, UserEmail: nu.Email})
+	})
+	if err != nil {
+		return err
+	}
+	*u = nu
+	return nil
+}
+
+// newAccount is u as an account to store: its e-mail normalised and
+// checked, its password hash present.
+func newAccount(u *model.User) (model.User, error) {
+	nu := *u
+	nu.Email = model.NormalizeEmail(nu.Email)
+	var v model.ValidationError
+	v.CheckEmail("email", nu.Email)
+	if err := v.Err(); err != nil {
+		return nu, err
+	}
+	if nu.PasswordHash == "" {
+		return nu, fmt.Errorf("create user: empty password hash")
+	}
+	return nu, nil
+}
+
+// insertUser stores u as a new account holding roles, created at now, and
+// sets its ID, Roles, CreatedAt and LastSeenAt. Errors: model.ErrConflict
+// when the e-mail is taken (in any letter case).
+func (w *writeTx) insertUser(ctx context.Context, u *model.User, roles []string, now time.Time) error {
+	var id int64
+	err := w.QueryRow(ctx, `INSERT INTO users (email, email_key, password_hash, roles, created_at, last_seen_at)
+		VALUES ($1, $2, $3, $4, $5, $5) RETURNING id`,
+		u.Email, model.EmailKey(u.Email), u.PasswordHash, roles, now).Scan(&id)
+	if uniqueViolation(err, "users_email_key_unique") {
+		return model.Errorf(model.ErrConflict, "the e-mail %s is already registered", u.Email)
+	}
+	if err != nil {
+		return err
+	}
+	u.ID, u.Roles, u.CreatedAt, u.LastSeenAt, u.Suspended = uint64(id), roles, now, now, false
+	return nil
+}
+
+// UserByEmail finds an account by e-mail, in any letter case and with
+// surrounding spaces ignored. Errors: model.ErrNotFound.
+func (db *DB) UserByEmail(ctx context.Context, email string) (*model.User, error) {
+	u, err := scanUser(db.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE email_key = $1`, model.EmailKey(email)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, model.Errorf(model.ErrNotFound, "no account has this e-mail")
+	}
+	return u, err
+}
+
+// UserByID finds an account by ID. Errors: model.ErrNotFound.
+func (db *DB) UserByID(ctx context.Context, id uint64) (*model.User, error) {
+	return userByID(ctx, db.pool, id)
+}
+
+func userByID(ctx context.Context, q querier, id uint64) (*model.User, error) {
+	u, err := scanUser(q.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, int64(id)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+	}
+	return u, err
+}
+
+// SetPasswordHash replaces an account's stored hash, used to upgrade old
+// hashing parameters on login. It changes nothing unless the stored hash
+// is still oldHash: a password changed meanwhile must not be put back.
+// Errors: model.ErrNotFound.
+func (db *DB) SetPasswordHash(ctx context.Context, id uint64, oldHash, hash string) error {
+	var exists bool
+	err := db.pool.QueryRow(ctx, `WITH u AS (
+			UPDATE users SET password_hash = $3 WHERE id = $1 AND password_hash = $2
+		) SELECT EXISTS (SELECT 1 FROM users WHERE id = $1)`, int64(id), oldHash, hash).Scan(&exists)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+	}
+	return nil
+}
+
+// ChangePassword stores the caller's new password hash and revokes every
+// other token of theirs, in one transaction: whoever else held a session
+// loses it the moment the new password is in force. The token making the
+// request keeps working. Errors: model.ErrUnauthorized, model.ErrNotFound.
+func (db *DB) ChangePassword(ctx context.Context, by model.Caller, hash string) error {
+	if hash == "" {
+		return fmt.Errorf("change password: empty password hash")
+	}
+	return db.write(ctx, func(w *writeTx) error {
+		u, err := w.caller(ctx, by)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Exec(ctx, `UPDATE users SET password_hash = $2 WHERE id = $1`, int64(u.ID), hash); err != nil {
+			return err
+		}
+		keep, _ := by.Token() // a caller acting without a token keeps none
+		return w.revokeTokensExcept(ctx, u.ID, keep)
+	})
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"herald/auth"
+	"herald/bolt"
+	heraldhttp "herald/http"
+	"herald/pg"
+)
+
+// servedStore is the store serve runs on, whichever --db chose, with what
+// serve needs besides the interfaces of http/: its chores, its metrics,
+// how to name it in the log, and how to close it.
+type servedStore struct {
+	heraldhttp.Store
+	// name is what the log says the database is: a path, or a URL with
+	// any password masked.
+	name string
+	// maintain runs the store's background chores until ctx ends.
+	maintain func(ctx context.Context, chores storeChores, report func(chore string, err error))
+	// gauges adds the store's own metrics to set.
+	gauges func(set *metrics.Set)
+	// limits, when set, keeps the guessing and write limits in the store,
+	// shared by every instance on it.
+	limits func(name string, rate auth.Rate) heraldhttp.Limiter
+	close  func() error
+}
+
+// storeChores says how often the chores run and what they keep.
+type storeChores struct {
+	every, sweepEvery time.Duration
+	retain            time.Duration
+	changesKeepFor    time.Duration
+	changesKeepMax    int
+	auditKeepFor      time.Duration
+	auditKeepMax      int
+}
+
+// openStore opens the store --db names: PostgreSQL for a postgres:// or
+// postgresql:// URL, a bbolt file for anything else.
+func openStore(ctx context.Context, cfg *config, cpus int, logger *slog.Logger, set *metrics.Set) (*servedStore, error) {
+	if pg.IsURL(cfg.dbPath) {
+		if len(splitList(cfg.admins)) > 0 {
+			// Only a bbolt file of an older layout had administrators
+			// named by --admins to carry over.
+			return nil, errLegacyAdmins
+		}
+		return openPostgres(ctx, cfg, logger, set)
+	}
+	opts := storeOptions(cpus, logger, set)
+	if opts.LegacyAdmins = splitList(cfg.admins); len(opts.LegacyAdmins) > 0 {
+		// A new database has no administrators to carry over, and must
+		// not be created by a start that fails.
+		if _, err := os.Stat(cfg.dbPath); errors.Is(err, os.ErrNotExist) {
+			return nil, errLegacyAdmins
+		}
+	}
+	db, err := bolt.Open(cfg.dbPath, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &servedStore{
+		Store: db,
+		name:  cfg.dbPath,
+		maintain: func(ctx context.Context, c storeChores, report func(string, error)) {
+			db.Maintain(ctx, bolt.Chores{Every: c.every, SweepEvery: c.sweepEvery, Retain: c.retain,
+				ChangesKeepFor: c.changesKeepFor, ChangesKeepMax: c.changesKeepMax,
+				AuditKeepFor: c.auditKeepFor, AuditKeepMax: c.auditKeepMax}, report)
+		},
+		gauges: func(set *metrics.Set) {
+			set.NewGauge("herald_search_costly_running", func() float64 { r, _ := db.LongSearchLoad(); return float64(r) })
+			set.NewGauge("herald_search_costly_waiting", func() float64 { _, w := db.LongSearchLoad(); return float64(w) })
+			set.NewGauge("herald_db_size_bytes", func() float64 {
+				fi, err := os.Stat(cfg.dbPath)
+				if err != nil {
+					return 0
+				}
+				return float64(fi.Size())
+			})
+		},
+		close: db.Close,
+	}, nil
+}
+
+// openPostgres opens the PostgreSQL store at the URL --db gives.
+func openPostgres(ctx context.Context, cfg *config, logger *slog.Logger, set *metrics.Set) (*servedStore, error) {
+	opts := pg.Options{Logger: logger, PoolSize: cfg.dbPool}
+	if set != nil {
+		commitTime := set.NewHistogram("herald_db_commit_duration_seconds")
+		opts.OnCommit = func(took time.Duration, writes int) { commitTime.Update(took.Seconds()) }
+	}
+	db, err := pg.Open(ctx, cfg.dbPath, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &servedStore{
+		Store: db,
+		name:  pg.Redact(cfg.dbPath),
+		maintain: func(ctx context.Context, c storeChores, report func(string, error)) {
+			db.Maintain(ctx, pg.Chores{Every: c.every, SweepEvery: c.sweepEvery, Retain: c.retain,
+				ChangesKeepFor: c.changesKeepFor, ChangesKeepMax: c.changesKeepMax,
+				AuditKeepFor: c.auditKeepFor, AuditKeepMax: c.auditKeepMax}, report)
+		},
+		limits: func(name string, rate auth.Rate) heraldhttp.Limiter { return db.Limiter(name, rate) },
+		gauges: func(set *metrics.Set) {
+			set.NewGauge("herald_db_leading_chores", func() float64 {
+				if db.Leading() {
+					return 1
+				}
+				return 0
+			})
+		},
+		close: db.Close,
+	}, nil
+}
