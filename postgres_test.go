@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,17 +35,29 @@ func stopTestPostgres() {
 	}
 }
 
-// TestRunOnPostgres: run serves on a PostgreSQL URL as on a file; the
-// hot backup, a bbolt feature, answers 501; the file tools refuse a URL.
+// TestRunOnPostgres: run serves on a PostgreSQL URL as on a file; herald
+// admin makes its administrator; the hot backup, a bbolt feature, answers
+// 501; the file tools refuse a URL, and --admins, which only an older
+// bbolt file had to carry over, is refused.
 func TestRunOnPostgres(t *testing.T) {
 	url := postgresCluster(t).Database(t)
-	vars := map[string]string{"HERALD_ADDR": "127.0.0.1:0", "HERALD_DB": url, "HERALD_HASH_CONCURRENCY": "2",
-		"HERALD_ADMINS": "ada@example.com", "HERALD_DB_POOL": "4"}
+	vars := map[string]string{"HERALD_ADDR": "127.0.0.1:0", "HERALD_DB": url, "HERALD_HASH_CONCURRENCY": "2", "HERALD_DB_POOL": "4"}
+	if code, _, errOut := runArgs(t, "--db", url, "--admins", "ada@example.com"); code != 1 || !strings.Contains(errOut, "--admins (HERALD_ADMINS) is no longer read") {
+		t.Errorf("--admins on PostgreSQL = %d, %q", code, errOut)
+	}
+	if code, out, errOut := runWithInput(t, "correct horse\n", "admin", "create", "--db", url, "ada@example.com"); code != 0 {
+		t.Fatalf("herald admin create on PostgreSQL = %d, %q, %q", code, out, errOut)
+	}
 	in := startListening(t, nil, vars)
 	base := "http://" + in.addr
 	c := newClient(t)
 	var reg tokenResponse
-	callStatus(t, c, "POST", base+"/api/register", "", map[string]string{"email": "ada@example.com", "password": "correct horse"}, http.StatusCreated, &reg)
+	callStatus(t, c, "POST", base+"/api/login", "", map[string]string{"username": "ada@example.com", "password": "correct horse"}, http.StatusOK, &reg)
+	var acct struct{ Roles []string }
+	callStatus(t, c, "GET", base+"/api/me", reg.Token, nil, http.StatusOK, &acct)
+	if !slices.Contains(acct.Roles, "ROLE_ADMIN") {
+		t.Errorf("the administrator herald admin made has roles %v", acct.Roles)
+	}
 	var m messageResponse
 	callStatus(t, c, "POST", base+"/api/messages", reg.Token, map[string]string{"content": "hello from postgres"}, http.StatusCreated, &m)
 	var page struct{ Items []messageResponse }

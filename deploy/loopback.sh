@@ -6,6 +6,8 @@
 # service, through the balancer and around it:
 #
 #   - register and post through nginx;
+#   - herald admin create makes the first administrator on the database
+#     while the instances run, and it administers through nginx;
 #   - a live stream through nginx receives messages posted to each
 #     instance directly, in order;
 #   - one instance is killed (SIGKILL) and the service goes on: posts
@@ -142,6 +144,19 @@ post() { # BASE CONTENT: post and print the new message's id
 first=$(post "$B" "posted through nginx")
 [ -n "$first" ] || die "posting through nginx failed"
 log "registered and posted message $first through nginx"
+
+# The first administrator, made on the database while the instances run,
+# administers through the balancer, whichever instance answers.
+echo 'a long passphrase' | "$work/herald" admin create --db "$db_url" root@example.com >/dev/null ||
+  die "herald admin create on PostgreSQL failed"
+root=$(curl -fs "$B/api/login" -H 'Content-Type: application/json' \
+  -d '{"username": "root@example.com", "password": "a long passphrase"}' | json token)
+[ -n "$root" ] || die "the administrator's login through nginx failed"
+for ((i = 0; i < 4; i++)); do
+  curl -fs -o /dev/null "$B/api/admin/users" -H "Authorization: Bearer $root" ||
+    die "the administrator's GET /api/admin/users through nginx failed"
+done
+log "herald admin create made an administrator, who lists accounts through nginx"
 
 # A live stream through nginx, fed by posts to each instance directly.
 curl -sN --max-time 30 "$B/api/messages/stream" -H "$auth" >"$work/stream" &

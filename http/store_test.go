@@ -62,6 +62,18 @@ func onPostgres(t *testing.T) bool {
 	}
 }
 
+// postgresTestCluster is the cluster the tests run on, started by the
+// first test that asks.
+func postgresTestCluster(t *testing.T) *pgtest.Cluster {
+	t.Helper()
+	testPostgres.once.Do(func() { testPostgres.cluster = pgtest.Start() })
+	cluster := testPostgres.cluster
+	if err := cluster.Available(); err != nil {
+		t.Fatalf("%s=postgres, but PostgreSQL cannot run: %v", testStoreEnv, err)
+	}
+	return cluster
+}
+
 // pgDatabases maps the paths tests open to the databases standing in for
 // them on PostgreSQL, so a test that reopens a path reopens its database.
 var pgDatabases sync.Map
@@ -78,11 +90,7 @@ func openTestStore(t *testing.T, path string, now func() time.Time) testStore {
 		}
 		return db
 	}
-	testPostgres.once.Do(func() { testPostgres.cluster = pgtest.Start() })
-	cluster := testPostgres.cluster
-	if err := cluster.Available(); err != nil {
-		t.Fatalf("%s=postgres, but PostgreSQL cannot run: %v", testStoreEnv, err)
-	}
+	cluster := postgresTestCluster(t)
 	url, ok := pgDatabases.Load(path)
 	if !ok {
 		// A copy of a database with Herald's schema applied once: cheaper

@@ -215,8 +215,12 @@ func (w *writeTx) ownedMessage(ctx context.Context, id uint64, by model.Caller, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if m.OwnerID != u.ID && !(moderate && activeAdmin(u)) {
-		return nil, nil, model.Errorf(model.ErrForbidden, "message %d belongs to another user; only its owner may change or delete it", id)
+	switch {
+	case m.OwnerID == u.ID, moderate && activeAdmin(u):
+	case moderate:
+		return nil, nil, model.Errorf(model.ErrForbidden, "message %d belongs to another user; only its owner or an administrator may delete it", id)
+	default:
+		return nil, nil, model.Errorf(model.ErrForbidden, "message %d belongs to another user; only its owner may change it", id)
 	}
 	if pre != nil && !pre(m) {
 		return nil, nil, model.Errorf(model.ErrPrecondition, "message %d has changed since the version in If-Match; fetch it again for its current ETag", id)

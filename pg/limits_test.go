@@ -1,0 +1,105 @@
+package pg_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"herald/auth"
+	heraldhttp "herald/http"
+	"herald/pg"
+	"herald/storetest"
+)
+
+// A shared limiter is what http/ asks for.
+var _ heraldhttp.Limiter = (*pg.Limiter)(nil)
+
+// TestLimitsShared: two instances on one database count one budget per
+// key: what one spends the other cannot, a refund through either gives
+// one back, keys and limiters are apart, and concurrent spends through
+// both pass exactly the burst.
+func TestLimitsShared(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	a, url := open(t, pg.Options{Now: clock.Now})
+	b := openURL(t, url, pg.Options{Now: clock.Now})
+	rate := auth.Rate{Burst: 3, Every: time.Minute}
+	la, lb := a.Limiter("writes", rate), b.Limiter("writes", rate)
+	for i, l := range []*pg.Limiter{la, lb, la} {
+		if ok, _ := l.Spend(ctx, "ada"); !ok {
+			t.Fatalf("spend %d of a burst of 3 refused", i+1)
+		}
+	}
+	for _, l := range []*pg.Limiter{la, lb} {
+		ok, wait := l.Spend(ctx, "ada")
+		if ok || wait != time.Minute {
+			t.Errorf("a fourth spend = %v, retry after %v; want refused for a minute", ok, wait)
+		}
+	}
+	if ok, _ := lb.Spend(ctx, "bob"); !ok {
+		t.Error("another key shares ada's budget")
+	}
+	if ok, _ := b.Limiter("logins", rate).Spend(ctx, "ada"); !ok {
+		t.Error("another limiter shares the writes' budget")
+	}
+	lb.Refund(ctx, "ada")
+	if ok, _ := la.Spend(ctx, "ada"); !ok {
+		t.Error("a refund through b did not give a back a spend")
+	}
+	clock.Add(30 * time.Second)
+	if ok, wait := la.Spend(ctx, "ada"); ok || wait != 30*time.Second {
+		t.Errorf("half an interval later: %v, retry after %v; want refused for 30s", ok, wait)
+	}
+	clock.Add(30 * time.Second)
+	if ok, _ := lb.Spend(ctx, "ada"); !ok {
+		t.Error("an interval later, still refused")
+	}
+
+	// The rows of full buckets go; the rest stay.
+	clock.Add(10 * time.Minute)
+	if ok, _ := la.Spend(ctx, "carol"); !ok {
+		t.Fatal("carol refused")
+	}
+	if n, err := a.SweepLimits(ctx); err != nil || n != 3 {
+		t.Errorf("SweepLimits = %d, %v; want 3 (ada's, bob's, the logins')", n, err)
+	}
+
+	var passed atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 40 {
+		l := la
+		if i%2 == 1 {
+			l = lb
+		}
+		wg.Go(func() {
+			if ok, _ := l.Spend(ctx, "race"); ok {
+				passed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if passed.Load() != int32(rate.Burst) {
+		t.Errorf("%d of 40 concurrent spends through two instances passed, want %d", passed.Load(), rate.Burst)
+	}
+}
+
+// TestLimitsUnreachable: a limiter whose database is gone lets the event
+// through rather than lock everyone out.
+func TestLimitsUnreachable(t *testing.T) {
+	url := cluster.Database(t)
+	db, err := pg.Open(context.Background(), url, pg.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := db.Limiter("writes", auth.Rate{Burst: 1, Every: time.Hour})
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if ok, _ := l.Spend(context.Background(), "ada"); !ok {
+			t.Fatal("a limiter without its database refused")
+		}
+	}
+}
