@@ -178,6 +178,57 @@ func TestTwoInstances(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Error("a token logged out through a still streams on c")
 	}
+
+	// An administrator's suspension through a ends the account's streams
+	// on c too.
+	if code, out, errOut := runWithInput(t, "outside test password\n", "admin", "create", "--db", db, "root@example.com"); code != 0 {
+		t.Fatalf("herald admin create = %d, %q, %q", code, out, errOut)
+	}
+	root := outsideLogin(t, baseA, "root@example.com")
+	bob := outsideRegister(t, baseA, "bob@example.com")
+	onC = openStream(t, "http://"+c.addr, bob, -1)
+	var me struct{ ID uint64 }
+	callStatus(t, cl, "GET", baseA+"/api/me", bob, nil, http.StatusOK, &me)
+	callStatus(t, cl, "PATCH", baseA+"/api/admin/users/"+strconv.FormatUint(me.ID, 10), root, map[string]any{"suspended": true}, http.StatusOK, nil)
+	select {
+	case <-onC.ended:
+	case <-time.After(15 * time.Second):
+		t.Error("an account suspended through a still streams on c")
+	}
+}
+
+// TestInstancesShareLimits: instances on one database count one budget
+// per key, not one each: registrations per address and writes per
+// account.
+func TestInstancesShareLimits(t *testing.T) {
+	url := postgresCluster(t).Database(t)
+	vars := map[string]string{"HERALD_ADDR": "127.0.0.1:0", "HERALD_DB": url, "HERALD_HASH_CONCURRENCY": "2",
+		"HERALD_REGISTRATIONS_PER_ADDRESS": "3/1h", "HERALD_WRITES_PER_ACCOUNT": "4/1h"}
+	a, b := startListening(t, nil, vars), startListening(t, nil, vars)
+	bases := []string{"http://" + a.addr, "http://" + b.addr}
+	c := newClient(t)
+	var tokens []string
+	for i := range 3 {
+		var reg tokenResponse
+		callStatus(t, c, "POST", bases[i%2]+"/api/register", "", map[string]string{"email": fmt.Sprintf("u%d@example.com", i), "password": "outside test password"}, http.StatusCreated, &reg)
+		tokens = append(tokens, reg.Token)
+	}
+	for _, base := range bases {
+		res, body := call(t, c, "POST", base+"/api/register", "", map[string]string{"email": "late@" + base[7:16] + ".example.com", "password": "outside test password"})
+		if res.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("a fourth registration from one address through %s: %d %s, want 429", base, res.StatusCode, body)
+		}
+	}
+	for i := range 4 {
+		callStatus(t, c, "POST", bases[i%2]+"/api/messages", tokens[0], map[string]string{"content": fmt.Sprint("write ", i)}, http.StatusCreated, nil)
+	}
+	for _, base := range bases {
+		res, body := call(t, c, "POST", base+"/api/messages", tokens[0], map[string]string{"content": "one too many"})
+		if res.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("a fifth write of one account through %s: %d %s, want 429", base, res.StatusCode, body)
+		}
+	}
+	callStatus(t, c, "POST", bases[1]+"/api/messages", tokens[1], map[string]string{"content": "another account's budget"}, http.StatusCreated, nil)
 }
 
 func outsideLogin(t *testing.T, base, email string) string {

@@ -3,18 +3,23 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	bbolt "go.etcd.io/bbolt"
+
 	"herald/bolt"
 	"herald/model"
 	"herald/pg"
+	"herald/pg/pgtest"
 	"herald/storetest"
 )
 
@@ -26,19 +31,21 @@ type migrationStore interface {
 
 // TestMigrate copies the databases of older releases, upgraded by this
 // one, into PostgreSQL, and checks that the copy answers as the file does:
-// the same accounts, the same tokens working, the same messages, the same
-// searches, the same change log and floor; that it goes on where the file
-// would; and that a second copy into the same database is refused.
+// the same accounts, the same tokens working, the same administrators,
+// the same messages, the same searches, the same change log and floor,
+// the same audit log; that it goes on where the file would; and that a
+// second copy into the same database is refused.
 func TestMigrate(t *testing.T) {
 	cluster := postgresCluster(t)
 	for _, tt := range []struct {
 		fixture string
 		written time.Time
+		admins  []string          // the --admins the release was started with
 		tokens  map[string]string // token → the e-mail it belongs to
 		words   []string
 	}{
-		{"layout5.db", time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC), nil, []string{"river", "apple", "hello", "tail zebra", "deleted"}},
-		{"layout6.db", time.Date(2026, 11, 25, 13, 50, 12, 0, time.UTC), map[string]string{
+		{"layout5.db", time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC), nil, nil, []string{"river", "apple", "hello", "tail zebra", "deleted"}},
+		{"layout6.db", time.Date(2026, 11, 25, 13, 50, 12, 0, time.UTC), []string{"owner@example.com"}, map[string]string{
 			"herald_Csgl9FA45wTmrhgj8pIxBoP8HFg20Pkbjhat5TXMFxspKZU1A": "ada@example.com",
 			"herald_Mqig24Sk9ohgm-7TTYmrs_BSggeIS2E-pRhOJosIWNotToMMQ": "ada@example.com",
 			"herald_ToIyE-E_RnZ7ojicHnU_YrNpY-xWs_4Tm5uePZr2ZgQjFfy2w": "owner@example.com",
@@ -56,8 +63,9 @@ func TestMigrate(t *testing.T) {
 			if err := os.WriteFile(path, src, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			// As an operator would: this release opens the file once.
-			upgraded, err := bolt.Open(path, bolt.Options{Now: clock.Now})
+			// As an operator would: this release opens the file once, with
+			// the --admins the old one had, which the upgrade stores.
+			upgraded, err := bolt.Open(path, bolt.Options{Now: clock.Now, LegacyAdmins: tt.admins})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,6 +121,11 @@ func TestMigrate(t *testing.T) {
 					}) {
 						t.Errorf("store %d: token list of %s lacks the token: %v", i, email, err)
 					}
+					// Only the administrators the upgrade made may administer.
+					_, err = s.ListAccounts(ctx, model.ByToken(sha256.Sum256([]byte(token))), model.AccountQuery{})
+					if admin := slices.Contains(tt.admins, email); (admin && err != nil) || (!admin && !errors.Is(err, model.ErrForbidden)) {
+						t.Errorf("store %d: ListAccounts by the token of %s = %v; administrator: %t", i, email, err, admin)
+					}
 				}
 			}
 			// Both go on the same way: the next message gets the same ID
@@ -149,7 +162,176 @@ func TestMigrate(t *testing.T) {
 	}
 }
 
-// compareStores checks that the stores answer alike: accounts, messages,
+// TestMigrateAdministration copies a file holding what administrators
+// make: an administrator made on the server's machine, a suspended
+// account, an invitation partly used and one revoked, an outstanding
+// password reset, removed messages, and the audit log of all of it. On
+// PostgreSQL, as in the file, each goes on working as it did, and new
+// invitations and audit entries take IDs after the copied ones.
+func TestMigrateAdministration(t *testing.T) {
+	url := postgresCluster(t).Database(t)
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	file, err := bolt.Open(path, bolt.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	register := func(s migrationStore, email string, invite *model.TokenHash) (*model.User, error) {
+		u := &model.User{Email: email, PasswordHash: storetest.FakePasswordHash}
+		_, err := s.CreateUser(ctx, u, storetest.TokenHash("register "+email), time.Hour, invite)
+		return u, err
+	}
+	mustRegister := func(email string, invite *model.TokenHash) *model.User {
+		t.Helper()
+		u, err := register(file, email, invite)
+		if err != nil {
+			t.Fatalf("registering %s: %v", email, err)
+		}
+		return u
+	}
+	root := &model.User{Email: "root@example.com", PasswordHash: storetest.FakePasswordHash}
+	if err := file.CreateAdministrator(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	rootToken := storetest.TokenHash("root login")
+	if _, err := file.IssueLoginToken(ctx, root.ID, root.PasswordHash, rootToken, 24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	byRoot := model.ByToken(rootToken)
+	ada, bob := mustRegister("ada@example.com", nil), mustRegister("bob@example.com", nil)
+	clock.Add(time.Minute)
+	suspend := true
+	if _, err := file.UpdateAccount(ctx, byRoot, bob.ID, model.AccountUpdate{Suspended: &suspend}); err != nil {
+		t.Fatal(err)
+	}
+	invite := &model.Invite{MaxUses: 3, ExpiresAt: clock.Now().Add(model.DefaultInviteLifetime), CodeHash: storetest.TokenHash("invite code")}
+	revoked := &model.Invite{MaxUses: 1, ExpiresAt: clock.Now().Add(time.Hour), CodeHash: storetest.TokenHash("revoked code")}
+	for _, inv := range []*model.Invite{invite, revoked} {
+		if err := file.CreateInvite(ctx, byRoot, inv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := file.RevokeInvite(ctx, byRoot, revoked.ID); err != nil {
+		t.Fatal(err)
+	}
+	carol := mustRegister("carol@example.com", &invite.CodeHash)
+	for _, content := range []string{"spam", "more spam"} {
+		if _, err := file.CreateMessage(ctx, model.ByUser(carol.ID), content); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Add(time.Minute)
+	if n, err := file.RemoveMessagesOf(ctx, byRoot, carol.ID); err != nil || n != 2 {
+		t.Fatalf("RemoveMessagesOf = %d, %v", n, err)
+	}
+	if _, err := file.CreateMessage(ctx, model.ByUser(ada.ID), "hello after the spam"); err != nil {
+		t.Fatal(err)
+	}
+	resetCode := storetest.TokenHash("reset code")
+	if _, err := file.CreatePasswordReset(ctx, byRoot, ada.ID, resetCode, model.DefaultResetLifetime); err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut := runArgs(t, "migrate", "--db", path, "--to", url)
+	if code != 0 {
+		t.Fatalf("migrate = %d\n%s%s", code, out, errOut)
+	}
+	for name, n := range map[string]int{"users": 4, "invitations": 1, "password resets": 1, "audit entries": 7} {
+		if !regexp.MustCompile(`(?m)^  ` + name + ` +` + fmt.Sprint(n) + ` +` + fmt.Sprint(n) + `$`).MatchString(out) {
+			t.Errorf("migrate's report lacks %d %s in both:\n%s", n, name, out)
+		}
+	}
+
+	file, err = bolt.Open(path, bolt.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := pg.Open(ctx, url, pg.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := []migrationStore{file, db}
+	defer func() {
+		for _, s := range stores {
+			if err := s.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	compareStores(t, stores, []string{"spam", "hello"})
+	page, err := db.AuditLog(ctx, model.ByServer(), model.AuditQuery{})
+	if err != nil || len(page.Entries) != 7 || page.Entries[0].Action != model.AuditPasswordReset || page.Entries[0].ActorEmail != root.Email ||
+		page.Entries[6].Action != model.AuditGrantAdmin || page.Entries[6].ActorID != 0 {
+		t.Fatalf("PostgreSQL's audit log = %+v, %v; want the file's seven entries", page, err)
+	}
+	migratedAudit := page.Entries[0].ID
+
+	var next []string
+	for i, s := range stores {
+		if _, err := s.IssueLoginToken(ctx, bob.ID, bob.PasswordHash, storetest.TokenHash(fmt.Sprint("bob ", i)), time.Hour); !errors.Is(err, model.ErrForbidden) {
+			t.Errorf("store %d: the suspended account's login = %v, want ErrForbidden", i, err)
+		}
+		if p, err := s.ListAccounts(ctx, byRoot, model.AccountQuery{}); err != nil || len(p.Accounts) != 4 {
+			t.Errorf("store %d: ListAccounts by the administrator's token = %+v, %v", i, p, err)
+		}
+		adaToken := model.ByToken(storetest.TokenHash("register ada@example.com"))
+		if _, err := s.ListAccounts(ctx, adaToken, model.AccountQuery{}); !errors.Is(err, model.ErrForbidden) {
+			t.Errorf("store %d: ListAccounts by a user's token = %v, want ErrForbidden", i, err)
+		}
+
+		invites, err := s.Invites(ctx, byRoot)
+		if err != nil || len(invites) != 1 || invites[0].ID != invite.ID || invites[0].Uses != 1 || invites[0].MaxUses != 3 {
+			t.Errorf("store %d: Invites = %+v, %v; want invitation %d used once of three", i, invites, err, invite.ID)
+		}
+		for _, email := range []string{"dave@example.com", "erin@example.com"} {
+			if _, err := register(s, email, &invite.CodeHash); err != nil {
+				t.Errorf("store %d: registering %s with the invitation's remaining uses: %v", i, email, err)
+			}
+		}
+		for _, c := range []model.TokenHash{invite.CodeHash, revoked.CodeHash} {
+			if _, err := register(s, "frank@example.com", &c); !errors.Is(err, model.ErrInvalid) {
+				t.Errorf("store %d: registering with a used-up or revoked invitation: %v, want refused", i, err)
+			}
+		}
+
+		if r, err := s.PasswordReset(ctx, resetCode); err != nil || r.UserID != ada.ID {
+			t.Errorf("store %d: PasswordReset = %+v, %v; want ada's", i, r, err)
+		}
+		if err := s.ResetPassword(ctx, resetCode, "new hash"); err != nil {
+			t.Errorf("store %d: ResetPassword = %v", i, err)
+		}
+		if _, err := s.IssueLoginToken(ctx, ada.ID, "new hash", storetest.TokenHash(fmt.Sprint("ada ", i)), time.Hour); err != nil {
+			t.Errorf("store %d: ada's login with the new password: %v", i, err)
+		}
+		if err := s.ResetPassword(ctx, resetCode, "again"); !errors.Is(err, model.ErrInvalid) {
+			t.Errorf("store %d: the reset code used twice: %v, want refused", i, err)
+		}
+
+		// Past the revoked invitation's ID, and after the last entry.
+		later := &model.Invite{MaxUses: 1, ExpiresAt: clock.Now().Add(time.Hour), CodeHash: storetest.TokenHash("later")}
+		if err := s.CreateInvite(ctx, byRoot, later); err != nil {
+			t.Fatalf("store %d: CreateInvite after the copy: %v", i, err)
+		}
+		p, err := s.AuditLog(ctx, byRoot, model.AuditQuery{Limit: 1})
+		if err != nil || len(p.Entries) != 1 || p.Entries[0].InviteID != later.ID {
+			t.Fatalf("store %d: the audit log's newest = %+v, %v; want the new invitation's", i, p, err)
+		}
+		if later.ID <= revoked.ID || p.Entries[0].ID <= migratedAudit {
+			t.Errorf("store %d: new invitation %d, new audit entry %d; want them after %d and %d", i, later.ID, p.Entries[0].ID, revoked.ID, migratedAudit)
+		}
+		next = append(next, fmt.Sprintf("invitation %d, audit entry %d", later.ID, p.Entries[0].ID))
+	}
+	if next[0] != next[1] {
+		t.Errorf("after the copy, the file creates %s and PostgreSQL %s", next[0], next[1])
+	}
+}
+
+// compareStores checks that the stores answer alike: accounts with their
+// suspensions and last sightings, the audit log, invitations, messages,
 // searches by owner and by words, and the change log with its floor.
 func compareStores(t *testing.T, stores []migrationStore, words []string) {
 	t.Helper()
@@ -184,8 +366,30 @@ func compareStores(t *testing.T, stores []migrationStore, words []string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			add("user %d %s %s %v %s", u.ID, u.Email, u.PasswordHash, u.Roles, u.CreatedAt)
+			add("user %d %s %s %v %s suspended=%t seen=%s", u.ID, u.Email, u.PasswordHash, u.Roles, u.CreatedAt, u.Suspended, u.LastSeenAt)
 			owners = append(owners, u.Email)
+		}
+		for q := (model.AuditQuery{Limit: 2}); ; {
+			p, err := s.AuditLog(ctx, model.ByServer(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range p.Entries {
+				add("audit %d at %s: %s by %d %s on %d %s message %d invite %d count %d", e.ID, e.At, e.Action,
+					e.ActorID, e.ActorEmail, e.UserID, e.UserEmail, e.MessageID, e.InviteID, e.Count)
+			}
+			if p.NextBeforeID == 0 {
+				break
+			}
+			q.BeforeID = p.NextBeforeID
+		}
+		invites, err := s.Invites(ctx, model.ByServer())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, inv := range invites {
+			add("invite %d %x uses %d/%d created %s by %d expires %s", inv.ID, inv.CodeHash, inv.Uses, inv.MaxUses,
+				inv.CreatedAt, inv.CreatedBy, inv.ExpiresAt)
 		}
 		for _, email := range owners {
 			page(model.SearchQuery{OwnerEmail: strings.ToUpper(email), Limit: 2})
@@ -256,6 +460,61 @@ func TestMigrateRefuses(t *testing.T) {
 		code, _, errOut := runArgs(t, "migrate", "--db", path, "--to", url)
 		if code != 1 || !strings.Contains(errOut, "in use by another process") {
 			t.Errorf("migrate of a file in use = %d, %q", code, errOut)
+		}
+	})
+	t.Run("AuditOnly", func(t *testing.T) {
+		// A database whose only Herald data is an audit entry is not empty:
+		// the copy would collide with it, or lose it.
+		url := cluster.Database(t)
+		db, err := pg.Open(context.Background(), url, pg.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.RecordBackup(context.Background(), model.ByServer())
+		if err := errors.Join(err, db.Close()); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut := runArgs(t, "migrate", "--db", seedDB(t, 3), "--to", url)
+		if code != 1 || !strings.Contains(errOut, "is not empty") || !strings.Contains(errOut, "1 audit entries") {
+			t.Errorf("migrate into a database holding an audit entry = %d, %q; want it refused", code, errOut)
+		}
+	})
+	t.Run("UnfinishedRemoval", func(t *testing.T) {
+		url := cluster.Database(t)
+		path := seedDB(t, 3)
+		// As a crash leaves an administrator's removal of ada's messages:
+		// the mark written, the messages not yet removed.
+		raw, err := bbolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = raw.Update(func(tx *bbolt.Tx) error {
+			return tx.Bucket([]byte("purging")).Put(binary.BigEndian.AppendUint64(nil, 1), binary.BigEndian.AppendUint64(nil, 3))
+		})
+		if err := errors.Join(err, raw.Close()); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut := runArgs(t, "migrate", "--db", path, "--to", url)
+		if code != 1 || !strings.Contains(errOut, "removal of the messages of account 1 is unfinished") ||
+			!strings.Contains(errOut, "start this Herald on it once") {
+			t.Fatalf("migrate of a file with an unfinished removal = %d, %q", code, errOut)
+		}
+		// As told: this Herald, started and stopped once, finishes it.
+		db, err := bolt.Open(path, bolt.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errOut := runArgs(t, "migrate", "--db", path, "--to", url); code != 0 {
+			t.Fatalf("migrate once the removal is finished = %d\n%s%s", code, out, errOut)
+		}
+		for owner, want := range map[int64]int64{1: 0, 2: 1} {
+			n, err := pgtest.QueryInt(context.Background(), url, "SELECT count(*) FROM messages WHERE owner_id = $1", owner)
+			if err != nil || n != want {
+				t.Errorf("account %d's messages in PostgreSQL = %d, %v; want %d", owner, n, err, want)
+			}
 		}
 	})
 	t.Run("Help", func(t *testing.T) {

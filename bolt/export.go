@@ -10,41 +10,59 @@ import (
 )
 
 // Export reads everything a stopped database holds, for herald migrate
-// to copy into another store: accounts with their password hashes,
-// tokens by hash with their handles and times, messages as stored, and the
-// change log as trimming left it, with the counters that say where IDs
-// and positions go on. It reads in one read transaction, so what it hands
-// over is one consistent state, and it never writes.
+// to copy into another store: accounts with their password hashes, roles,
+// suspensions and last sightings, tokens by hash with their handles and
+// times, messages as stored, the change log as trimming left it,
+// invitations with their uses, outstanding password resets and the audit
+// log, with the counters that say where IDs and positions go on. It reads
+// in one read transaction, so what it hands over is one consistent state,
+// and it never writes. The other buckets are indexes of these (by e-mail,
+// token owner, role, invitation code, word), which the copy's store keeps
+// its own way.
 
 // Visitor receives what Export reads, in that order: every user, every
 // token, every message by ascending ID, every change by ascending
-// position. A function that returns an error ends the export with it.
+// position, every invitation by ascending ID, every password reset, and
+// every audit entry by ascending ID. Accounts come first, so a reset
+// comes after the account it is for. A function that returns an error
+// ends the export with it.
 type Visitor struct {
 	User    func(*model.User) error
 	Token   func(*model.Token) error
 	Message func(*model.Message) error
 	Change  func(*model.Change) error
+	Invite  func(*model.Invite) error
+	Reset   func(*model.PasswordReset) error
+	Audit   func(*model.AuditEntry) error
 }
 
-// Exported is where the database's counters stand.
+// Exported is where the database's counters stand, and how many records
+// of the kinds the store does not count (see Counts) Export read.
 type Exported struct {
-	// UsersSeq and MessagesSeq are the last IDs given out, deleted ones
-	// included: a copy must not give them out again.
-	UsersSeq, MessagesSeq uint64
+	// UsersSeq, MessagesSeq, InvitesSeq and AuditSeq are the last IDs
+	// given out, deleted (revoked, trimmed) ones included: a copy must not
+	// give them out again.
+	UsersSeq, MessagesSeq, InvitesSeq, AuditSeq uint64
 	// ChangesHead is the newest change's position, ChangesFloor the
 	// highest trimmed away.
 	ChangesHead, ChangesFloor uint64
-	// Changes is how many changes the log holds.
-	Changes int
+	// Changes is how many changes the log holds, Invites how many
+	// invitations, Resets how many password resets, Audit how many audit
+	// entries.
+	Changes, Invites, Resets, Audit int
 }
 
 // ErrNotExportable: the file must be opened by this Herald once before it
-// can be exported (an older layout, or an account deletion unfinished).
+// can be exported (an older layout, or an account deletion or an
+// administrator's removal of messages unfinished).
 var ErrNotExportable = errors.New("the database must be opened by this Herald once first")
 
 // Export hands the snapshot's contents to v. It refuses a file in an
-// older layout, or one holding an unfinished account deletion, which
-// Open upgrades or finishes: start this Herald on it once, and stop it.
+// older layout, or one holding an unfinished account deletion or removal
+// of an account's messages, which Open upgrades or finishes: start this
+// Herald on it once, and stop it. A copy of an unfinished removal would
+// bring back messages that were removed for everyone else, or lose the
+// mark that finishes it.
 func (s *Snapshot) Export(v Visitor) (Exported, error) {
 	var out Exported
 	err := s.bolt.View(func(tx *bbolt.Tx) error {
@@ -57,6 +75,9 @@ func (s *Snapshot) Export(v Visitor) (Exported, error) {
 		}
 		if k, _ := tx.Bucket(bucketDeleting).Cursor().First(); k != nil {
 			return fmt.Errorf("the deletion of account %d is unfinished: %w", btoi(k), ErrNotExportable)
+		}
+		if k, _ := tx.Bucket(bucketPurging).Cursor().First(); k != nil {
+			return fmt.Errorf("an administrator's removal of the messages of account %d is unfinished: %w", btoi(k), ErrNotExportable)
 		}
 		users := tx.Bucket(bucketUsers)
 		out.UsersSeq = users.Sequence()
@@ -97,13 +118,55 @@ func (s *Snapshot) Export(v Visitor) (Exported, error) {
 		}
 		log := tx.Bucket(bucketChanges)
 		out.ChangesHead, out.ChangesFloor = log.Sequence(), changesFloor(tx)
-		return log.ForEach(func(k, b []byte) error {
+		if err := log.ForEach(func(k, b []byte) error {
 			ch, err := decodeChange(btoi(k), b)
 			if err != nil {
 				return err
 			}
 			out.Changes++
 			return v.Change(ch)
+		}); err != nil {
+			return err
+		}
+		invites := tx.Bucket(bucketInvites)
+		out.InvitesSeq = invites.Sequence()
+		if err := invites.ForEach(func(k, b []byte) error {
+			inv, err := decodeInvite(btoi(k), b)
+			if err != nil {
+				return err
+			}
+			out.Invites++
+			return v.Invite(inv)
+		}); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketResets).ForEach(func(k, b []byte) error {
+			var code model.TokenHash
+			if len(k) != len(code) {
+				return fmt.Errorf("resets: key %x is not a SHA-256", k)
+			}
+			copy(code[:], k)
+			r, err := decodeReset(code, b)
+			if err != nil {
+				return err
+			}
+			if users.Get(itob(r.UserID)) == nil {
+				return fmt.Errorf("password reset %x…: its account %d does not exist", code[:4], r.UserID)
+			}
+			out.Resets++
+			return v.Reset(r)
+		}); err != nil {
+			return err
+		}
+		audit := tx.Bucket(bucketAudit)
+		out.AuditSeq = audit.Sequence()
+		return audit.ForEach(func(k, b []byte) error {
+			e, err := decodeAudit(btoi(k), b)
+			if err != nil {
+				return err
+			}
+			out.Audit++
+			return v.Audit(e)
 		})
 	})
 	return out, err

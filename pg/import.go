@@ -12,23 +12,29 @@ import (
 
 // Import copies a whole Herald database, read from another store, into an
 // empty PostgreSQL database, in one transaction: accounts, tokens,
-// messages and the change log keep their IDs, hashes, handles, times and
-// positions, so every token still works, every cursor still points where
-// it did and a stream resumes with the Last-Event-ID it had. Either all
-// of it is copied or none of it.
+// messages, the change log, invitations, password resets and the audit
+// log keep their IDs, hashes, handles, times and positions, so every
+// token and every invitation or reset code still works, every cursor
+// still points where it did and a stream resumes with the Last-Event-ID
+// it had. Either all of it is copied or none of it. The limits table is
+// left empty: its buckets only slow guessing down for a while, and start
+// full again.
 
-// Importer is an import in progress. Feed it users, tokens, messages and
-// changes, in that order, then Finish it, or Abort it.
+// Importer is an import in progress. Feed it users, tokens, messages,
+// changes, invitations, password resets and audit entries, in that order
+// (an account before anything that refers to it), then Finish it, or
+// Abort it.
 type Importer struct {
 	db  *DB
 	ctx context.Context
 	tx  pgx.Tx
 
-	// One buffer per table, in the order the foreign keys need: a table's
-	// rows are copied before the next table's first.
-	users, tokens, messages, changes *copyBuffer
-	newestCreated                    time.Time
-	counts                           ImportCounts
+	// One buffer per table; ordered lists them in the order the foreign
+	// keys need: a table's rows are copied before the next table's first.
+	users, tokens, messages, changes, invites, resets, audit *copyBuffer
+	ordered                                                  []*copyBuffer
+	newestCreated                                            time.Time
+	counts                                                   ImportCounts
 }
 
 // copyBuffer holds rows for one table until a COPY sends them.
@@ -38,25 +44,27 @@ type copyBuffer struct {
 	rows    [][]any
 }
 
-// ImportCounts is how many records of each kind an import copied.
+// ImportCounts is how many records of each kind an import copied, or a
+// database holds.
 type ImportCounts struct {
-	Users, Tokens, Messages, Changes int
+	Users, Tokens, Messages, Changes, Invites, Resets, Audit int
 }
 
-// ImportState is where the source's counters stand: the last user and
-// message IDs given out (deleted ones included, which must not be given
-// out again), the newest change's position and the highest trimmed away.
+// ImportState is where the source's counters stand: the last user,
+// message, invitation and audit entry IDs given out (deleted ones
+// included, which must not be given out again), the newest change's
+// position and the highest trimmed away.
 type ImportState struct {
-	UsersSeq, MessagesSeq     uint64
-	ChangesHead, ChangesFloor uint64
+	UsersSeq, MessagesSeq, InvitesSeq, AuditSeq uint64
+	ChangesHead, ChangesFloor                   uint64
 }
 
 // ErrNotEmpty: the import's target already holds data.
-type ErrNotEmpty struct{ Users, Tokens, Messages, Changes int }
+type ErrNotEmpty ImportCounts
 
 func (e *ErrNotEmpty) Error() string {
-	return fmt.Sprintf("the PostgreSQL database is not empty (%d users, %d tokens, %d messages, %d changes); migrate copies into an empty database only",
-		e.Users, e.Tokens, e.Messages, e.Changes)
+	return fmt.Sprintf("the PostgreSQL database is not empty (%d users, %d tokens, %d messages, %d changes, %d invitations, %d password resets, %d audit entries); migrate copies into an empty database only",
+		e.Users, e.Tokens, e.Messages, e.Changes, e.Invites, e.Resets, e.Audit)
 }
 
 // importBatch is how many rows go to PostgreSQL in one COPY.
@@ -64,42 +72,51 @@ const importBatch = 5000
 
 // BeginImport starts an import. The tables are locked until it ends, so
 // no instance writes meanwhile. Errors: *ErrNotEmpty when the database
-// holds any account, token, message or change.
+// holds any account, token, message, change, invitation, password reset
+// or audit entry.
 func (db *DB) BeginImport(ctx context.Context) (*Importer, error) {
 	tx, err := db.pool.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.Exec(ctx, `LOCK TABLE users, tokens, messages, changes, change_counter, change_floor IN EXCLUSIVE MODE`); err != nil {
+	if _, err := tx.Exec(ctx, `LOCK TABLE users, tokens, messages, changes, change_counter, change_floor,
+		invites, password_resets, audit IN EXCLUSIVE MODE`); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, err
 	}
-	var n ErrNotEmpty
+	n, err := tableCounts(ctx, tx)
 	var head, messageID int64
-	err = tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM users), (SELECT count(*) FROM tokens), (SELECT count(*) FROM messages),
-		(SELECT count(*) FROM changes), (SELECT seq FROM change_counter), (SELECT message_id FROM change_counter)`).
-		Scan(&n.Users, &n.Tokens, &n.Messages, &n.Changes, &head, &messageID)
-	if err == nil && (n != ErrNotEmpty{} || head != 0 || messageID != 0) {
-		err = &n
+	if err == nil {
+		err = tx.QueryRow(ctx, `SELECT seq, message_id FROM change_counter`).Scan(&head, &messageID)
+	}
+	if err == nil && (n != ImportCounts{} || head != 0 || messageID != 0) {
+		err = (*ErrNotEmpty)(&n)
 	}
 	if err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, err
 	}
-	return &Importer{
+	im := &Importer{
 		db: db, ctx: ctx, tx: tx,
-		users:    &copyBuffer{table: "users", columns: []string{"id", "email", "email_key", "password_hash", "roles", "created_at"}},
+		users: &copyBuffer{table: "users", columns: []string{"id", "email", "email_key", "password_hash", "roles", "created_at",
+			"suspended", "last_seen_at"}},
 		tokens:   &copyBuffer{table: "tokens", columns: []string{"hash", "handle", "user_id", "created_at", "expires_at", "last_used_at"}},
 		messages: &copyBuffer{table: "messages", columns: []string{"id", "owner_id", "content", "terms", "created_at", "updated_at", "revision"}},
 		changes: &copyBuffer{table: "changes", columns: []string{"seq", "kind", "at", "user_id", "message_id", "owner_email", "content", "before",
 			"created_at", "updated_at", "revision"}},
-	}, nil
+		invites: &copyBuffer{table: "invites", columns: []string{"id", "code_hash", "max_uses", "uses", "created_at", "expires_at", "created_by"}},
+		resets:  &copyBuffer{table: "password_resets", columns: []string{"code_hash", "user_id", "created_at", "expires_at"}},
+		audit: &copyBuffer{table: "audit", columns: []string{"id", "at", "action", "actor_id", "actor_email", "user_id", "user_email",
+			"message_id", "invite_id", "count"}},
+	}
+	im.ordered = []*copyBuffer{im.users, im.tokens, im.messages, im.changes, im.invites, im.resets, im.audit}
+	return im, nil
 }
 
 // add buffers a row for b, first copying the rows of the tables before
 // it, and copies b's rows once there are importBatch of them.
 func (im *Importer) add(b *copyBuffer, row []any) error {
-	for _, before := range []*copyBuffer{im.users, im.tokens, im.messages} {
+	for _, before := range im.ordered {
 		if before == b {
 			break
 		}
@@ -126,11 +143,16 @@ func (im *Importer) flush(b *copyBuffer) error {
 	return nil
 }
 
-// User adds an account, with its ID, e-mail, password hash, roles and
-// creation time.
+// User adds an account, with its ID, e-mail, password hash, roles,
+// creation time, suspension and last sighting.
 func (im *Importer) User(u *model.User) error {
+	var seen any // NULL: never known, which scanUser reads back as the zero time
+	if !u.LastSeenAt.IsZero() {
+		seen = u.LastSeenAt
+	}
 	im.counts.Users++
-	return im.add(im.users, []any{int64(u.ID), u.Email, model.EmailKey(u.Email), u.PasswordHash, u.Roles, u.CreatedAt})
+	return im.add(im.users, []any{int64(u.ID), u.Email, model.EmailKey(u.Email), u.PasswordHash, u.Roles, u.CreatedAt,
+		u.Suspended, seen})
 }
 
 // Token adds a token by its hash, with its handle, account and times.
@@ -164,11 +186,31 @@ func (im *Importer) Change(ch *model.Change) error {
 	return im.add(im.changes, row)
 }
 
+// Invite adds an invitation, with its ID, code's hash, uses and times.
+func (im *Importer) Invite(inv *model.Invite) error {
+	im.counts.Invites++
+	return im.add(im.invites, []any{int64(inv.ID), inv.CodeHash[:], int32(inv.MaxUses), int32(inv.Uses), inv.CreatedAt, inv.ExpiresAt,
+		int64(inv.CreatedBy)})
+}
+
+// Reset adds an outstanding password reset by its code's hash.
+func (im *Importer) Reset(r *model.PasswordReset) error {
+	im.counts.Resets++
+	return im.add(im.resets, []any{r.CodeHash[:], int64(r.UserID), r.CreatedAt, r.ExpiresAt})
+}
+
+// Audit adds an entry of the audit log, with its ID.
+func (im *Importer) Audit(e *model.AuditEntry) error {
+	im.counts.Audit++
+	return im.add(im.audit, []any{int64(e.ID), e.At, string(e.Action), int64(e.ActorID), e.ActorEmail, int64(e.UserID), e.UserEmail,
+		int64(e.MessageID), int64(e.InviteID), int32(e.Count)})
+}
+
 // Finish copies what is buffered, sets the counters where the source's
 // stood, and commits. It returns how many records it copied.
 func (im *Importer) Finish(st ImportState) (ImportCounts, error) {
 	defer im.Abort()
-	for _, b := range []*copyBuffer{im.users, im.tokens, im.messages, im.changes} {
+	for _, b := range im.ordered {
 		if err := im.flush(b); err != nil {
 			return ImportCounts{}, err
 		}
@@ -185,10 +227,16 @@ func (im *Importer) Finish(st ImportState) (ImportCounts, error) {
 	if _, err := im.tx.Exec(ctx, `UPDATE change_floor SET seq = $1`, int64(st.ChangesFloor)); err != nil {
 		return ImportCounts{}, err
 	}
-	// The next account gets the ID after the last the source gave out.
-	if _, err := im.tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence('users', 'id'), greatest($1::bigint, 1), $1::bigint > 0)`,
-		int64(st.UsersSeq)); err != nil {
-		return ImportCounts{}, err
+	// The next account, invitation and audit entry get the ID after the
+	// last the source gave out.
+	for _, seq := range []struct {
+		table string
+		last  uint64
+	}{{"users", st.UsersSeq}, {"invites", st.InvitesSeq}, {"audit", st.AuditSeq}} {
+		if _, err := im.tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence($1, 'id'), greatest($2::bigint, 1), $2::bigint > 0)`,
+			seq.table, int64(seq.last)); err != nil {
+			return ImportCounts{}, fmt.Errorf("setting the sequence of %s: %w", seq.table, err)
+		}
 	}
 	if err := im.tx.Commit(ctx); err != nil {
 		return ImportCounts{}, err
@@ -202,10 +250,17 @@ func (im *Importer) Finish(st ImportState) (ImportCounts, error) {
 // Finish.
 func (im *Importer) Abort() { _ = im.tx.Rollback(context.Background()) }
 
-// ChangeCount is how many changes the log holds, for herald migrate to
-// compare with its source.
-func (db *DB) ChangeCount(ctx context.Context) (int, error) {
-	var n int
-	err := db.pool.QueryRow(ctx, `SELECT count(*) FROM changes`).Scan(&n)
+// TableCounts is how many records of each kind an import copies the
+// database holds, for herald migrate to compare with its source.
+func (db *DB) TableCounts(ctx context.Context) (ImportCounts, error) {
+	return tableCounts(ctx, db.pool)
+}
+
+// tableCounts counts the records of each kind an import copies.
+func tableCounts(ctx context.Context, q querier) (ImportCounts, error) {
+	var n ImportCounts
+	err := q.QueryRow(ctx, `SELECT (SELECT count(*) FROM users), (SELECT count(*) FROM tokens), (SELECT count(*) FROM messages),
+		(SELECT count(*) FROM changes), (SELECT count(*) FROM invites), (SELECT count(*) FROM password_resets), (SELECT count(*) FROM audit)`).
+		Scan(&n.Users, &n.Tokens, &n.Messages, &n.Changes, &n.Invites, &n.Resets, &n.Audit)
 	return n, err
 }
