@@ -114,7 +114,10 @@ func TestDiskFull(t *testing.T) {
 		// PostgreSQL compresses what repeats; words that do not repeat
 		// fill its files, and its index of terms, as fast.
 		rng := rand.New(rand.NewPCG(1, 2))
+		var rngMu sync.Mutex // the flood below writes from several goroutines
 		content = func(int) string {
+			rngMu.Lock()
+			defer rngMu.Unlock()
 			var sb strings.Builder
 			for sb.Len() < 9600 {
 				fmt.Fprintf(&sb, "%08x ", rng.Uint32())

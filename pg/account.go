@@ -37,15 +37,14 @@ func (db *DB) DeleteAccount(ctx context.Context, by model.Caller) error {
 		if err != nil {
 			return err
 		}
-		if activeAdmin(u) {
-			// Read again under the row's lock: the role must still be
-			// the one checked when the account goes.
-			if u, err = w.lockedUser(ctx, u.ID); err != nil {
-				return err
-			}
-			if err := w.keepAnAdministrator(ctx, u, "deleted"); err != nil {
-				return err
-			}
+		// Read again under the row's lock, whatever the caller's role
+		// looked like: a grant committed meanwhile must be seen, or the
+		// last administrator could go.
+		if u, err = w.lockedUser(ctx, u.ID); err != nil {
+			return err
+		}
+		if err := w.keepAnAdministrator(ctx, u, "deleted"); err != nil {
+			return err
 		}
 		return w.removeAccount(ctx, u)
 	})

@@ -46,10 +46,17 @@ func (w *writeTx) admin(ctx context.Context, by model.Caller) (*model.User, erro
 var errNotAdmin = model.Errorf(model.ErrForbidden, "this needs an administrator")
 
 // lockedUser reads account id with its row locked until the commit, so
-// that what is checked of it holds when the write lands. Errors:
-// model.ErrNotFound.
+// that what is checked of it holds when the write lands. The lock is
+// FOR NO KEY UPDATE: it orders this write with every other that changes
+// the row, but not with a create by the account, whose foreign key takes
+// a key-share lock on the row while the create holds the change log's
+// counter; FOR UPDATE would make a suspension and a create of the same
+// account wait for each other (a deadlock PostgreSQL breaks only after
+// deadlock_timeout, every instance's writes waiting on the counter until
+// then). A deletion takes FOR UPDATE later, once the account's tokens
+// are gone (removeAccount). Errors: model.ErrNotFound.
 func (w *writeTx) lockedUser(ctx context.Context, id uint64) (*model.User, error) {
-	u, err := scanUser(w.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 FOR UPDATE`, int64(id)))
+	u, err := scanUser(w.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 FOR NO KEY UPDATE`, int64(id)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
 	}
@@ -308,7 +315,12 @@ func (db *DB) RemoveMessagesOf(ctx context.Context, by model.Caller, id uint64) 
 		if err != nil {
 			return err
 		}
-		u, err := userByID(ctx, w, id)
+		// A key-share lock: the account cannot be deleted under the
+		// removal, which would count and audit nothing for a gone account.
+		u, err := scanUser(w.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 FOR KEY SHARE`, int64(id)))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+		}
 		if err != nil {
 			return err
 		}

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 )
 
 // Chores. Some background work is the service's, not each instance's:
@@ -39,9 +39,12 @@ type Chores struct {
 	AuditKeepMax int
 }
 
-// leader is this instance's hold on the leader's lock.
+// leader is this instance's hold on the leader's lock, on a connection
+// of its own, outside the pool: held from the pool, the lock would take
+// one of its connections for as long as the instance leads (all of a
+// pool of one).
 type leader struct {
-	conn    *pgxpool.Conn // the connection holding the lock; nil when not leading
+	conn    *pgx.Conn // the connection holding the lock; nil when not leading
 	leading atomic.Bool
 }
 
@@ -124,17 +127,18 @@ func (db *DB) keepLead(ctx context.Context) {
 		}
 		db.log.Warn("lost the lead of the service's chores; another instance takes it", "err", err)
 		l.leading.Store(false)
-		// The connection may be broken; it is not given back to the pool.
-		_ = l.conn.Hijack().Close(context.Background())
+		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = l.conn.Close(closeCtx)
+		cancel()
 		l.conn = nil
 	}
-	conn, err := db.pool.Acquire(ctx)
+	conn, err := pgx.ConnectConfig(ctx, db.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return
 	}
 	var got bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, lockSpace, lockLeader).Scan(&got); err != nil || !got {
-		conn.Release()
+		_ = conn.Close(context.Background())
 		return
 	}
 	l.conn = conn
@@ -151,11 +155,10 @@ func (db *DB) resign() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := l.conn.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, lockSpace, lockLeader); err != nil {
-		_ = l.conn.Hijack().Close(ctx)
-	} else {
-		l.conn.Release()
-	}
+	// Closing the connection releases the lock too; unlocking first
+	// says so at once rather than when PostgreSQL notices the close.
+	_, _ = l.conn.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, lockSpace, lockLeader)
+	_ = l.conn.Close(ctx)
 	l.conn = nil
 	l.leading.Store(false)
 }
