@@ -156,7 +156,11 @@ CREATE INDEX audit_by_time ON audit (at);
 CREATE INDEX users_admins ON users (id) WHERE 'ROLE_ADMIN' = ANY (roles);
 
 -- The guessing and write limits every instance shares (see limits.go).
-CREATE TABLE limits (
+-- Unlogged: a spend is a transaction of its own on every create, and
+-- without WAL its commit does not wait for a disk flush. A crash empties
+-- the table, and a standby does not have it: the limits start afresh,
+-- which costs a guesser or a flood a few minutes at most.
+CREATE UNLOGGED TABLE limits (
 	name   text COLLATE "C" NOT NULL,
 	key    bytea NOT NULL,        -- SHA-256 of the key (an e-mail, an address): never the key itself
 	tat    timestamptz NOT NULL,  -- when the bucket is full again, plus one interval (GCRA)
