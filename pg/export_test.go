@@ -27,3 +27,7 @@ func (db *DB) CreateBatch(ctx context.Context, by []model.Caller, contents []str
 	}
 	return msgs, errs, nil
 }
+
+// Migrations is the schema's migrations, for tests that build a database
+// as an older Herald left it.
+var Migrations = migrations

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"herald/auth"
 	heraldhttp "herald/http"
 	"herald/model"
 	"herald/pg"
@@ -594,5 +595,58 @@ func TestSuspendWhilePosting(t *testing.T) {
 			t.Fatalf("round %d: the administrator's write beside a flood of creates: %v", round, err)
 		}
 		wg.Wait()
+	}
+}
+
+// TestSchemaUpgrade: a database at schema version 1, as the first Herald
+// on PostgreSQL left it and with its data, is brought to the current
+// version once by instances starting together, keeps its data, and
+// serves what the new version added.
+func TestSchemaUpgrade(t *testing.T) {
+	cluster.Require(t)
+	ctx := context.Background()
+	url := cluster.Database(t)
+	v1 := `CREATE TABLE schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());` +
+		pg.Migrations[0] + `
+INSERT INTO schema_version (version) VALUES (1);
+INSERT INTO users (id, email, email_key, password_hash, roles, created_at) VALUES
+	(1, 'ada@example.com', 'ada@example.com', 'hash', '{ROLE_USER}', now());
+SELECT setval(pg_get_serial_sequence('users', 'id'), 1);`
+	if err := pgtest.Exec(ctx, url, v1); err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	dbs := make([]*pg.DB, n)
+	for i := range n {
+		wg.Go(func() { dbs[i], errs[i] = pg.Open(ctx, url, pg.Options{PoolSize: 2}) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("instance %d on a version-1 database: %v", i, err)
+		}
+		defer dbs[i].Close()
+	}
+	if got, err := pgtest.QueryInt(ctx, url, "SELECT max(version) FROM schema_version"); err != nil || got != int64(pg.SchemaVersion) {
+		t.Fatalf("schema version after the upgrade = %d, %v; want %d", got, err, pg.SchemaVersion)
+	}
+	if got, err := pgtest.QueryInt(ctx, url, "SELECT count(*) FROM schema_version"); err != nil || got != int64(pg.SchemaVersion) {
+		t.Errorf("schema_version rows = %d, %v: a migration applied more than once", got, err)
+	}
+	ada, err := dbs[1].UserByEmail(ctx, "ada@example.com")
+	if err != nil || ada.ID != 1 {
+		t.Fatalf("the account from before the upgrade: %+v, %v", ada, err)
+	}
+	if _, err := dbs[2].UpdateAccount(ctx, model.ByServer(), ada.ID, model.AccountUpdate{Suspended: new(true)}); err != nil {
+		t.Errorf("suspending an account from before the upgrade: %v", err)
+	}
+	inv := &model.Invite{CodeHash: storetest.TokenHash("after"), MaxUses: 1, ExpiresAt: time.Now().Add(time.Hour)}
+	if err := dbs[3].CreateInvite(ctx, model.ByServer(), inv); err != nil {
+		t.Errorf("an invitation after the upgrade: %v", err)
+	}
+	if ok, _ := dbs[0].Limiter("writes", auth.Rate{Burst: 1, Every: time.Hour}).Spend(ctx, "ada"); !ok {
+		t.Error("the shared limits after the upgrade")
 	}
 }
