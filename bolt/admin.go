@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"slices"
 	"strings"
 
 	bbolt "go.etcd.io/bbolt"
@@ -29,7 +28,7 @@ func (db *DB) admin(tx *bbolt.Tx, by model.Caller) (*model.User, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !u.HasRole(model.RoleAdmin) || u.Suspended {
+	if !u.CanAdminister() {
 		return nil, model.Errorf(model.ErrForbidden, "this needs an administrator")
 	}
 	return u, nil
@@ -48,10 +47,6 @@ func (db *DB) putUser(tx *bbolt.Tx, u *model.User) error {
 	return admins.Delete(itob(u.ID))
 }
 
-// activeAdmin reports whether u can administer: it holds the role and is
-// not suspended.
-func activeAdmin(u *model.User) bool { return u.HasRole(model.RoleAdmin) && !u.Suspended }
-
 // othersCanAdminister reports whether an account other than userID can
 // administer, so that userID may stop being able to.
 func othersCanAdminister(tx *bbolt.Tx, userID uint64) (bool, error) {
@@ -64,7 +59,7 @@ func othersCanAdminister(tx *bbolt.Tx, userID uint64) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if activeAdmin(u) {
+		if u.CanAdminister() {
 			return true, nil
 		}
 	}
@@ -74,7 +69,7 @@ func othersCanAdminister(tx *bbolt.Tx, userID uint64) (bool, error) {
 // keepAnAdministrator refuses to let u stop administering when no one
 // else could.
 func keepAnAdministrator(tx *bbolt.Tx, u *model.User, what string) error {
-	if !activeAdmin(u) {
+	if !u.CanAdminister() {
 		return nil
 	}
 	ok, err := othersCanAdminister(tx, u.ID)
@@ -82,7 +77,7 @@ func keepAnAdministrator(tx *bbolt.Tx, u *model.User, what string) error {
 		return err
 	}
 	if !ok {
-		return model.Errorf(model.ErrConflict, "%s is the last administrator and cannot be %s; make another account an administrator first", u.Email, what)
+		return model.LastAdministrator(u, what)
 	}
 	return nil
 }
@@ -235,43 +230,19 @@ func (db *DB) UpdateAccount(_ context.Context, by model.Caller, id uint64, upd m
 			return err
 		}
 		before := *u
-		if upd.Suspended != nil {
-			u.Suspended = *upd.Suspended
-		}
-		if upd.Admin != nil && *upd.Admin != u.HasRole(model.RoleAdmin) {
-			if *upd.Admin {
-				u.Roles = append(slices.Clip(u.Roles), model.RoleAdmin)
-			} else {
-				u.Roles = slices.DeleteFunc(slices.Clone(u.Roles), func(r string) bool { return r == model.RoleAdmin })
-			}
-		}
-		if activeAdmin(&before) && !activeAdmin(u) {
-			what := "suspended"
-			if !u.HasRole(model.RoleAdmin) {
-				what = "stripped of the role"
-			}
+		acts := upd.Apply(u)
+		if what := model.StopsAdministering(&before, u); what != "" {
 			if err := keepAnAdministrator(tx, &before, what); err != nil {
 				return err
 			}
 		}
-		var acts []model.AuditAction
-		switch {
-		case u.Suspended && !before.Suspended:
-			acts = append(acts, model.AuditSuspend)
+		if u.Suspended && !before.Suspended {
 			if err := db.revokeTokensExcept(tx, u.ID, model.TokenHash{}); err != nil {
 				return err
 			}
 			if err := deleteUserReset(tx, u.ID); err != nil {
 				return err
 			}
-		case !u.Suspended && before.Suspended:
-			acts = append(acts, model.AuditUnsuspend)
-		}
-		switch had, has := before.HasRole(model.RoleAdmin), u.HasRole(model.RoleAdmin); {
-		case has && !had:
-			acts = append(acts, model.AuditGrantAdmin)
-		case had && !has:
-			acts = append(acts, model.AuditRevokeAdmin)
 		}
 		if len(acts) > 0 {
 			if err := db.putUser(tx, u); err != nil {

@@ -275,12 +275,8 @@ func (db *DB) ownedMessage(tx *bbolt.Tx, id uint64, by model.Caller, pre model.P
 	if err != nil {
 		return nil, nil, err
 	}
-	switch {
-	case m.OwnerID == u.ID, moderation && activeAdmin(u):
-	case moderation:
-		return nil, nil, model.Errorf(model.ErrForbidden, "message %d belongs to another user; only its owner or an administrator may delete it", id)
-	default:
-		return nil, nil, model.Errorf(model.ErrForbidden, "message %d belongs to another user; only its owner may change it", id)
+	if err := model.CheckWriter(u, m, moderation); err != nil {
+		return nil, nil, err
 	}
 	if pre != nil && !pre(m) {
 		return nil, nil, model.Errorf(model.ErrPrecondition, "message %d has changed since the version in If-Match; fetch it again for its current ETag", id)

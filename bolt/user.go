@@ -146,7 +146,7 @@ func decodeUserJSON(id uint64, b []byte) (*model.User, error) {
 // model.InviteRefused; model.ErrConflict when the e-mail is taken (in any
 // letter case).
 func (db *DB) CreateUser(_ context.Context, u *model.User, tokenHash model.TokenHash, ttl time.Duration, invite *model.TokenHash) (*model.Token, error) {
-	nu, err := newAccount(u)
+	nu, err := model.NewAccount(u)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func (db *DB) CreateUser(_ context.Context, u *model.User, tokenHash model.Token
 // machine, in one transaction: herald admin create. It sets u's ID, Roles,
 // CreatedAt and LastSeenAt. Errors: model.ErrInvalid, model.ErrConflict.
 func (db *DB) CreateAdministrator(_ context.Context, u *model.User) error {
-	nu, err := newAccount(u)
+	nu, err := model.NewAccount(u)
 	if err != nil {
 		return err
 	}
@@ -196,22 +196,6 @@ func (db *DB) CreateAdministrator(_ context.Context, u *model.User) error {
 	}
 	*u = nu
 	return nil
-}
-
-// newAccount is u as an account to store: its e-mail normalised and
-// checked, its password hash present.
-func newAccount(u *model.User) (model.User, error) {
-	nu := *u
-	nu.Email = model.NormalizeEmail(nu.Email)
-	var v model.ValidationError
-	v.CheckEmail("email", nu.Email)
-	if err := v.Err(); err != nil {
-		return nu, err
-	}
-	if nu.PasswordHash == "" {
-		return nu, fmt.Errorf("create user: empty password hash")
-	}
-	return nu, nil
 }
 
 // insertUser stores u as a new account holding roles, with its e-mail

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -42,6 +43,68 @@ type AccountPage struct {
 type AccountUpdate struct {
 	Suspended *bool
 	Admin     *bool
+}
+
+// Apply makes the update's changes to u and returns the audit acts they
+// amount to, in the order they are logged; none when nothing changes.
+func (upd AccountUpdate) Apply(u *User) []AuditAction {
+	before := *u
+	if upd.Suspended != nil {
+		u.Suspended = *upd.Suspended
+	}
+	if upd.Admin != nil && *upd.Admin != u.HasRole(RoleAdmin) {
+		if *upd.Admin {
+			u.Roles = append(slices.Clip(u.Roles), RoleAdmin)
+		} else {
+			u.Roles = slices.DeleteFunc(slices.Clone(u.Roles), func(r string) bool { return r == RoleAdmin })
+		}
+	}
+	var acts []AuditAction
+	switch {
+	case u.Suspended && !before.Suspended:
+		acts = append(acts, AuditSuspend)
+	case !u.Suspended && before.Suspended:
+		acts = append(acts, AuditUnsuspend)
+	}
+	switch had, has := before.HasRole(RoleAdmin), u.HasRole(RoleAdmin); {
+	case has && !had:
+		acts = append(acts, AuditGrantAdmin)
+	case had && !has:
+		acts = append(acts, AuditRevokeAdmin)
+	}
+	return acts
+}
+
+// StopsAdministering says what an account that could administer as
+// before and no longer can as after is being made ("suspended", "stripped
+// of the role"), for the refusal that keeps the last administrator; ""
+// when it could not, or still can.
+func StopsAdministering(before, after *User) string {
+	switch {
+	case !before.CanAdminister() || after.CanAdminister():
+		return ""
+	case !after.HasRole(RoleAdmin):
+		return "stripped of the role"
+	}
+	return "suspended"
+}
+
+// LastAdministrator refuses to let u, the last account able to
+// administer, be what (deleted, suspended, stripped of the role).
+func LastAdministrator(u *User, what string) error {
+	return Errorf(ErrConflict, "%s is the last administrator and cannot be %s; make another account an administrator first", u.Email, what)
+}
+
+// CheckWriter refuses u's write to m unless u owns it, or, for a
+// deletion (moderation), can administer. Errors: ErrForbidden.
+func CheckWriter(u *User, m *Message, moderation bool) error {
+	switch {
+	case m.OwnerID == u.ID, moderation && u.CanAdminister():
+		return nil
+	case moderation:
+		return Errorf(ErrForbidden, "message %d belongs to another user; only its owner or an administrator may delete it", m.ID)
+	}
+	return Errorf(ErrForbidden, "message %d belongs to another user; only its owner may change it", m.ID)
 }
 
 // Invitation limits.

@@ -52,6 +52,26 @@ func (u *User) HasRole(role string) bool {
 	return false
 }
 
+// CanAdminister reports whether u may administer: it holds RoleAdmin and
+// is not suspended.
+func (u *User) CanAdminister() bool { return u.HasRole(RoleAdmin) && !u.Suspended }
+
+// NewAccount is u as a store keeps a new account: its e-mail normalised
+// and checked, its password hash present. Errors: ErrInvalid.
+func NewAccount(u *User) (User, error) {
+	nu := *u
+	nu.Email = NormalizeEmail(nu.Email)
+	var v ValidationError
+	v.CheckEmail("email", nu.Email)
+	if err := v.Err(); err != nil {
+		return nu, err
+	}
+	if nu.PasswordHash == "" {
+		return nu, fmt.Errorf("create user: empty password hash")
+	}
+	return nu, nil
+}
+
 // Registration is what a client sends to create an account, before the
 // password is hashed.
 type Registration struct {

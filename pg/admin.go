@@ -3,7 +3,6 @@ package pg
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,10 +19,6 @@ import (
 // other at once would each see the other still there.
 const lockAdmins = 3
 
-// activeAdmin reports whether u can administer: it holds the role and is
-// not suspended.
-func activeAdmin(u *model.User) bool { return u.HasRole(model.RoleAdmin) && !u.Suspended }
-
 // admin resolves by inside the write transaction and returns it if it may
 // administer: an account holding model.RoleAdmin that is not suspended,
 // or nil for model.ByServer, the operator on the server's machine.
@@ -37,7 +32,7 @@ func (w *writeTx) admin(ctx context.Context, by model.Caller) (*model.User, erro
 	if err != nil {
 		return nil, err
 	}
-	if !activeAdmin(u) {
+	if !u.CanAdminister() {
 		return nil, errNotAdmin
 	}
 	return u, nil
@@ -66,7 +61,7 @@ func (w *writeTx) lockedUser(ctx context.Context, id uint64) (*model.User, error
 // keepAnAdministrator refuses to let u, whose row the transaction has
 // locked, stop administering when no one else could.
 func (w *writeTx) keepAnAdministrator(ctx context.Context, u *model.User, what string) error {
-	if !activeAdmin(u) {
+	if !u.CanAdminister() {
 		return nil
 	}
 	if _, err := w.Exec(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, lockSpace, lockAdmins); err != nil {
@@ -79,7 +74,7 @@ func (w *writeTx) keepAnAdministrator(ctx context.Context, u *model.User, what s
 		return err
 	}
 	if !others {
-		return model.Errorf(model.ErrConflict, "%s is the last administrator and cannot be %s; make another account an administrator first", u.Email, what)
+		return model.LastAdministrator(u, what)
 	}
 	return nil
 }
@@ -115,7 +110,7 @@ func (db *DB) adminRead(ctx context.Context, by model.Caller, fn func(tx pgx.Tx)
 		if err != nil {
 			return err
 		}
-		if !activeAdmin(u) {
+		if !u.CanAdminister() {
 			return errNotAdmin
 		}
 	}
@@ -221,43 +216,19 @@ func (db *DB) UpdateAccount(ctx context.Context, by model.Caller, id uint64, upd
 			return err
 		}
 		before := *u
-		if upd.Suspended != nil {
-			u.Suspended = *upd.Suspended
-		}
-		if upd.Admin != nil && *upd.Admin != u.HasRole(model.RoleAdmin) {
-			if *upd.Admin {
-				u.Roles = append(slices.Clip(u.Roles), model.RoleAdmin)
-			} else {
-				u.Roles = slices.DeleteFunc(slices.Clone(u.Roles), func(r string) bool { return r == model.RoleAdmin })
-			}
-		}
-		if activeAdmin(&before) && !activeAdmin(u) {
-			what := "suspended"
-			if !u.HasRole(model.RoleAdmin) {
-				what = "stripped of the role"
-			}
+		acts := upd.Apply(u)
+		if what := model.StopsAdministering(&before, u); what != "" {
 			if err := w.keepAnAdministrator(ctx, &before, what); err != nil {
 				return err
 			}
 		}
-		var acts []model.AuditAction
-		switch {
-		case u.Suspended && !before.Suspended:
-			acts = append(acts, model.AuditSuspend)
+		if u.Suspended && !before.Suspended {
 			if err := w.revokeTokensExcept(ctx, u.ID, model.TokenHash{}); err != nil {
 				return err
 			}
 			if _, err := w.Exec(ctx, `DELETE FROM password_resets WHERE user_id = $1`, int64(u.ID)); err != nil {
 				return err
 			}
-		case !u.Suspended && before.Suspended:
-			acts = append(acts, model.AuditUnsuspend)
-		}
-		switch had, has := before.HasRole(model.RoleAdmin), u.HasRole(model.RoleAdmin); {
-		case has && !had:
-			acts = append(acts, model.AuditGrantAdmin)
-		case had && !has:
-			acts = append(acts, model.AuditRevokeAdmin)
 		}
 		if len(acts) > 0 {
 			if _, err := w.Exec(ctx, `UPDATE users SET suspended = $2, roles = $3 WHERE id = $1`, int64(u.ID), u.Suspended, u.Roles); err != nil {

@@ -215,12 +215,8 @@ func (w *writeTx) ownedMessage(ctx context.Context, id uint64, by model.Caller, 
 	if err != nil {
 		return nil, nil, err
 	}
-	switch {
-	case m.OwnerID == u.ID, moderate && activeAdmin(u):
-	case moderate:
-		return nil, nil, model.Errorf(model.ErrForbidden, "message %d belongs to another user; only its owner or an administrator may delete it", id)
-	default:
-		return nil, nil, model.Errorf(model.ErrForbidden, "message %d belongs to another user; only its owner may change it", id)
+	if err := model.CheckWriter(u, m, moderate); err != nil {
+		return nil, nil, err
 	}
 	if pre != nil && !pre(m) {
 		return nil, nil, model.Errorf(model.ErrPrecondition, "message %d has changed since the version in If-Match; fetch it again for its current ETag", id)

@@ -46,7 +46,7 @@ func scanUser(row pgx.Row) (*model.User, error) {
 // Errors: model.ErrInvalid for a bad e-mail, or model.InviteRefused;
 // model.ErrConflict when the e-mail is taken (in any letter case).
 func (db *DB) CreateUser(ctx context.Context, u *model.User, tokenHash model.TokenHash, ttl time.Duration, invite *model.TokenHash) (*model.Token, error) {
-	nu, err := newAccount(u)
+	nu, err := model.NewAccount(u)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (db *DB) CreateUser(ctx context.Context, u *model.User, tokenHash model.Tok
 // Roles, CreatedAt and LastSeenAt. Errors: model.ErrInvalid,
 // model.ErrConflict.
 func (db *DB) CreateAdministrator(ctx context.Context, u *model.User) error {
-	nu, err := newAccount(u)
+	nu, err := model.NewAccount(u)
 	if err != nil {
 		return err
 	}
@@ -104,22 +104,6 @@ func (db *DB) CreateAdministrator(ctx context.Context, u *model.User) error {
 	}
 	*u = nu
 	return nil
-}
-
-// newAccount is u as an account to store: its e-mail normalised and
-// checked, its password hash present.
-func newAccount(u *model.User) (model.User, error) {
-	nu := *u
-	nu.Email = model.NormalizeEmail(nu.Email)
-	var v model.ValidationError
-	v.CheckEmail("email", nu.Email)
-	if err := v.Err(); err != nil {
-		return nu, err
-	}
-	if nu.PasswordHash == "" {
-		return nu, fmt.Errorf("create user: empty password hash")
-	}
-	return nu, nil
 }
 
 // insertUser stores u as a new account holding roles, created at now, and
