@@ -18,6 +18,8 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"herald/model"
 )
 
 // Bucket names. A few flat buckets with composite keys keep scans simple
@@ -138,7 +140,7 @@ type DB struct {
 	now    func() time.Time
 	log    *slog.Logger
 	writes *committer
-	uses   tokenUses
+	uses   model.TokenUses
 	feed   changeFeed
 	tail   *tailIndex
 	merge  merger

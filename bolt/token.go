@@ -198,7 +198,7 @@ func (db *DB) authenticate(tx *bbolt.Tx, hash model.TokenHash) (*model.User, *mo
 		// A suspension deletes the account's tokens; this is a second line.
 		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token's account is suspended")
 	}
-	db.uses.note(tok, now)
+	db.uses.Note(tok, now)
 	return u, tok, nil
 }
 
@@ -278,7 +278,7 @@ func (db *DB) Tokens(_ context.Context, userID uint64) ([]*model.Token, error) {
 	now := db.clock()
 	out = slices.DeleteFunc(out, func(t *model.Token) bool { return !now.Before(t.ExpiresAt) })
 	for _, t := range out {
-		t.LastUsedAt = db.uses.lastUse(t)
+		t.LastUsedAt = db.uses.LastUse(t)
 	}
 	slices.SortFunc(out, func(a, b *model.Token) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	return out, nil

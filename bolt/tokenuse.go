@@ -2,68 +2,15 @@ package bolt
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
-
-	"herald/model"
 )
-
-// LastUsedAt is kept without turning reads into writes: a read that finds
-// its token's LastUsedAt older than model.TokenUseGranularity notes the use in
-// memory, and FlushTokenUses writes the notes in one transaction. A crash
-// loses at most the notes since the last flush, which only makes a
-// "last used" time read a little old.
-
-// maxPendingUses bounds the notes kept between flushes; beyond it new notes
-// are dropped until the next flush (they are advisory).
-const maxPendingUses = 100000
-
-type tokenUses struct {
-	mu      sync.Mutex
-	pending map[model.TokenHash]time.Time
-}
-
-// note records that t was used at now, if its stored LastUsedAt is stale.
-func (u *tokenUses) note(t *model.Token, now time.Time) {
-	if now.Sub(t.LastUsedAt) < model.TokenUseGranularity {
-		return
-	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.pending == nil {
-		u.pending = make(map[model.TokenHash]time.Time)
-	}
-	if prev, ok := u.pending[t.Hash]; ok || len(u.pending) < maxPendingUses {
-		if now.After(prev) {
-			u.pending[t.Hash] = now
-		}
-	}
-}
-
-// lastUse is t's LastUsedAt including a use not yet flushed.
-func (u *tokenUses) lastUse(t *model.Token) time.Time {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if p, ok := u.pending[t.Hash]; ok && p.After(t.LastUsedAt) {
-		return p
-	}
-	return t.LastUsedAt
-}
-
-func (u *tokenUses) take() map[model.TokenHash]time.Time {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	p := u.pending
-	u.pending = nil
-	return p
-}
 
 // FlushTokenUses writes the noted token uses to their records, skipping
 // tokens revoked since. It returns how many records it updated.
 func (db *DB) FlushTokenUses() (int, error) {
-	pending := db.uses.take()
+	pending := db.uses.Take()
 	if len(pending) == 0 {
 		return 0, nil
 	}

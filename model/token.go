@@ -3,6 +3,7 @@ package model
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"sync"
 	"time"
 )
 
@@ -61,4 +62,55 @@ func NewTokenID() TokenID {
 // the time that is enforced.
 func TokenExpiry(created time.Time, ttl time.Duration) time.Time {
 	return created.Add(ttl).Truncate(time.Microsecond)
+}
+
+// TokenUses keeps a token's LastUsedAt without turning reads into writes:
+// a read that finds its token's LastUsedAt older than TokenUseGranularity
+// notes the use here, and the store writes the notes in one go (its
+// FlushTokenUses). A crash loses at most the notes since the last flush,
+// which only makes a "last used" time read a little old. The zero value
+// is ready; it is safe for concurrent use.
+type TokenUses struct {
+	mu      sync.Mutex
+	pending map[TokenHash]time.Time
+}
+
+// maxPendingUses bounds the notes kept between flushes; beyond it new
+// notes are dropped until the next flush (they are advisory).
+const maxPendingUses = 100000
+
+// Note records that t was used at now, if its stored LastUsedAt is stale.
+func (u *TokenUses) Note(t *Token, now time.Time) {
+	if now.Sub(t.LastUsedAt) < TokenUseGranularity {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.pending == nil {
+		u.pending = make(map[TokenHash]time.Time)
+	}
+	if prev, ok := u.pending[t.Hash]; ok || len(u.pending) < maxPendingUses {
+		if now.After(prev) {
+			u.pending[t.Hash] = now
+		}
+	}
+}
+
+// LastUse is t's LastUsedAt including a use noted and not yet written.
+func (u *TokenUses) LastUse(t *Token) time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if p, ok := u.pending[t.Hash]; ok && p.After(t.LastUsedAt) {
+		return p
+	}
+	return t.LastUsedAt
+}
+
+// Take returns the notes and forgets them, for the store to write.
+func (u *TokenUses) Take() map[TokenHash]time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	p := u.pending
+	u.pending = nil
+	return p
 }

@@ -226,7 +226,7 @@ func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResul
 			results[i-1].err = model.Errorf(model.ErrUnauthorized, "the bearer token has expired; log in again")
 		default:
 			if byToken {
-				db.uses.note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)
+				db.uses.Note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)
 			}
 			created := at.UTC()
 			results[i-1].m = &model.Message{ID: uint64(*id), OwnerID: uint64(*userID), OwnerEmail: *email, Content: op.content,

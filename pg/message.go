@@ -129,7 +129,7 @@ func (db *DB) createOnce(ctx context.Context, by model.Caller, content string, t
 		return nil, model.Errorf(model.ErrUnauthorized, "the bearer token has expired; log in again")
 	}
 	if byToken {
-		db.uses.note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)
+		db.uses.Note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)
 	}
 	if db.onCommit != nil {
 		db.onCommit(time.Since(start), 1)

@@ -89,7 +89,7 @@ type DB struct {
 	now      func() time.Time
 	log      *slog.Logger
 	onCommit func(took time.Duration, writes int)
-	uses     tokenUses
+	uses     model.TokenUses
 	feed     feed
 	lead     leader
 	creates  committer

@@ -60,7 +60,7 @@ func (db *DB) scanAuth(row pgx.Row, hash model.TokenHash) (*model.User, *model.T
 		// A suspension deletes the account's tokens; this is a second line.
 		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token's account is suspended")
 	}
-	db.uses.note(tok, now)
+	db.uses.Note(tok, now)
 	return &u, tok, nil
 }
 
@@ -240,7 +240,7 @@ func (db *DB) Tokens(ctx context.Context, userID uint64) ([]*model.Token, error)
 		return nil, err
 	}
 	for _, t := range out {
-		t.LastUsedAt = db.uses.lastUse(t)
+		t.LastUsedAt = db.uses.LastUse(t)
 	}
 	return out, nil
 }
