@@ -90,11 +90,7 @@ const accountsPerPage = 20000
 // ListAccounts pages through the accounts, newest first, those whose
 // e-mail holds q.Match. Errors: model.ErrForbidden.
 func (db *DB) ListAccounts(_ context.Context, by model.Caller, q model.AccountQuery) (*model.AccountPage, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = model.DefaultAccountLimit
-	}
-	limit = min(limit, model.MaxAccountLimit)
+	limit := q.PageLimit()
 	match := model.EmailKey(q.Match)
 	var page *model.AccountPage
 	err := db.view(func(tx *bbolt.Tx) error {

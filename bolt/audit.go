@@ -77,11 +77,7 @@ func (db *DB) appendAudit(tx *bbolt.Tx, actor *model.User, e *model.AuditEntry) 
 // AuditLog pages through the audit log, newest first. Errors:
 // model.ErrForbidden for a caller who is not an administrator.
 func (db *DB) AuditLog(_ context.Context, by model.Caller, q model.AuditQuery) (*model.AuditPage, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = model.DefaultAuditLimit
-	}
-	limit = min(limit, model.MaxAuditLimit)
+	limit := q.PageLimit()
 	page := &model.AuditPage{}
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		if _, err := db.admin(tx, by); err != nil {

@@ -44,11 +44,7 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		v.Add("q", fmt.Sprintf("must have at most %d distinct words", model.MaxQueryTerms))
 		return nil, nil, v.Err()
 	}
-	s := &searcher{db: db, q: q, limit: q.Limit, page: &model.SearchPage{}}
-	if s.limit <= 0 {
-		s.limit = model.DefaultSearchLimit
-	}
-	s.limit = min(s.limit, model.MaxSearchLimit)
+	s := &searcher{db: db, q: q, limit: q.PageLimit(), page: &model.SearchPage{}}
 	var user *model.User
 	planned := false
 	var release func() // set once the search is long and has its turn (see turns.go)

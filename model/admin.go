@@ -30,6 +30,11 @@ type AccountQuery struct {
 	Limit int
 }
 
+// PageLimit is the page size q asks for, defaulted and bounded.
+func (q AccountQuery) PageLimit() int {
+	return pageLimit(q.Limit, DefaultAccountLimit, MaxAccountLimit)
+}
+
 // AccountPage is one page of accounts. NextBeforeID is zero on the last
 // page; a page may be short and still have a next one when the store's
 // search reached its budget of work for one page.
@@ -227,6 +232,9 @@ type AuditQuery struct {
 	BeforeID uint64 // only entries with smaller IDs
 	Limit    int    // zero means DefaultAuditLimit
 }
+
+// PageLimit is the page size q asks for, defaulted and bounded.
+func (q AuditQuery) PageLimit() int { return pageLimit(q.Limit, DefaultAuditLimit, MaxAuditLimit) }
 
 // AuditPage is one page of the audit log; NextBeforeID is zero on the
 // last page.

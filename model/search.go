@@ -83,3 +83,14 @@ func BoundMicros(t time.Time) int64 {
 func microsKey(us int64) []byte {
 	return binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(us)^(1<<63))
 }
+
+// PageLimit is the page size q asks for, defaulted and bounded.
+func (q *SearchQuery) PageLimit() int { return pageLimit(q.Limit, DefaultSearchLimit, MaxSearchLimit) }
+
+// pageLimit is asked, or def when not positive, at most max.
+func pageLimit(asked, def, max int) int {
+	if asked <= 0 {
+		return def
+	}
+	return min(asked, max)
+}

@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -151,18 +152,20 @@ func account(ctx context.Context, q querier, id uint64) (*model.Account, error) 
 	return a, err
 }
 
+// idsBelow is a cursor as the bound of IDs below it: every ID for none (0)
+// or one beyond what PostgreSQL's bigint holds.
+func idsBelow(cursor uint64) int64 {
+	if cursor == 0 || cursor > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(cursor)
+}
+
 // ListAccounts pages through the accounts, newest first, those whose
 // e-mail holds q.Match. Errors: model.ErrForbidden.
 func (db *DB) ListAccounts(ctx context.Context, by model.Caller, q model.AccountQuery) (*model.AccountPage, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = model.DefaultAccountLimit
-	}
-	limit = min(limit, model.MaxAccountLimit)
-	before := int64(q.BeforeID)
-	if q.BeforeID == 0 || q.BeforeID > uint64(1<<63-1) {
-		before = 1<<63 - 1
-	}
+	limit := q.PageLimit()
+	before := idsBelow(q.BeforeID)
 	page := &model.AccountPage{}
 	err := db.adminRead(ctx, by, func(tx pgx.Tx) error {
 		// strpos, not LIKE: the match is any text, % and _ included, and
@@ -499,15 +502,8 @@ func (db *DB) RevokeInvite(ctx context.Context, by model.Caller, id uint64) erro
 // AuditLog pages through the audit log, newest first. Errors:
 // model.ErrForbidden for a caller who is not an administrator.
 func (db *DB) AuditLog(ctx context.Context, by model.Caller, q model.AuditQuery) (*model.AuditPage, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = model.DefaultAuditLimit
-	}
-	limit = min(limit, model.MaxAuditLimit)
-	before := int64(q.BeforeID)
-	if q.BeforeID == 0 || q.BeforeID > uint64(1<<63-1) {
-		before = 1<<63 - 1
-	}
+	limit := q.PageLimit()
+	before := idsBelow(q.BeforeID)
 	page := &model.AuditPage{}
 	err := db.adminRead(ctx, by, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT id, at, action, actor_id, actor_email, user_id, user_email, message_id, invite_id, count

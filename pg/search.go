@@ -79,11 +79,7 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		v.Add("q", fmt.Sprintf("must have at most %d distinct words", model.MaxQueryTerms))
 		return nil, nil, v.Err()
 	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = model.DefaultSearchLimit
-	}
-	limit = min(limit, model.MaxSearchLimit)
+	limit := q.PageLimit()
 	b := &pgx.Batch{}
 	words := len(q.Terms) > 0
 	if words {
