@@ -198,12 +198,12 @@ func TestTwoInstances(t *testing.T) {
 }
 
 // TestInstancesShareLimits: instances on one database count one budget
-// per key, not one each: registrations per address and writes per
-// account.
+// per key, not one each: registrations per address, writes per account
+// and failed logins per account.
 func TestInstancesShareLimits(t *testing.T) {
 	url := postgresCluster(t).Database(t)
 	vars := map[string]string{"HERALD_ADDR": "127.0.0.1:0", "HERALD_DB": url, "HERALD_HASH_CONCURRENCY": "2",
-		"HERALD_REGISTRATIONS_PER_ADDRESS": "3/1h", "HERALD_WRITES_PER_ACCOUNT": "4/1h"}
+		"HERALD_REGISTRATIONS_PER_ADDRESS": "3/1h", "HERALD_WRITES_PER_ACCOUNT": "4/1h", "HERALD_LOGIN_FAILURES_PER_ACCOUNT": "2/1h"}
 	a, b := startListening(t, nil, vars), startListening(t, nil, vars)
 	bases := []string{"http://" + a.addr, "http://" + b.addr}
 	c := newClient(t)
@@ -229,6 +229,15 @@ func TestInstancesShareLimits(t *testing.T) {
 		}
 	}
 	callStatus(t, c, "POST", bases[1]+"/api/messages", tokens[1], map[string]string{"content": "another account's budget"}, http.StatusCreated, nil)
+	wrong := map[string]string{"username": "u2@example.com", "password": "not the password"}
+	for _, base := range bases {
+		callStatus(t, c, "POST", base+"/api/login", "", wrong, http.StatusUnauthorized, nil)
+	}
+	for _, base := range bases {
+		if res, body := call(t, c, "POST", base+"/api/login", "", wrong); res.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("a third failed login of one account through %s: %d %s, want 429", base, res.StatusCode, body)
+		}
+	}
 }
 
 func outsideLogin(t *testing.T, base, email string) string {
