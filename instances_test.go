@@ -320,33 +320,6 @@ func TestTwoInstancesOutside(t *testing.T) {
 	if len(log) < 100 {
 		t.Fatalf("only %d changes were made: the test proved little", len(log))
 	}
-	for i, r := range readers {
-		r.waitFor(t, outsideExpected(t, log, filters[i]))
-	}
-	run.stopReading.Store(true)
-	for _, r := range readers {
-		r.close()
-	}
-	readersWG.Wait()
-	for i, r := range readers {
-		want := outsideExpected(t, log, filters[i])
-		r.mu.Lock()
-		got, resumes, err := slices.Clone(r.got), r.resumes, r.err
-		r.mu.Unlock()
-		if err != nil {
-			t.Errorf("filter %q: %v", filters[i], err)
-			continue
-		}
-		if len(want) == 0 {
-			t.Errorf("filter %q: the log holds nothing it passes: the test proved nothing for it", filters[i])
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("filter %q: got %d events, want %d\n got %v\nwant %v", filters[i], len(got), len(want), got, want)
-		}
-		if resumes < 3 {
-			t.Errorf("filter %q resumed only %d times", filters[i], resumes)
-		}
-		t.Logf("filter %q: %d events over %d connections", filters[i], len(got), resumes+1)
-	}
+	checkOutsideReaders(t, run, readers, &readersWG, filters, log)
 	t.Logf("%d changes in the log, written through two instances, each killed once", len(log))
 }

@@ -103,16 +103,23 @@ func TestStreamExactlyOnceOutside(t *testing.T) {
 	if refused == 0 {
 		t.Error("no delete of another account's message was tried")
 	}
+	checkOutsideReaders(t, run, readers, &readersWG, filters, log)
+	t.Logf("%d changes in the log, %d refused deletes of others' messages", len(log), refused)
+}
+
+// checkOutsideReaders waits until every reader has what its filter passes
+// of log, stops them, and fails t unless each got exactly that, in order,
+// over at least four connections.
+func checkOutsideReaders(t *testing.T, run *outsideRun, readers []*outsideReader, readersWG *sync.WaitGroup, filters []string, log []outsideChange) {
+	t.Helper()
 	for i, r := range readers {
-		want := outsideExpected(t, log, filters[i])
-		r.waitFor(t, want)
+		r.waitFor(t, outsideExpected(t, log, filters[i]))
 	}
 	run.stopReading.Store(true)
 	for _, r := range readers {
 		r.close()
 	}
 	readersWG.Wait()
-
 	for i, r := range readers {
 		want := outsideExpected(t, log, filters[i])
 		r.mu.Lock()
@@ -133,7 +140,6 @@ func TestStreamExactlyOnceOutside(t *testing.T) {
 		}
 		t.Logf("filter %q: %d events over %d connections", filters[i], len(got), resumes+1)
 	}
-	t.Logf("%d changes in the log, %d refused deletes of others' messages", len(log), refused)
 }
 
 // outsideRun is the server under test, which changes address on restart.
