@@ -85,7 +85,6 @@ const DefaultPollEvery = time.Second
 // database.
 type DB struct {
 	pool     *pgxpool.Pool
-	url      string
 	now      func() time.Time
 	log      *slog.Logger
 	onCommit func(took time.Duration, writes int)
@@ -138,7 +137,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		params["plan_cache_mode"] = "force_generic_plan"
 	}
 	params["timezone"] = "UTC"
-	db := &DB{url: url, now: opts.Now, log: opts.Logger, onCommit: opts.OnCommit, stop: make(chan struct{})}
+	db := &DB{now: opts.Now, log: opts.Logger, onCommit: opts.OnCommit, stop: make(chan struct{})}
 	if db.now == nil {
 		db.now = time.Now
 	}
