@@ -17,10 +17,27 @@
 #   update_one_row    pgbench: one UPDATE of a random row per transaction,
 #                     each committed (fsync'd): the least a durable write
 #                     costs
-# and prints each as transactions/s and as a ratio to the baseline.
+#   http_select_by_key
+#                     wrk against bench/pgbaseline: an HTTP server built
+#                     like the baseline whose handler reads one row of
+#                     pgbench's by primary key through a pgx pool and
+#                     answers it as JSON, a round trip per request: the
+#                     most a server reading PostgreSQL that way can serve
+#   http_select_by_key_together
+#                     the same with the reads of concurrent requests sent
+#                     in one pipeline, as Herald's store sends its short
+#                     reads (pg/readbatch.go)
+#   herald_bolt_get_by_id
+#                     wrk against Herald on bbolt, filled with MESSAGES
+#                     messages through the API: bench/scale.sh's get_by_id
+# and prints each as requests or transactions/s and as a ratio to the
+# baseline (measured at the start and again at the end; the ratios use the
+# mean), then both HTTP floors as shares of herald_bolt_get_by_id: the
+# most a read on PostgreSQL can reach of bbolt's on these cores, each way.
 #
-# Usage: bench/pgfloor.sh                 # about a minute
-# Environment: CONNS=64 DURATION=10 (seconds per pgbench run) KEEP_WORK=1.
+# Usage: bench/pgfloor.sh                 # about two minutes
+# Environment: CONNS=64 DURATION=10 (seconds per run) MESSAGES=10000
+# KEEP_WORK=1.
 # Output: the report on stdout and in bench/out/pgfloor-YYYYmmdd-HHMMSS.txt.
 # Only a Unix socket and 127.0.0.1 are used; everything is stopped by PID.
 set -euo pipefail
@@ -34,12 +51,15 @@ repo=$(cd "$bench/.." && pwd)
 
 CONNS=${CONNS:-64}
 DURATION=${DURATION:-10}
+MESSAGES=${MESSAGES:-10000}
 KEEP_WORK=${KEEP_WORK:-}
 need_int CONNS "$CONNS" 1 1000
 need_int DURATION "$DURATION" 1
+need_int MESSAGES "$MESSAGES" 1
 
 bench_setup pgfloor
-trap 'status=$?; pg_stop; (exit "$status"); cleanup' EXIT
+pgbaseline_pid='' fill_pid=''
+trap 'status=$?; stop_pid "$pgbaseline_pid" 5; stop_pid "$fill_pid" 1; pg_stop; (exit "$status"); cleanup' EXIT
 need_wrk log
 pg_bin || die "PostgreSQL is not installed"
 bin=$REPLY
@@ -47,20 +67,31 @@ bin=$REPLY
 
 say_start "PostgreSQL's floor on this machine"
 go_build "$repo" ./bench/baseline "$work/baseline" bench/baseline
+go_build "$repo" ./bench/pgbaseline "$work/pgbaseline" bench/pgbaseline
+go_build "$repo" . "$work/herald" herald
 pg_start "$work/pg"
 pg_createdb floor
 url=$REPLY
 say "postgres: $("$bin/postgres" --version), fsync and synchronous_commit on, on a Unix socket; $CONNS clients, ${DURATION}s a run"
 
+# wrk_rps NAME ARGS...: REPLY = requests/s of a wrk run of DURATION
+# seconds with CONNS connections; dies on a failed run or on answers
+# other than 2xx.
+wrk_rps() {
+  local name=$1
+  shift
+  wrk -t2 -c"$CONNS" -d"${DURATION}s" "$@" >"$work/$name.txt" 2>&1 || { cat "$work/$name.txt" >&2; die "wrk $name failed"; }
+  ! grep -q 'Non-2xx' "$work/$name.txt" || { cat "$work/$name.txt" >&2; die "$name: answers other than 2xx"; }
+  REPLY=$(awk '/^Requests\/sec:/ { printf "%d", $2 }' "$work/$name.txt")
+  [ -n "$REPLY" ] && ((REPLY > 0)) || die "$name gave no figure"
+}
+
 "$work/baseline" -addr 127.0.0.1:0 2>"$work/baseline.log" &
 baseline_pid=$!
 listen_addr "$work/baseline.log" "$baseline_pid" baseline
 baseline_url="http://$REPLY/healthz"
-wrk -t2 -c"$CONNS" -d5s "$baseline_url" >"$work/wrk.txt"
-base=$(awk '/^Requests\/sec:/ { printf "%d", $2 }' "$work/wrk.txt")
-[ -n "$base" ] && ((base > 0)) || die "the baseline gave no figure"
-stop_pid "$baseline_pid" 5
-baseline_pid=''
+wrk_rps baseline_start "$baseline_url"
+base_start=$REPLY
 
 pgbench() { pg_as_owner "$bin/pgbench" "$@"; }
 pgbench -i -q -s 10 "$url" >"$work/init.log" 2>&1 || { cat "$work/init.log" >&2; die "pgbench -i failed"; }
@@ -69,9 +100,7 @@ chmod 644 "$work/select1.sql"
 printf '\\set aid random(1, 100000 * :scale)\nUPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;\n' >"$work/update.sql"
 chmod 644 "$work/update.sql"
 
-say ""
-say "$(printf '%-16s %12s %8s' run "per second" ratio)"
-say "$(printf '%-16s %12d %8.3f' baseline "$base" 1)"
+declare -A rate
 for run in select_1 select_by_key update_one_row; do
   case $run in
     select_1) args=(-f "$work/select1.sql") ;;
@@ -80,10 +109,67 @@ for run in select_1 select_by_key update_one_row; do
   esac
   pgbench -n -M prepared -c "$CONNS" -j 2 -T "$DURATION" "${args[@]}" "$url" >"$work/$run.txt" 2>&1 ||
     { cat "$work/$run.txt" >&2; die "pgbench $run failed"; }
-  tps=$(awk '/^tps = / { printf "%d", $3 }' "$work/$run.txt")
-  say "$(printf '%-16s %12d %8.3f' "$run" "$tps" "$(awk -v a="$tps" -v b="$base" 'BEGIN { print a / b }')")"
+  rate[$run]=$(awk '/^tps = / { printf "%d", $3 }' "$work/$run.txt")
+done
+
+# One row by key through HTTP, each way: the pgbench table has 100,000
+# rows a unit of scale.
+for run in http_select_by_key http_select_by_key_together; do
+  together=()
+  [ "$run" = http_select_by_key ] || together=(-together)
+  "$work/pgbaseline" -addr 127.0.0.1:0 -db "$url" "${together[@]}" 2>"$work/$run.log" &
+  pgbaseline_pid=$!
+  listen_addr "$work/$run.log" "$pgbaseline_pid" pgbaseline
+  wrk_rps "$run" -s "$bench/random_get.lua" "http://$REPLY" -- 1000000 1
+  rate[$run]=$REPLY
+  stop_pid "$pgbaseline_pid" 5
+  pgbaseline_pid=
+done
+
+# Herald on bbolt, filled through the API like bench/scale.sh's run.
+HERALD_ADDR=127.0.0.1:0 HERALD_DB="$work/herald.db" HERALD_WRITES_PER_ACCOUNT=1000000000/1ms \
+  "$work/herald" 2>>"$work/herald.log" &
+herald_pid=$!
+listen_addr "$work/herald.log" "$herald_pid" herald
+herald_url="http://$REPLY"
+token=$(curl -sS --max-time 60 -X POST "$herald_url/api/register" -H 'Content-Type: application/json' \
+  -d '{"email":"floor@example.com","password":"floor bench password"}' | sed -n 's/.*"token":[[:space:]]*"\([^"]*\)".*/\1/p')
+[ -n "$token" ] || die "registering on Herald failed"
+log "filling Herald with $MESSAGES messages"
+wrk -t2 -c"$CONNS" -d300s --timeout 10s -s "$bench/fill.lua" "$herald_url" -- "$MESSAGES" 2 1 "$token" >"$work/fill.txt" 2>&1 &
+fill_pid=$!
+# fill.lua idles once its quota is sent; stop it when the last message is in.
+for ((i = 0; i < 3000; i++)); do
+  newest=$(curl -sS --max-time 10 -H "Authorization: Bearer $token" "$herald_url/api/messages?limit=1" |
+    grep -o '"id":[[:space:]]*[0-9]*' | head -n 1 | grep -o '[0-9]*$' || true)
+  ((${newest:-0} >= MESSAGES)) && break
+  kill -0 "$fill_pid" 2>/dev/null || die "the fill ended at ${newest:-0} of $MESSAGES messages; see $work/fill.txt"
+  sleep 0.1
+done
+((${newest:-0} >= MESSAGES)) || die "the fill did not finish"
+stop_pid "$fill_pid" 1
+fill_pid=
+wrk_rps herald_bolt_get_by_id -H "Authorization: Bearer $token" -s "$bench/random_get.lua" "$herald_url" -- "$MESSAGES" 1
+rate[herald_bolt_get_by_id]=$REPLY
+stop_pid "$herald_pid" 20
+herald_pid=''
+
+wrk_rps baseline_end "$baseline_url"
+base_end=$REPLY
+stop_pid "$baseline_pid" 5
+baseline_pid=''
+base=$(((base_start + base_end) / 2))
+
+say ""
+say "$(printf '%-27s %12s %8s' run "per second" ratio)"
+say "$(printf '%-27s %12d %8.3f' baseline "$base" 1) (start $base_start, end $base_end)"
+for run in select_1 select_by_key update_one_row http_select_by_key http_select_by_key_together herald_bolt_get_by_id; do
+  say "$(printf '%-27s %12d %8.3f' "$run" "${rate[$run]}" "$(awk -v a="${rate[$run]}" -v b="$base" 'BEGIN { print a / b }')")"
 done
 say ""
-say "A Herald request on PostgreSQL costs one such statement at the least,"
-say "besides its HTTP work: its ratio in bench/scale.sh stays below these."
+for run in http_select_by_key http_select_by_key_together; do
+  say "$run / herald_bolt_get_by_id: $(awk -v a="${rate[$run]}" -v b="${rate[herald_bolt_get_by_id]}" 'BEGIN { printf "%.3f", a / b }')"
+done
+say "A Herald read on PostgreSQL asks it at least once, besides its HTTP"
+say "work: its share of bbolt's figure in bench/scale.sh stays below these."
 say "report saved to ${report#"$repo"/}"

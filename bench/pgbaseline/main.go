@@ -1,0 +1,194 @@
+// Command pgbaseline is bench/pgfloor.sh's yardstick for a read on
+// PostgreSQL: bench/baseline's server (net/http, httprouter,
+// encoding/json, Herald's timeouts) whose one handler reads one row by
+// primary key through a pgx pool, prepared and cached as Herald's
+// statements are, and answers it as JSON. No token, no second statement,
+// no logging: what it serves is the most a server asking PostgreSQL once
+// per request can serve on the same cores.
+//
+// Two ways to ask, as bench/pgfloor.sh compares them: by default each
+// request makes its own round trip; with --together the reads of
+// concurrent requests go in one pipeline, as Herald's store sends its
+// short reads (pg/readbatch.go), with as many pipelines in flight at once
+// as Herald's (one a CPU, at least two).
+//
+// It serves GET /api/messages/:id (the path bench/random_get.lua asks
+// for) from pgbench's table pgbench_accounts (pgbench -i), listens on
+// 127.0.0.1:0 unless told otherwise and logs "msg=listening
+// addr=127.0.0.1:NNNNN" on stderr like Herald. SIGINT or SIGTERM stops it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/julienschmidt/httprouter"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:0", "`address` to listen on (host:port)")
+	dbURL := flag.String("db", "", "PostgreSQL `URL` of a database pgbench -i has filled")
+	together := flag.Bool("together", false, "send the reads of concurrent requests in one pipeline")
+	poolSize := flag.Int("pool", 0, "connections in the pool (0: Herald's default, 4 a CPU and at least 8)")
+	flag.Parse()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if *dbURL == "" {
+		logger.Error("--db is required")
+		os.Exit(2)
+	}
+	if err := run(*addr, *dbURL, *poolSize, *together, logger); err != nil {
+		logger.Error("pgbaseline", "err", err)
+		os.Exit(1)
+	}
+}
+
+type account struct {
+	ID      int64  `json:"id"`
+	Branch  int64  `json:"branch"`
+	Balance int64  `json:"balance"`
+	Filler  string `json:"filler"`
+}
+
+const selectSQL = `SELECT aid, bid, abalance, filler FROM pgbench_accounts WHERE aid = $1`
+
+// read is one request's read waiting for a pipeline.
+type read struct {
+	id   int64
+	a    account
+	err  error
+	done chan struct{}
+}
+
+// sendTogether takes the reads queued, as many as are there up to 64,
+// and sends them in one pipeline, until ctx ends.
+func sendTogether(ctx context.Context, pool *pgxpool.Pool, queue <-chan *read) {
+	batch := make([]*read, 0, 64)
+	for {
+		batch = batch[:0]
+		select {
+		case r := <-queue:
+			batch = append(batch, r)
+		case <-ctx.Done():
+			return
+		}
+	more:
+		for len(batch) < cap(batch) {
+			select {
+			case r := <-queue:
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		b := &pgx.Batch{}
+		for _, r := range batch {
+			b.Queue(selectSQL, r.id)
+		}
+		br := pool.SendBatch(ctx, b)
+		for _, r := range batch {
+			r.err = br.QueryRow().Scan(&r.a.ID, &r.a.Branch, &r.a.Balance, &r.a.Filler)
+		}
+		if err := br.Close(); err != nil {
+			for _, r := range batch {
+				if r.err == nil {
+					r.err = err
+				}
+			}
+		}
+		for _, r := range batch {
+			close(r.done)
+		}
+	}
+}
+
+func run(addr, dbURL string, poolSize int, together bool, logger *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return err
+	}
+	if poolSize <= 0 {
+		poolSize = max(8, 4*runtime.NumCPU())
+	}
+	cfg.MaxConns = int32(poolSize)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	queue := make(chan *read, 1024)
+	if together {
+		for range max(2, runtime.GOMAXPROCS(0)) {
+			go sendTogether(ctx, pool, queue)
+		}
+	}
+	router := httprouter.New()
+	router.GET("/api/messages/:id", func(w http.ResponseWriter, req *http.Request, ps httprouter.Params) {
+		id, err := strconv.ParseInt(ps.ByName("id"), 10, 64)
+		if err != nil {
+			http.Error(w, "bad id", http.StatusBadRequest)
+			return
+		}
+		var a account
+		if together {
+			r := &read{id: id, done: make(chan struct{})}
+			queue <- r
+			<-r.done
+			a, err = r.a, r.err
+		} else {
+			err = pool.QueryRow(req.Context(), selectSQL, id).Scan(&a.ID, &a.Branch, &a.Balance, &a.Filler)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			http.Error(w, "no such row", http.StatusNotFound)
+			return
+		}
+		if err != nil {
+			http.Error(w, "database error", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&a)
+	})
+	srv := &http.Server{
+		Handler:           router,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	logger.Info("listening", "addr", ln.Addr().String())
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	select {
+	case err := <-serveErr:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
