@@ -3,6 +3,8 @@ package pg
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
+
 	"herald/model"
 )
 
@@ -31,3 +33,35 @@ func (db *DB) CreateBatch(ctx context.Context, by []model.Caller, contents []str
 // Migrations is the schema's migrations, for tests that build a database
 // as an older Herald left it.
 var Migrations = migrations
+
+// HoldReads keeps the reads sent together queued, none sent, until release
+// is called; then one batch takes them (up to maxReadBatch), so a test
+// knows a batch's make-up. queued tells how many wait. No read may be in
+// flight when it is called.
+func (db *DB) HoldReads() (queued func() int, release func()) {
+	r := &db.reads
+	r.mu.Lock()
+	r.running += readConcurrency()
+	r.mu.Unlock()
+	queued = func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.queue)
+	}
+	release = func() {
+		r.mu.Lock()
+		r.running -= readConcurrency() - 1
+		r.mu.Unlock()
+		db.workers.Add(1)
+		go db.sendReads()
+	}
+	return queued, release
+}
+
+// FailingRead is a read, sent with the others, whose statement fails.
+func (db *DB) FailingRead() error {
+	return db.readTogether(func(b *pgx.Batch) { b.Queue("SELECT 1/0") }, func(br pgx.BatchResults) error {
+		var n int
+		return br.QueryRow().Scan(&n)
+	})
+}

@@ -171,26 +171,29 @@ func (db *DB) queueCaller(b *pgx.Batch, by model.Caller) resolver {
 }
 
 // Message reads message id for the caller, whose account it returns,
-// resolved in the same round trip. Errors: model.ErrUnauthorized,
-// model.ErrNotFound.
+// resolved in the same round trip, sent together with other reads
+// (readbatch.go). Errors: model.ErrUnauthorized, model.ErrNotFound.
 func (db *DB) Message(ctx context.Context, by model.Caller, id uint64) (*model.User, *model.Message, error) {
-	b := &pgx.Batch{}
-	resolve := db.queueCaller(b, by)
-	b.Queue(`SELECT `+messageColumns+` FROM messages m JOIN users u ON u.id = m.owner_id WHERE m.id = $1`, int64(id))
-	br := db.pool.SendBatch(ctx, b)
-	defer br.Close()
-	u, err := resolve(br)
+	var (
+		resolve resolver
+		u       *model.User
+		m       *model.Message
+	)
+	err := db.readTogether(func(b *pgx.Batch) {
+		resolve = db.queueCaller(b, by)
+		b.Queue(`SELECT `+messageColumns+` FROM messages m JOIN users u ON u.id = m.owner_id WHERE m.id = $1`, int64(id))
+	}, func(br pgx.BatchResults) error {
+		var err error
+		if u, err = resolve(br); err != nil {
+			return err
+		}
+		m, err = scanMessage(br.QueryRow())
+		if errors.Is(err, pgx.ErrNoRows) {
+			return model.Errorf(model.ErrNotFound, "message %d does not exist", id)
+		}
+		return err
+	})
 	if err != nil {
-		return nil, nil, err
-	}
-	m, err := scanMessage(br.QueryRow())
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, model.Errorf(model.ErrNotFound, "message %d does not exist", id)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := br.Close(); err != nil {
 		return nil, nil, err
 	}
 	return u, m, nil

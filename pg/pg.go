@@ -92,6 +92,7 @@ type DB struct {
 	feed     feed
 	lead     leader
 	creates  committer
+	reads    readBatcher
 	// noSpace is the refusal of the last write PostgreSQL failed for a
 	// full disk, until a write succeeds.
 	noSpace atomic.Pointer[error]

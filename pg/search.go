@@ -80,77 +80,97 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		return nil, nil, v.Err()
 	}
 	limit := q.PageLimit()
-	b := &pgx.Batch{}
 	words := len(q.Terms) > 0
-	if words {
-		b.Queue("BEGIN READ ONLY")
-		b.Queue("SET LOCAL plan_cache_mode = force_custom_plan")
-	}
-	resolve := db.queueCaller(b, by)
 	newest := int64(db.feed.newestMessage())
 	sql, args := searchQuery(&q, limit, newest)
-	b.Queue(sql, args...)
-	if words {
-		b.Queue("COMMIT")
-	}
-	br := db.pool.SendBatch(ctx, b)
-	defer br.Close()
-	if words {
-		for range 2 {
-			if _, err := br.Exec(); err != nil {
-				return nil, nil, ctxErr(ctx, err)
-			}
-		}
-	}
-	u, err := resolve(br)
-	if err != nil {
-		return nil, nil, err
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return nil, nil, ctxErr(ctx, err)
-	}
 	var (
-		page         = &model.SearchPage{}
+		resolve      resolver
+		u            *model.User
 		lo           int64
 		ownerMissing bool
 		msgs         []*model.Message
 	)
-	for rows.Next() {
-		var (
-			kind, id, owner, rev int64
-			email                *string
-			content              []byte
-			created, updated     *time.Time
-		)
-		if err := rows.Scan(&kind, &id, &owner, &email, &content, &created, &updated, &rev); err != nil {
-			rows.Close()
-			return nil, nil, err
+	queue := func(b *pgx.Batch) {
+		if words {
+			b.Queue("BEGIN READ ONLY")
+			b.Queue("SET LOCAL plan_cache_mode = force_custom_plan")
 		}
-		if kind == 0 {
-			// The bounds row of a search with words: lo in owner_id, and
-			// whether the owner asked for exists in revision.
-			lo, ownerMissing = owner, rev == 0
-			continue
+		resolve = db.queueCaller(b, by)
+		b.Queue(sql, args...)
+		if words {
+			b.Queue("COMMIT")
 		}
-		if email == nil {
-			continue
-		}
-		msgs = append(msgs, &model.Message{ID: uint64(id), OwnerID: uint64(owner), OwnerEmail: *email,
-			Content: string(content), CreatedAt: created.UTC(), UpdatedAt: updated.UTC(), Revision: uint64(rev)})
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, ctxErr(ctx, err)
+	read := func(br pgx.BatchResults) error {
+		lo, ownerMissing, msgs = 0, false, nil
+		if words {
+			for range 2 {
+				if _, err := br.Exec(); err != nil {
+					return ctxErr(ctx, err)
+				}
+			}
+		}
+		var err error
+		if u, err = resolve(br); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return ctxErr(ctx, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				kind, id, owner, rev int64
+				email                *string
+				content              []byte
+				created, updated     *time.Time
+			)
+			if err := rows.Scan(&kind, &id, &owner, &email, &content, &created, &updated, &rev); err != nil {
+				return err
+			}
+			if kind == 0 {
+				// The bounds row of a search with words: lo in owner_id, and
+				// whether the owner asked for exists in revision.
+				lo, ownerMissing = owner, rev == 0
+				continue
+			}
+			if email == nil {
+				continue
+			}
+			msgs = append(msgs, &model.Message{ID: uint64(id), OwnerID: uint64(owner), OwnerEmail: *email,
+				Content: string(content), CreatedAt: created.UTC(), UpdatedAt: updated.UTC(), Revision: uint64(rev)})
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return ctxErr(ctx, err)
+		}
+		if words {
+			if _, err := br.Exec(); err != nil {
+				return ctxErr(ctx, err)
+			}
+		}
+		return nil
 	}
+	var err error
 	if words {
-		if _, err := br.Exec(); err != nil {
-			return nil, nil, ctxErr(ctx, err)
+		// Its own round trip, on the request's context: a client that
+		// leaves cancels its search.
+		b := &pgx.Batch{}
+		queue(b)
+		br := db.pool.SendBatch(ctx, b)
+		err = read(br)
+		if cerr := br.Close(); err == nil {
+			err = ctxErr(ctx, cerr)
 		}
+	} else {
+		// A page without words walks an index for at most its own rows.
+		err = db.readTogether(queue, read)
 	}
-	if err := br.Close(); err != nil {
-		return nil, nil, ctxErr(ctx, err)
+	if err != nil {
+		return nil, nil, err
 	}
+	page := &model.SearchPage{}
 	slices.SortFunc(msgs, func(a, b *model.Message) int { return cmpDesc(a.ID, b.ID) })
 	bottom := windowsTop(&q, newest) - searchSpan + 1 // the lowest ID the windows cover
 	switch {

@@ -1,0 +1,226 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Reads sent together. A read on PostgreSQL is a round trip: Herald
+// writes its statements to a connection, PostgreSQL's backend wakes, runs
+// them and answers, Herald wakes and reads. On a few cores the wake-ups,
+// not the statements, are most of the cost: on two cores an HTTP server
+// that reads one row by primary key per request, and nothing else, served
+// about 8,500 requests a second, and 17,700 when the reads of concurrent
+// requests went to PostgreSQL together, one pipeline of many reads on one
+// connection (bench/pgbaseline, docs/PERFORMANCE.md). So the short reads
+// of the hot paths (a message by ID, a page without words) are queued
+// and sent in batches, like creates (groupcommit.go): nobody waits for a
+// timer; a lone read goes at once, and under load reads queue while the
+// batches in flight run, so batches grow exactly when they pay off.
+//
+// A batch is one pipeline ending in one Sync, so its statements share an
+// implicit transaction: each still reads committed data as of its own
+// start (READ COMMITTED takes a snapshot per statement), but a statement
+// that fails fails those after it. When a batch fails, each of its reads
+// goes again alone, so an error reaches only the read it belongs to.
+// Reads are retried safely: they change nothing.
+//
+// Searches with words are not sent together: each is a transaction of its
+// own, planned for its values, and cancelled when its client leaves.
+
+// maxReadBatch bounds the reads of one pipeline.
+const maxReadBatch = 64
+
+// readTimeout bounds a batch; the requests it carries wait for it.
+const readTimeout = 30 * time.Second
+
+// readOp is one read waiting for its batch. queue adds its statements to
+// a batch; read reads their results, every one of them, in order, keeping
+// what it finds, and returns the read's outcome. Both may run twice (the
+// second time alone), so read must set, not accumulate.
+type readOp struct {
+	queue      func(b *pgx.Batch)
+	read       func(br pgx.BatchResults) error
+	statements int
+	err        error
+	done       chan struct{}
+}
+
+// readBatcher holds the queued reads and counts the batches in flight.
+type readBatcher struct {
+	mu      sync.Mutex
+	queue   []*readOp
+	running int
+}
+
+// readConcurrency is how many batches may be in flight at once: one a
+// CPU, so each core can be writing, or reading, one. More batches in
+// flight make each smaller, and it is their number that costs.
+func readConcurrency() int { return max(2, runtime.GOMAXPROCS(0)) }
+
+// readTogether runs a read in the next batch and returns its outcome.
+func (db *DB) readTogether(queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
+	op := &readOp{queue: queue, read: read, done: make(chan struct{})}
+	r := &db.reads
+	r.mu.Lock()
+	r.queue = append(r.queue, op)
+	start := r.running < readConcurrency()
+	if start {
+		r.running++
+	}
+	r.mu.Unlock()
+	if start {
+		db.workers.Add(1)
+		go db.sendReads()
+	}
+	<-op.done
+	return op.err
+}
+
+// sendReads sends batches until the queue is empty.
+func (db *DB) sendReads() {
+	defer db.workers.Done()
+	r := &db.reads
+	for {
+		r.mu.Lock()
+		n := min(len(r.queue), maxReadBatch)
+		if n == 0 {
+			r.running--
+			r.mu.Unlock()
+			return
+		}
+		batch := slices.Clone(r.queue[:n])
+		r.queue = slices.Delete(r.queue, 0, n)
+		r.mu.Unlock()
+		db.sendReadBatch(batch)
+	}
+}
+
+// sendReadBatch runs one batch and answers each of its reads.
+func (db *DB) sendReadBatch(batch []*readOp) {
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	defer cancel()
+	if len(batch) > 1 && db.sendReadsTogether(ctx, batch) == nil {
+		for _, op := range batch {
+			close(op.done)
+		}
+		return
+	}
+	for _, op := range batch {
+		b := &pgx.Batch{}
+		op.queue(b)
+		br := db.pool.SendBatch(ctx, b)
+		op.err = op.read(br)
+		if err := br.Close(); op.err == nil {
+			op.err = err
+		}
+		close(op.done)
+	}
+}
+
+// sendReadsTogether sends the batch's reads in one pipeline and lets each
+// read its own results. The error is the pipeline's: a statement failed,
+// so every read's outcome is in doubt.
+func (db *DB) sendReadsTogether(ctx context.Context, batch []*readOp) error {
+	b := &pgx.Batch{}
+	for _, op := range batch {
+		before := b.Len()
+		op.queue(b)
+		op.statements = b.Len() - before
+	}
+	br := db.pool.SendBatch(ctx, b)
+	for _, op := range batch {
+		own := &ownResults{br: br, left: op.statements}
+		op.err = op.read(own)
+		own.skipRest()
+	}
+	return br.Close()
+}
+
+// ownResults is one read's share of a batch's results: a read that stops
+// early leaves its other results unread, and one that reads too many would
+// get the next read's; ownResults skips the first and refuses the second.
+type ownResults struct {
+	br   pgx.BatchResults
+	left int
+	rows pgx.Rows // the last rows handed out, closed before the next
+}
+
+var errNotOwn = errors.New("pg: a read asked for more results than it queued")
+
+func (o *ownResults) next() bool {
+	if o.rows != nil {
+		o.rows.Close()
+		o.rows = nil
+	}
+	if o.left == 0 {
+		return false
+	}
+	o.left--
+	return true
+}
+
+func (o *ownResults) Exec() (pgconn.CommandTag, error) {
+	if !o.next() {
+		return pgconn.CommandTag{}, errNotOwn
+	}
+	return o.br.Exec()
+}
+
+func (o *ownResults) Query() (pgx.Rows, error) {
+	if !o.next() {
+		return nil, errNotOwn
+	}
+	rows, err := o.br.Query()
+	o.rows = rows
+	return rows, err
+}
+
+func (o *ownResults) QueryRow() pgx.Row {
+	rows, err := o.Query()
+	return ownRow{rows, err}
+}
+
+// Close is the batch's to call, not a read's.
+func (o *ownResults) Close() error { return nil }
+
+// Tx is nil: a batch of reads runs outside any transaction of Herald's.
+func (o *ownResults) Tx() pgx.Tx { return nil }
+
+// skipRest closes what the read left open and skips its unread results.
+func (o *ownResults) skipRest() {
+	for o.next() {
+		_, _ = o.br.Exec()
+	}
+}
+
+// ownRow is pgx's QueryRow on a row of ownResults.
+type ownRow struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r ownRow) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}

@@ -1,0 +1,183 @@
+package pg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"herald/model"
+	"herald/pg"
+	"herald/storetest"
+)
+
+// TestReadsTogether: reads sent in one batch each get their own answer,
+// whatever the others' outcome: a read that stops early (a token that
+// does not work, so the message is never read) does not hand its unread
+// result to the next, a message not found is that read's alone, and a
+// statement that fails mid-batch fails only its own read; the others
+// after it, failed with it in the pipeline, are answered again alone.
+func TestReadsTogether(t *testing.T) {
+	for _, batch := range []string{"mixed", "mixed, one failing", "stopping early, then the server"} {
+		failing := batch == "mixed, one failing"
+		t.Run(batch, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			db, _ := open(t, pg.Options{})
+
+			type account struct {
+				user  *model.User
+				token model.TokenHash
+				ids   []uint64
+			}
+			accounts := make([]*account, 3)
+			for i := range accounts {
+				a := &account{
+					user:  &model.User{Email: fmt.Sprintf("reader%d@example.com", i), PasswordHash: storetest.FakePasswordHash},
+					token: storetest.TokenHash(fmt.Sprint("reader ", i)),
+				}
+				if _, err := db.CreateUser(ctx, a.user, a.token, time.Hour, nil); err != nil {
+					t.Fatal(err)
+				}
+				for j := range 3 {
+					m, err := db.CreateMessage(ctx, model.ByToken(a.token), fmt.Sprintf("message %d of reader %d", j, i))
+					if err != nil {
+						t.Fatal(err)
+					}
+					a.ids = append(a.ids, m.ID)
+				}
+				accounts[i] = a
+			}
+			unknown := storetest.TokenHash("nobody's")
+
+			// Each read knows its answer; they are queued in this order.
+			type read struct {
+				name  string
+				run   func() error
+				check func(err error) error
+			}
+			var reads []read
+			for round := range 3 {
+				for i, a := range accounts {
+					id := a.ids[round]
+					reader := accounts[(i+1)%len(accounts)]
+					reads = append(reads, read{
+						name: fmt.Sprintf("message %d by reader %d", id, (i+1)%len(accounts)),
+						run: func() error {
+							u, m, err := db.Message(ctx, model.ByToken(reader.token), id)
+							if err != nil {
+								return err
+							}
+							if u.ID != reader.user.ID || m.ID != id || m.OwnerID != a.user.ID ||
+								m.Content != fmt.Sprintf("message %d of reader %d", round, i) {
+								return fmt.Errorf("got caller %d and message %d of %d %q", u.ID, m.ID, m.OwnerID, m.Content)
+							}
+							return nil
+						},
+					})
+				}
+				reads = append(reads,
+					read{
+						name: "a token that does not work",
+						run: func() error {
+							_, _, err := db.Message(ctx, model.ByToken(unknown), accounts[0].ids[0])
+							return err
+						},
+						check: func(err error) error {
+							if !errors.Is(err, model.ErrUnauthorized) {
+								return fmt.Errorf("got %v, want unauthorized", err)
+							}
+							return nil
+						},
+					},
+					read{
+						name: "a message that does not exist",
+						run: func() error {
+							_, _, err := db.Message(ctx, model.ByToken(accounts[1].token), 1<<40)
+							return err
+						},
+						check: func(err error) error {
+							if !errors.Is(err, model.ErrNotFound) {
+								return fmt.Errorf("got %v, want not found", err)
+							}
+							return nil
+						},
+					},
+					read{
+						name: "an owner's newest page",
+						run: func() error {
+							owner := accounts[2]
+							u, page, err := db.SearchMessages(ctx, model.ByToken(accounts[0].token), model.SearchQuery{OwnerEmail: owner.user.Email, Limit: 2})
+							if err != nil {
+								return err
+							}
+							if u.ID != accounts[0].user.ID || len(page.Messages) != 2 || page.Messages[0].ID != owner.ids[2] ||
+								page.Messages[1].ID != owner.ids[1] || page.NextBeforeID != owner.ids[1] {
+								return fmt.Errorf("got caller %d and page %+v", u.ID, page)
+							}
+							return nil
+						},
+					},
+				)
+				if failing && round == 1 {
+					reads = append(reads, read{
+						name: "a statement that fails",
+						run:  db.FailingRead,
+						check: func(err error) error {
+							if err == nil {
+								return errors.New("it did not fail")
+							}
+							return nil
+						},
+					})
+				}
+			}
+
+			// A read by the server, whose statements are the message's
+			// alone, right after a read that stops early: given the unread
+			// result it would answer with the wrong message, and nothing in
+			// the batch would fail to tell.
+			if batch == "stopping early, then the server" {
+				reads = reads[:4] // three good reads, then one without a working token
+			}
+			byServer := accounts[2].ids[1]
+			reads = append(reads, read{
+				name: "a message read by the server",
+				run: func() error {
+					_, m, err := db.Message(ctx, model.ByServer(), byServer)
+					if err != nil {
+						return err
+					}
+					if m.ID != byServer {
+						return fmt.Errorf("got message %d", m.ID)
+					}
+					return nil
+				},
+			})
+
+			queued, release := db.HoldReads()
+			errs := make([]error, len(reads))
+			var wg sync.WaitGroup
+			for i, r := range reads {
+				wg.Go(func() { errs[i] = r.run() })
+				// In order: wait until this one is queued.
+				for queued() < i+1 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			release()
+			wg.Wait()
+			for i, r := range reads {
+				err := errs[i]
+				if r.check != nil {
+					err = r.check(err)
+				}
+				if err != nil {
+					t.Errorf("%s (read %d of %d in one batch): %v", r.name, i+1, len(reads), err)
+				}
+			}
+		})
+	}
+}
