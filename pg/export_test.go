@@ -60,7 +60,7 @@ func (db *DB) HoldReads() (queued func() int, release func()) {
 
 // FailingRead is a read, sent with the others, whose statement fails.
 func (db *DB) FailingRead() error {
-	return db.readTogether(func(b *pgx.Batch) { b.Queue("SELECT 1/0") }, func(br pgx.BatchResults) error {
+	return db.readTogether(context.Background(), func(b *pgx.Batch) { b.Queue("SELECT 1/0") }, func(br pgx.BatchResults) error {
 		var n int
 		return br.QueryRow().Scan(&n)
 	})

@@ -179,7 +179,7 @@ func (db *DB) Message(ctx context.Context, by model.Caller, id uint64) (*model.U
 		u       *model.User
 		m       *model.Message
 	)
-	err := db.readTogether(func(b *pgx.Batch) {
+	err := db.readTogether(ctx, func(b *pgx.Batch) {
 		resolve = db.queueCaller(b, by)
 		b.Queue(`SELECT `+messageColumns+` FROM messages m JOIN users u ON u.id = m.owner_id WHERE m.id = $1`, int64(id))
 	}, func(br pgx.BatchResults) error {

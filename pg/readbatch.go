@@ -65,8 +65,10 @@ type readBatcher struct {
 // flight make each smaller, and it is their number that costs.
 func readConcurrency() int { return max(2, runtime.GOMAXPROCS(0)) }
 
-// readTogether runs a read in the next batch and returns its outcome.
-func (db *DB) readTogether(queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
+// readTogether runs a read in the next batch and returns its outcome, or
+// ctx's error when ctx ends first: the batch goes on without its caller,
+// and what read keeps is then never looked at.
+func (db *DB) readTogether(ctx context.Context, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
 	op := &readOp{queue: queue, read: read, done: make(chan struct{})}
 	r := &db.reads
 	r.mu.Lock()
@@ -80,8 +82,12 @@ func (db *DB) readTogether(queue func(b *pgx.Batch), read func(br pgx.BatchResul
 		db.workers.Add(1)
 		go db.sendReads()
 	}
-	<-op.done
-	return op.err
+	select {
+	case <-op.done:
+		return op.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // sendReads sends batches until the queue is empty.

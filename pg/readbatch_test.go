@@ -181,3 +181,53 @@ func TestReadsTogether(t *testing.T) {
 		})
 	}
 }
+
+// TestReadLeftEarly: a read whose client leaves while it waits for its
+// batch returns at once with the context's error; the batch still runs
+// the others.
+func TestReadLeftEarly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, _ := open(t, pg.Options{})
+	u := &model.User{Email: "leaver@example.com", PasswordHash: storetest.FakePasswordHash}
+	token := storetest.TokenHash("leaver")
+	if _, err := db.CreateUser(ctx, u, token, time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := db.CreateMessage(ctx, model.ByToken(token), "still here")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	queued, release := db.HoldReads()
+	leaving, leave := context.WithCancel(ctx)
+	left := make(chan error, 1)
+	go func() {
+		_, _, err := db.Message(leaving, model.ByToken(token), m.ID)
+		left <- err
+	}()
+	stayed := make(chan error, 1)
+	go func() {
+		_, got, err := db.Message(ctx, model.ByToken(token), m.ID)
+		if err == nil && got.ID != m.ID {
+			err = fmt.Errorf("got message %d", got.ID)
+		}
+		stayed <- err
+	}()
+	for queued() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	leave()
+	select {
+	case err := <-left:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the read whose client left: %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read whose client left still waits for its batch")
+	}
+	release()
+	if err := <-stayed; err != nil {
+		t.Errorf("the read sent with it: %v", err)
+	}
+}

@@ -165,7 +165,7 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		}
 	} else {
 		// A page without words walks an index for at most its own rows.
-		err = db.readTogether(queue, read)
+		err = db.readTogether(ctx, queue, read)
 	}
 	if err != nil {
 		return nil, nil, err
