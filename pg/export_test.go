@@ -65,3 +65,11 @@ func (db *DB) FailingRead() error {
 		return br.QueryRow().Scan(&n)
 	})
 }
+
+// PanickingRead is a read, sent with the others, that panics reading its
+// result.
+func (db *DB) PanickingRead() error {
+	return db.readTogether(context.Background(), func(b *pgx.Batch) { b.Queue("SELECT 1") }, func(br pgx.BatchResults) error {
+		panic("a bug in a read")
+	})
+}

@@ -97,7 +97,11 @@ type DB struct {
 	// full disk, until a write succeeds.
 	noSpace atomic.Pointer[error]
 
-	stop    chan struct{} // closed by Close: the listener and poller end
+	stop chan struct{} // closed by Close: the listener and poller end
+	// life ends with Close: reads sent together stop waiting for
+	// PostgreSQL then.
+	life    context.Context
+	endLife context.CancelFunc
 	workers sync.WaitGroup
 	closed  sync.Once
 }
@@ -139,6 +143,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	}
 	params["timezone"] = "UTC"
 	db := &DB{now: opts.Now, log: opts.Logger, onCommit: opts.OnCommit, stop: make(chan struct{})}
+	db.life, db.endLife = context.WithCancel(context.Background())
 	if db.now == nil {
 		db.now = time.Now
 	}
@@ -184,6 +189,7 @@ func (db *DB) prepare(ctx context.Context) error {
 func (db *DB) Close() error {
 	db.closed.Do(func() {
 		close(db.stop)
+		db.endLife()
 		db.workers.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -3,7 +3,9 @@ package pg
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -28,9 +30,15 @@ import (
 // A batch is one pipeline ending in one Sync, so its statements share an
 // implicit transaction: each still reads committed data as of its own
 // start (READ COMMITTED takes a snapshot per statement), but a statement
-// that fails fails those after it. When a batch fails, each of its reads
-// goes again alone, so an error reaches only the read it belongs to.
-// Reads are retried safely: they change nothing.
+// that fails fails those after it, and so does a connection lost or a
+// batch out of time. When a batch fails, each of its reads still waited
+// for goes again alone, with time of its own, so a statement's error
+// reaches only the read it belongs to. Reads are retried safely: they
+// write nothing (a token's use is noted in memory, twice at worst).
+//
+// A read whose client goes away stops waiting at once; its statements
+// still go with the batch unless the batch is not yet formed, then they
+// are dropped.
 //
 // Searches with words are not sent together: each is a transaction of its
 // own, planned for its values, and cancelled when its client leaves.
@@ -38,7 +46,7 @@ import (
 // maxReadBatch bounds the reads of one pipeline.
 const maxReadBatch = 64
 
-// readTimeout bounds a batch; the requests it carries wait for it.
+// readTimeout bounds a batch, and each read sent again alone.
 const readTimeout = 30 * time.Second
 
 // readOp is one read waiting for its batch. queue adds its statements to
@@ -46,6 +54,7 @@ const readTimeout = 30 * time.Second
 // what it finds, and returns the read's outcome. Both may run twice (the
 // second time alone), so read must set, not accumulate.
 type readOp struct {
+	ctx        context.Context // the caller's: once it ends, nobody waits
 	queue      func(b *pgx.Batch)
 	read       func(br pgx.BatchResults) error
 	statements int
@@ -69,7 +78,7 @@ func readConcurrency() int { return max(2, runtime.GOMAXPROCS(0)) }
 // ctx's error when ctx ends first: the batch goes on without its caller,
 // and what read keeps is then never looked at.
 func (db *DB) readTogether(ctx context.Context, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
-	op := &readOp{queue: queue, read: read, done: make(chan struct{})}
+	op := &readOp{ctx: ctx, queue: queue, read: read, done: make(chan struct{})}
 	r := &db.reads
 	r.mu.Lock()
 	r.queue = append(r.queue, op)
@@ -111,30 +120,49 @@ func (db *DB) sendReads() {
 
 // sendReadBatch runs one batch and answers each of its reads.
 func (db *DB) sendReadBatch(batch []*readOp) {
-	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
-	defer cancel()
-	if len(batch) > 1 && db.sendReadsTogether(ctx, batch) == nil {
+	waited := batch[:0:0]
+	for _, op := range batch {
+		if op.ctx.Err() != nil {
+			close(op.done) // its caller has gone: nothing to send
+			continue
+		}
+		waited = append(waited, op)
+	}
+	batch = waited
+	if len(batch) > 1 && db.sendReadsTogether(batch) == nil {
 		for _, op := range batch {
 			close(op.done)
 		}
 		return
 	}
 	for _, op := range batch {
-		b := &pgx.Batch{}
-		op.queue(b)
-		br := db.pool.SendBatch(ctx, b)
-		op.err = op.read(br)
-		if err := br.Close(); op.err == nil {
-			op.err = err
+		if op.ctx.Err() == nil {
+			db.sendReadAlone(op)
 		}
 		close(op.done)
 	}
 }
 
+// sendReadAlone runs one read in a round trip of its own.
+func (db *DB) sendReadAlone(op *readOp) {
+	ctx, cancel := context.WithTimeout(db.life, readTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	op.queue(b)
+	br := db.pool.SendBatch(ctx, b)
+	op.err = db.readOwn(op, br)
+	if err := br.Close(); op.err == nil {
+		op.err = err
+	}
+}
+
 // sendReadsTogether sends the batch's reads in one pipeline and lets each
 // read its own results. The error is the pipeline's: a statement failed,
-// so every read's outcome is in doubt.
-func (db *DB) sendReadsTogether(ctx context.Context, batch []*readOp) error {
+// the connection was lost or the batch ran out of time, so every read's
+// outcome is in doubt.
+func (db *DB) sendReadsTogether(batch []*readOp) error {
+	ctx, cancel := context.WithTimeout(db.life, readTimeout)
+	defer cancel()
 	b := &pgx.Batch{}
 	for _, op := range batch {
 		before := b.Len()
@@ -144,10 +172,23 @@ func (db *DB) sendReadsTogether(ctx context.Context, batch []*readOp) error {
 	br := db.pool.SendBatch(ctx, b)
 	for _, op := range batch {
 		own := &ownResults{br: br, left: op.statements}
-		op.err = op.read(own)
+		op.err = db.readOwn(op, own)
 		own.skipRest()
 	}
 	return br.Close()
+}
+
+// readOwn runs op's read on br. A read runs on the batch's goroutine, not
+// its request's, so a panic in it is turned into that read's error here
+// rather than ending the process.
+func (db *DB) readOwn(op *readOp, br pgx.BatchResults) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			db.log.Error("a read sent together panicked", "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("pg: a read panicked: %v", p)
+		}
+	}()
+	return op.read(br)
 }
 
 // ownResults is one read's share of a batch's results: a read that stops

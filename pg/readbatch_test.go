@@ -231,3 +231,49 @@ func TestReadLeftEarly(t *testing.T) {
 		t.Errorf("the read sent with it: %v", err)
 	}
 }
+
+// TestReadPanics: a read that panics, which runs on its batch's goroutine,
+// fails alone; the process and the reads sent with it go on.
+func TestReadPanics(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, _ := open(t, pg.Options{})
+	u := &model.User{Email: "steady@example.com", PasswordHash: storetest.FakePasswordHash}
+	token := storetest.TokenHash("steady")
+	if _, err := db.CreateUser(ctx, u, token, time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := db.CreateMessage(ctx, model.ByToken(token), "steady")
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued, release := db.HoldReads()
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			if i == 1 {
+				errs[i] = db.PanickingRead()
+				return
+			}
+			_, got, err := db.Message(ctx, model.ByToken(token), m.ID)
+			if err == nil && got.ID != m.ID {
+				err = fmt.Errorf("got message %d", got.ID)
+			}
+			errs[i] = err
+		})
+		for queued() < i+1 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	release()
+	wg.Wait()
+	if errs[1] == nil {
+		t.Error("the read that panicked returned no error")
+	}
+	for _, i := range []int{0, 2} {
+		if errs[i] != nil {
+			t.Errorf("read %d, sent with the one that panicked: %v", i, errs[i])
+		}
+	}
+}

@@ -52,8 +52,12 @@ import (
 // plan_cache_mode for itself), while every other statement keeps the plan
 // it was prepared with.
 //
-// A search is one round trip; when the client goes away its context ends,
-// and pgx asks PostgreSQL to cancel the statement.
+// A search is one round trip. A search with words is sent on its own:
+// when the client goes away its context ends, and pgx asks PostgreSQL to
+// cancel the statement. A page without words, which walks an index for
+// at most its own rows, is sent together with other reads
+// (readbatch.go): a client that goes away stops waiting for it, and the
+// batch still runs it.
 
 // windowSizes are the ID spans of one page's windows, in the order they
 // are read. Small first: common words fill a page within a few thousand
