@@ -41,7 +41,7 @@ var Migrations = migrations
 func (db *DB) HoldReads() (queued func() int, release func()) {
 	r := &db.reads
 	r.mu.Lock()
-	r.running += readConcurrency()
+	r.running += r.limit
 	r.mu.Unlock()
 	queued = func() int {
 		r.mu.Lock()
@@ -50,10 +50,10 @@ func (db *DB) HoldReads() (queued func() int, release func()) {
 	}
 	release = func() {
 		r.mu.Lock()
-		r.running -= readConcurrency() - 1
+		r.running -= r.limit - 1
 		r.mu.Unlock()
-		db.workers.Add(1)
-		go db.sendReads()
+		r.workers.Add(1)
+		go r.drain()
 	}
 	return queued, release
 }

@@ -2,9 +2,7 @@ package pg
 
 import (
 	"context"
-	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"herald/model"
@@ -15,11 +13,9 @@ import (
 // instances, or two requests, can never log changes at once: one create
 // at a time would cost a round trip and an fsync each. Creates are the
 // writes that come in floods, so each instance queues them and a
-// committer goroutine writes everything queued in one statement, one
-// transaction and one fsync, as the bbolt store's committer does. Nobody
-// waits for a timer: a lone create goes at once, and under load the queue
-// fills while the previous statement runs, so batches grow exactly when
-// they pay off.
+// committer goroutine (one batch in flight, batches.go) writes everything
+// queued in one statement, one transaction and one fsync, as the bbolt
+// store's committer does.
 //
 // Every create of a batch is checked on its own (its token, its account),
 // and one refused does not spoil the others. A statement that fails as a
@@ -41,46 +37,6 @@ type createOp struct {
 type createResult struct {
 	m   *model.Message
 	err error
-}
-
-// committer runs the queued creates, one batch at a time.
-type committer struct {
-	mu      sync.Mutex
-	queue   []*createOp
-	running bool
-}
-
-// enqueue adds op to the queue and starts a round of batches if none runs.
-func (db *DB) enqueue(op *createOp) {
-	c := &db.creates
-	c.mu.Lock()
-	c.queue = append(c.queue, op)
-	start := !c.running
-	c.running = true
-	c.mu.Unlock()
-	if start {
-		db.workers.Add(1)
-		go db.commitCreates()
-	}
-}
-
-// commitCreates writes batches until the queue is empty.
-func (db *DB) commitCreates() {
-	defer db.workers.Done()
-	c := &db.creates
-	for {
-		c.mu.Lock()
-		n := min(len(c.queue), maxCreateBatch)
-		if n == 0 {
-			c.running = false
-			c.mu.Unlock()
-			return
-		}
-		batch := slices.Clone(c.queue[:n])
-		c.queue = slices.Delete(c.queue, 0, n)
-		c.mu.Unlock()
-		db.commitBatch(batch)
-	}
 }
 
 // createTimeout bounds a batch's statement; the requests it carries are

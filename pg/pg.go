@@ -91,8 +91,8 @@ type DB struct {
 	uses     model.TokenUses
 	feed     feed
 	lead     leader
-	creates  committer
-	reads    readBatcher
+	creates  batches[*createOp]
+	reads    batches[*readOp]
 	// noSpace is the refusal of the last write PostgreSQL failed for a
 	// full disk, until a write succeeds.
 	noSpace atomic.Pointer[error]
@@ -144,6 +144,8 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	params["timezone"] = "UTC"
 	db := &DB{now: opts.Now, log: opts.Logger, onCommit: opts.OnCommit, stop: make(chan struct{})}
 	db.life, db.endLife = context.WithCancel(context.Background())
+	db.creates = batches[*createOp]{limit: 1, size: maxCreateBatch, run: db.commitBatch, workers: &db.workers}
+	db.reads = batches[*readOp]{limit: readConcurrency(), size: maxReadBatch, run: db.sendReadBatch, workers: &db.workers}
 	if db.now == nil {
 		db.now = time.Now
 	}

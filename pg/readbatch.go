@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,9 +21,8 @@ import (
 // requests went to PostgreSQL together, one pipeline of many reads on one
 // connection (bench/pgbaseline, docs/PERFORMANCE.md). So the short reads
 // of the hot paths (a message by ID, a page without words) are queued
-// and sent in batches, like creates (groupcommit.go): nobody waits for a
-// timer; a lone read goes at once, and under load reads queue while the
-// batches in flight run, so batches grow exactly when they pay off.
+// and sent in batches, as creates are (batches.go), with up to
+// readConcurrency batches in flight.
 //
 // A batch is one pipeline ending in one Sync, so its statements share an
 // implicit transaction: each still reads committed data as of its own
@@ -62,16 +59,9 @@ type readOp struct {
 	done       chan struct{}
 }
 
-// readBatcher holds the queued reads and counts the batches in flight.
-type readBatcher struct {
-	mu      sync.Mutex
-	queue   []*readOp
-	running int
-}
-
-// readConcurrency is how many batches may be in flight at once: one a
-// CPU, so each core can be writing, or reading, one. More batches in
-// flight make each smaller, and it is their number that costs.
+// readConcurrency is how many batches of reads may be in flight at once:
+// one a CPU, so each core can be writing, or reading, one. More batches
+// in flight make each smaller, and it is their number that costs.
 func readConcurrency() int { return max(2, runtime.GOMAXPROCS(0)) }
 
 // readTogether runs a read in the next batch and returns its outcome, or
@@ -79,42 +69,12 @@ func readConcurrency() int { return max(2, runtime.GOMAXPROCS(0)) }
 // and what read keeps is then never looked at.
 func (db *DB) readTogether(ctx context.Context, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
 	op := &readOp{ctx: ctx, queue: queue, read: read, done: make(chan struct{})}
-	r := &db.reads
-	r.mu.Lock()
-	r.queue = append(r.queue, op)
-	start := r.running < readConcurrency()
-	if start {
-		r.running++
-	}
-	r.mu.Unlock()
-	if start {
-		db.workers.Add(1)
-		go db.sendReads()
-	}
+	db.reads.add(op)
 	select {
 	case <-op.done:
 		return op.err
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// sendReads sends batches until the queue is empty.
-func (db *DB) sendReads() {
-	defer db.workers.Done()
-	r := &db.reads
-	for {
-		r.mu.Lock()
-		n := min(len(r.queue), maxReadBatch)
-		if n == 0 {
-			r.running--
-			r.mu.Unlock()
-			return
-		}
-		batch := slices.Clone(r.queue[:n])
-		r.queue = slices.Delete(r.queue, 0, n)
-		r.mu.Unlock()
-		db.sendReadBatch(batch)
 	}
 }
 

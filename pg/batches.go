@@ -1,0 +1,57 @@
+package pg
+
+import (
+	"slices"
+	"sync"
+)
+
+// batches queues operations and runs them in batches, on at most limit
+// goroutines at once, started when operations come and ending when the
+// queue is empty. Nobody waits for a timer: a lone operation goes at once,
+// and under load operations queue while the batches in flight run, so
+// batches grow exactly when they pay off. Creates (groupcommit.go) and
+// short reads (readbatch.go) go this way.
+type batches[T any] struct {
+	limit   int       // batches in flight at most
+	size    int       // operations a batch at most
+	run     func([]T) // runs one batch and answers each of its operations
+	workers *sync.WaitGroup
+
+	mu      sync.Mutex
+	queue   []T
+	running int
+}
+
+// add queues op and starts a goroutine for the batches if fewer than
+// limit run.
+func (b *batches[T]) add(op T) {
+	b.mu.Lock()
+	b.queue = append(b.queue, op)
+	start := b.running < b.limit
+	if start {
+		b.running++
+	}
+	b.mu.Unlock()
+	if start {
+		b.workers.Add(1)
+		go b.drain()
+	}
+}
+
+// drain runs batches until the queue is empty.
+func (b *batches[T]) drain() {
+	defer b.workers.Done()
+	for {
+		b.mu.Lock()
+		n := min(len(b.queue), b.size)
+		if n == 0 {
+			b.running--
+			b.mu.Unlock()
+			return
+		}
+		batch := slices.Clone(b.queue[:n])
+		b.queue = slices.Delete(b.queue, 0, n)
+		b.mu.Unlock()
+		b.run(batch)
+	}
+}
