@@ -157,18 +157,11 @@ func TestReadsTogether(t *testing.T) {
 				},
 			})
 
-			queued, release := db.HoldReads()
-			errs := make([]error, len(reads))
-			var wg sync.WaitGroup
+			runs := make([]func() error, len(reads))
 			for i, r := range reads {
-				wg.Go(func() { errs[i] = r.run() })
-				// In order: wait until this one is queued.
-				for queued() < i+1 {
-					time.Sleep(time.Millisecond)
-				}
+				runs[i] = r.run
 			}
-			release()
-			wg.Wait()
+			errs := sendHeld(db, runs)
 			for i, r := range reads {
 				err := errs[i]
 				if r.check != nil {
@@ -189,31 +182,14 @@ func TestReadLeftEarly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	db, _ := open(t, pg.Options{})
-	u := &model.User{Email: "leaver@example.com", PasswordHash: storetest.FakePasswordHash}
-	token := storetest.TokenHash("leaver")
-	if _, err := db.CreateUser(ctx, u, token, time.Hour, nil); err != nil {
-		t.Fatal(err)
-	}
-	m, err := db.CreateMessage(ctx, model.ByToken(token), "still here")
-	if err != nil {
-		t.Fatal(err)
-	}
+	token, id := postOne(ctx, t, db, "leaver")
 
 	queued, release := db.HoldReads()
 	leaving, leave := context.WithCancel(ctx)
 	left := make(chan error, 1)
-	go func() {
-		_, _, err := db.Message(leaving, model.ByToken(token), m.ID)
-		left <- err
-	}()
+	go func() { left <- readMessage(leaving, db, token, id) }()
 	stayed := make(chan error, 1)
-	go func() {
-		_, got, err := db.Message(ctx, model.ByToken(token), m.ID)
-		if err == nil && got.ID != m.ID {
-			err = fmt.Errorf("got message %d", got.ID)
-		}
-		stayed <- err
-	}()
+	go func() { stayed <- readMessage(ctx, db, token, id) }()
 	for queued() < 2 {
 		time.Sleep(time.Millisecond)
 	}
@@ -238,36 +214,9 @@ func TestReadPanics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	db, _ := open(t, pg.Options{})
-	u := &model.User{Email: "steady@example.com", PasswordHash: storetest.FakePasswordHash}
-	token := storetest.TokenHash("steady")
-	if _, err := db.CreateUser(ctx, u, token, time.Hour, nil); err != nil {
-		t.Fatal(err)
-	}
-	m, err := db.CreateMessage(ctx, model.ByToken(token), "steady")
-	if err != nil {
-		t.Fatal(err)
-	}
-	queued, release := db.HoldReads()
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	for i := range errs {
-		wg.Go(func() {
-			if i == 1 {
-				errs[i] = db.PanickingRead()
-				return
-			}
-			_, got, err := db.Message(ctx, model.ByToken(token), m.ID)
-			if err == nil && got.ID != m.ID {
-				err = fmt.Errorf("got message %d", got.ID)
-			}
-			errs[i] = err
-		})
-		for queued() < i+1 {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	release()
-	wg.Wait()
+	token, id := postOne(ctx, t, db, "steady")
+	read := func() error { return readMessage(ctx, db, token, id) }
+	errs := sendHeld(db, []func() error{read, db.PanickingRead, read})
 	if errs[1] == nil {
 		t.Error("the read that panicked returned no error")
 	}
@@ -276,4 +225,47 @@ func TestReadPanics(t *testing.T) {
 			t.Errorf("read %d, sent with the one that panicked: %v", i, errs[i])
 		}
 	}
+}
+
+// postOne registers an account named name with one message and returns
+// the account's token and the message's ID.
+func postOne(ctx context.Context, t *testing.T, db *pg.DB, name string) (model.TokenHash, uint64) {
+	t.Helper()
+	u := &model.User{Email: name + "@example.com", PasswordHash: storetest.FakePasswordHash}
+	token := storetest.TokenHash(name)
+	if _, err := db.CreateUser(ctx, u, token, time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := db.CreateMessage(ctx, model.ByToken(token), "a message of "+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token, m.ID
+}
+
+// readMessage reads message id with token and checks it is the one asked
+// for.
+func readMessage(ctx context.Context, db *pg.DB, token model.TokenHash, id uint64) error {
+	_, m, err := db.Message(ctx, model.ByToken(token), id)
+	if err == nil && m.ID != id {
+		err = fmt.Errorf("got message %d", m.ID)
+	}
+	return err
+}
+
+// sendHeld starts the reads in order, each queued before the next starts,
+// then lets one batch take them all, and returns their outcomes.
+func sendHeld(db *pg.DB, runs []func() error) []error {
+	queued, release := db.HoldReads()
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for i, run := range runs {
+		wg.Go(func() { errs[i] = run() })
+		for queued() < i+1 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	release()
+	wg.Wait()
+	return errs
 }
