@@ -13,17 +13,16 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/julienschmidt/httprouter"
+
+	"herald/bench/internal/yardstick"
 )
 
 func main() {
@@ -38,37 +37,10 @@ func main() {
 			Status string `json:"status"`
 		}{"ok"})
 	})
-	// The same timeouts as Herald's main.go.
-	srv := &http.Server{
-		Handler:           router,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		logger.Error("listen", "err", err)
-		os.Exit(1)
-	}
-	logger.Info("listening", "addr", ln.Addr().String())
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	select {
-	case err := <-serveErr:
-		logger.Error("serve", "err", err)
-		os.Exit(1)
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		logger.Error("shutdown", "err", err)
+	if err := yardstick.Serve(ctx, *addr, router, logger); err != nil {
+		logger.Error("baseline", "err", err)
 		os.Exit(1)
 	}
 }
