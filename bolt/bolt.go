@@ -311,7 +311,7 @@ func (db *DB) WritesFailing(context.Context) error {
 // drained to the end: bbolt's checker goroutine would block forever if we
 // stopped reading after the first error.
 func (db *DB) Check() error {
-	return db.writes.update(func(tx *bbolt.Tx) error {
+	return db.writes.upkeep(func(tx *bbolt.Tx) error {
 		var errs []error
 		for err := range tx.Check() {
 			errs = append(errs, err)

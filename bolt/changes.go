@@ -270,7 +270,7 @@ func (db *DB) trimFront(ctx context.Context, name []byte, keepFor time.Duration,
 			return removed, err
 		}
 		n := 0
-		err := db.writes.update(func(tx *bbolt.Tx) error {
+		err := db.writes.upkeep(func(tx *bbolt.Tx) error {
 			n = 0
 			log := tx.Bucket(name)
 			head := log.Sequence()

@@ -3,6 +3,7 @@ package bolt
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -36,6 +37,10 @@ var errClosed = errors.New("database is closed")
 type writeOp struct {
 	fn   func(*bbolt.Tx) error
 	done chan error
+	// upkeep marks the server's own housekeeping (merges, sweeps, trims):
+	// its commits succeeding, often in pages the file already has, says
+	// nothing of whether a client's write would fit (see noteCommitted).
+	upkeep bool
 }
 
 type committer struct {
@@ -69,10 +74,18 @@ func newCommitter(db *DB) *committer {
 // update runs fn in a write transaction shared with other concurrent
 // writers, and returns once that transaction is on disk (or has failed).
 func (c *committer) update(fn func(*bbolt.Tx) error) error {
+	return c.queueWrite(&writeOp{fn: fn, done: make(chan error, 1)})
+}
+
+// upkeep is update for the server's housekeeping.
+func (c *committer) upkeep(fn func(*bbolt.Tx) error) error {
+	return c.queueWrite(&writeOp{fn: fn, done: make(chan error, 1), upkeep: true})
+}
+
+func (c *committer) queueWrite(op *writeOp) error {
 	if err := c.db.broken.Load(); err != nil {
 		return *err
 	}
-	op := &writeOp{fn: fn, done: make(chan error, 1)}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -151,7 +164,9 @@ func (c *committer) commit(batch []*writeOp) {
 		})
 		switch {
 		case err == nil:
-			c.db.noteCommitted()
+			if slices.ContainsFunc(batch, func(op *writeOp) bool { return !op.upkeep }) {
+				c.db.noteCommitted()
+			}
 			c.commits.Add(1)
 			c.ops.Add(uint64(len(batch)))
 			if c.onCommit != nil {
@@ -230,7 +245,8 @@ func (db *DB) noteCommitFailed(err error) error {
 	return errNoSpace
 }
 
-// noteCommitted ends a spell of writes failing for lack of storage.
+// noteCommitted ends a spell of writes failing for lack of storage; only
+// a commit that carried a client's write does.
 func (db *DB) noteCommitted() {
 	if db.noSpace.Load() != nil && db.noSpace.Swap(nil) != nil {
 		db.log.Info("writes succeed again: storage was freed")

@@ -25,7 +25,7 @@ func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, 
 			return deleted, err
 		}
 		n := 0
-		err := db.writes.update(func(tx *bbolt.Tx) error {
+		err := db.writes.upkeep(func(tx *bbolt.Tx) error {
 			n = 0
 			var old []*model.Message
 			owners := newOwnerEmails(tx)

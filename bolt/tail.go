@@ -368,7 +368,7 @@ func (db *DB) mergeTail(ctx context.Context) (bool, error) {
 		db.merge.touched = nil
 		db.merge.mu.Unlock()
 	}()
-	err = db.writes.update(func(tx *bbolt.Tx) error {
+	err = db.writes.upkeep(func(tx *bbolt.Tx) error {
 		st := readTermsState(tx)
 		if st.merged != planned.merged || st.mergingTo != planned.mergingTo {
 			return errMergeRaced
@@ -437,7 +437,7 @@ func (db *DB) mergeTail(ctx context.Context) (bool, error) {
 		if !last {
 			next = []byte(terms[chunk])
 		}
-		err := db.writes.update(func(tx *bbolt.Tx) error {
+		err := db.writes.upkeep(func(tx *bbolt.Tx) error {
 			st := readTermsState(tx)
 			if st.mergingTo != hi || !bytes.Equal(st.nextTerm, from) {
 				return errMergeRaced

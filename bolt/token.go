@@ -300,7 +300,7 @@ func (db *DB) SweepExpiredTokens(ctx context.Context) (int, error) {
 		}
 		var next []byte
 		n := 0
-		err := db.writes.update(func(tx *bbolt.Tx) error {
+		err := db.writes.upkeep(func(tx *bbolt.Tx) error {
 			n, next = 0, nil
 			now := db.clock()
 			c := tx.Bucket(bucketTokens).Cursor()

@@ -15,7 +15,7 @@ func (db *DB) FlushTokenUses() (int, error) {
 		return 0, nil
 	}
 	n := 0
-	err := db.writes.update(func(tx *bbolt.Tx) error {
+	err := db.writes.upkeep(func(tx *bbolt.Tx) error {
 		n = 0
 		tokens := tx.Bucket(bucketTokens)
 		seen := make(map[uint64]time.Time) // each account's latest use

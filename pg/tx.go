@@ -51,13 +51,28 @@ const maxWriteAttempts = 5
 
 // write runs fn in a transaction and commits it with its changes logged.
 func (db *DB) write(ctx context.Context, fn func(w *writeTx) error) error {
+	return db.writeOutcome(db.writeRetried(ctx, fn))
+}
+
+// upkeep is write for the server's housekeeping (retention, trims): its
+// commits succeeding says nothing of whether a client's write would fit,
+// so they do not end a spell of writes failing for a full disk.
+func (db *DB) upkeep(ctx context.Context, fn func(w *writeTx) error) error {
+	err := db.writeRetried(ctx, fn)
+	if err == nil {
+		return nil
+	}
+	return db.writeOutcome(err)
+}
+
+func (db *DB) writeRetried(ctx context.Context, fn func(w *writeTx) error) error {
 	var err error
 	for attempt := 1; attempt <= maxWriteAttempts; attempt++ {
 		if err = db.writeOnce(ctx, fn); !retryable(err) {
 			break
 		}
 	}
-	return db.writeOutcome(err)
+	return err
 }
 
 func (db *DB) writeOnce(ctx context.Context, fn func(w *writeTx) error) (err error) {
