@@ -27,15 +27,21 @@
 #                     the same with the reads of concurrent requests sent
 #                     in one pipeline, as Herald's store sends its short
 #                     reads (pg/readbatch.go)
-#   herald_bolt_get_by_id
+#   http_page, http_page_together
+#                     the same server's page: the 20 rows of highest key
+#                     in one statement, answered as JSON, a round trip per
+#                     request and then sent together
+#   herald_bolt_get_by_id, herald_bolt_list_newest_20
 #                     wrk against Herald on bbolt, filled with MESSAGES
 #                     messages through the API: bench/scale.sh's get_by_id
+#                     and list_newest_20
 # and prints each as requests or transactions/s and as a ratio to the
 # baseline (measured at the start and again at the end; the ratios use the
-# mean), then both HTTP floors as shares of herald_bolt_get_by_id: the
-# most a read on PostgreSQL can reach of bbolt's on these cores, each way.
+# mean), then the HTTP floors as shares of Herald's figure on bbolt for
+# the same kind of read: the most a read on PostgreSQL can reach of
+# bbolt's on these cores, each way.
 #
-# Usage: bench/pgfloor.sh                 # about two minutes
+# Usage: bench/pgfloor.sh                 # about three minutes
 # Environment: CONNS=64 DURATION=10 (seconds per run) MESSAGES=10000
 # KEEP_WORK=1.
 # Output: the report on stdout and in bench/out/pgfloor-YYYYmmdd-HHMMSS.txt.
@@ -112,15 +118,18 @@ for run in select_1 select_by_key update_one_row; do
   rate[$run]=$(awk '/^tps = / { printf "%d", $3 }' "$work/$run.txt")
 done
 
-# One row by key through HTTP, each way: the pgbench table has 100,000
-# rows a unit of scale.
-for run in http_select_by_key http_select_by_key_together; do
+# One row by key, and a page, through HTTP, each way: the pgbench table
+# has 100,000 rows a unit of scale.
+for run in http_select_by_key http_select_by_key_together http_page http_page_together; do
   together=()
-  [ "$run" = http_select_by_key ] || together=(-together)
+  [ "${run%_together}" = "$run" ] || together=(-together)
   "$work/pgbaseline" -addr 127.0.0.1:0 -db "$url" "${together[@]}" 2>"$work/$run.log" &
   pgbaseline_pid=$!
   listen_addr "$work/$run.log" "$pgbaseline_pid" pgbaseline
-  wrk_rps "$run" -s "$bench/random_get.lua" "http://$REPLY" -- 1000000 1
+  case $run in
+    http_select_by_key*) wrk_rps "$run" -s "$bench/random_get.lua" "http://$REPLY" -- 1000000 1 ;;
+    http_page*) wrk_rps "$run" "http://$REPLY/api/messages" ;;
+  esac
   rate[$run]=$REPLY
   stop_pid "$pgbaseline_pid" 5
   pgbaseline_pid=
@@ -151,6 +160,8 @@ stop_pid "$fill_pid" 1
 fill_pid=
 wrk_rps herald_bolt_get_by_id -H "Authorization: Bearer $token" -s "$bench/random_get.lua" "$herald_url" -- "$MESSAGES" 1
 rate[herald_bolt_get_by_id]=$REPLY
+wrk_rps herald_bolt_list_newest_20 -H "Authorization: Bearer $token" "$herald_url/api/messages?limit=20"
+rate[herald_bolt_list_newest_20]=$REPLY
 stop_pid "$herald_pid" 20
 herald_pid=''
 
@@ -163,13 +174,18 @@ base=$(((base_start + base_end) / 2))
 say ""
 say "$(printf '%-27s %12s %8s' run "per second" ratio)"
 say "$(printf '%-27s %12d %8.3f' baseline "$base" 1) (start $base_start, end $base_end)"
-for run in select_1 select_by_key update_one_row http_select_by_key http_select_by_key_together herald_bolt_get_by_id; do
+for run in select_1 select_by_key update_one_row http_select_by_key http_select_by_key_together http_page http_page_together \
+  herald_bolt_get_by_id herald_bolt_list_newest_20; do
   say "$(printf '%-27s %12d %8.3f' "$run" "${rate[$run]}" "$(awk -v a="${rate[$run]}" -v b="$base" 'BEGIN { print a / b }')")"
 done
 say ""
-for run in http_select_by_key http_select_by_key_together; do
-  say "$run / herald_bolt_get_by_id: $(awk -v a="${rate[$run]}" -v b="${rate[herald_bolt_get_by_id]}" 'BEGIN { printf "%.3f", a / b }')"
-done
+share() { # FLOOR HERALD_RUN
+  say "$1 / $2: $(awk -v a="${rate[$1]}" -v b="${rate[$2]}" 'BEGIN { printf "%.3f", a / b }')"
+}
+share http_select_by_key herald_bolt_get_by_id
+share http_select_by_key_together herald_bolt_get_by_id
+share http_page herald_bolt_list_newest_20
+share http_page_together herald_bolt_list_newest_20
 say "A Herald read on PostgreSQL asks it at least once, besides its HTTP"
 say "work: its share of bbolt's figure in bench/scale.sh stays below these."
 say "report saved to ${report#"$repo"/}"

@@ -13,9 +13,11 @@
 // as Herald's (one a CPU, at least two).
 //
 // It serves GET /api/messages/:id (the path bench/random_get.lua asks
-// for) from pgbench's table pgbench_accounts (pgbench -i), listens on
-// 127.0.0.1:0 unless told otherwise and logs "msg=listening
-// addr=127.0.0.1:NNNNN" on stderr like Herald. SIGINT or SIGTERM stops it.
+// for) from pgbench's table pgbench_accounts (pgbench -i), and GET
+// /api/messages, a page: the 20 rows of highest key, one statement, as
+// Herald's list_newest_20 reads 20 messages. It listens on 127.0.0.1:0
+// unless told otherwise and logs "msg=listening addr=127.0.0.1:NNNNN" on
+// stderr like Herald. SIGINT or SIGTERM stops it.
 package main
 
 import (
@@ -62,14 +64,44 @@ type account struct {
 	Filler  string `json:"filler"`
 }
 
-const selectSQL = `SELECT aid, bid, abalance, filler FROM pgbench_accounts WHERE aid = $1`
+const (
+	selectSQL = `SELECT aid, bid, abalance, filler FROM pgbench_accounts WHERE aid = $1`
+	pageSQL   = `SELECT aid, bid, abalance, filler FROM pgbench_accounts ORDER BY aid DESC LIMIT 20`
+)
 
-// read is one request's read waiting for a pipeline.
+// read is one request's read waiting for a pipeline: a row by key, or a
+// page when page is set.
 type read struct {
 	id   int64
-	a    account
+	page bool
+	rows []account
 	err  error
 	done chan struct{}
+}
+
+// queue adds r's statement to b.
+func (r *read) queue(b *pgx.Batch) {
+	if r.page {
+		b.Queue(pageSQL)
+	} else {
+		b.Queue(selectSQL, r.id)
+	}
+}
+
+// scan reads r's answer from its statement's rows.
+func (r *read) scan(rows pgx.Rows, err error) {
+	if err != nil {
+		r.err = err
+		return
+	}
+	r.rows, r.err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (account, error) {
+		var a account
+		err := row.Scan(&a.ID, &a.Branch, &a.Balance, &a.Filler)
+		return a, err
+	})
+	if r.err == nil && !r.page && len(r.rows) == 0 {
+		r.err = pgx.ErrNoRows
+	}
 }
 
 // sendTogether takes the reads queued, as many as are there up to 64,
@@ -95,11 +127,11 @@ func sendTogether(ctx context.Context, pool *pgxpool.Pool, queue <-chan *read) {
 		}
 		b := &pgx.Batch{}
 		for _, r := range batch {
-			b.Queue(selectSQL, r.id)
+			r.queue(b)
 		}
 		br := pool.SendBatch(ctx, b)
 		for _, r := range batch {
-			r.err = br.QueryRow().Scan(&r.a.ID, &r.a.Branch, &r.a.Balance, &r.a.Filler)
+			r.scan(br.Query())
 		}
 		if err := br.Close(); err != nil {
 			for _, r := range batch {
@@ -137,6 +169,31 @@ func run(addr, dbURL string, poolSize int, together bool, logger *slog.Logger) e
 			go sendTogether(ctx, pool, queue)
 		}
 	}
+	ask := func(ctx context.Context, r *read) {
+		if together {
+			r.done = make(chan struct{})
+			queue <- r
+			<-r.done
+			return
+		}
+		if r.page {
+			r.scan(pool.Query(ctx, pageSQL))
+		} else {
+			r.scan(pool.Query(ctx, selectSQL, r.id))
+		}
+	}
+	answer := func(w http.ResponseWriter, r *read, body any) {
+		if errors.Is(r.err, pgx.ErrNoRows) {
+			http.Error(w, "no such row", http.StatusNotFound)
+			return
+		}
+		if r.err != nil {
+			http.Error(w, "database error", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(body)
+	}
 	router := httprouter.New()
 	router.GET("/api/messages/:id", func(w http.ResponseWriter, req *http.Request, ps httprouter.Params) {
 		id, err := strconv.ParseInt(ps.ByName("id"), 10, 64)
@@ -144,25 +201,18 @@ func run(addr, dbURL string, poolSize int, together bool, logger *slog.Logger) e
 			http.Error(w, "bad id", http.StatusBadRequest)
 			return
 		}
-		var a account
-		if together {
-			r := &read{id: id, done: make(chan struct{})}
-			queue <- r
-			<-r.done
-			a, err = r.a, r.err
-		} else {
-			err = pool.QueryRow(req.Context(), selectSQL, id).Scan(&a.ID, &a.Branch, &a.Balance, &a.Filler)
+		r := &read{id: id}
+		ask(req.Context(), r)
+		var body any
+		if r.err == nil {
+			body = &r.rows[0]
 		}
-		if errors.Is(err, pgx.ErrNoRows) {
-			http.Error(w, "no such row", http.StatusNotFound)
-			return
-		}
-		if err != nil {
-			http.Error(w, "database error", http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(&a)
+		answer(w, r, body)
+	})
+	router.GET("/api/messages", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
+		r := &read{page: true}
+		ask(req.Context(), r)
+		answer(w, r, map[string]any{"messages": r.rows})
 	})
 	return yardstick.Serve(ctx, addr, router, logger)
 }
