@@ -73,3 +73,16 @@ func (db *DB) PanickingRead() error {
 		panic("a bug in a read")
 	})
 }
+
+// TakeWordSearchTurns takes every turn searches with words have, as if
+// that many ran, until release is called; it returns how many it took.
+func (db *DB) TakeWordSearchTurns() (taken int, release func()) {
+	for range cap(db.wordSearches) {
+		db.wordSearches <- struct{}{}
+	}
+	return cap(db.wordSearches), func() {
+		for range cap(db.wordSearches) {
+			<-db.wordSearches
+		}
+	}
+}

@@ -93,6 +93,10 @@ type DB struct {
 	lead     leader
 	creates  batches[*createOp]
 	reads    batches[*readOp]
+	// wordSearches holds a token for each search with words running: at
+	// most half the pool's connections, so costly searches, however many
+	// clients send them, leave connections for everything else.
+	wordSearches chan struct{}
 	// noSpace is the refusal of the last write PostgreSQL failed for a
 	// full disk, until a write succeeds.
 	noSpace atomic.Pointer[error]
@@ -152,6 +156,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if db.log == nil {
 		db.log = slog.New(slog.DiscardHandler)
 	}
+	db.wordSearches = make(chan struct{}, max(1, cfg.MaxConns/2))
 	db.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)

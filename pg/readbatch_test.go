@@ -269,3 +269,44 @@ func sendHeld(db *pg.DB, runs []func() error) []error {
 	wg.Wait()
 	return errs
 }
+
+// TestWordSearchesLeaveRoom: searches with words run on at most half the
+// pool's connections; while that many run, another waits its turn (and
+// stops waiting when its client leaves) and short reads still go through.
+func TestWordSearchesLeaveRoom(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, _ := open(t, pg.Options{PoolSize: 6})
+	token, id := postOne(ctx, t, db, "searcher")
+	words := model.SearchQuery{Terms: model.Terms("message")}
+
+	taken, release := db.TakeWordSearchTurns()
+	if taken != 3 {
+		t.Errorf("searches with words may take %d of 6 connections, want 3", taken)
+	}
+	waiting, leave := context.WithCancel(ctx)
+	searched := make(chan error, 1)
+	go func() {
+		_, _, err := db.SearchMessages(waiting, model.ByToken(token), words)
+		searched <- err
+	}()
+	if err := readMessage(ctx, db, token, id); err != nil {
+		t.Errorf("a message read while searches with words take their share: %v", err)
+	}
+	if _, page, err := db.SearchMessages(ctx, model.ByToken(token), model.SearchQuery{}); err != nil || len(page.Messages) != 1 {
+		t.Errorf("a page without words while searches with words take their share: %v", err)
+	}
+	select {
+	case err := <-searched:
+		t.Fatalf("a search with words beyond its share ran at once: %v", err)
+	case <-time.After(time.Second):
+	}
+	leave()
+	if err := <-searched; !errors.Is(err, context.Canceled) {
+		t.Errorf("a search with words beyond its share, its client gone: %v, want context.Canceled", err)
+	}
+	release()
+	if _, page, err := db.SearchMessages(ctx, model.ByToken(token), words); err != nil || len(page.Messages) != 1 {
+		t.Errorf("a search with words once there is room: %v", err)
+	}
+}

@@ -54,7 +54,10 @@ import (
 //
 // A search is one round trip. A search with words is sent on its own:
 // when the client goes away its context ends, and pgx asks PostgreSQL to
-// cancel the statement. A page without words, which walks an index for
+// cancel the statement. At most half the pool's connections run searches
+// with words at once; the rest wait their turn, so clients sending costly
+// searches cannot take every connection from the short reads and writes
+// of everyone else (bench/scale.sh's list_beside_costly). A page without words, which walks an index for
 // at most its own rows, is sent together with other reads
 // (readbatch.go): a client that goes away stops waiting for it, and the
 // batch still runs it.
@@ -159,7 +162,13 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 	var err error
 	if words {
 		// Its own round trip, on the request's context: a client that
-		// leaves cancels its search.
+		// leaves cancels its search, or stops waiting for its turn.
+		select {
+		case db.wordSearches <- struct{}{}:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		defer func() { <-db.wordSearches }()
 		b := &pgx.Batch{}
 		queue(b)
 		br := db.pool.SendBatch(ctx, b)
