@@ -86,3 +86,34 @@ func (db *DB) TakeWordSearchTurns() (taken int, release func()) {
 		}
 	}
 }
+
+// RefreshTermStats reads the search terms' statistics now, as the
+// instance does every minute, and reports whether there were any.
+func (db *DB) RefreshTermStats(ctx context.Context) (bool, error) {
+	st, err := db.loadTermStats(ctx)
+	if err != nil {
+		return false, err
+	}
+	db.terms.Store(st)
+	return st != nil, nil
+}
+
+// PlanFor names the plan a search for terms gets now.
+func (db *DB) PlanFor(terms []string) string {
+	return [...]string{"by values", "walk", "postings"}[db.terms.Load().planFor(terms)]
+}
+
+// ForcePlan makes every search with words (and without owner or time
+// filters) take the plan named, as PlanFor names them.
+func (db *DB) ForcePlan(name string) {
+	switch name {
+	case "by values":
+		db.terms.Store(nil)
+	case "walk":
+		db.terms.Store(&termStats{rare: 1, rows: 1e9})
+	case "postings":
+		db.terms.Store(&termStats{rare: 0, rows: 1e9})
+	default:
+		panic("no plan " + name)
+	}
+}

@@ -97,6 +97,9 @@ type DB struct {
 	// most half the pool's connections, so costly searches, however many
 	// clients send them, leave connections for everything else.
 	wordSearches chan struct{}
+	// terms is what PostgreSQL's statistics say of the search terms, nil
+	// without statistics (termstats.go).
+	terms atomic.Pointer[termStats]
 	// noSpace is the refusal of the last write PostgreSQL failed for a
 	// full disk, until a write succeeds.
 	noSpace atomic.Pointer[error]
@@ -173,6 +176,8 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		db.pool.Close()
 		return nil, err
 	}
+	db.workers.Add(1)
+	go db.followTermStats()
 	return db, nil
 }
 

@@ -47,10 +47,14 @@ import (
 // message ID this instance knows of; the newest window is open above, so
 // messages another instance created since are found too.
 //
-// Which plan is right depends on the words, so a search with words is
-// planned for its own values each time (its transaction sets
-// plan_cache_mode for itself), while every other statement keeps the plan
-// it was prepared with.
+// Which plan is right depends on the words. With PostgreSQL's statistics
+// of the terms, Herald chooses (termstats.go) and sends the search in one
+// of two forms, each written so it can be run one way only and planned
+// once: the walk down the IDs, or the read of the rarest word's postings.
+// Without statistics, and for searches filtered by owner or time, a
+// search with words is planned for its own values each time (its
+// transaction sets plan_cache_mode for itself), while every other
+// statement keeps the plan it was prepared with.
 //
 // A search is one round trip. A search with words is sent on its own:
 // when the client goes away its context ends, and pgx asks PostgreSQL to
@@ -61,6 +65,20 @@ import (
 // at most its own rows, is sent together with other reads
 // (readbatch.go): a client that goes away stops waiting for it, and the
 // batch still runs it.
+
+// searchPlan is how a search with words is planned (termstats.go).
+type searchPlan int
+
+const (
+	// planByValues: planned for its values at every request.
+	planByValues searchPlan = iota
+	// planWalk: each window is walked down its IDs and every message's
+	// terms checked, planned once; for common words.
+	planWalk
+	// planPostings: each window reads the words' postings from the GIN
+	// index and sorts the matches, planned once; for a rare word.
+	planPostings
+)
 
 // windowSizes are the ID spans of one page's windows, in the order they
 // are read. Small first: common words fill a page within a few thousand
@@ -89,7 +107,12 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 	limit := q.PageLimit()
 	words := len(q.Terms) > 0
 	newest := int64(db.feed.newestMessage())
-	sql, args := searchQuery(&q, limit, newest)
+	plan := planByValues
+	if words && q.OwnerEmail == "" && q.Since == nil && q.Until == nil {
+		plan = db.terms.Load().planFor(q.Terms)
+	}
+	perRequest := words && plan == planByValues
+	sql, args := searchQuery(&q, limit, newest, plan)
 	var (
 		resolve      resolver
 		u            *model.User
@@ -98,19 +121,19 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		msgs         []*model.Message
 	)
 	queue := func(b *pgx.Batch) {
-		if words {
+		if perRequest {
 			b.Queue("BEGIN READ ONLY")
 			b.Queue("SET LOCAL plan_cache_mode = force_custom_plan")
 		}
 		resolve = db.queueCaller(b, by)
 		b.Queue(sql, args...)
-		if words {
+		if perRequest {
 			b.Queue("COMMIT")
 		}
 	}
 	read := func(br pgx.BatchResults) error {
 		lo, ownerMissing, msgs = 0, false, nil
-		if words {
+		if perRequest {
 			for range 2 {
 				if _, err := br.Exec(); err != nil {
 					return ctxErr(ctx, err)
@@ -152,7 +175,7 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		if err := rows.Err(); err != nil {
 			return ctxErr(ctx, err)
 		}
-		if words {
+		if perRequest {
 			if _, err := br.Exec(); err != nil {
 				return ctxErr(ctx, err)
 			}
@@ -238,7 +261,7 @@ func ctxErr(ctx context.Context, err error) error {
 // content, created_at, updated_at, revision. The bounds row carries lo,
 // the lowest ID since allows, in owner_id, and in revision 1 when there is
 // no owner filter or its owner exists.
-func searchQuery(q *model.SearchQuery, limit int, newest int64) (string, []any) {
+func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan) (string, []any) {
 	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
@@ -251,9 +274,15 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64) (string, []any) 
 	firstAt := func(t time.Time) string {
 		return "(SELECT id FROM messages WHERE created_at >= " + arg(boundTime(t)) + " ORDER BY created_at, id LIMIT 1)"
 	}
+	// Written as m.id + 0, a bound on IDs is not one the primary key can
+	// serve: the plan that reads postings then has no other way.
+	id := "m.id"
+	if plan == planPostings {
+		id = "(m.id + 0)"
+	}
 	var filter strings.Builder
 	if q.BeforeID != 0 && q.BeforeID <= math.MaxInt64 {
-		filter.WriteString(" AND m.id < " + arg(int64(q.BeforeID)))
+		filter.WriteString(" AND " + id + " < " + arg(int64(q.BeforeID)))
 	}
 	lo := "1"
 	if q.Since != nil {
@@ -288,7 +317,13 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64) (string, []any) 
 	if owner != "" {
 		filter.WriteString(" AND m.owner_id = " + owner)
 	}
-	filter.WriteString(" AND m.terms @> " + arg(slices.Clone(q.Terms)) + "::text[]")
+	terms := "m.terms"
+	if plan == planWalk {
+		// Not the indexed column itself, so the walk cannot turn into a
+		// read of postings.
+		terms = "coalesce(m.terms, '{}'::text[])"
+	}
+	filter.WriteString(" AND " + terms + " @> " + arg(slices.Clone(q.Terms)) + "::text[]")
 	ownerOK := "1"
 	if owner != "" {
 		ownerOK = "CASE WHEN " + owner + " IS NULL THEN 0 ELSE 1 END"
@@ -304,10 +339,13 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64) (string, []any) 
 		// The newest window is open above: messages newer than the newest
 		// this instance has heard of are in it (the cursor bounds it, when
 		// there is one).
-		window := "m.id >= " + arg(top-above-size+1)
+		window := id + " >= " + arg(top-above-size+1)
 		order := "m.id DESC"
+		if plan == planPostings {
+			order = "m.id + 0 DESC"
+		}
 		if i > 0 {
-			window += " AND m.id <= " + arg(top-above)
+			window += " AND " + id + " <= " + arg(top-above)
 			// The windows after the first are read only when the first held
 			// too few matches, so the words are not common here: the primary
 			// key may not hand these windows over in order, which would let

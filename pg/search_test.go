@@ -1,0 +1,125 @@
+package pg_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"herald/model"
+	"herald/pg"
+	"herald/pg/pgtest"
+	"herald/storetest"
+)
+
+// TestSearchPlans: the plans a search with words may take — chosen by
+// PostgreSQL for its values, the walk down the IDs, the read of postings —
+// give the same pages and cursors for every query, across windows; and
+// once the table is analysed, Herald picks the walk for a common word and
+// the postings for a rare one.
+func TestSearchPlans(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db, url := open(t, pg.Options{})
+	if got := db.PlanFor([]string{"apple"}); got != "by values" {
+		t.Errorf("before the table is analysed, a search is planned %q, want by values", got)
+	}
+
+	u := &model.User{Email: "planner@example.com", PasswordHash: storetest.FakePasswordHash}
+	token := storetest.TokenHash("planner")
+	if _, err := db.CreateUser(ctx, u, token, time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	// More messages than the windows of one page span, so later windows
+	// and cursors below them are read too: "common" in every message,
+	// "apple" in every third, "pear" in every 97th, "zephyr" in three,
+	// "apple pear" together in every 291st.
+	total := int(pg.SearchSpan) + 3000
+	const batch = 500
+	for start := 0; start < total; start += batch {
+		var by []model.Caller
+		var contents []string
+		for i := start; i < min(start+batch, total); i++ {
+			words := []string{"common", fmt.Sprint("n", i)}
+			if i%3 == 0 {
+				words = append(words, "apple")
+			}
+			if i%97 == 0 {
+				words = append(words, "pear")
+			}
+			if i == 5 || i == total/2 || i == total-7 {
+				words = append(words, "zephyr")
+			}
+			by = append(by, model.ByToken(token))
+			contents = append(contents, strings.Join(words, " "))
+		}
+		_, errs, err := db.CreateBatch(ctx, by, contents)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := pgtest.Exec(ctx, url, "ANALYZE messages"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := db.RefreshTermStats(ctx); err != nil || !ok {
+		t.Fatalf("the terms' statistics after ANALYZE: %v, %v", ok, err)
+	}
+	for terms, want := range map[string]string{"common": "walk", "apple": "walk", "zephyr": "postings", "apple zephyr": "postings", "unheard": "postings"} {
+		if got := db.PlanFor(model.Terms(terms)); got != want {
+			t.Errorf("%q is planned %q, want %q", terms, got, want)
+		}
+	}
+
+	// Every page of a query, following cursors, as "ids | next" lines.
+	pages := func(q model.SearchQuery) []string {
+		var out []string
+		for range 1000 {
+			_, page, err := db.SearchMessages(ctx, model.ByToken(token), q)
+			if err != nil {
+				t.Fatalf("%+v: %v", q, err)
+			}
+			var ids []string
+			for _, m := range page.Messages {
+				ids = append(ids, fmt.Sprint(m.ID))
+			}
+			out = append(out, fmt.Sprintf("%s | %d", strings.Join(ids, " "), page.NextBeforeID))
+			if page.NextBeforeID == 0 {
+				return out
+			}
+			q.BeforeID = page.NextBeforeID
+		}
+		t.Fatalf("%+v: more than 1,000 pages", q)
+		return nil
+	}
+	queries := []model.SearchQuery{
+		{Terms: model.Terms("common"), Limit: 100},
+		{Terms: model.Terms("apple")},
+		{Terms: model.Terms("pear"), Limit: 7},
+		{Terms: model.Terms("apple pear")},
+		{Terms: model.Terms("zephyr")},
+		{Terms: model.Terms("apple zephyr"), Limit: 1},
+		{Terms: model.Terms("unheard")},
+		{Terms: model.Terms("common n17 n2000")}, // words that never meet: short pages
+		{Terms: model.Terms("pear"), BeforeID: uint64(total / 2)},
+	}
+	for _, q := range queries {
+		db.ForcePlan("by values")
+		want := pages(q)
+		if len(want) < 1 {
+			t.Fatalf("%+v: no pages", q)
+		}
+		for _, plan := range []string{"walk", "postings"} {
+			db.ForcePlan(plan)
+			if got := pages(q); !slices.Equal(got, want) {
+				t.Errorf("%+v planned as %s: %d pages, want %d\n got %.300q\nwant %.300q", q, plan, len(got), len(want), got, want)
+			}
+		}
+	}
+}
