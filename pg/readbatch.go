@@ -107,13 +107,20 @@ func (db *DB) sendReadBatch(batch []*readOp) {
 func (db *DB) sendReadAlone(op *readOp) {
 	ctx, cancel := context.WithTimeout(db.life, readTimeout)
 	defer cancel()
+	op.err = db.sendAlone(ctx, op.queue, func(br pgx.BatchResults) error { return db.readOwn(op, br) })
+}
+
+// sendAlone sends what queue adds in a round trip of its own, on ctx, and
+// returns read's outcome, else the pipeline's error.
+func (db *DB) sendAlone(ctx context.Context, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
 	b := &pgx.Batch{}
-	op.queue(b)
+	queue(b)
 	br := db.pool.SendBatch(ctx, b)
-	op.err = db.readOwn(op, br)
-	if err := br.Close(); op.err == nil {
-		op.err = err
+	err := read(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
 	}
+	return err
 }
 
 // sendReadsTogether sends the batch's reads in one pipeline and lets each

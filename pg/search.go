@@ -61,10 +61,10 @@ import (
 // cancel the statement. At most half the pool's connections run searches
 // with words at once; the rest wait their turn, so clients sending costly
 // searches cannot take every connection from the short reads and writes
-// of everyone else (bench/scale.sh's list_beside_costly). A page without words, which walks an index for
-// at most its own rows, is sent together with other reads
-// (readbatch.go): a client that goes away stops waiting for it, and the
-// batch still runs it.
+// of everyone else (bench/scale.sh's list_beside_costly). A page without
+// words, which walks an index for at most its own rows, is sent together
+// with other reads (readbatch.go): a client that goes away stops waiting
+// for it, and the batch still runs it.
 
 // searchPlan is how a search with words is planned (termstats.go).
 type searchPlan int
@@ -192,12 +192,9 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 			return nil, nil, ctx.Err()
 		}
 		defer func() { <-db.wordSearches }()
-		b := &pgx.Batch{}
-		queue(b)
-		br := db.pool.SendBatch(ctx, b)
-		err = read(br)
-		if cerr := br.Close(); err == nil {
-			err = ctxErr(ctx, cerr)
+		err = db.sendAlone(ctx, queue, read)
+		if err != nil && ctx.Err() != nil {
+			err = ctx.Err() // the client left: its search was cancelled
 		}
 	} else {
 		// A page without words walks an index for at most its own rows.
