@@ -88,7 +88,8 @@ func (db *DB) TakeWordSearchTurns() (taken int, release func()) {
 }
 
 // RefreshTermStats reads the search terms' statistics now, as the
-// instance does every minute, and reports whether there were any.
+// instance does every Options.TermStatsEvery, and reports whether there
+// were any.
 func (db *DB) RefreshTermStats(ctx context.Context) (bool, error) {
 	st, err := db.loadTermStats(ctx)
 	if err != nil {

@@ -71,6 +71,11 @@ type Options struct {
 	// whatever notifications say, so a notification lost costs at most
 	// this much delay; zero means DefaultPollEvery.
 	PollEvery time.Duration
+	// TermStatsEvery is how often the instance reads PostgreSQL's
+	// statistics of the search terms again, which choose how searches
+	// with words are planned (termstats.go); zero means
+	// DefaultTermStatsEvery.
+	TermStatsEvery time.Duration
 	// OnCommit, when set, is told about every write transaction that
 	// committed changes: how long its commit took and how many writes it
 	// carried.
@@ -176,8 +181,12 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		db.pool.Close()
 		return nil, err
 	}
+	statsEvery := opts.TermStatsEvery
+	if statsEvery <= 0 {
+		statsEvery = DefaultTermStatsEvery
+	}
 	db.workers.Add(1)
-	go db.followTermStats()
+	go db.followTermStats(statsEvery)
 	return db, nil
 }
 

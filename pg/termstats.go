@@ -17,10 +17,10 @@ import (
 // written so that PostgreSQL has one way to run it. Without statistics (a
 // database not yet analysed) searches are planned per request, as before.
 
-// termStatsEvery is how often an instance reads the statistics again:
-// they change when the table is analysed (by autovacuum, minutes apart at
-// most as often, or by hand), and reading them is one row.
-const termStatsEvery = 15 * time.Second
+// DefaultTermStatsEvery is how often an instance reads the statistics
+// again: they change when the table is analysed (by autovacuum, minutes
+// apart at most as often, or by hand), and reading them is one row.
+const DefaultTermStatsEvery = 15 * time.Second
 
 // termStats is what the planner's statistics say of messages' terms.
 type termStats struct {
@@ -66,11 +66,11 @@ func (db *DB) loadTermStats(ctx context.Context) (*termStats, error) {
 	return st, nil
 }
 
-// followTermStats reads the statistics now and every termStatsEvery until
+// followTermStats reads the statistics now and then every interval until
 // Close.
-func (db *DB) followTermStats() {
+func (db *DB) followTermStats(every time.Duration) {
 	defer db.workers.Done()
-	t := time.NewTicker(termStatsEvery)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		ctx, cancel := context.WithTimeout(db.life, 10*time.Second)
