@@ -85,12 +85,7 @@ func TestReadsTogether(t *testing.T) {
 							_, _, err := db.Message(ctx, model.ByToken(unknown), accounts[0].ids[0])
 							return err
 						},
-						check: func(err error) error {
-							if !errors.Is(err, model.ErrUnauthorized) {
-								return fmt.Errorf("got %v, want unauthorized", err)
-							}
-							return nil
-						},
+						check: wantKind(model.ErrUnauthorized),
 					},
 					read{
 						name: "a message that does not exist",
@@ -98,12 +93,7 @@ func TestReadsTogether(t *testing.T) {
 							_, _, err := db.Message(ctx, model.ByToken(accounts[1].token), 1<<40)
 							return err
 						},
-						check: func(err error) error {
-							if !errors.Is(err, model.ErrNotFound) {
-								return fmt.Errorf("got %v, want not found", err)
-							}
-							return nil
-						},
+						check: wantKind(model.ErrNotFound),
 					},
 					read{
 						name: "an owner's newest page",
@@ -224,6 +214,16 @@ func TestReadPanics(t *testing.T) {
 		if errs[i] != nil {
 			t.Errorf("read %d, sent with the one that panicked: %v", i, errs[i])
 		}
+	}
+}
+
+// wantKind is a read's check that its error is of kind.
+func wantKind(kind error) func(error) error {
+	return func(err error) error {
+		if !errors.Is(err, kind) {
+			return fmt.Errorf("got %v, want %v", err, kind)
+		}
+		return nil
 	}
 }
 
