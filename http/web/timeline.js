@@ -26,6 +26,11 @@ export function timeline({ session, announce }) {
   let stream = null;
   const checks = new Map(); // id → the pending question about its latest update
   let resetPending = false; // a reset came while an editor was open
+  // Infinite scroll: the "older" button loads the next page when it comes
+  // into view, and is there to press for keyboard users.
+  const inView = new IntersectionObserver((entries) => {
+    if (entries.some((e) => e.isIntersecting) && next && !loading) loadPage();
+  }, { rootMargin: '400px' });
 
   const mine = (m) => sameEmail(m.user.email, session.me.email);
   const moderator = () => session.me.roles?.includes('ROLE_ADMIN');
@@ -209,9 +214,15 @@ export function timeline({ session, announce }) {
         queued = null;
         pending?.forEach(apply);
         if (document.activeElement === more && shown.size > before) announce(`${shown.size - before} older messages loaded.`);
-        // The observer reports only changes of visibility: if the button
-        // is still in view after this page, nothing else would load the next.
-        if (!failed && next && !more.hidden && more.getBoundingClientRect().top < innerHeight + 400) setTimeout(loadPage);
+        // The observer reports only changes of visibility, and what it
+        // saw while this page loaded was ignored; nor does it see a change
+        // that comes and goes between two frames (a page that pushes the
+        // button down, then a scroll that brings it back). Observed afresh,
+        // it reports at the next frame whether the button is in view then.
+        if (!failed && next && !more.hidden) {
+          inView.unobserve(more);
+          inView.observe(more);
+        }
       }
     }
   }
@@ -474,12 +485,8 @@ export function timeline({ session, announce }) {
     }
   }
 
-  // Infinite scroll: the "older" button loads the next page when it comes
-  // into view, and is there to press for keyboard users.
   more.addEventListener('click', loadPage);
-  new IntersectionObserver((entries) => {
-    if (entries.some((e) => e.isIntersecting) && next && !loading) loadPage();
-  }, { rootMargin: '400px' }).observe(more);
+  inView.observe(more);
 
   // What was being typed when the session ended without being asked to
   // (the token was revoked elsewhere, another tab logged out): the post
