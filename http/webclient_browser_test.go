@@ -55,13 +55,27 @@ func newWebBrowser(t *testing.T, server string) *webBrowser {
 	axe := loadAxe(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	allocCtx, cancelAlloc := newBrowserAllocator(ctx, chromium, 1280, 900)
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	t.Cleanup(cancelBrowser)
 	// Start the browser: a new browser context needs a running one.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("starting chromium: %v", err)
+	// Chromium once failed to come up at all in CI, before any page
+	// (chromedp: "chrome failed to start"); that is the machine's, not
+	// the client's, so a second start is allowed, and said.
+	var bctx context.Context
+	for attempt := 1; ; attempt++ {
+		allocCtx, cancelAlloc := newBrowserAllocator(ctx, chromium, 1280, 900)
+		c, cancelBrowser := chromedp.NewContext(allocCtx)
+		err := chromedp.Do(c)
+		if err == nil {
+			t.Cleanup(cancelAlloc)
+			t.Cleanup(cancelBrowser)
+			bctx = c
+			break
+		}
+		cancelBrowser()
+		cancelAlloc()
+		if attempt == 2 {
+			t.Fatalf("starting chromium: %v", err)
+		}
+		t.Logf("starting chromium failed, starting it again: %v", err)
 	}
 	b := &webBrowser{t: t, ctx: bctx, server: server, shots: screenshotDir(t), axe: axe}
 	// Checked last, after every step: what went wrong in a page that the
