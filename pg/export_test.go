@@ -39,7 +39,15 @@ var Migrations = migrations
 // knows a batch's make-up. queued tells how many wait. No read may be in
 // flight when it is called.
 func (db *DB) HoldReads() (queued func() int, release func()) {
-	r := &db.reads
+	return hold(&db.reads)
+}
+
+// HoldSearches is HoldReads for the searches with words sent together.
+func (db *DB) HoldSearches() (queued func() int, release func()) {
+	return hold(&db.searches)
+}
+
+func hold(r *batches[*readOp]) (queued func() int, release func()) {
 	r.mu.Lock()
 	r.running += r.limit
 	r.mu.Unlock()
@@ -104,14 +112,24 @@ func (db *DB) PlanFor(terms []string) string {
 	return [...]string{"by values", "walk", "postings"}[db.terms.Load().planFor(terms)]
 }
 
+// FillsEarly reports whether a search for terms, a page of limit, is sent
+// together with others now.
+func (db *DB) FillsEarly(terms []string, limit int) bool {
+	return db.terms.Load().fillsEarly(terms, limit+1)
+}
+
 // ForcePlan makes every search with words (and without owner or time
-// filters) take the plan named, as PlanFor names them.
+// filters) take the plan named, as PlanFor names them: "walk" sent
+// together, "walk alone" sent alone, as if the words were rare together;
+// "postings" sent together.
 func (db *DB) ForcePlan(name string) {
 	switch name {
 	case "by values":
 		db.terms.Store(nil)
 	case "walk":
 		db.terms.Store(&termStats{rare: 1, rows: 1e9})
+	case "walk alone":
+		db.terms.Store(&termStats{rare: 1e-3, rows: 1e9})
 	case "postings":
 		db.terms.Store(&termStats{rare: 0, rows: 1e9})
 	default:

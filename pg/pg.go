@@ -98,7 +98,10 @@ type DB struct {
 	lead     leader
 	creates  batches[*createOp]
 	reads    batches[*readOp]
-	// wordSearches holds a token for each search with words running: at
+	// searches sends searches with words that fill a page early together,
+	// apart from reads so that none of theirs waits behind a search.
+	searches batches[*readOp]
+	// wordSearches holds a token for each search with words sent alone: at
 	// most half the pool's connections, so costly searches, however many
 	// clients send them, leave connections for everything else.
 	wordSearches chan struct{}
@@ -158,6 +161,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	db.life, db.endLife = context.WithCancel(context.Background())
 	db.creates = batches[*createOp]{limit: 1, size: maxCreateBatch, run: db.commitBatch, workers: &db.workers}
 	db.reads = batches[*readOp]{limit: readConcurrency(), size: maxReadBatch, run: db.sendReadBatch, workers: &db.workers}
+	db.searches = batches[*readOp]{limit: readConcurrency(), size: maxReadBatch, run: db.sendReadBatch, workers: &db.workers}
 	if db.now == nil {
 		db.now = time.Now
 	}

@@ -37,8 +37,9 @@ import (
 // still go with the batch unless the batch is not yet formed, then they
 // are dropped.
 //
-// Searches with words are not sent together: each is a transaction of its
-// own, planned for its values, and cancelled when its client leaves.
+// Searches with words that fill a page early by the terms' statistics
+// are sent together too, in batches of their own (search.go); the others
+// each go alone, to be cancelled when their client leaves.
 
 // maxReadBatch bounds the reads of one pipeline.
 const maxReadBatch = 64
@@ -64,12 +65,17 @@ type readOp struct {
 // in flight make each smaller, and it is their number that costs.
 func readConcurrency() int { return max(2, runtime.GOMAXPROCS(0)) }
 
-// readTogether runs a read in the next batch and returns its outcome, or
-// ctx's error when ctx ends first: the batch goes on without its caller,
-// and what read keeps is then never looked at.
+// readTogether runs a read in the next batch of reads and returns its
+// outcome, or ctx's error when ctx ends first: the batch goes on without
+// its caller, and what read keeps is then never looked at.
 func (db *DB) readTogether(ctx context.Context, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
+	return db.sendTogether(ctx, &db.reads, queue, read)
+}
+
+// sendTogether is readTogether on the batches to.
+func (db *DB) sendTogether(ctx context.Context, to *batches[*readOp], queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
 	op := &readOp{ctx: ctx, queue: queue, read: read, done: make(chan struct{})}
-	db.reads.add(op)
+	to.add(op)
 	select {
 	case <-op.done:
 		return op.err

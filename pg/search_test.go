@@ -36,8 +36,8 @@ func TestSearchPlans(t *testing.T) {
 	}
 	// More messages than the windows of one page span, so later windows
 	// and cursors below them are read too: "common" in every message,
-	// "apple" in every third, "pear" in every 97th, "zephyr" in three,
-	// "apple pear" together in every 291st.
+	// "apple" in every third, "fig" in every tenth, "pear" in every 97th,
+	// "zephyr" in three, "apple pear" together in every 291st.
 	total := int(pg.SearchSpan) + 3000
 	const batch = 500
 	for start := 0; start < total; start += batch {
@@ -50,6 +50,9 @@ func TestSearchPlans(t *testing.T) {
 			}
 			if i%97 == 0 {
 				words = append(words, "pear")
+			}
+			if i%10 == 0 {
+				words = append(words, "fig")
 			}
 			if i == 5 || i == total/2 || i == total-7 {
 				words = append(words, "zephyr")
@@ -73,9 +76,43 @@ func TestSearchPlans(t *testing.T) {
 	if ok, err := db.RefreshTermStats(ctx); err != nil || !ok {
 		t.Fatalf("the terms' statistics after ANALYZE: %v, %v", ok, err)
 	}
-	for terms, want := range map[string]string{"common": "walk", "apple": "walk", "zephyr": "postings", "apple zephyr": "postings", "unheard": "postings"} {
+	for terms, want := range map[string]string{"common": "walk", "apple": "walk", "apple fig": "walk", "zephyr": "postings", "apple zephyr": "postings", "unheard": "postings"} {
 		if got := db.PlanFor(model.Terms(terms)); got != want {
 			t.Errorf("%q is planned %q, want %q", terms, got, want)
+		}
+	}
+	// A search expected to fill its page in the first window is sent
+	// together with others; one expected to spend its windows (a 30th of
+	// the messages hold both words: 101 matches need 3,030) goes alone.
+	for terms, want := range map[string]bool{"common": true, "apple": true, "zephyr": true, "unheard": true, "apple fig": false} {
+		if got := db.FillsEarly(model.Terms(terms), 100); got != want {
+			t.Errorf("%q sent together: %v, want %v", terms, got, want)
+		}
+		queued, release := db.HoldSearches()
+		searched := make(chan error, 1)
+		go func() {
+			_, _, err := db.SearchMessages(ctx, model.ByToken(token), model.SearchQuery{Terms: model.Terms(terms), Limit: 100})
+			searched <- err
+		}()
+		// Either the search is answered, or it waits for the searches held.
+		var err error
+		answered := false
+		for !answered && queued() == 0 {
+			select {
+			case err = <-searched:
+				answered = true
+			case <-time.After(time.Millisecond):
+			}
+		}
+		if answered == want {
+			t.Errorf("%q answered while the searches sent together were held: %v, want %v", terms, answered, !want)
+		}
+		release()
+		if !answered {
+			err = <-searched
+		}
+		if err != nil {
+			t.Errorf("%q: %v", terms, err)
 		}
 	}
 
@@ -117,7 +154,7 @@ func TestSearchPlans(t *testing.T) {
 		if len(want) < 1 {
 			t.Fatalf("%+v: no pages", q)
 		}
-		for _, plan := range []string{"walk", "postings"} {
+		for _, plan := range []string{"walk", "walk alone", "postings"} {
 			db.ForcePlan(plan)
 			if got := pages(q); !slices.Equal(got, want) {
 				t.Errorf("%+v planned as %s: %d pages, want %d\n got %.300q\nwant %.300q", q, plan, len(got), len(want), got, want)

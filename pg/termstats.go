@@ -77,7 +77,12 @@ func (db *DB) followTermStats(every time.Duration) {
 		st, err := db.loadTermStats(ctx)
 		cancel()
 		if err == nil {
-			db.terms.Store(st)
+			switch was := db.terms.Swap(st); {
+			case was == nil && st != nil:
+				db.log.Info("searches with words planned from PostgreSQL's statistics of the terms", "messages", int64(st.rows))
+			case was != nil && st == nil:
+				db.log.Info("no statistics of the terms: searches with words planned at each request")
+			}
 		} else if db.life.Err() == nil {
 			db.log.Warn("reading the search terms' statistics; searches keep the plan they have", "err", err)
 		}
@@ -98,14 +103,39 @@ func (st *termStats) planFor(terms []string) searchPlan {
 	}
 	rarest := 1.0
 	for _, t := range terms {
-		share, ok := st.share[t]
-		if !ok {
-			share = st.rare
-		}
-		rarest = min(rarest, share)
+		rarest = min(rarest, st.shareOf(t))
 	}
 	if rarest*st.rows <= float64(windowSizes[0]) {
 		return planPostings
 	}
 	return planWalk
+}
+
+// shareOf is the share of messages holding term.
+func (st *termStats) shareOf(term string) float64 {
+	if share, ok := st.share[term]; ok {
+		return share
+	}
+	return st.rare
+}
+
+// fillsEarly reports whether, by the statistics, a search for terms finds
+// n matches within its first window: always when it reads postings, which
+// it does only for a term that few messages hold (planFor); when it walks,
+// if n matches are expected among the first window's messages, taking the
+// terms as independent, so their shares multiply. Words that are common
+// each but seldom meet are so misjudged; the search then costs its
+// windows, as any search at most does.
+func (st *termStats) fillsEarly(terms []string, n int) bool {
+	if st == nil {
+		return false
+	}
+	if st.planFor(terms) == planPostings {
+		return true
+	}
+	together := 1.0
+	for _, t := range terms {
+		together *= st.shareOf(t)
+	}
+	return float64(n) <= together*float64(windowSizes[0])
 }
