@@ -31,18 +31,34 @@
 #                     the same server's page: the 20 rows of highest key
 #                     in one statement, answered as JSON, a round trip per
 #                     request and then sent together
-#   herald_bolt_get_by_id, herald_bolt_list_newest_20
+#   http_search_common, http_search_two_words, http_search_rare
+#                     the same server's search, sent together, on a table
+#                     of MESSAGES messages written with the words of
+#                     bench/content.lua in the same shares ("apple" in
+#                     30%, "river" in 20%, "zephyr" in one in 10,000,
+#                     20-37 others from its 2,000), terms stored as
+#                     Herald stores them: the 20 newest messages
+#                     holding the words (and one more; Herald's page
+#                     when none is asked for), in the plan that
+#                     suits them, prepared once — for common words the
+#                     walk down the primary key through the newest 2,048
+#                     (Herald's first window), for a rare one the GIN
+#                     postings; no token, no bounds row, no other windows:
+#                     less than any search of Herald's does
+#   herald_bolt_get_by_id, herald_bolt_list_newest_20,
+#   herald_bolt_search_common, herald_bolt_search_two_words,
+#   herald_bolt_search_rare
 #                     wrk against Herald on bbolt, filled with MESSAGES
-#                     messages through the API: bench/scale.sh's get_by_id
-#                     and list_newest_20
+#                     messages through the API: bench/scale.sh's get_by_id,
+#                     list_newest_20 and searches
 # and prints each as requests or transactions/s and as a ratio to the
 # baseline (measured at the start and again at the end; the ratios use the
 # mean), then the HTTP floors as shares of Herald's figure on bbolt for
 # the same kind of read: the most a read on PostgreSQL can reach of
 # bbolt's on these cores, each way.
 #
-# Usage: bench/pgfloor.sh                 # about three minutes
-# Environment: CONNS=64 DURATION=10 (seconds per run) MESSAGES=10000
+# Usage: bench/pgfloor.sh                 # about four minutes
+# Environment: CONNS=64 DURATION=10 (seconds per run) MESSAGES=100000
 # KEEP_WORK=1.
 # Output: the report on stdout and in bench/out/pgfloor-YYYYmmdd-HHMMSS.txt.
 # Only a Unix socket and 127.0.0.1 are used; everything is stopped by PID.
@@ -57,7 +73,7 @@ repo=$(cd "$bench/.." && pwd)
 
 CONNS=${CONNS:-64}
 DURATION=${DURATION:-10}
-MESSAGES=${MESSAGES:-10000}
+MESSAGES=${MESSAGES:-100000}
 KEEP_WORK=${KEEP_WORK:-}
 need_int CONNS "$CONNS" 1 1000
 need_int DURATION "$DURATION" 1
@@ -135,6 +151,42 @@ for run in http_select_by_key http_select_by_key_together http_page http_page_to
   pgbaseline_pid=
 done
 
+# A search's floor: messages with content.lua's words in its shares (its
+# 2,000 filler words, made the same way and drawn skewed to the first, as
+# there), their terms distinct and sorted as Herald stores them (how soon
+# a word is found in a message's terms is most of a walk's cost), under a
+# GIN index, analysed.
+log "writing $MESSAGES messages for the search's floor"
+pg_psql floor "CREATE TABLE floor_messages (id bigint PRIMARY KEY, content text NOT NULL, terms text[] COLLATE \"C\");
+INSERT INTO floor_messages (id, content, terms)
+SELECT i, array_to_string(w, ' '), ARRAY(SELECT DISTINCT unnest(w) ORDER BY 1) FROM (
+  SELECT i, ARRAY(SELECT s[k % 16 + 1] || s[k / 16 % 16 + 1] || s[k / 256 + 1]
+                  FROM (SELECT floor(2000 * random() ^ 1.5)::int * 7919 % 4096 AS k,
+                               '{ba,ko,mi,ru,te,sa,no,li,du,fe,ga,po,zi,ve,ha,jo}'::text[] AS s
+                        FROM generate_series(1, 20 + i % 1 + floor(random() * 18)::int)) v)
+    || CASE WHEN random() < 0.3 THEN '{apple}'::text[] ELSE '{}' END
+    || CASE WHEN random() < 0.2 THEN '{river}'::text[] ELSE '{}' END
+    || CASE WHEN i % 10000 = 4321 THEN '{zephyr}'::text[] ELSE '{}' END AS w
+  FROM generate_series(1, $MESSAGES) i) s;
+CREATE INDEX ON floor_messages USING gin (terms);"
+pg_psql floor "VACUUM ANALYZE floor_messages"
+pg_psql floor "SELECT count(*) FILTER (WHERE terms @> '{apple}'), count(*) FILTER (WHERE terms @> '{apple,river}'), count(*) FILTER (WHERE terms @> '{zephyr}') FROM floor_messages"
+say "floor_messages: $MESSAGES messages; apple, apple and river, zephyr in $(echo "$REPLY" | tr '|' ' ' | awk '{ printf "%d, %d, %d", $1, $2, $3 }')"
+walk_above=$((MESSAGES > 2048 ? MESSAGES - 2048 : 0))
+declare -A search_q=([common]="q=apple&plan=walk&above=$walk_above" [two_words]="q=apple+river&plan=walk&above=$walk_above" [rare]="q=zephyr&plan=postings")
+"$work/pgbaseline" -addr 127.0.0.1:0 -db "$url" -together 2>"$work/search.log" &
+pgbaseline_pid=$!
+listen_addr "$work/search.log" "$pgbaseline_pid" pgbaseline
+search_url="http://$REPLY/api/search"
+for kind in common two_words rare; do
+  curl -fsS --max-time 10 -o "$work/search_$kind.json" "$search_url?${search_q[$kind]}" || die "the floor's $kind search failed"
+  say "floor search $kind (${search_q[$kind]}): $(grep -o '"id":' "$work/search_$kind.json" | wc -l) messages"
+  wrk_rps "http_search_$kind" "$search_url?${search_q[$kind]}"
+  rate[http_search_$kind]=$REPLY
+done
+stop_pid "$pgbaseline_pid" 5
+pgbaseline_pid=
+
 # Herald on bbolt, filled through the API like bench/scale.sh's run.
 HERALD_ADDR=127.0.0.1:0 HERALD_DB="$work/herald.db" HERALD_WRITES_PER_ACCOUNT=1000000000/1ms \
   "$work/herald" 2>>"$work/herald.log" &
@@ -162,6 +214,11 @@ wrk_rps herald_bolt_get_by_id -H "Authorization: Bearer $token" -s "$bench/rando
 rate[herald_bolt_get_by_id]=$REPLY
 wrk_rps herald_bolt_list_newest_20 -H "Authorization: Bearer $token" "$herald_url/api/messages?limit=20"
 rate[herald_bolt_list_newest_20]=$REPLY
+declare -A herald_q=([common]="q=apple" [two_words]="q=apple+river" [rare]="q=zephyr")
+for kind in common two_words rare; do
+  wrk_rps "herald_bolt_search_$kind" -H "Authorization: Bearer $token" "$herald_url/api/messages?${herald_q[$kind]}"
+  rate[herald_bolt_search_$kind]=$REPLY
+done
 stop_pid "$herald_pid" 20
 herald_pid=''
 
@@ -175,7 +232,8 @@ say ""
 say "$(printf '%-27s %12s %8s' run "per second" ratio)"
 say "$(printf '%-27s %12d %8.3f' baseline "$base" 1) (start $base_start, end $base_end)"
 for run in select_1 select_by_key update_one_row http_select_by_key http_select_by_key_together http_page http_page_together \
-  herald_bolt_get_by_id herald_bolt_list_newest_20; do
+  http_search_common http_search_two_words http_search_rare \
+  herald_bolt_get_by_id herald_bolt_list_newest_20 herald_bolt_search_common herald_bolt_search_two_words herald_bolt_search_rare; do
   say "$(printf '%-27s %12d %8.3f' "$run" "${rate[$run]}" "$(awk -v a="${rate[$run]}" -v b="$base" 'BEGIN { print a / b }')")"
 done
 say ""
@@ -186,6 +244,9 @@ share http_select_by_key herald_bolt_get_by_id
 share http_select_by_key_together herald_bolt_get_by_id
 share http_page herald_bolt_list_newest_20
 share http_page_together herald_bolt_list_newest_20
+share http_search_common herald_bolt_search_common
+share http_search_two_words herald_bolt_search_two_words
+share http_search_rare herald_bolt_search_rare
 say "A Herald read on PostgreSQL asks it at least once, besides its HTTP"
 say "work: its share of bbolt's figure in bench/scale.sh stays below these."
 say "report saved to ${report#"$repo"/}"

@@ -15,9 +15,21 @@
 // It serves GET /api/messages/:id (the path bench/random_get.lua asks
 // for) from pgbench's table pgbench_accounts (pgbench -i), and GET
 // /api/messages, a page: the 20 rows of highest key, one statement, as
-// Herald's list_newest_20 reads 20 messages. It listens on 127.0.0.1:0
-// unless told otherwise and logs "msg=listening addr=127.0.0.1:NNNNN" on
-// stderr like Herald. SIGINT or SIGTERM stops it.
+// Herald's list_newest_20 reads 20 messages. GET /api/search?q=WORDS is a
+// search's floor, on a table of messages bench/pgfloor.sh writes
+// (floor_messages: id, content, terms text[] under a GIN index): the 20
+// newest messages holding every word, Herald's page when none is asked
+// for (and one more, as Herald reads to prove a next page), in the one plan that suits the words, which the
+// caller names: plan=walk walks the primary key down from the newest
+// message to the one above=ID, checking each message's terms (for common
+// words; without that bound a plan made once, for any words, reads the
+// whole table and sorts it, the walk being priced for words that seldom
+// match), plan=postings reads the words' postings from the GIN index and
+// sorts the matches (for a rare word).
+// Each statement is prepared once, so no request pays for planning. It
+// listens on 127.0.0.1:0 unless told otherwise and logs
+// "msg=listening addr=127.0.0.1:NNNNN" on stderr like Herald. SIGINT or
+// SIGTERM stops it.
 package main
 
 import (
@@ -31,6 +43,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5"
@@ -67,23 +80,37 @@ type account struct {
 const (
 	selectSQL = `SELECT aid, bid, abalance, filler FROM pgbench_accounts WHERE aid = $1`
 	pageSQL   = `SELECT aid, bid, abalance, filler FROM pgbench_accounts ORDER BY aid DESC LIMIT 20`
+	// A search's rows fill account's fields: id, 0, 0, content. Written
+	// as coalesce(terms, ...), the terms are not the indexed column, so
+	// the walk cannot become a read of postings; ordered by id + 0, the
+	// postings' matches cannot be walked down the primary key.
+	walkSQL     = `SELECT id, 0::int, 0::int, content FROM floor_messages WHERE id > $2 AND coalesce(terms, '{}') @> $1::text[] ORDER BY id DESC LIMIT 21`
+	postingsSQL = `SELECT id, 0::int, 0::int, content FROM floor_messages WHERE terms @> $1::text[] ORDER BY id + 0 DESC LIMIT 21`
 )
 
-// read is one request's read waiting for a pipeline: a row by key, or a
-// page when page is set.
+// read is one request's read waiting for a pipeline: a row by key, a page
+// when page is set, or a search when search is set.
 type read struct {
-	id   int64
-	page bool
-	rows []account
-	err  error
-	done chan struct{}
+	id     int64
+	page   bool
+	search string // the statement of a search
+	terms  []string
+	above  int64 // a walk's lowest ID, less one
+	rows   []account
+	err    error
+	done   chan struct{}
 }
 
 // queue adds r's statement to b.
 func (r *read) queue(b *pgx.Batch) {
-	if r.page {
+	switch {
+	case r.search == walkSQL:
+		b.Queue(r.search, r.terms, r.above)
+	case r.search != "":
+		b.Queue(r.search, r.terms)
+	case r.page:
 		b.Queue(pageSQL)
-	} else {
+	default:
 		b.Queue(selectSQL, r.id)
 	}
 }
@@ -99,7 +126,7 @@ func (r *read) scan(rows pgx.Rows, err error) {
 		err := row.Scan(&a.ID, &a.Branch, &a.Balance, &a.Filler)
 		return a, err
 	})
-	if r.err == nil && !r.page && len(r.rows) == 0 {
+	if r.err == nil && !r.page && r.search == "" && len(r.rows) == 0 {
 		r.err = pgx.ErrNoRows
 	}
 }
@@ -157,6 +184,10 @@ func run(addr, dbURL string, poolSize int, together bool, logger *slog.Logger) e
 		poolSize = max(8, 4*runtime.NumCPU())
 	}
 	cfg.MaxConns = int32(poolSize)
+	// Planned once per connection, as Herald's statements are: left to
+	// choose, PostgreSQL planned the walk anew at every request, its
+	// generic plan priced for words that seldom match.
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
@@ -176,9 +207,14 @@ func run(addr, dbURL string, poolSize int, together bool, logger *slog.Logger) e
 			<-r.done
 			return
 		}
-		if r.page {
+		switch {
+		case r.search == walkSQL:
+			r.scan(pool.Query(ctx, r.search, r.terms, r.above))
+		case r.search != "":
+			r.scan(pool.Query(ctx, r.search, r.terms))
+		case r.page:
 			r.scan(pool.Query(ctx, pageSQL))
-		} else {
+		default:
 			r.scan(pool.Query(ctx, selectSQL, r.id))
 		}
 	}
@@ -211,6 +247,29 @@ func run(addr, dbURL string, poolSize int, together bool, logger *slog.Logger) e
 	})
 	router.GET("/api/messages", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
 		r := &read{page: true}
+		ask(req.Context(), r)
+		answer(w, r, map[string]any{"messages": r.rows})
+	})
+	router.GET("/api/search", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
+		r := &read{terms: strings.Fields(req.URL.Query().Get("q"))}
+		var err error
+		switch req.URL.Query().Get("plan") {
+		case "walk":
+			r.search = walkSQL
+			if r.above, err = strconv.ParseInt(req.URL.Query().Get("above"), 10, 64); err != nil {
+				http.Error(w, "a walk needs above=ID", http.StatusBadRequest)
+				return
+			}
+		case "postings":
+			r.search = postingsSQL
+		default:
+			http.Error(w, "plan must be walk or postings", http.StatusBadRequest)
+			return
+		}
+		if len(r.terms) == 0 {
+			http.Error(w, "q must have words", http.StatusBadRequest)
+			return
+		}
 		ask(req.Context(), r)
 		answer(w, r, map[string]any{"messages": r.rows})
 	})
