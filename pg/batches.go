@@ -9,8 +9,9 @@ import (
 // goroutines at once, started when operations come and ending when the
 // queue is empty. Nobody waits for a timer: a lone operation goes at once,
 // and under load operations queue while the batches in flight run, so
-// batches grow exactly when they pay off. Creates (groupcommit.go) and
-// short reads (readbatch.go) go this way.
+// batches grow exactly when they pay off. Creates (groupcommit.go), short
+// reads (readbatch.go) and searches that fill a page early (search.go) go
+// this way.
 type batches[T any] struct {
 	limit   int       // batches in flight at most
 	size    int       // operations a batch at most

@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -48,9 +49,20 @@ func (db *DB) HoldSearches() (queued func() int, release func()) {
 }
 
 func hold(r *batches[*readOp]) (queued func() int, release func()) {
-	r.mu.Lock()
-	r.running += r.limit
-	r.mu.Unlock()
+	// A batch just answered may still be looking for the next: it would
+	// take what is queued now.
+	for {
+		r.mu.Lock()
+		idle := r.running == 0
+		if idle {
+			r.running += r.limit
+		}
+		r.mu.Unlock()
+		if idle {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	queued = func() int {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -81,6 +93,18 @@ func (db *DB) PanickingRead() error {
 		panic("a bug in a read")
 	})
 }
+
+// SendGone sends a batch of one read whose caller has gone, as the
+// batches do, and returns the outcome that read is given.
+func (db *DB) SendGone(gone context.Context) error {
+	op := &readOp{ctx: gone, queue: func(b *pgx.Batch) { b.Queue("SELECT 1") }, read: func(pgx.BatchResults) error { return nil }, done: make(chan struct{})}
+	db.sendReadBatch([]*readOp{op})
+	return op.err
+}
+
+// SearchBatches is how many batches of searches with words may be in
+// flight at once.
+func (db *DB) SearchBatches() int { return db.searches.limit }
 
 // TakeWordSearchTurns takes every turn searches with words have, as if
 // that many ran, until release is called; it returns how many it took.
@@ -129,7 +153,7 @@ func (db *DB) ForcePlan(name string) {
 	case "walk":
 		db.terms.Store(&termStats{rare: 1, rows: 1e9})
 	case "walk alone":
-		db.terms.Store(&termStats{rare: 1e-3, rows: 1e9})
+		db.terms.Store(&termStats{rare: 1e-5, rows: 1e9})
 	case "postings":
 		db.terms.Store(&termStats{rare: 0, rows: 1e9})
 	default:

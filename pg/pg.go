@@ -99,11 +99,12 @@ type DB struct {
 	creates  batches[*createOp]
 	reads    batches[*readOp]
 	// searches sends searches with words that fill a page early together,
-	// apart from reads so that none of theirs waits behind a search.
+	// apart from reads so that no short read waits behind a search.
 	searches batches[*readOp]
-	// wordSearches holds a token for each search with words sent alone: at
-	// most half the pool's connections, so costly searches, however many
-	// clients send them, leave connections for everything else.
+	// wordSearches holds a token for each search with words sent alone:
+	// with the batches of searches, at most half the pool's connections,
+	// so searches, however many clients send them, leave connections for
+	// everything else.
 	wordSearches chan struct{}
 	// terms is what PostgreSQL's statistics say of the search terms, nil
 	// without statistics (termstats.go).
@@ -150,9 +151,10 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	// Herald's statements are few and always the same; planning them anew
 	// for every execution cost as much as running them (a list of twenty
 	// messages planned in 0.2 ms, ran in 0.07). They are planned once per
-	// connection; the one statement whose best plan depends on its values,
-	// a search with words, is sent so as to be planned each time (see
-	// search.go).
+	// connection; a search with words, whose best plan depends on its
+	// words, is written in the form that suits them, chosen from
+	// PostgreSQL's statistics, and planned each time only without them
+	// (see search.go).
 	if params["plan_cache_mode"] == "" {
 		params["plan_cache_mode"] = "force_generic_plan"
 	}
@@ -168,7 +170,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if db.log == nil {
 		db.log = slog.New(slog.DiscardHandler)
 	}
-	db.wordSearches = make(chan struct{}, max(1, cfg.MaxConns/2))
+	db.wordSearches = make(chan struct{}, max(1, int(cfg.MaxConns)/2-db.searches.limit))
 	db.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)

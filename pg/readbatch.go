@@ -72,10 +72,10 @@ func (db *DB) readTogether(ctx context.Context, queue func(b *pgx.Batch), read f
 	return db.sendTogether(ctx, &db.reads, queue, read)
 }
 
-// sendTogether is readTogether on the batches to.
-func (db *DB) sendTogether(ctx context.Context, to *batches[*readOp], queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
+// sendTogether is readTogether in the batches given.
+func (db *DB) sendTogether(ctx context.Context, in *batches[*readOp], queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
 	op := &readOp{ctx: ctx, queue: queue, read: read, done: make(chan struct{})}
-	to.add(op)
+	in.add(op)
 	select {
 	case <-op.done:
 		return op.err
@@ -88,8 +88,11 @@ func (db *DB) sendTogether(ctx context.Context, to *batches[*readOp], queue func
 func (db *DB) sendReadBatch(batch []*readOp) {
 	waited := batch[:0:0]
 	for _, op := range batch {
-		if op.ctx.Err() != nil {
-			close(op.done) // its caller has gone: nothing to send
+		if err := op.ctx.Err(); err != nil {
+			// Its caller has gone: nothing to send. The error still says
+			// so, for a caller that sees done before its context's end.
+			op.err = err
+			close(op.done)
 			continue
 		}
 		waited = append(waited, op)
@@ -102,7 +105,7 @@ func (db *DB) sendReadBatch(batch []*readOp) {
 		return
 	}
 	for _, op := range batch {
-		if op.ctx.Err() == nil {
+		if op.err = op.ctx.Err(); op.err == nil {
 			db.sendReadAlone(op)
 		}
 		close(op.done)

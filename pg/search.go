@@ -62,16 +62,17 @@ import (
 // batch still runs it. So is a search with words that, by the statistics,
 // fills its page within the first window (termstats.go's fillsEarly): it
 // costs little more than a page without words, and a round trip of its
-// own would cost more than the search (rare and common words alone,
-// 6,042 and 5,273 requests a second; together, 8,377 and 7,307). Those
+// own would cost more than the search (100,000 messages, 64 clients, two
+// cores: rare and common words alone 5,376 and 4,972 requests a second,
+// together 7,958 and 6,372; docs/PERFORMANCE.md). Those
 // go in batches of their own, so no read waits behind a search. Any other
 // search with words — expected to spend its windows, or planned for its
 // values — is sent on its own: when the client goes away its context
-// ends, and pgx asks PostgreSQL to cancel the statement. At most half the
-// pool's connections run those at once; the rest wait their turn, so
-// clients sending costly searches cannot take every connection from the
-// short reads and writes of everyone else (bench/scale.sh's
-// list_beside_costly).
+// ends, and pgx asks PostgreSQL to cancel the statement. Those and the
+// batches of searches together run on at most half the pool's
+// connections; the rest wait their turn, so clients sending costly
+// searches cannot take every connection from the short reads and writes
+// of everyone else (bench/scale.sh's list_beside_costly).
 
 // searchPlan is how a search with words is planned (termstats.go).
 type searchPlan int
@@ -117,7 +118,10 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 	plan, early := planByValues, false
 	if words && q.OwnerEmail == "" && q.Since == nil && q.Until == nil {
 		st := db.terms.Load()
-		plan, early = st.planFor(q.Terms), st.fillsEarly(q.Terms, limit+1)
+		plan = st.planFor(q.Terms)
+		// Only a search planned once may share a pipeline: one planned
+		// for its values sets its transaction's plan mode.
+		early = plan != planByValues && st.fillsEarly(q.Terms, limit+1)
 	}
 	perRequest := words && plan == planByValues
 	sql, args := searchQuery(&q, limit, newest, plan)

@@ -97,14 +97,14 @@ func TestSearchPlans(t *testing.T) {
 		// Either the search is answered, or it waits for the searches held.
 		var err error
 		answered := false
-		for !answered && queued() == 0 {
+		for deadline := time.Now().Add(10 * time.Second); !answered && queued() == 0 && time.Now().Before(deadline); {
 			select {
 			case err = <-searched:
 				answered = true
 			case <-time.After(time.Millisecond):
 			}
 		}
-		if answered == want {
+		if answered == want || (!answered && queued() == 0) {
 			t.Errorf("%q answered while the searches sent together were held: %v, want %v", terms, answered, !want)
 		}
 		release()
@@ -116,19 +116,56 @@ func TestSearchPlans(t *testing.T) {
 		}
 	}
 
-	// Every page of a query, following cursors, as "ids | next" lines.
-	pages := func(q model.SearchQuery) []string {
-		var out []string
-		for range 1000 {
-			_, page, err := db.SearchMessages(ctx, model.ByToken(token), q)
+	// A page as "ids | next".
+	summary := func(p *model.SearchPage) string {
+		var ids []string
+		for _, m := range p.Messages {
+			ids = append(ids, fmt.Sprint(m.ID))
+		}
+		return fmt.Sprintf("%s | %d", strings.Join(ids, " "), p.NextBeforeID)
+	}
+	// One page of a query. paired: sent together with the same search, in
+	// one pipeline, and both answers must agree.
+	page := func(q model.SearchQuery, paired bool) *model.SearchPage {
+		if !paired {
+			_, p, err := db.SearchMessages(ctx, model.ByToken(token), q)
 			if err != nil {
 				t.Fatalf("%+v: %v", q, err)
 			}
-			var ids []string
-			for _, m := range page.Messages {
-				ids = append(ids, fmt.Sprint(m.ID))
+			return p
+		}
+		queued, release := db.HoldSearches()
+		answers := make(chan *model.SearchPage, 2)
+		for range 2 {
+			go func() {
+				_, p, err := db.SearchMessages(ctx, model.ByToken(token), q)
+				if err != nil {
+					t.Errorf("%+v sent in a pair: %v", q, err)
+				}
+				answers <- p
+			}()
+		}
+		for deadline := time.Now().Add(10 * time.Second); queued() < 2; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%+v: %d of a pair of searches queued to go together", q, queued())
 			}
-			out = append(out, fmt.Sprintf("%s | %d", strings.Join(ids, " "), page.NextBeforeID))
+		}
+		release()
+		a, b := <-answers, <-answers
+		if a == nil || b == nil {
+			t.FailNow()
+		}
+		if summary(a) != summary(b) {
+			t.Errorf("%+v sent in a pair: two answers, %q and %q", q, summary(a), summary(b))
+		}
+		return a
+	}
+	// Every page of a query, following cursors, as "ids | next" lines.
+	pages := func(q model.SearchQuery, paired bool) []string {
+		var out []string
+		for range 1000 {
+			page := page(q, paired)
+			out = append(out, summary(page))
 			if page.NextBeforeID == 0 {
 				return out
 			}
@@ -150,14 +187,20 @@ func TestSearchPlans(t *testing.T) {
 	}
 	for _, q := range queries {
 		db.ForcePlan("by values")
-		want := pages(q)
+		want := pages(q, false)
 		if len(want) < 1 {
 			t.Fatalf("%+v: no pages", q)
 		}
 		for _, plan := range []string{"walk", "walk alone", "postings"} {
 			db.ForcePlan(plan)
-			if got := pages(q); !slices.Equal(got, want) {
+			if got := pages(q, false); !slices.Equal(got, want) {
 				t.Errorf("%+v planned as %s: %d pages, want %d\n got %.300q\nwant %.300q", q, plan, len(got), len(want), got, want)
+			}
+			if plan == "walk alone" {
+				continue
+			}
+			if got := pages(q, true); !slices.Equal(got, want) {
+				t.Errorf("%+v planned as %s, sent in pairs: %d pages, want %d\n got %.300q\nwant %.300q", q, plan, len(got), len(want), got, want)
 			}
 		}
 	}

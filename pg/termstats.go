@@ -119,13 +119,16 @@ func (st *termStats) shareOf(term string) float64 {
 	return st.rare
 }
 
-// fillsEarly reports whether, by the statistics, a search for terms finds
-// n matches within its first window: always when it reads postings, which
-// it does only for a term that few messages hold (planFor); when it walks,
-// if n matches are expected among the first window's messages, taking the
-// terms as independent, so their shares multiply. Words that are common
-// each but seldom meet are so misjudged; the search then costs its
-// windows, as any search at most does.
+// fillsEarly reports whether, by the statistics, a search for terms costs
+// little more than a page without words: always when it reads postings,
+// which it does only for a term that few messages hold (planFor), so
+// every window reads a few of them at most; when it walks, if twice n
+// matches are expected among the first window's messages, taking the
+// terms as independent, so their shares multiply (twice, so that a
+// search expected near the window's end does not spill into the next
+// half the time). Words that are common each but seldom meet are so
+// misjudged; the search then costs its windows, as any search at most
+// does.
 func (st *termStats) fillsEarly(terms []string, n int) bool {
 	if st == nil {
 		return false
@@ -137,5 +140,5 @@ func (st *termStats) fillsEarly(terms []string, n int) bool {
 	for _, t := range terms {
 		together *= st.shareOf(t)
 	}
-	return float64(n) <= together*float64(windowSizes[0])
+	return float64(2*n) <= together*float64(windowSizes[0])
 }
