@@ -77,7 +77,7 @@ MESSAGES=${MESSAGES:-100000}
 KEEP_WORK=${KEEP_WORK:-}
 need_int CONNS "$CONNS" 1 1000
 need_int DURATION "$DURATION" 1
-need_int MESSAGES "$MESSAGES" 1
+need_int MESSAGES "$MESSAGES" 10000 # the rare word is in one message in 10,000
 
 bench_setup pgfloor
 pgbaseline_pid='' fill_pid=''
@@ -155,7 +155,8 @@ done
 # 2,000 filler words, made the same way and drawn skewed to the first, as
 # there), their terms distinct and sorted as Herald stores them (how soon
 # a word is found in a message's terms is most of a walk's cost), under a
-# GIN index, analysed.
+# GIN index, analysed. (i % 1 ties the words' subquery to its row, so it
+# is drawn anew for every message, not once for all.)
 log "writing $MESSAGES messages for the search's floor"
 pg_psql floor "CREATE TABLE floor_messages (id bigint PRIMARY KEY, content text NOT NULL, terms text[] COLLATE \"C\");
 INSERT INTO floor_messages (id, content, terms)

@@ -19,13 +19,13 @@
 // search's floor, on a table of messages bench/pgfloor.sh writes
 // (floor_messages: id, content, terms text[] under a GIN index): the 20
 // newest messages holding every word, Herald's page when none is asked
-// for (and one more, as Herald reads to prove a next page), in the one plan that suits the words, which the
-// caller names: plan=walk walks the primary key down from the newest
-// message to the one above=ID, checking each message's terms (for common
-// words; without that bound a plan made once, for any words, reads the
-// whole table and sorts it, the walk being priced for words that seldom
-// match), plan=postings reads the words' postings from the GIN index and
-// sorts the matches (for a rare word).
+// for (and one more, as Herald reads to prove a next page), in the one
+// plan that suits the words, which the caller names: plan=walk walks the
+// primary key down from the newest message to the one above=ID, checking
+// each message's terms (for common words; without that bound a plan made
+// once, for any words, reads the whole table and sorts it, the walk being
+// priced for words that seldom match), plan=postings reads the words'
+// postings from the GIN index and sorts the matches (for a rare word).
 // Each statement is prepared once, so no request pays for planning. It
 // listens on 127.0.0.1:0 unless told otherwise and logs
 // "msg=listening addr=127.0.0.1:NNNNN" on stderr like Herald. SIGINT or
@@ -186,7 +186,8 @@ func run(addr, dbURL string, poolSize int, together bool, logger *slog.Logger) e
 	cfg.MaxConns = int32(poolSize)
 	// Planned once per connection, as Herald's statements are: left to
 	// choose, PostgreSQL planned the walk anew at every request, its
-	// generic plan priced for words that seldom match.
+	// generic plan priced for words that seldom match. (The row by key and
+	// the page, planned each time before, are the same either way.)
 	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
