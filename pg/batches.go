@@ -1,9 +1,13 @@
 package pg
 
 import (
+	"errors"
 	"slices"
 	"sync"
 )
+
+// errClosed is what an operation gets when it comes after Close.
+var errClosed = errors.New("pg: the store is closed")
 
 // batches queues operations and runs them in batches, on at most limit
 // goroutines at once, started when operations come and ending when the
@@ -21,22 +25,33 @@ type batches[T any] struct {
 	mu      sync.Mutex
 	queue   []T
 	running int
+	shut    bool // no operation is taken any more
 }
 
 // add queues op and starts a goroutine for the batches if fewer than
-// limit run.
-func (b *batches[T]) add(op T) {
+// limit run. After close it takes nothing and returns false.
+func (b *batches[T]) add(op T) bool {
 	b.mu.Lock()
-	b.queue = append(b.queue, op)
-	start := b.running < b.limit
-	if start {
-		b.running++
+	defer b.mu.Unlock()
+	if b.shut {
+		return false
 	}
-	b.mu.Unlock()
-	if start {
+	b.queue = append(b.queue, op)
+	if b.running < b.limit {
+		b.running++
+		// Counted under the lock close takes, so never after the store's
+		// Close has begun to wait for its goroutines.
 		b.workers.Add(1)
 		go b.drain()
 	}
+	return true
+}
+
+// close takes no more operations; those queued still run.
+func (b *batches[T]) close() {
+	b.mu.Lock()
+	b.shut = true
+	b.mu.Unlock()
 }
 
 // drain runs batches until the queue is empty.

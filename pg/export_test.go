@@ -9,6 +9,9 @@ import (
 	"herald/model"
 )
 
+// ErrClosed is what an operation gets after Close.
+var ErrClosed = errClosed
+
 // SearchSpan is searchSpan, for tests that build a worst case beyond it.
 var SearchSpan = searchSpan
 

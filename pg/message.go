@@ -44,7 +44,9 @@ func (db *DB) CreateMessage(ctx context.Context, by model.Caller, content string
 	// Computed before the create queues, on the caller's goroutine: the
 	// costliest part of indexing, and none of it needs the database.
 	op := &createOp{by: by, content: content, terms: model.SortedTerms(content), done: make(chan createResult, 1)}
-	db.creates.add(op)
+	if !db.creates.add(op) {
+		return nil, errClosed
+	}
 	r := <-op.done
 	return r.m, db.writeOutcome(r.err)
 }

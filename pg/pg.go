@@ -216,6 +216,9 @@ func (db *DB) prepare(ctx context.Context) error {
 func (db *DB) Close() error {
 	db.closed.Do(func() {
 		close(db.stop)
+		db.creates.close()
+		db.reads.close()
+		db.searches.close()
 		db.endLife()
 		db.workers.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

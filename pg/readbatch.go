@@ -75,7 +75,9 @@ func (db *DB) readTogether(ctx context.Context, queue func(b *pgx.Batch), read f
 // sendTogether is readTogether in the batches given.
 func (db *DB) sendTogether(ctx context.Context, in *batches[*readOp], queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
 	op := &readOp{ctx: ctx, queue: queue, read: read, done: make(chan struct{})}
-	in.add(op)
+	if !in.add(op) {
+		return errClosed
+	}
 	select {
 	case <-op.done:
 		return op.err

@@ -317,3 +317,43 @@ func TestWordSearchesLeaveRoom(t *testing.T) {
 		t.Errorf("a search with words once there is room: %v", err)
 	}
 }
+
+// TestCloseWhileBusy: reads and creates that come while the store closes
+// either finish or are refused, none hangs or outlives Close, and once
+// it is closed they are refused at once.
+func TestCloseWhileBusy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, _ := open(t, pg.Options{})
+	token, id := postOne(ctx, t, db, "closer")
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				var err error
+				if i%2 == 0 {
+					err = readMessage(ctx, db, token, id)
+				} else {
+					_, err = db.CreateMessage(ctx, model.ByToken(token), "while closing")
+				}
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatal("reads and creates went on after Close")
+	}
+	if err := readMessage(ctx, db, token, id); !errors.Is(err, pg.ErrClosed) {
+		t.Errorf("a read after Close: %v, want the store closed", err)
+	}
+	if _, err := db.CreateMessage(ctx, model.ByToken(token), "after closing"); !errors.Is(err, pg.ErrClosed) {
+		t.Errorf("a create after Close: %v, want the store closed", err)
+	}
+}
