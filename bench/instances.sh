@@ -55,7 +55,9 @@ bench_setup instances
 herald_pids=()
 # lib.sh's cleanup stops herald_pid and the samplers; the other instances
 # and PostgreSQL are stopped here first.
-trap 'status=$?; for p in "${herald_pids[@]}"; do stop_pid "$p" 15; done; pg_stop; (exit "$status"); cleanup' EXIT
+# set +e: under errexit the failing (exit) would end the trap before
+# cleanup stops the servers it started.
+trap 'status=$?; for p in "${herald_pids[@]}"; do stop_pid "$p" 15; done; pg_stop; set +e; (exit "$status"); cleanup' EXIT
 
 say_start "Herald on PostgreSQL, $INSTANCES instances"
 fd_hard=$(ulimit -Hn)

@@ -81,7 +81,9 @@ need_int MESSAGES "$MESSAGES" 10000 # the rare word is in one message in 10,000
 
 bench_setup pgfloor
 pgbaseline_pid='' fill_pid=''
-trap 'status=$?; stop_pid "$pgbaseline_pid" 5; stop_pid "$fill_pid" 1; pg_stop; (exit "$status"); cleanup' EXIT
+# set +e: under errexit the failing (exit) would end the trap before
+# cleanup stops the servers it started.
+trap 'status=$?; stop_pid "$pgbaseline_pid" 5; stop_pid "$fill_pid" 1; pg_stop; set +e; (exit "$status"); cleanup' EXIT
 need_wrk log
 pg_bin || die "PostgreSQL is not installed"
 bin=$REPLY

@@ -133,7 +133,9 @@ if [[ " $STORES " == *" postgres "* ]]; then need_postgres log; fi
 # Report, temp dir, clean-up on exit; CPU and memory accounting: bench/lib.sh.
 bench_setup scale
 # lib.sh's cleanup, and the PostgreSQL server first when one runs.
-trap 'status=$?; pg_stop; (exit "$status"); cleanup' EXIT
+# set +e: under errexit the failing (exit) would end the trap before
+# cleanup stops the servers it started.
+trap 'status=$?; pg_stop; set +e; (exit "$status"); cleanup' EXIT
 
 # --- servers ---------------------------------------------------------------
 
