@@ -136,13 +136,15 @@ func (db *DB) RefreshTermStats(ctx context.Context) (bool, error) {
 
 // PlanFor names the plan a search for terms gets now.
 func (db *DB) PlanFor(terms []string) string {
-	return [...]string{"by values", "walk", "postings"}[db.terms.Load().planFor(terms)]
+	plan, _ := db.terms.Load().choose(terms, 1)
+	return [...]string{"by values", "walk", "postings"}[plan]
 }
 
 // FillsEarly reports whether a search for terms, a page of limit, is sent
 // together with others now.
 func (db *DB) FillsEarly(terms []string, limit int) bool {
-	return db.terms.Load().fillsEarly(terms, limit+1)
+	_, together := db.terms.Load().choose(terms, limit+1)
+	return together
 }
 
 // ForcePlan makes every search with words (and without owner or time

@@ -60,7 +60,7 @@ import (
 // for at most its own rows, is sent together with other reads
 // (readbatch.go): a client that goes away stops waiting for it, and the
 // batch still runs it. So is a search with words that, by the statistics,
-// fills its page within the first window (termstats.go's fillsEarly): it
+// fills its page within the first window (termstats.go's choose): it
 // costs little more than a page without words, and a round trip of its
 // own would cost more than the search (100,000 messages, 64 clients, two
 // cores: rare and common words alone 5,376 and 4,972 requests a second,
@@ -117,11 +117,7 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 	newest := int64(db.feed.newestMessage())
 	plan, early := planByValues, false
 	if words && q.OwnerEmail == "" && q.Since == nil && q.Until == nil {
-		st := db.terms.Load()
-		plan = st.planFor(q.Terms)
-		// Only a search planned once may share a pipeline: one planned
-		// for its values sets its transaction's plan mode.
-		early = plan != planByValues && st.fillsEarly(q.Terms, limit+1)
+		plan, early = db.terms.Load().choose(q.Terms, limit+1)
 	}
 	perRequest := words && plan == planByValues
 	sql, args := searchQuery(&q, limit, newest, plan)

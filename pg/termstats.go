@@ -94,21 +94,38 @@ func (db *DB) followTermStats(every time.Duration) {
 	}
 }
 
-// planFor picks the plan for a search with terms: by its values when there
-// are no statistics; else the rarest term's postings when reading them
-// costs no more than walking the first window, or the walk.
-func (st *termStats) planFor(terms []string) searchPlan {
+// choose picks the plan for a search for terms, a page of n matches
+// with the one that proves a next page, and whether it is sent together
+// with others.
+//
+// The plan: by its values when there are no statistics; else the rarest
+// term's postings when reading them costs no more than walking the first
+// window, or the walk.
+//
+// Together, when by the statistics the search costs little more than a
+// page without words and is planned once (one planned for its values sets
+// its transaction's plan mode, which no pipeline may share): always when
+// it reads postings, which it does only for a term that few messages hold,
+// so every window reads a few of them at most; when it walks, if twice n
+// matches are expected among the first window's messages, taking the
+// terms as independent, so their shares multiply (twice, so that a search
+// expected near the window's end does not spill into the next half the
+// time). Words that are common each but seldom meet are so misjudged; the
+// search then costs its windows, as any search at most does.
+func (st *termStats) choose(terms []string, n int) (plan searchPlan, together bool) {
 	if st == nil {
-		return planByValues
+		return planByValues, false
 	}
-	rarest := 1.0
+	rarest, all := 1.0, 1.0
 	for _, t := range terms {
-		rarest = min(rarest, st.shareOf(t))
+		share := st.shareOf(t)
+		rarest = min(rarest, share)
+		all *= share
 	}
 	if rarest*st.rows <= float64(windowSizes[0]) {
-		return planPostings
+		return planPostings, true
 	}
-	return planWalk
+	return planWalk, float64(2*n) <= all*float64(windowSizes[0])
 }
 
 // shareOf is the share of messages holding term.
@@ -117,28 +134,4 @@ func (st *termStats) shareOf(term string) float64 {
 		return share
 	}
 	return st.rare
-}
-
-// fillsEarly reports whether, by the statistics, a search for terms costs
-// little more than a page without words: always when it reads postings,
-// which it does only for a term that few messages hold (planFor), so
-// every window reads a few of them at most; when it walks, if twice n
-// matches are expected among the first window's messages, taking the
-// terms as independent, so their shares multiply (twice, so that a
-// search expected near the window's end does not spill into the next
-// half the time). Words that are common each but seldom meet are so
-// misjudged; the search then costs its windows, as any search at most
-// does.
-func (st *termStats) fillsEarly(terms []string, n int) bool {
-	if st == nil {
-		return false
-	}
-	if st.planFor(terms) == planPostings {
-		return true
-	}
-	together := 1.0
-	for _, t := range terms {
-		together *= st.shareOf(t)
-	}
-	return float64(2*n) <= together*float64(windowSizes[0])
 }
