@@ -169,10 +169,7 @@ func TestReadsTogether(t *testing.T) {
 // batch returns at once with the context's error; the batch still runs
 // the others.
 func TestReadLeftEarly(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	db, _ := open(t, pg.Options{})
-	token, id := postOne(ctx, t, db, "leaver")
+	ctx, db, token, id := openPosted(t, pg.Options{}, "leaver")
 
 	queued, release := db.HoldReads()
 	leaving, leave := context.WithCancel(ctx)
@@ -206,10 +203,7 @@ func TestReadLeftEarly(t *testing.T) {
 // TestReadPanics: a read that panics, which runs on its batch's goroutine,
 // fails alone; the process and the reads sent with it go on.
 func TestReadPanics(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	db, _ := open(t, pg.Options{})
-	token, id := postOne(ctx, t, db, "steady")
+	ctx, db, token, id := openPosted(t, pg.Options{}, "steady")
 	read := func() error { return readMessage(ctx, db, token, id) }
 	errs := sendHeld(db, []func() error{read, db.PanickingRead, read})
 	if errs[1] == nil {
@@ -232,10 +226,14 @@ func wantKind(kind error) func(error) error {
 	}
 }
 
-// postOne registers an account named name with one message and returns
-// the account's token and the message's ID.
-func postOne(ctx context.Context, t *testing.T, db *pg.DB, name string) (model.TokenHash, uint64) {
+// openPosted opens a store with opts on a database of its own, with an
+// account named name and one message of its, and returns a context that
+// ends in 30 s, the account's token and the message's ID.
+func openPosted(t *testing.T, opts pg.Options, name string) (context.Context, *pg.DB, model.TokenHash, uint64) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	db, _ := open(t, opts)
 	u := &model.User{Email: name + "@example.com", PasswordHash: storetest.FakePasswordHash}
 	token := storetest.TokenHash(name)
 	if _, err := db.CreateUser(ctx, u, token, time.Hour, nil); err != nil {
@@ -245,7 +243,7 @@ func postOne(ctx context.Context, t *testing.T, db *pg.DB, name string) (model.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	return token, m.ID
+	return ctx, db, token, m.ID
 }
 
 // readMessage reads message id with token and checks it is the one asked
@@ -279,12 +277,9 @@ func sendHeld(db *pg.DB, runs []func() error) []error {
 // pool's connections; while that many run, another waits its turn (and
 // stops waiting when its client leaves) and short reads still go through.
 func TestWordSearchesLeaveRoom(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, db, token, id := openPosted(t, pg.Options{PoolSize: 6, TermStatsEvery: time.Hour}, "searcher")
 	// Searches planned so as to go alone, whatever statistics say.
-	db, _ := open(t, pg.Options{PoolSize: 6, TermStatsEvery: time.Hour})
 	db.ForcePlan("walk alone")
-	token, id := postOne(ctx, t, db, "searcher")
 	words := model.SearchQuery{Terms: model.Terms("message")}
 
 	taken, release := db.TakeWordSearchTurns()
@@ -322,10 +317,7 @@ func TestWordSearchesLeaveRoom(t *testing.T) {
 // either finish or are refused, none hangs or outlives Close, and once
 // it is closed they are refused at once.
 func TestCloseWhileBusy(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	db, _ := open(t, pg.Options{})
-	token, id := postOne(ctx, t, db, "closer")
+	ctx, db, token, id := openPosted(t, pg.Options{}, "closer")
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {

@@ -82,8 +82,9 @@ func TestSearchPlans(t *testing.T) {
 		}
 	}
 	// A search expected to fill its page in the first window is sent
-	// together with others; one expected to spend its windows (a 30th of
-	// the messages hold both words: 101 matches need 3,030) goes alone.
+	// together with others; one expected to spend its windows goes alone
+	// (a 30th of the messages hold both words: twice 101 matches, the
+	// margin asked for, need 6,060 messages, not the window's 2,048).
 	for terms, want := range map[string]bool{"common": true, "apple": true, "zephyr": true, "unheard": true, "apple fig": false} {
 		if got := db.FillsEarly(model.Terms(terms), 100); got != want {
 			t.Errorf("%q sent together: %v, want %v", terms, got, want)
