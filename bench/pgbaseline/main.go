@@ -88,31 +88,15 @@ const (
 	postingsSQL = `SELECT id, 0::int, 0::int, content FROM floor_messages WHERE terms @> $1::text[] ORDER BY id + 0 DESC LIMIT 21`
 )
 
-// read is one request's read waiting for a pipeline: a row by key, a page
-// when page is set, or a search when search is set.
+// read is one request's statement, waiting for a pipeline when reads go
+// together, and its answer.
 type read struct {
-	id     int64
-	page   bool
-	search string // the statement of a search
-	terms  []string
-	above  int64 // a walk's lowest ID, less one
-	rows   []account
-	err    error
-	done   chan struct{}
-}
-
-// queue adds r's statement to b.
-func (r *read) queue(b *pgx.Batch) {
-	switch {
-	case r.search == walkSQL:
-		b.Queue(r.search, r.terms, r.above)
-	case r.search != "":
-		b.Queue(r.search, r.terms)
-	case r.page:
-		b.Queue(pageSQL)
-	default:
-		b.Queue(selectSQL, r.id)
-	}
+	sql  string
+	args []any
+	one  bool // a row by key, which must be there
+	rows []account
+	err  error
+	done chan struct{}
 }
 
 // scan reads r's answer from its statement's rows.
@@ -126,7 +110,7 @@ func (r *read) scan(rows pgx.Rows, err error) {
 		err := row.Scan(&a.ID, &a.Branch, &a.Balance, &a.Filler)
 		return a, err
 	})
-	if r.err == nil && !r.page && r.search == "" && len(r.rows) == 0 {
+	if r.err == nil && r.one && len(r.rows) == 0 {
 		r.err = pgx.ErrNoRows
 	}
 }
@@ -154,7 +138,7 @@ func sendTogether(ctx context.Context, pool *pgxpool.Pool, queue <-chan *read) {
 		}
 		b := &pgx.Batch{}
 		for _, r := range batch {
-			r.queue(b)
+			b.Queue(r.sql, r.args...)
 		}
 		br := pool.SendBatch(ctx, b)
 		for _, r := range batch {
@@ -208,16 +192,7 @@ func run(addr, dbURL string, poolSize int, together bool, logger *slog.Logger) e
 			<-r.done
 			return
 		}
-		switch {
-		case r.search == walkSQL:
-			r.scan(pool.Query(ctx, r.search, r.terms, r.above))
-		case r.search != "":
-			r.scan(pool.Query(ctx, r.search, r.terms))
-		case r.page:
-			r.scan(pool.Query(ctx, pageSQL))
-		default:
-			r.scan(pool.Query(ctx, selectSQL, r.id))
-		}
+		r.scan(pool.Query(ctx, r.sql, r.args...))
 	}
 	answer := func(w http.ResponseWriter, r *read, body any) {
 		if errors.Is(r.err, pgx.ErrNoRows) {
@@ -238,7 +213,7 @@ func run(addr, dbURL string, poolSize int, together bool, logger *slog.Logger) e
 			http.Error(w, "bad id", http.StatusBadRequest)
 			return
 		}
-		r := &read{id: id}
+		r := &read{sql: selectSQL, args: []any{id}, one: true}
 		ask(req.Context(), r)
 		var body any
 		if r.err == nil {
@@ -247,28 +222,29 @@ func run(addr, dbURL string, poolSize int, together bool, logger *slog.Logger) e
 		answer(w, r, body)
 	})
 	router.GET("/api/messages", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
-		r := &read{page: true}
+		r := &read{sql: pageSQL}
 		ask(req.Context(), r)
 		answer(w, r, map[string]any{"messages": r.rows})
 	})
 	router.GET("/api/search", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
-		r := &read{terms: strings.Fields(req.URL.Query().Get("q"))}
-		var err error
+		terms := strings.Fields(req.URL.Query().Get("q"))
+		if len(terms) == 0 {
+			http.Error(w, "q must have words", http.StatusBadRequest)
+			return
+		}
+		var r *read
 		switch req.URL.Query().Get("plan") {
 		case "walk":
-			r.search = walkSQL
-			if r.above, err = strconv.ParseInt(req.URL.Query().Get("above"), 10, 64); err != nil {
+			above, err := strconv.ParseInt(req.URL.Query().Get("above"), 10, 64)
+			if err != nil {
 				http.Error(w, "a walk needs above=ID", http.StatusBadRequest)
 				return
 			}
+			r = &read{sql: walkSQL, args: []any{terms, above}}
 		case "postings":
-			r.search = postingsSQL
+			r = &read{sql: postingsSQL, args: []any{terms}}
 		default:
 			http.Error(w, "plan must be walk or postings", http.StatusBadRequest)
-			return
-		}
-		if len(r.terms) == 0 {
-			http.Error(w, "q must have words", http.StatusBadRequest)
 			return
 		}
 		ask(req.Context(), r)
