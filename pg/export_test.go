@@ -165,3 +165,10 @@ func (db *DB) ForcePlan(name string) {
 		panic("no plan " + name)
 	}
 }
+
+// ScanWire is scanWire, and ReadWire reports whether it read the current
+// row from the wire form itself, for the tests that compare it with pgx's
+// Scan.
+var ScanWire = scanWire
+
+func ReadWire(rows pgx.Rows, dest ...any) bool { return readWire(rows, dest) }

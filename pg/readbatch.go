@@ -127,7 +127,8 @@ func (db *DB) sendAlone(ctx context.Context, queue func(b *pgx.Batch), read func
 	b := &pgx.Batch{}
 	queue(b)
 	br := db.pool.SendBatch(ctx, b)
-	err := read(br)
+	// As its share of a batch, so that its rows are read the same way.
+	err := read(&ownResults{br: br, left: b.Len()})
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -226,7 +227,7 @@ func (o *ownResults) skipRest() {
 	}
 }
 
-// ownRow is pgx's QueryRow on a row of ownResults.
+// ownRow is pgx's QueryRow on a row of ownResults, read by scanWire.
 type ownRow struct {
 	rows pgx.Rows
 	err  error
@@ -243,7 +244,7 @@ func (r ownRow) Scan(dest ...any) error {
 		}
 		return pgx.ErrNoRows
 	}
-	if err := r.rows.Scan(dest...); err != nil {
+	if err := scanWire(r.rows, dest...); err != nil {
 		return err
 	}
 	r.rows.Close()

@@ -157,14 +157,16 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 			return ctxErr(ctx, err)
 		}
 		defer rows.Close()
+		var (
+			kind, id, owner, rev int64
+			email                *string
+			content              []byte
+			created, updated     *time.Time
+		)
+		// The rows' messages share one allocation.
+		store := make([]model.Message, 0, limit+1)
 		for rows.Next() {
-			var (
-				kind, id, owner, rev int64
-				email                *string
-				content              []byte
-				created, updated     *time.Time
-			)
-			if err := rows.Scan(&kind, &id, &owner, &email, &content, &created, &updated, &rev); err != nil {
+			if err := scanWire(rows, &kind, &id, &owner, &email, &content, &created, &updated, &rev); err != nil {
 				return err
 			}
 			if kind == 0 {
@@ -176,8 +178,9 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 			if email == nil {
 				continue
 			}
-			msgs = append(msgs, &model.Message{ID: uint64(id), OwnerID: uint64(owner), OwnerEmail: *email,
+			store = append(store, model.Message{ID: uint64(id), OwnerID: uint64(owner), OwnerEmail: *email,
 				Content: string(content), CreatedAt: created.UTC(), UpdatedAt: updated.UTC(), Revision: uint64(rev)})
+			msgs = append(msgs, &store[len(store)-1])
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
