@@ -172,3 +172,16 @@ func (db *DB) ForcePlan(name string) {
 var ScanWire = scanWire
 
 func ReadWire(rows pgx.Rows, dest ...any) bool { return readWire(rows, dest) }
+
+// FillOwners is fillOwners, for the test of a page whose owner was
+// deleted after the page was read.
+func (db *DB) FillOwners(ctx context.Context, msgs []*model.Message) ([]*model.Message, error) {
+	return db.fillOwners(ctx, msgs)
+}
+
+// OwnersKept is how many owners' addresses the instance keeps.
+func (db *DB) OwnersKept() int {
+	db.owners.mu.RLock()
+	defer db.owners.mu.RUnlock()
+	return len(db.owners.m)
+}

@@ -106,6 +106,9 @@ type DB struct {
 	// so searches, however many clients send them, leave connections for
 	// everything else.
 	wordSearches chan struct{}
+	// owners is the addresses of the messages' owners this instance has
+	// read (owners.go).
+	owners ownerEmails
 	// terms is what PostgreSQL's statistics say of the search terms, nil
 	// without statistics (termstats.go).
 	terms atomic.Pointer[termStats]

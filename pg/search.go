@@ -159,14 +159,13 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		defer rows.Close()
 		var (
 			kind, id, owner, rev int64
-			email                *string
 			content              []byte
 			created, updated     *time.Time
 		)
 		// The rows' messages share one allocation.
 		store := make([]model.Message, 0, limit+1)
 		for rows.Next() {
-			if err := scanWire(rows, &kind, &id, &owner, &email, &content, &created, &updated, &rev); err != nil {
+			if err := scanWire(rows, &kind, &id, &owner, &content, &created, &updated, &rev); err != nil {
 				return err
 			}
 			if kind == 0 {
@@ -175,10 +174,7 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 				lo, ownerMissing = owner, rev == 0
 				continue
 			}
-			if email == nil {
-				continue
-			}
-			store = append(store, model.Message{ID: uint64(id), OwnerID: uint64(owner), OwnerEmail: *email,
+			store = append(store, model.Message{ID: uint64(id), OwnerID: uint64(owner),
 				Content: string(content), CreatedAt: created.UTC(), UpdatedAt: updated.UTC(), Revision: uint64(rev)})
 			msgs = append(msgs, &store[len(store)-1])
 		}
@@ -235,6 +231,9 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 	default:
 		page.Messages = msgs
 	}
+	if page.Messages, err = db.fillOwners(ctx, page.Messages); err != nil {
+		return nil, nil, err
+	}
 	return u, page, nil
 }
 
@@ -270,8 +269,8 @@ func ctxErr(ctx context.Context, err error) error {
 // bounds row first; then the matches in order, at most limit+1 of them (one
 // more proves a next page). newest is the newest message ID known.
 //
-// Rows: kind (0 the bounds row, 1 a message), id, owner_id, email,
-// content, created_at, updated_at, revision. The bounds row carries lo,
+// Rows: kind (0 the bounds row, 1 a message), id, owner_id, content,
+// created_at, updated_at, revision. The bounds row carries lo,
 // the lowest ID since allows, in owner_id, and in revision 1 when there is
 // no owner filter or its owner exists.
 func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan) (string, []any) {
@@ -309,7 +308,8 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 	if q.OwnerEmail != "" {
 		owner = "(SELECT id FROM users WHERE email_key = " + arg(model.EmailKey(q.OwnerEmail)) + ")"
 	}
-	const columns = "m.id, m.owner_id, u.email, m.content, m.created_at, m.updated_at, m.revision"
+	// Without the owners' addresses: fillOwners sets them.
+	const columns = "m.id, m.owner_id, m.content, m.created_at, m.updated_at, m.revision"
 	if len(q.Terms) == 0 {
 		order := " ORDER BY m.id DESC"
 		if owner != "" {
@@ -324,7 +324,7 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 			filter.WriteString(" AND m.owner_id >= " + owner + " AND m.owner_id <= " + owner)
 			order = " ORDER BY m.owner_id DESC, m.id DESC"
 		}
-		return "SELECT 1::bigint, " + columns + " FROM messages m JOIN users u ON u.id = m.owner_id WHERE true" +
+		return "SELECT 1::bigint, " + columns + " FROM messages m WHERE true" +
 			filter.String() + order + " LIMIT " + arg(limit+1), args
 	}
 	if owner != "" {
@@ -342,7 +342,7 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 		ownerOK = "CASE WHEN " + owner + " IS NULL THEN 0 ELSE 1 END"
 	}
 	var sb strings.Builder
-	sb.WriteString("SELECT r.kind, r.id, r.owner_id, u.email, r.content, r.created_at, r.updated_at, r.revision FROM (\n")
+	sb.WriteString("SELECT r.kind, r.id, r.owner_id, r.content, r.created_at, r.updated_at, r.revision FROM (\n")
 	sb.WriteString("(SELECT 0::bigint AS kind, 0::bigint AS id, " + lo + "::bigint AS owner_id, NULL::bytea AS content, " +
 		"NULL::timestamptz AS created_at, NULL::timestamptz AS updated_at, " + ownerOK + "::bigint AS revision)")
 	top := windowsTop(q, newest)
@@ -370,7 +370,7 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 			window + filter.String() + " ORDER BY " + order + " LIMIT " + n + ")")
 		above += size
 	}
-	sb.WriteString("\nLIMIT " + arg(limit+2) + ") r LEFT JOIN users u ON u.id = r.owner_id AND r.kind = 1")
+	sb.WriteString("\nLIMIT " + arg(limit+2) + ") r")
 	return sb.String(), args
 }
 
