@@ -118,7 +118,7 @@ func (db *DB) fillOwners(ctx context.Context, msgs []*model.Message) ([]*model.M
 	db.owners.put(read)
 	kept := msgs[:0]
 	for _, m := range msgs {
-		if m.OwnerEmail == "" {
+		if containsID(unknown, int64(m.OwnerID)) {
 			email, ok := read[m.OwnerID]
 			if !ok {
 				continue

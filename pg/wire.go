@@ -25,7 +25,9 @@ const pgEpochMicros = 946_684_800_000_000
 // Anything else — another destination type, a NULL where the destination
 // cannot hold one, a value in the text form (a connection string that
 // picks the simple protocol, for a pooler, gets text) — goes through
-// rows.Scan, which writes every destination again and gives pgx's errors.
+// rows.Scan, with pgx's answer and errors; what readWire wrote before it
+// gave up is then written again, or the row's destinations are left to
+// the error.
 func scanWire(rows pgx.Rows, dest ...any) error {
 	if !readWire(rows, dest) {
 		return rows.Scan(dest...)
@@ -55,7 +57,7 @@ func readWire(rows pgx.Rows, dest []any) bool {
 			if fd.DataTypeOID != pgtype.BoolOID || len(v) != 1 {
 				return false
 			}
-			*d = v[0] != 0
+			*d = v[0] == 1 // as pgx reads it
 		case *string:
 			if fd.DataTypeOID != pgtype.TextOID || v == nil {
 				return false
