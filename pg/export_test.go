@@ -51,6 +51,11 @@ func (db *DB) HoldSearches() (queued func() int, release func()) {
 	return hold(&db.searches)
 }
 
+// HoldSpends is HoldReads for the shared limits' spends.
+func (db *DB) HoldSpends() (queued func() int, release func()) {
+	return hold(&db.spends)
+}
+
 func hold(r *batches[*readOp]) (queued func() int, release func()) {
 	// A batch just answered may still be looking for the next: it would
 	// take what is queued now.

@@ -2,6 +2,7 @@ package pg_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -82,6 +83,55 @@ func TestLimitsShared(t *testing.T) {
 	wg.Wait()
 	if passed.Load() != int32(rate.Burst) {
 		t.Errorf("%d of 40 concurrent spends through two instances passed, want %d", passed.Load(), rate.Burst)
+	}
+}
+
+// Spends sent together, in one pipeline and so one transaction, count as
+// they would one by one: each sees the spends before it on its key, a
+// key's spends pass in the order they came, and other keys are apart.
+func TestLimitsSpentTogether(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clock := storetest.NewClock()
+	db, _ := open(t, pg.Options{Now: clock.Now})
+	rate := auth.Rate{Burst: 3, Every: time.Minute}
+	writes, logins := db.Limiter("writes", rate), db.Limiter("logins", rate)
+	queued, release := db.HoldSpends()
+	type spend struct {
+		l    *pg.Limiter
+		key  string
+		pass bool
+	}
+	var spends []*spend
+	for i := range 8 {
+		spends = append(spends, &spend{l: writes, key: "hot"}, &spend{l: logins, key: fmt.Sprintf("cold%d", i)})
+	}
+	var wg sync.WaitGroup
+	for _, s := range spends {
+		wg.Go(func() { s.pass, _ = s.l.Spend(ctx, s.key) })
+	}
+	for queued() < len(spends) {
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d spends queued", queued(), len(spends))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	wg.Wait()
+	hot := 0
+	for _, s := range spends {
+		switch {
+		case s.key == "hot" && s.pass:
+			hot++
+		case s.key != "hot" && !s.pass:
+			t.Errorf("%s's first spend refused", s.key)
+		}
+	}
+	if hot != rate.Burst {
+		t.Errorf("%d of 8 spends on one key in one batch passed, want %d", hot, rate.Burst)
+	}
+	if ok, wait := writes.Spend(ctx, "hot"); ok || wait != time.Minute {
+		t.Errorf("after the batch: %v, retry after %v; want refused for a minute", ok, wait)
 	}
 }
 
