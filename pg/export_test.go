@@ -56,7 +56,7 @@ func (db *DB) HoldSpends() (queued func() int, release func()) {
 	return hold(&db.spends)
 }
 
-func hold(r *batches[*readOp]) (queued func() int, release func()) {
+func hold[T any](r *batches[T]) (queued func() int, release func()) {
 	// A batch just answered may still be looking for the next: it would
 	// take what is queued now.
 	for {

@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -16,9 +17,9 @@ import (
 // Shared limits. The guessing limits and the write limit count in the
 // database, so N instances behind a load balancer allow what one would,
 // not N times as much. Each key is one row holding GCRA's single number,
-// the time its bucket is full again plus one interval; a spend is one
-// statement that takes the row's lock, so two instances spending at once
-// are counted one after the other. Rows whose bucket is full again say
+// the time its bucket is full again plus one interval; a bucket's spends
+// are one statement that takes the row's lock, so two instances spending
+// at once are counted one after the other. Rows whose bucket is full again say
 // nothing a missing row would not, and the leader sweeps them.
 
 // Limiter counts events per key against a rate, in the database. It
@@ -36,37 +37,146 @@ func (db *DB) Limiter(name string, rate auth.Rate) *Limiter {
 	return &Limiter{db: db, name: name, every: rate.Every, slack: rate.Every * time.Duration(burst-1)}
 }
 
-// spendSQL takes one event from a key's bucket if it has one: $1 the
-// limiter, $2 the key's hash, $3 now, $4 the interval and $5 the slack in
-// microseconds. It answers whether the event passed and the bucket's
-// time; no row when the row appeared in another transaction meanwhile.
-const spendSQL = `WITH up AS (
-	INSERT INTO limits AS l (name, key, tat) VALUES ($1, $2, $3::timestamptz + $4::bigint * interval '1 microsecond')
-	ON CONFLICT (name, key) DO UPDATE
-		SET tat = greatest(l.tat, $3::timestamptz) + $4::bigint * interval '1 microsecond'
-		WHERE l.tat - $3::timestamptz <= $5::bigint * interval '1 microsecond'
+// spendSQL takes up to $6 events from a key's bucket, as many as it
+// has: $1 the limiter, $2 the key's hash, $3 now, $4 the interval and $5
+// the slack in microseconds. By GCRA, from base, the later of the
+// bucket's time and now, the j-th event (from 0) passes while base + j
+// intervals is at most the slack ahead of now. It answers how many
+// passed and the bucket's time after them; no row when the key's row
+// appeared in another transaction after this one looked (then again,
+// seeing it). An existing row is locked first, so what is written is
+// computed from what it held.
+const spendSQL = `WITH old AS (
+	SELECT tat FROM limits WHERE name = $1 AND key = $2 FOR UPDATE
+), b AS (
+	SELECT greatest(coalesce((SELECT tat FROM old), $3::timestamptz), $3::timestamptz) AS base
+), p AS (
+	SELECT base, greatest(0, least($6::bigint,
+		floor(($5::bigint - round(extract(epoch FROM base - $3::timestamptz) * 1000000))::numeric / $4::bigint) + 1))::bigint AS passes
+	FROM b
+), up AS (
+	INSERT INTO limits AS l (name, key, tat)
+	SELECT $1, $2, p.base + p.passes * $4::bigint * interval '1 microsecond' FROM p WHERE p.passes > 0
+	ON CONFLICT (name, key) DO UPDATE SET tat = excluded.tat WHERE EXISTS (SELECT 1 FROM old)
 	RETURNING tat
 )
-SELECT true, tat FROM up
-UNION ALL
-SELECT false, tat FROM limits WHERE name = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM up)`
+SELECT p.passes, coalesce((SELECT tat FROM up), (SELECT tat FROM old))
+FROM p WHERE p.passes = 0 OR EXISTS (SELECT 1 FROM up)`
 
-// Spends are sent together (sendSpends): every write spends from the
-// write limit before it is made, and a spend sent on its own was a
-// round trip and a commit of its own for each one — as much of
-// PostgreSQL's time as the create it let through (creates from one
-// account, 64 connections: 2,526 and 2,580 a second with the shared
-// limit, 4,109 and 4,756 with no limit; docs/PERFORMANCE.md). A batch of
-// spends is one pipeline, so one transaction: each spend sees those
-// before it, on its key as on others, and the batch commits once.
+// Spends are sent together: every write spends from the write limit
+// before it is made, and a spend sent on its own was a round trip and a
+// commit of its own for each one — as much of PostgreSQL's time as the
+// create it let through (creates from one account, 64 connections: 2,526
+// and 2,580 a second with the shared limit, 4,109 and 4,756 with no
+// limit; docs/PERFORMANCE.md). A batch's spends on one key are one
+// statement, which takes as many events as the bucket has for them (one
+// statement a spend, the row updated again and again in one
+// transaction, left most of the cost), and a batch is one pipeline, so
+// one transaction and one commit.
 
-// sendSpends sends a batch of spends in the order of the rows they lock,
-// so two batches — this instance's and another's — that spend on the same
-// keys lock them in the same order and never wait for each other in a
-// circle. Spends on one key keep the order they came in.
-func (db *DB) sendSpends(batch []*readOp) {
-	slices.SortStableFunc(batch, func(a, b *readOp) int { return strings.Compare(a.order, b.order) })
-	db.sendReadBatch(batch)
+// spendOp is one Spend waiting for its batch.
+type spendOp struct {
+	ctx  context.Context
+	l    *Limiter
+	hash [sha256.Size]byte
+	now  time.Time
+	// The answer: whether it passed, the bucket's time after its batch,
+	// the now the batch counted from.
+	ok      bool
+	tat, at time.Time
+	err     error
+	done    chan struct{}
+}
+
+// sameBucket reports whether a and b spend from one bucket at one rate.
+func sameBucket(a, b *spendOp) bool {
+	return a.l.name == b.l.name && a.hash == b.hash && a.l.every == b.l.every && a.l.slack == b.l.slack
+}
+
+// sendSpends answers a batch of spends. Spends on one bucket go as one
+// statement; the statements go in the order of the rows they lock (limit
+// name, then key hash), so two batches on the same keys, this instance's
+// or another's, never wait for each other in a circle. A bucket's events
+// go to its spends in the order they came.
+func (db *DB) sendSpends(batch []*spendOp) {
+	live := batch[:0:0]
+	for _, op := range batch {
+		if op.err = op.ctx.Err(); op.err != nil {
+			close(op.done) // its caller has gone: nothing to spend
+			continue
+		}
+		live = append(live, op)
+	}
+	slices.SortStableFunc(live, func(a, b *spendOp) int {
+		if c := strings.Compare(a.l.name, b.l.name); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.hash[:], b.hash[:])
+	})
+	var buckets [][]*spendOp
+	for i, op := range live {
+		if i > 0 && sameBucket(live[i-1], op) {
+			buckets[len(buckets)-1] = append(buckets[len(buckets)-1], op)
+			continue
+		}
+		buckets = append(buckets, []*spendOp{op})
+	}
+	switch {
+	case len(buckets) == 1:
+		_ = db.spendBuckets(buckets)
+	case len(buckets) > 1:
+		if db.spendBuckets(buckets) != nil {
+			// One of them, or none, is at fault: each bucket on its own.
+			for _, b := range buckets {
+				_ = db.spendBuckets([][]*spendOp{b})
+			}
+		}
+	}
+	for _, op := range live {
+		close(op.done)
+	}
+}
+
+// spendBuckets sends one statement a bucket in one pipeline and gives
+// each spend its answer, or the pipeline's error.
+func (db *DB) spendBuckets(buckets [][]*spendOp) error {
+	ctx, cancel := context.WithTimeout(db.life, readTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	for _, ops := range buckets {
+		now := ops[0].now
+		for _, op := range ops[1:] {
+			if op.now.After(now) {
+				now = op.now
+			}
+		}
+		l := ops[0].l
+		b.Queue(spendSQL, l.name, ops[0].hash[:], now, l.every.Microseconds(), l.slack.Microseconds(), len(ops))
+		for _, op := range ops {
+			op.at = now
+		}
+	}
+	br := db.pool.SendBatch(ctx, b)
+	for _, ops := range buckets {
+		var (
+			passes int64
+			tat    time.Time
+		)
+		err := br.QueryRow().Scan(&passes, &tat)
+		for i, op := range ops {
+			op.ok, op.tat, op.err = int64(i) < passes, tat, err
+		}
+	}
+	err := br.Close()
+	if err != nil {
+		// Nothing of the pipeline was committed.
+		for _, ops := range buckets {
+			for _, op := range ops {
+				op.ok, op.err = false, err
+			}
+		}
+	}
+	return err
 }
 
 // Spend takes one event from key's bucket when it has one; when it has
@@ -79,26 +189,24 @@ func (l *Limiter) Spend(ctx context.Context, key string) (bool, time.Duration) {
 	}
 	hash := l.hash(key)
 	for attempt := 1; ; attempt++ {
-		now := l.db.clock()
-		var (
-			ok  bool
-			tat time.Time
-		)
-		op := &readOp{ctx: ctx, order: l.name + "\x00" + string(hash[:]), done: make(chan struct{}),
-			queue: func(b *pgx.Batch) {
-				b.Queue(spendSQL, l.name, hash[:], now, l.every.Microseconds(), l.slack.Microseconds())
-			},
-			read: func(br pgx.BatchResults) error { return br.QueryRow().Scan(&ok, &tat) },
+		op := &spendOp{ctx: ctx, l: l, hash: hash, now: l.db.clock(), done: make(chan struct{})}
+		err := errClosed
+		if l.db.spends.add(op) {
+			select {
+			case <-op.done:
+				err = op.err
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
 		}
-		err := l.db.sendOp(ctx, &l.db.spends, op)
 		switch {
-		case err == nil && ok:
+		case err == nil && op.ok:
 			return true, 0
 		case err == nil:
-			return false, tat.Sub(now) - l.slack
+			return false, op.tat.Sub(op.at) - l.slack
 		case errors.Is(err, pgx.ErrNoRows) && attempt == 1:
 			// Another instance made the key's row between this
-			// statement's snapshot and its insert: again, seeing it.
+			// statement's look and its insert: again, seeing it.
 			continue
 		case ctx.Err() != nil:
 			return false, l.every

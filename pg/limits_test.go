@@ -86,9 +86,9 @@ func TestLimitsShared(t *testing.T) {
 	}
 }
 
-// Spends sent together, in one pipeline and so one transaction, count as
-// they would one by one: each sees the spends before it on its key, a
-// key's spends pass in the order they came, and other keys are apart.
+// Spends sent together count as they would one by one: a key's spends
+// in one batch take what its bucket has, in the order they came, refused
+// ones are told when the next event is back, and other keys are apart.
 func TestLimitsSpentTogether(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -96,42 +96,78 @@ func TestLimitsSpentTogether(t *testing.T) {
 	db, _ := open(t, pg.Options{Now: clock.Now})
 	rate := auth.Rate{Burst: 3, Every: time.Minute}
 	writes, logins := db.Limiter("writes", rate), db.Limiter("logins", rate)
-	queued, release := db.HoldSpends()
 	type spend struct {
 		l    *pg.Limiter
 		key  string
 		pass bool
+		wait time.Duration
 	}
-	var spends []*spend
-	for i := range 8 {
-		spends = append(spends, &spend{l: writes, key: "hot"}, &spend{l: logins, key: fmt.Sprintf("cold%d", i)})
-	}
-	var wg sync.WaitGroup
-	for _, s := range spends {
-		wg.Go(func() { s.pass, _ = s.l.Spend(ctx, s.key) })
-	}
-	for queued() < len(spends) {
-		if ctx.Err() != nil {
-			t.Fatalf("%d of %d spends queued", queued(), len(spends))
+	// together spends hot n times and n cold keys once, in one batch, and
+	// returns how many of hot's passed and the waits of those refused.
+	together := func(round, n int) (passed int, waits []time.Duration) {
+		t.Helper()
+		queued, release := db.HoldSpends()
+		var spends []*spend
+		for i := range n {
+			spends = append(spends, &spend{l: writes, key: "hot"}, &spend{l: logins, key: fmt.Sprintf("cold%d-%d", round, i)})
 		}
-		time.Sleep(time.Millisecond)
+		var wg sync.WaitGroup
+		for _, s := range spends {
+			wg.Go(func() { s.pass, s.wait = s.l.Spend(ctx, s.key) })
+		}
+		for queued() < len(spends) {
+			if ctx.Err() != nil {
+				t.Fatalf("%d of %d spends queued", queued(), len(spends))
+			}
+			time.Sleep(time.Millisecond)
+		}
+		release()
+		wg.Wait()
+		for _, s := range spends {
+			switch {
+			case s.key == "hot" && s.pass:
+				passed++
+			case s.key == "hot":
+				waits = append(waits, s.wait)
+			case !s.pass:
+				t.Errorf("%s's first spend refused", s.key)
+			}
+		}
+		return passed, waits
 	}
-	release()
-	wg.Wait()
-	hot := 0
-	for _, s := range spends {
-		switch {
-		case s.key == "hot" && s.pass:
-			hot++
-		case s.key != "hot" && !s.pass:
-			t.Errorf("%s's first spend refused", s.key)
+	wantWaits := func(waits []time.Duration, n int, want time.Duration) {
+		t.Helper()
+		if len(waits) != n {
+			t.Fatalf("%d refused, want %d", len(waits), n)
+		}
+		for _, w := range waits {
+			if w != want {
+				t.Errorf("refused, retry after %v; want %v", w, want)
+			}
 		}
 	}
-	if hot != rate.Burst {
-		t.Errorf("%d of 8 spends on one key in one batch passed, want %d", hot, rate.Burst)
+
+	// A full bucket of 3: 3 of 8 pass; the next is a minute away.
+	passed, waits := together(1, 8)
+	if passed != 3 {
+		t.Errorf("a full bucket: %d of 8 passed, want 3", passed)
+	}
+	wantWaits(waits, 5, time.Minute)
+	// 90 s later, one and a half events are back: 1 of 4 passes, and the
+	// next is 30 s away.
+	clock.Add(90 * time.Second)
+	passed, waits = together(2, 4)
+	if passed != 1 {
+		t.Errorf("a bucket with one event and a half: %d of 4 passed, want 1", passed)
+	}
+	wantWaits(waits, 3, 30*time.Second)
+	// Long after, the bucket is full again: 3 of 3 pass.
+	clock.Add(time.Hour)
+	if passed, _ = together(3, 3); passed != 3 {
+		t.Errorf("a bucket full again: %d of 3 passed, want 3", passed)
 	}
 	if ok, wait := writes.Spend(ctx, "hot"); ok || wait != time.Minute {
-		t.Errorf("after the batch: %v, retry after %v; want refused for a minute", ok, wait)
+		t.Errorf("after the batches: %v, retry after %v; want refused for a minute", ok, wait)
 	}
 }
 

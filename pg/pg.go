@@ -102,7 +102,7 @@ type DB struct {
 	// apart from reads so that no short read waits behind a search.
 	searches batches[*readOp]
 	// spends sends the shared limits' spends together (limits.go).
-	spends batches[*readOp]
+	spends batches[*spendOp]
 	// wordSearches holds a token for each search with words sent alone:
 	// with the batches of searches, at most half the pool's connections,
 	// so searches, however many clients send them, leave connections for
@@ -169,7 +169,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	db.creates = batches[*createOp]{limit: 1, size: maxCreateBatch, run: db.commitBatch, workers: &db.workers}
 	db.reads = batches[*readOp]{limit: readConcurrency(), size: maxReadBatch, run: db.sendReadBatch, workers: &db.workers}
 	db.searches = batches[*readOp]{limit: readConcurrency(), size: maxReadBatch, run: db.sendReadBatch, workers: &db.workers}
-	db.spends = batches[*readOp]{limit: 1, size: maxReadBatch, run: db.sendSpends, workers: &db.workers}
+	db.spends = batches[*spendOp]{limit: 1, size: maxReadBatch, run: db.sendSpends, workers: &db.workers}
 	if db.now == nil {
 		db.now = time.Now
 	}

@@ -56,11 +56,8 @@ type readOp struct {
 	queue      func(b *pgx.Batch)
 	read       func(br pgx.BatchResults) error
 	statements int
-	// order is where the operation's row locks fall among those of its
-	// batch, for operations that take them (limits.go); "" for reads.
-	order string
-	err   error
-	done  chan struct{}
+	err        error
+	done       chan struct{}
 }
 
 // readConcurrency is how many batches of reads may be in flight at once:
@@ -77,11 +74,7 @@ func (db *DB) readTogether(ctx context.Context, queue func(b *pgx.Batch), read f
 
 // sendTogether is readTogether in the batches given.
 func (db *DB) sendTogether(ctx context.Context, in *batches[*readOp], queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
-	return db.sendOp(ctx, in, &readOp{ctx: ctx, queue: queue, read: read, done: make(chan struct{})})
-}
-
-// sendOp is sendTogether for an operation already made.
-func (db *DB) sendOp(ctx context.Context, in *batches[*readOp], op *readOp) error {
+	op := &readOp{ctx: ctx, queue: queue, read: read, done: make(chan struct{})}
 	if !in.add(op) {
 		return errClosed
 	}
