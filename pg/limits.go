@@ -94,10 +94,12 @@ func sameBucket(a, b *spendOp) bool {
 }
 
 // sendSpends answers a batch of spends. Spends on one bucket go as one
-// statement; the statements go in the order of the rows they lock (limit
-// name, then key hash), so two batches on the same keys, this instance's
-// or another's, never wait for each other in a circle. A bucket's events
-// go to its spends in the order they came.
+// statement, sent as reads are (sendReadBatch: one pipeline, each alone
+// when it fails), so one transaction and one commit a batch; the
+// statements go in the order of the rows they lock (limit name, then key
+// hash), so two batches on the same keys, this instance's or another's,
+// never wait for each other in a circle. A bucket's events go to its
+// spends in the order they came.
 func (db *DB) sendSpends(batch []*spendOp) {
 	live := batch[:0:0]
 	for _, op := range batch {
@@ -113,70 +115,59 @@ func (db *DB) sendSpends(batch []*spendOp) {
 		}
 		return bytes.Compare(a.hash[:], b.hash[:])
 	})
-	var buckets [][]*spendOp
-	for i, op := range live {
-		if i > 0 && sameBucket(live[i-1], op) {
-			buckets[len(buckets)-1] = append(buckets[len(buckets)-1], op)
-			continue
+	var (
+		buckets    [][]*spendOp
+		statements []*readOp
+	)
+	for start := 0; start < len(live); {
+		end := start + 1
+		for end < len(live) && sameBucket(live[start], live[end]) {
+			end++
 		}
-		buckets = append(buckets, []*spendOp{op})
+		buckets = append(buckets, live[start:end])
+		statements = append(statements, db.spendBucket(live[start:end]))
+		start = end
 	}
-	switch {
-	case len(buckets) == 1:
-		_ = db.spendBuckets(buckets)
-	case len(buckets) > 1:
-		if db.spendBuckets(buckets) != nil {
-			// One of them, or none, is at fault: each bucket on its own.
-			for _, b := range buckets {
-				_ = db.spendBuckets([][]*spendOp{b})
+	db.sendReadBatch(statements)
+	for i, st := range statements {
+		for _, op := range buckets[i] {
+			if st.err != nil {
+				// Also when the statement never ran (the store closing)
+				// or its read panicked.
+				op.ok, op.err = false, st.err
 			}
+			close(op.done)
 		}
-	}
-	for _, op := range live {
-		close(op.done)
 	}
 }
 
-// spendBuckets sends one statement a bucket in one pipeline and gives
-// each spend its answer, or the pipeline's error.
-func (db *DB) spendBuckets(buckets [][]*spendOp) error {
-	ctx, cancel := context.WithTimeout(db.life, readTimeout)
-	defer cancel()
-	b := &pgx.Batch{}
-	for _, ops := range buckets {
-		now := ops[0].now
-		for _, op := range ops[1:] {
-			if op.now.After(now) {
-				now = op.now
+// spendBucket is the statement of a bucket's spends, answering each when
+// it is read. Its context is the store's: the spends' callers may leave,
+// and the bucket is counted for those that stay.
+func (db *DB) spendBucket(ops []*spendOp) *readOp {
+	now := ops[0].now
+	for _, op := range ops[1:] {
+		if op.now.After(now) {
+			now = op.now
+		}
+	}
+	l := ops[0].l
+	return &readOp{ctx: db.life, done: make(chan struct{}),
+		queue: func(b *pgx.Batch) {
+			b.Queue(spendSQL, l.name, ops[0].hash[:], now, l.every.Microseconds(), l.slack.Microseconds(), len(ops))
+		},
+		read: func(br pgx.BatchResults) error {
+			var (
+				passes int64
+				tat    time.Time
+			)
+			err := br.QueryRow().Scan(&passes, &tat)
+			for i, op := range ops {
+				op.ok, op.tat, op.at, op.err = err == nil && int64(i) < passes, tat, now, err
 			}
-		}
-		l := ops[0].l
-		b.Queue(spendSQL, l.name, ops[0].hash[:], now, l.every.Microseconds(), l.slack.Microseconds(), len(ops))
-		for _, op := range ops {
-			op.at = now
-		}
+			return err
+		},
 	}
-	br := db.pool.SendBatch(ctx, b)
-	for _, ops := range buckets {
-		var (
-			passes int64
-			tat    time.Time
-		)
-		err := br.QueryRow().Scan(&passes, &tat)
-		for i, op := range ops {
-			op.ok, op.tat, op.err = int64(i) < passes, tat, err
-		}
-	}
-	err := br.Close()
-	if err != nil {
-		// Nothing of the pipeline was committed.
-		for _, ops := range buckets {
-			for _, op := range ops {
-				op.ok, op.err = false, err
-			}
-		}
-	}
-	return err
 }
 
 // Spend takes one event from key's bucket when it has one; when it has

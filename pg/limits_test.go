@@ -171,6 +171,35 @@ func TestLimitsSpentTogether(t *testing.T) {
 	}
 }
 
+// A spend queued when the store closes is not counted and so passes, as
+// one whose database cannot be reached: never refused for a count that
+// was not made.
+func TestLimitsSpendAtClose(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, _ := open(t, pg.Options{})
+	l := db.Limiter("writes", auth.Rate{Burst: 1, Every: time.Hour})
+	queued, release := db.HoldSpends()
+	passed := make(chan bool, 1)
+	go func() {
+		ok, _ := l.Spend(ctx, "ada")
+		passed <- ok
+	}()
+	for queued() < 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the spend never queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if !<-passed {
+		t.Error("a spend the closing store never counted was refused")
+	}
+}
+
 // TestLimitsUnreachable: a limiter whose database is gone lets the event
 // through rather than lock everyone out.
 func TestLimitsUnreachable(t *testing.T) {
