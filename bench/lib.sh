@@ -192,10 +192,10 @@ mem_peak_kib() {
   REPLY="$anon $rss"
 }
 
-# mem_peak: REPLY = "RssAnon N MiB, VmRSS M MiB", the peaks in $work/mem so far.
+# mem_peak [FILE]: REPLY = "RssAnon N MiB, VmRSS M MiB", the peaks sample_mem wrote to FILE ($work/mem) so far.
 mem_peak() {
   local anon rss
-  mem_peak_kib "$work/mem"
+  mem_peak_kib "${1:-$work/mem}"
   read -r anon rss <<<"$REPLY"
   REPLY="RssAnon $((anon / 1024)) MiB, VmRSS $((rss / 1024)) MiB"
 }

@@ -3,17 +3,22 @@
 # amount of data.
 #
 # It builds Herald and a do-nothing baseline server (bench/baseline), starts
-# both on 127.0.0.1 with ports the kernel picks and a fresh database in a
-# temp dir, fills Herald with MESSAGES messages THROUGH THE API (wrk +
-# bench/fill.lua, about 10 users, varied content from bench/content.lua),
-# then drives each workload with wrk at every connection count in CONNS_LIST
-# and prints one table per count: requests/s, p50 and p99 latency, non-2xx
-# answers and socket errors, throughput as a ratio to the baseline server and
-# p99 as a multiple of the baseline's p99. The baseline is measured at the
-# start and again at the end of each block; the ratios use the mean, and both
-# are printed so drift is visible. This machine is shared: ratios to the
-# baseline drift less than absolute numbers, and the script measures how much
-# CPU other processes took while it ran and warns when that is a lot.
+# them on 127.0.0.1 with ports the kernel picks, one Herald for each store in
+# STORES with a fresh database in a temp dir, fills each Herald with MESSAGES
+# messages THROUGH THE API (wrk + bench/fill.lua, about 10 users, varied
+# content from bench/content.lua), then drives each workload with wrk at
+# every connection count in CONNS_LIST and prints one table per store and
+# count: requests/s, p50 and p99 latency, non-2xx answers and socket errors,
+# throughput as a ratio to the baseline server and p99 as a multiple of the
+# baseline's p99. Each workload runs on one store and right after on the
+# other (the first alternates), so both stores' figures come from the same
+# moments of the machine; with ROUNDS above 1 the whole series repeats and
+# the tables give each workload's median run. The baseline is measured at
+# the start and again at the end of each connection count's block; the
+# ratios use the mean, and both are printed so drift is visible. This
+# machine is shared: ratios to the baseline drift less than absolute
+# numbers, and the script measures how much CPU other processes took while
+# it ran and warns when that is a lot.
 #
 # Usage (from a fresh clone; root, or sudo for apt-get, installs wrk if
 # missing):
@@ -24,13 +29,17 @@
 #
 # Environment:
 #   STORES="bolt postgres"
-#                       the stores to run Herald on, one after the other in
-#                       this run, each filled afresh: bolt (a file) and
-#                       postgres (a throwaway PostgreSQL server on a Unix
-#                       socket, bench/pg.sh, with its durable defaults:
-#                       fsync and synchronous_commit on; installed from
-#                       Debian when missing). With both, a last table gives
-#                       each PostgreSQL figure as a ratio to bbolt's.
+#                       the stores to run Herald on, side by side in this
+#                       run, each filled afresh: bolt (a file) and postgres
+#                       (a throwaway PostgreSQL server on a Unix socket,
+#                       bench/pg.sh, with its durable defaults: fsync and
+#                       synchronous_commit on; installed from Debian when
+#                       missing). With both, a last table gives each
+#                       PostgreSQL figure as a ratio to bbolt's run next to
+#                       it: the median over the rounds, the lowest and the
+#                       highest.
+#   ROUNDS=1            times every workload runs on every store (reads
+#                       first, then creates; login once)
 #   MESSAGES=100000     messages created through the API before the workloads
 #   DURATION=5s         length of every wrk run (wrk syntax: 5s, 1m)
 #   CONNS_LIST="16 64"  connection counts, one table each
@@ -69,8 +78,9 @@
 # Output: progress on stderr; the report (host, settings, for each store
 # its fill rate, the tables, Herald's peak RssAnon and VmRSS sampled every
 # 200 ms through its runs, CPU used by other processes — PostgreSQL's
-# server counts as Herald's, not as another process) on stdout and in
-# bench/out/scale-YYYYmmdd-HHMMSS.txt (gitignored). Table columns: req/s and
+# server and the idle Herald of the other store count as ours, not as other
+# processes) on stdout and in bench/out/scale-YYYYmmdd-HHMMSS.txt
+# (gitignored). Table columns: req/s and
 # requests (answers that finished within the run), p50/p99 latency, non-2xx
 # (wrk's count of answers with status >= 400), errors (socket errors and
 # timeouts), ratio (req/s / the baseline's mean req/s), p99 x bl (p99 / the
@@ -102,6 +112,7 @@ HERALD_SRC=${HERALD_SRC:-$repo}
 HERALD_REF=${HERALD_REF:-}
 BUSY_WARN_PCT=${BUSY_WARN_PCT:-15}
 SETTLE_MAX=${SETTLE_MAX:-15}
+ROUNDS=${ROUNDS:-1}
 KEEP_WORK=${KEEP_WORK:-}
 FILL_PROBE=5 # seconds of the first fill round, which measures the create rate
 
@@ -113,6 +124,7 @@ need_int FILL_MAX "$FILL_MAX" 10
 need_int SEED "$SEED" 0
 need_int BUSY_WARN_PCT "$BUSY_WARN_PCT" 0
 need_int SETTLE_MAX "$SETTLE_MAX" 0
+need_int ROUNDS "$ROUNDS" 1
 [[ $DURATION =~ ^[0-9]+[smh]?$ ]] || die "DURATION must be like 5s or 1m"
 [[ $WRK_TIMEOUT =~ ^[0-9]+[smh]?$ ]] || die "WRK_TIMEOUT must be like 10s"
 for c in $CONNS_LIST; do
@@ -132,10 +144,31 @@ if [[ " $STORES " == *" postgres "* ]]; then need_postgres log; fi
 
 # Report, temp dir, clean-up on exit; CPU and memory accounting: bench/lib.sh.
 bench_setup scale
-# lib.sh's cleanup, and the PostgreSQL server first when one runs.
+# Every store's Herald runs from its fill to the end of the run; these hold
+# what use_store makes current: its PID, address, token, log, and so on.
+declare -A st_pid=() st_sampler=() st_base=() st_auth=() st_tokens=() st_maxid=() \
+  st_owner=() st_deep_name=() st_deep_path=() st_costly=() st_login=() st_errors=()
+
+# stop_heralds: stop every store's Herald and sampler that still runs; after
+# a failure, show the end of each one's log.
+stop_heralds() {
+  local st
+  for st in "${!st_pid[@]}"; do
+    if [ -n "${1:-}" ] && [ -s "$work/herald-$st.log" ]; then
+      echo "--- last lines of herald's log on $st:" >&2
+      tail -n 20 "$work/herald-$st.log" >&2
+    fi
+    stop_pid "${st_sampler[$st]:-}" 1
+    stop_pid "${st_pid[$st]:-}" 20
+    st_pid[$st]='' st_sampler[$st]=''
+  done
+  herald_pid='' sampler_pid=''
+}
+
+# The Heralds, then the PostgreSQL server they use, then lib.sh's cleanup.
 # set +e: under errexit the failing (exit) would end the trap before
 # cleanup stops the servers it started.
-trap 'status=$?; pg_stop; set +e; (exit "$status"); cleanup' EXIT
+trap 'status=$?; set +e; if ((status != 0)); then stop_heralds failed; else stop_heralds; fi; pg_stop; (exit "$status"); cleanup' EXIT
 
 # --- servers ---------------------------------------------------------------
 
@@ -166,24 +199,37 @@ store_cpu() {
   REPLY=$((REPLY + h))
 }
 
-# acct_more: lib.sh's acct_snapshot adds this to what this run uses, so the
-# PostgreSQL server Herald runs on is not counted as another process.
+# acct_more: lib.sh's acct_snapshot adds this to what this run uses (it
+# counts the current Herald and sampler itself), so neither the PostgreSQL
+# server nor the Herald of the other store, idle beside the one measured,
+# is counted as another process.
 acct_more() {
-  REPLY=0
-  if [ -n "${pg_pid:-}" ]; then pg_cpu; fi
+  local total=0 st p
+  if [ -n "${pg_pid:-}" ]; then
+    pg_cpu
+    total=$REPLY
+  fi
+  for st in "${!st_pid[@]}"; do
+    for p in "${st_pid[$st]}" "${st_sampler[$st]}"; do
+      [ -n "$p" ] && [ "$p" != "$herald_pid" ] && [ "$p" != "$sampler_pid" ] || continue
+      cpu_of "$p"
+      total=$((total + REPLY))
+    done
+  done
+  REPLY=$total
 }
 
-# scan_log: count ERROR lines in Herald's log, keep a few, then empty the log
-# (it holds one access line per request; Herald appends, so emptying is safe).
-herald_errors=0
+# scan_log: count ERROR lines in the current Herald's log, keep a few, then
+# empty the log (it holds one access line per request; Herald appends, so
+# emptying is safe).
 scan_log() {
-  local n
-  n=$(grep -c -E 'level=ERROR|"level":"ERROR"' "$work/herald.log" || true)
+  local n logf="$work/herald-$store_name.log"
+  n=$(grep -c -E 'level=ERROR|"level":"ERROR"' "$logf" || true)
   if ((n > 0)); then
-    herald_errors=$((herald_errors + n))
-    grep -E 'level=ERROR|"level":"ERROR"' "$work/herald.log" | head -n 3 >>"$work/errors" || true
+    st_errors[$store_name]=$((${st_errors[$store_name]:-0} + n))
+    grep -E 'level=ERROR|"level":"ERROR"' "$logf" | head -n 3 >>"$work/errors-$store_name" || true
   fi
-  : >"$work/herald.log"
+  : >"$logf"
 }
 
 # --- HTTP helpers (curl, bounded) ------------------------------------------
@@ -326,43 +372,64 @@ costly_run() {
   scan_log
 }
 
-# table CONNS RESULTS: print the table of one connection count.
+# table CONNS FILE...: print the current store's table of one connection
+# count from the results in FILE... (the block's baselines and the store's
+# runs). With ROUNDS above 1 a workload has a run a round; its row is the
+# median run by req/s.
 table() {
-  local conns=$1 results=$2 t
-  t=$(awk -v conns="$conns" -v threads="$THREADS" -v dur="$DURATION" -v store="$store_name" '
+  local conns=$1 t
+  shift
+  t=$(awk -v conns="$conns" -v threads="$THREADS" -v dur="$DURATION" -v store="$store_name" -v rounds="$ROUNDS" '
     {
-      names[++n] = $1
-      if ($2 == "FAILED") failed[$1] = 1
-      for (i = 2; i <= NF; i++) { split($i, kv, "="); v[$1, kv[1]] = kv[2] }
+      if (!($1 in count)) names[++n] = $1
+      k = ++count[$1]
+      if ($2 == "FAILED") failed[$1, k] = 1
+      for (i = 2; i <= NF; i++) { split($i, kv, "="); v[$1, k, kv[1]] = kv[2] }
     }
-    function row(label, s) {
-      if (failed[s]) { printf "%-18s %10s\n", label, "wrk failed"; return }
-      if (v[s, "requests"] == 0) {
+    # median(s): the index of the median run of s by req/s among those wrk
+    # finished; 0 when there is none.
+    function median(s,    k, m, j, i, tmp, idx) {
+      m = 0
+      for (k = 1; k <= count[s]; k++) if (!failed[s, k]) idx[++m] = k
+      if (m == 0) return 0
+      for (j = 2; j <= m; j++) {
+        tmp = idx[j]
+        for (i = j - 1; i > 0 && v[s, idx[i], "rps"] + 0 > v[s, tmp, "rps"] + 0; i--) idx[i + 1] = idx[i]
+        idx[i + 1] = tmp
+      }
+      return idx[int((m + 1) / 2)]
+    }
+    function row(label, s,    k) {
+      k = median(s)
+      if (k == 0) { printf "%-18s %10s\n", label, "wrk failed"; return }
+      if (v[s, k, "requests"] == 0) {
         printf "%-18s %10.0f %8d %9s %9s %8d %7d %7.3f %9s %7s\n", label, 0, 0, "-", "-",
-          v[s, "non2xx"], v[s, "errors"], 0, "-", v[s, "other"]
+          v[s, k, "non2xx"], v[s, k, "errors"], 0, "-", v[s, k, "other"]
         notes = notes sprintf("%s: no answer finished within %s, so no latency figures\n", label, dur)
         return
       }
       printf "%-18s %10.0f %8d %9.2f %9.2f %8d %7d %7.3f %9.1f %7s\n", label,
-        v[s, "rps"], v[s, "requests"], v[s, "p50_ms"], v[s, "p99_ms"], v[s, "non2xx"], v[s, "errors"],
-        (brps > 0 ? v[s, "rps"] / brps : 0), (bp99 > 0 ? v[s, "p99_ms"] / bp99 : 0), v[s, "other"]
+        v[s, k, "rps"], v[s, k, "requests"], v[s, k, "p50_ms"], v[s, k, "p99_ms"], v[s, k, "non2xx"], v[s, k, "errors"],
+        (brps > 0 ? v[s, k, "rps"] / brps : 0), (bp99 > 0 ? v[s, k, "p99_ms"] / bp99 : 0), v[s, k, "other"]
     }
     END {
-      brps = (v["baseline_start", "rps"] + v["baseline_end", "rps"]) / 2
-      bp99 = (v["baseline_start", "p99_ms"] + v["baseline_end", "p99_ms"]) / 2
-      printf "== %s: %d connections, %d threads, %s per run ==\n", store, conns, threads, dur
+      brps = (v["baseline_start", 1, "rps"] + v["baseline_end", 1, "rps"]) / 2
+      bp99 = (v["baseline_start", 1, "p99_ms"] + v["baseline_end", 1, "p99_ms"]) / 2
+      printf "== %s: %d connections, %d threads, %s per run", store, conns, threads, dur
+      if (rounds > 1) printf ", the median of %d rounds", rounds
+      printf " ==\n"
       printf "%-18s %10s %8s %9s %9s %8s %7s %7s %9s %7s\n", "workload", "req/s", "requests", "p50 ms",
         "p99 ms", "non-2xx", "errors", "ratio", "p99 x bl", "other%"
       row("baseline (start)", "baseline_start")
       row("baseline (end)", "baseline_end")
       printf "%-18s %10.0f %8s %9s %9.2f %8s %7s %7.3f %9.1f\n", "baseline (mean)", brps, "", "", bp99, "", "", 1, 1
       for (i = 1; i <= n; i++) if (names[i] !~ /^baseline_/) row(names[i], names[i])
-      if (v["baseline_start", "rps"] > 0)
+      if (v["baseline_start", 1, "rps"] > 0)
         printf "baseline drift: end/start throughput %.3f, p99 %.2f ms -> %.2f ms\n",
-          v["baseline_end", "rps"] / v["baseline_start", "rps"],
-          v["baseline_start", "p99_ms"], v["baseline_end", "p99_ms"]
+          v["baseline_end", 1, "rps"] / v["baseline_start", 1, "rps"],
+          v["baseline_start", 1, "p99_ms"], v["baseline_end", 1, "p99_ms"]
       printf "%s", notes
-    }' "$results")
+    }' "$@")
   say "$t"
 }
 
@@ -381,14 +448,14 @@ if [ -n "$HERALD_REF" ]; then
 else
   use_worktree "$HERALD_SRC"
 fi
-say "settings: MESSAGES=$MESSAGES DURATION=$DURATION CONNS_LIST=\"$CONNS_LIST\" THREADS=$THREADS USERS=$USERS FILL_CONNS=$FILL_CONNS WRK_TIMEOUT=$WRK_TIMEOUT SEED=$SEED"
+say "settings: MESSAGES=$MESSAGES ROUNDS=$ROUNDS DURATION=$DURATION CONNS_LIST=\"$CONNS_LIST\" THREADS=$THREADS USERS=$USERS FILL_CONNS=$FILL_CONNS WRK_TIMEOUT=$WRK_TIMEOUT SEED=$SEED"
 
 if [ -n "$HERALD_REF" ]; then hint="a revision that builds"; else hint="HERALD_REF=HEAD to build the last commit"; fi
 go_build "$src" . "$work/herald" "herald from $src" "building herald from $src failed; try $hint"
 go_build "$repo" ./bench/baseline "$work/baseline" bench/baseline
 
-# The baseline runs through every store's runs; Herald is started afresh
-# for each store, on a database of its own.
+# The baseline runs through every store's runs; each store has a Herald of
+# its own, on a database of its own.
 "$work/baseline" -addr 127.0.0.1:0 2>"$work/baseline.log" &
 baseline_pid=$!
 listen_addr "$work/baseline.log" "$baseline_pid" baseline
@@ -403,13 +470,13 @@ fi
 acct_snapshot
 run_acct=("${ACCT[@]}")
 
-# run_store STORE: start Herald on STORE (bolt or postgres), fill it, run
-# every workload at every connection count, print the tables and stop it.
-run_store() {
+# prepare_store STORE: start Herald on STORE (bolt or postgres), fill it,
+# check what the searches find and keep what its workloads need in the st_
+# arrays. Its Herald runs on until finish_store.
+prepare_store() {
   store_name=$1
-  local db_arg db_size
-  : >"$work/herald.log"
-  rm -f "$work/mem"
+  local db_arg logf="$work/herald-$1.log"
+  : >"$logf"
   if [ "$store_name" = postgres ]; then
     pg_createdb herald_bench
     db_arg=$REPLY
@@ -429,12 +496,13 @@ run_store() {
   HERALD_ADDR=127.0.0.1:0 HERALD_DB="$db_arg" \
     HERALD_LOGIN_FAILURES_PER_ACCOUNT=1000000000/1ms HERALD_LOGIN_FAILURES_PER_ADDRESS=1000000000/1ms \
     HERALD_REGISTRATIONS_PER_ADDRESS=1000000000/1ms HERALD_WRITES_PER_ACCOUNT=1000000000/1ms \
-    "$work/herald" 2>>"$work/herald.log" &
+    "$work/herald" 2>>"$logf" &
   herald_pid=$!
-  listen_addr "$work/herald.log" "$herald_pid" herald
+  listen_addr "$logf" "$herald_pid" "herald on $store_name"
   base="http://$REPLY"
-  sample_mem "$herald_pid" "$work/mem" &
+  sample_mem "$herald_pid" "$work/mem-$store_name" &
   sampler_pid=$!
+  st_pid[$store_name]=$herald_pid st_sampler[$store_name]=$sampler_pid
   log "herald at $base (pid $herald_pid), baseline at $baseline_url (pid $baseline_pid)"
 
   # Accounts: one for the login workload alone (logins add tokens, which may
@@ -506,7 +574,6 @@ run_store() {
   if [ -n "$fill_cut" ]; then
     say "WARNING: the fill ran out of time (FILL_MAX=${FILL_MAX}s) at $maxid of $MESSAGES messages; the workloads run on $maxid"
   fi
-  mem_peak
   say "fill: $maxid messages by ${#tokens[@]} users in $((fill_us / 1000000)).$((fill_us / 100000 % 10))s over $round wrk rounds (${FILL_CONNS} connections): $((maxid * 1000000 / (fill_us > 0 ? fill_us : 1))) messages/s overall; $fill_failed non-2xx answers"
   if [ "$store_name" = postgres ]; then
     # A database just filled has no statistics and no visibility map yet;
@@ -521,10 +588,10 @@ run_store() {
     say "postgres: VACUUM ANALYZE after the fill, as autovacuum would do in time, and 16 s for Herald to read its statistics"
   fi
   db_mib
-  say "herald after the fill: database $REPLY MiB, peak so far $(mem_peak; echo "$REPLY")"
+  say "herald after the fill: database $REPLY MiB, peak so far $(mem_peak "$work/mem-$store_name"; echo "$REPLY")"
 
   # What the searches find (one request each, on an idle server).
-  declare -A search_path=(
+  declare -gA search_path=(
     [search_common]="/api/messages?q=apple"
     [search_two_words]="/api/messages?q=apple+river"
     [search_rare]="/api/messages?q=zephyr"
@@ -573,48 +640,94 @@ run_store() {
   json_field next
   say "$(printf 'check %-16s HTTP %s in %5d ms: %3d matches on a page of 20%s  %s' costly_16_words "$code" "$ms" "$items" "${REPLY:+ (more pages)}" "$costly_path")"
 
-  # Workloads. create and login come after the reads, so every read of a block
-  # sees the same database; get_by_id draws from the filled range only.
-  for conns in $CONNS_LIST; do
-    results="$work/results-$store_name-$conns"
-    : >"$results"
-    bench_run baseline_start "$conns" "$results" -s "$bench/report.lua" "$baseline_url"
-    bench_run list_newest_20 "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base/api/messages?limit=20"
-    bench_run get_by_id "$conns" "$results" -s "$bench/random_get.lua" -H "$auth" "$base" -- "$maxid" "$SEED"
-    for name in search_common search_two_words search_rare owner_filter; do
-      bench_run "$name" "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base${search_path[$name]}"
-    done
+  st_base[$store_name]=$base st_auth[$store_name]=$auth st_tokens[$store_name]="${tokens[*]}"
+  st_maxid[$store_name]=$maxid st_owner[$store_name]=$owner st_login[$store_name]=$have_login_user
+  st_deep_name[$store_name]=$deep_name st_deep_path[$store_name]=$deep_path st_costly[$store_name]=$costly_path
+}
+
+# use_store STORE: make STORE's Herald the one the workloads and helpers use.
+use_store() {
+  store_name=$1
+  herald_pid=${st_pid[$1]} sampler_pid=${st_sampler[$1]}
+  base=${st_base[$1]} auth=${st_auth[$1]} maxid=${st_maxid[$1]} have_login_user=${st_login[$1]}
+  read -ra tokens <<<"${st_tokens[$1]}"
+  deep_name=${st_deep_name[$1]} deep_path=${st_deep_path[$1]} costly_path=${st_costly[$1]}
+  search_path[owner_filter]="/api/messages?owner=${st_owner[$1]}"
+}
+
+# run_workload NAME CONNS: one run of workload NAME on the current store,
+# into its results of CONNS connections. deep stands for the deep page,
+# costly for list_beside_costly with costly_16_words.
+run_workload() {
+  local name=$1 conns=$2 results="$work/results-$store_name-$2"
+  case $name in
+  list_newest_20)
+    bench_run "$name" "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base/api/messages?limit=20"
+    ;;
+  get_by_id)
+    bench_run "$name" "$conns" "$results" -s "$bench/random_get.lua" -H "$auth" "$base" -- "$maxid" "$SEED"
+    ;;
+  search_common | search_two_words | search_rare | owner_filter)
+    bench_run "$name" "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base${search_path[$name]}"
+    ;;
+  deep)
     bench_run "$deep_name" "$conns" "$results" -s "$bench/report.lua" -H "$auth" "$base$deep_path"
+    ;;
+  costly)
     costly_run "$conns" "$results"
+    ;;
+  create)
     bench_run create "$conns" "$results" -s "$bench/create.lua" "$base/api/messages" -- "$((SEED * 1000 + conns))" "${tokens[@]}"
+    ;;
+  login)
     if [ -n "$have_login_user" ]; then
       bench_run login "$conns" "$results" -s "$bench/json_post.lua" "$base/api/login" -- "$login_body"
     fi
-    bench_run baseline_end "$conns" "$results" -s "$bench/report.lua" "$baseline_url"
-    say ""
-    table "$conns" "$results"
-  done
+    ;;
+  *) die "no workload $name" ;;
+  esac
+}
 
-  # This store's end: memory, database, errors, a clean stop.
-  mem_peak
-  local peak=$REPLY
+# each_store NAME CONNS FLIP: run workload NAME on every store, in STORES'
+# order, or the other way round when FLIP is 1, so that neither store
+# always runs first.
+each_store() {
+  local name=$1 conns=$2 flip=$3 i
+  local -a order
+  read -ra order <<<"$STORES"
+  if ((flip)); then
+    for ((i = ${#order[@]} - 1; i >= 0; i--)); do
+      use_store "${order[i]}"
+      run_workload "$name" "$conns"
+    done
+  else
+    for i in "${order[@]}"; do
+      use_store "$i"
+      run_workload "$name" "$conns"
+    done
+  fi
+}
+
+# finish_store STORE: its memory, database and errors; stop its Herald.
+finish_store() {
+  local peak final_id db_size herald_status
+  use_store "$1"
+  mem_peak "$work/mem-$store_name"
+  peak=$REPLY
   newest_id
-  local final_id=$REPLY
+  final_id=$REPLY
   db_mib
   db_size=$REPLY
   stop_pid "$sampler_pid" 1
-  sampler_pid=''
   stop_pid "$herald_pid" 20
-  local herald_status=$REPLY
-  herald_pid=''
+  herald_status=$REPLY
+  st_pid[$store_name]='' st_sampler[$store_name]='' herald_pid='' sampler_pid=''
   say ""
   say "herald on $store_name, peak memory over its runs (sampled every 200 ms): $peak"
-  say "database at the end: $final_id messages, $db_size MiB; herald stopped with exit status $herald_status$(grep -q 'stopped cleanly' "$work/herald.log" && echo ' (stopped cleanly)')"
-  if ((herald_errors > 0)); then
-    say "herald logged $herald_errors ERROR lines, for example:"
-    while IFS= read -r line; do say "  ${line:0:300}"; done <"$work/errors"
-    herald_errors=0
-    : >"$work/errors"
+  say "database at the end: $final_id messages, $db_size MiB; herald stopped with exit status $herald_status$(grep -q 'stopped cleanly' "$work/herald-$store_name.log" && echo ' (stopped cleanly)')"
+  if ((${st_errors[$store_name]:-0} > 0)); then
+    say "herald logged ${st_errors[$store_name]} ERROR lines, for example:"
+    while IFS= read -r line; do say "  ${line:0:300}"; done <"$work/errors-$store_name"
   fi
 }
 
@@ -628,44 +741,113 @@ db_mib() {
 }
 
 # compare CONNS: the PostgreSQL figures of CONNS connections as ratios to
-# bbolt's, each first taken as a ratio to its own block's baseline, with
-# the targets: every read at least half of bbolt's, create a third. The
-# req/s column is the same ratio without the baselines: the two blocks run
-# one after the other, and when the machine's pace differs between them
-# (the baselines say how much) the two columns part.
+# bbolt's, with the targets: every read at least half of bbolt's, create a
+# third. Both stores ran each workload one after the other, so each round
+# gives a pair on the machine's pace of that moment: its ratio is the pair's
+# req/s, and the table gives the median pair and the lowest and highest.
+# The bolt and postgres columns are the median runs as ratios to the
+# block's baseline, which both stores share.
 compare() {
   local conns=$1 t
-  t=$(awk -v conns="$conns" '
-    function load(file, tag,    i, kv, f, line) {
+  t=$(awk -v conns="$conns" -v rounds="$ROUNDS" '
+    function load(file, tag,    kv, f, line, k, i) {
       while ((getline line < file) > 0) {
         split(line, f, " ")
-        names[tag, ++n[tag]] = f[1]
-        for (i = 2; i in f; i++) { split(f[i], kv, "="); v[tag, f[1], kv[1]] = kv[2] }
+        if (!((tag, f[1]) in count)) names[tag, ++n[tag]] = f[1]
+        k = ++count[tag, f[1]]
+        if (f[2] == "FAILED") continue
+        for (i = 2; i in f; i++) { split(f[i], kv, "="); v[tag, f[1], k, kv[1]] = kv[2] }
       }
       close(file)
-      base[tag] = (v[tag, "baseline_start", "rps"] + v[tag, "baseline_end", "rps"]) / 2
+    }
+    # sorted(a, m): sort a[1..m] ascending.
+    function sorted(a, m,    i, j, tmp) {
+      for (j = 2; j <= m; j++) {
+        tmp = a[j]
+        for (i = j - 1; i > 0 && a[i] > tmp; i--) a[i + 1] = a[i]
+        a[i + 1] = tmp
+      }
+    }
+    # mid(tag, w): the median req/s of w in tag, 0 when no run finished.
+    function mid(tag, w,    k, m, a) {
+      m = 0
+      for (k = 1; k <= count[tag, w]; k++) if (v[tag, w, k, "rps"] > 0) a[++m] = v[tag, w, k, "rps"] + 0
+      if (m == 0) return 0
+      sorted(a, m)
+      return a[int((m + 1) / 2)]
+    }
+    function midp99(tag, w,    k, m, a) {
+      m = 0
+      for (k = 1; k <= count[tag, w]; k++) if (v[tag, w, k, "rps"] > 0) a[++m] = v[tag, w, k, "p99_ms"] + 0
+      if (m == 0) return 0
+      sorted(a, m)
+      return a[int((m + 1) / 2)]
     }
     BEGIN {
-      load(ARGV[1], "b"); load(ARGV[2], "p")
-      printf "== postgres / bolt: %d connections (each throughput as a ratio to its own baseline first) ==\n", conns
-      printf "%-18s %10s %10s %9s %9s %9s %8s %s\n", "workload", "bolt", "postgres", "pg/bolt", "req/s", "p99 b", "p99 pg", "target"
+      load(ARGV[1], "l"); load(ARGV[2], "b"); load(ARGV[3], "p")
+      base = (v["l", "baseline_start", 1, "rps"] + v["l", "baseline_end", 1, "rps"]) / 2
+      printf "== postgres / bolt: %d connections, each workload run on both stores one after the other", conns
+      if (rounds > 1) printf ", %d rounds", rounds
+      printf " ==\n"
+      printf "%-18s %10s %10s %9s %9s %9s %9s %8s %s\n", "workload", "bolt", "postgres", "pg/bolt", "lowest", "highest", "p99 b", "p99 pg", "target"
       for (i = 1; i <= n["b"]; i++) {
         w = names["b", i]
-        if (w ~ /^baseline_/ || !(("p", w, "rps") in v) || v["b", w, "rps"] == 0) continue
-        rb = v["b", w, "rps"] / base["b"]; rp = v["p", w, "rps"] / base["p"]
+        m = 0
+        delete r
+        for (k = 1; k <= count["b", w] && k <= count["p", w]; k++)
+          if (v["b", w, k, "rps"] > 0 && v["p", w, k, "rps"] != "") r[++m] = v["p", w, k, "rps"] / v["b", w, k, "rps"]
+        if (m == 0) continue
+        sorted(r, m)
+        ratio = r[int((m + 1) / 2)]
         target = "read >= 0.5"; want = 0.5
         if (w == "create") { target = "create >= 0.33"; want = 1 / 3 }
         if (w == "login" || w == "costly_16_words") { target = "-"; want = 0 }
         verdict = ""
-        if (want > 0) verdict = (rp / rb >= want) ? " met" : " NOT met"
-        printf "%-18s %10.3f %10.3f %9.3f %9.3f %9.2f %8.2f %s%s\n", w, rb, rp, rp / rb, v["p", w, "rps"] / v["b", w, "rps"], v["b", w, "p99_ms"], v["p", w, "p99_ms"], target, verdict
+        if (want > 0) {
+          if (ratio < want) verdict = " NOT met"
+          else if (r[1] >= want) verdict = (m > 1 ? " met in every round" : " met")
+          else verdict = " met by the median, not in every round"
+        }
+        printf "%-18s %10.3f %10.3f %9.3f %9.3f %9.3f %9.2f %8.2f %s%s\n", w,
+          (base > 0 ? mid("b", w) / base : 0), (base > 0 ? mid("p", w) / base : 0), ratio, r[1], r[m],
+          midp99("b", w), midp99("p", w), target, verdict
       }
-    }' "$work/results-bolt-$conns" "$work/results-postgres-$conns")
+    }' "$work/results-baseline-$conns" "$work/results-bolt-$conns" "$work/results-postgres-$conns")
   say "$t"
 }
 
+# Every store is filled first, and its Herald runs on: then each workload
+# runs on one store and right after on the other, ROUNDS times over,
+# so that the stores' figures come from the same moments of the machine's
+# pace rather than from two blocks minutes apart. create and login come
+# after the reads, so every read sees the database as filled; get_by_id
+# draws from the filled range only.
 for store in $STORES; do
-  run_store "$store"
+  prepare_store "$store"
+done
+reads=(list_newest_20 get_by_id search_common search_two_words search_rare owner_filter deep costly)
+for conns in $CONNS_LIST; do
+  for store in $STORES; do : >"$work/results-$store-$conns"; done
+  baseline_results="$work/results-baseline-$conns"
+  : >"$baseline_results"
+  read -r first_store _ <<<"$STORES"
+  use_store "$first_store"
+  bench_run baseline_start "$conns" "$baseline_results" -s "$bench/report.lua" "$baseline_url"
+  for ((round = 1; round <= ROUNDS; round++)); do
+    for i in "${!reads[@]}"; do
+      each_store "${reads[i]}" "$conns" $(((i + round) % 2))
+    done
+  done
+  for ((round = 1; round <= ROUNDS; round++)); do
+    each_store create "$conns" $((round % 2))
+  done
+  each_store login "$conns" 0
+  bench_run baseline_end "$conns" "$baseline_results" -s "$bench/report.lua" "$baseline_url"
+  for store in $STORES; do
+    use_store "$store"
+    say ""
+    table "$conns" "$baseline_results" "$work/results-$store-$conns"
+  done
 done
 if [[ " $STORES " == *" bolt "* && " $STORES " == *" postgres "* ]]; then
   for conns in $CONNS_LIST; do
@@ -673,13 +855,16 @@ if [[ " $STORES " == *" bolt "* && " $STORES " == *" postgres "* ]]; then
     compare "$conns"
   done
 fi
+for store in $STORES; do
+  finish_store "$store"
+done
 
 # Summary: other processes, the end.
 other_pct "${run_acct[@]}"
 other=$REPLY
 pg_stop
 say ""
-say "other processes used $other% of a core during the run (from the start of the first fill to the last workload; PostgreSQL's server counts as ours)"
+say "other processes used $other% of a core during the run (from the start of the first fill to the last workload; PostgreSQL's server and the idle Herald count as ours)"
 if above "$other" "$BUSY_WARN_PCT"; then
   say "WARNING: machine was busy: other processes used $other% of a core during the run; compare ratios, not absolute numbers, and see the other% column"
 fi
