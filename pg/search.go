@@ -35,9 +35,10 @@ import (
 // primary key (or the owner's index) down through at most the window's
 // messages, filtering on the terms — the right plan when the words are
 // common — or intersects the words' GIN posting lists and reads only the
-// matches in the window — the right plan when one is rare. Either way a
-// window costs at most its own messages, whatever the estimate that chose
-// the plan, so words that seldom meet (each common, so PostgreSQL walks;
+// matches in the window — the right plan when one is rare; that plan has
+// one window spanning all of them, since the index hands each window the
+// whole posting list anyway. Either way a window costs at most its own
+// messages, whatever the estimate that chose the plan, so words that seldom meet (each common, so PostgreSQL walks;
 // together almost never) cost at most searchSpan messages for one page,
 // not the whole table. When the windows are spent before the page is
 // full, the page comes back short with a cursor below the last window, as
@@ -347,8 +348,17 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 		"NULL::timestamptz AS created_at, NULL::timestamptz AS updated_at, " + ownerOK + "::bigint AS revision)")
 	top := windowsTop(q, newest)
 	n := arg(limit + 1)
+	windows := windowSizes
+	if plan == planPostings {
+		// The scan of the GIN index hands over every message holding the
+		// word, and the window's bounds only filter the rows it fetched:
+		// each window would read the same postings and rows again. One
+		// window over the whole span reads them once and finds the same
+		// matches, in the same order.
+		windows = []int64{searchSpan}
+	}
 	var above int64 // IDs the windows before this one cover
-	for i, size := range windowSizes {
+	for i, size := range windows {
 		// The newest window is open above: messages newer than the newest
 		// this instance has heard of are in it (the cursor bounds it, when
 		// there is one).
