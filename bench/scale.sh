@@ -11,11 +11,12 @@
 # count: requests/s, p50 and p99 latency, non-2xx answers and socket errors,
 # throughput as a ratio to the baseline server and p99 as a multiple of the
 # baseline's p99. Each workload runs on one store and right after on the
-# other (the first alternates), so both stores' figures come from the same
-# moments of the machine; with ROUNDS above 1 the whole series repeats and
-# the tables give each workload's median run. The baseline is measured at
-# the start and again at the end of each connection count's block; the
-# ratios use the mean, and both are printed so drift is visible. This
+# other (for the reads and creates, which goes first alternates), so both
+# stores' figures come from the same moments of the machine; with ROUNDS
+# above 1 the series repeats and the tables give each workload's median
+# run. Every count's reads run before any create. The baseline is
+# measured before a count's reads and again after its creates and logins;
+# the ratios use the mean, and both are printed so drift is visible. This
 # machine is shared: ratios to the baseline drift less than absolute
 # numbers, and the script measures how much CPU other processes took while
 # it ran and warns when that is a lot.
@@ -38,8 +39,10 @@
 #                       PostgreSQL figure as a ratio to bbolt's run next to
 #                       it: the median over the rounds, the lowest and the
 #                       highest.
-#   ROUNDS=1            times every workload runs on every store (reads
-#                       first, then creates; login once)
+#   ROUNDS=1            times every workload runs on every store (every
+#                       count's reads first, then the creates; login once);
+#                       odd is best: with an even number the median is the
+#                       lower of the two middle runs
 #   MESSAGES=100000     messages created through the API before the workloads
 #   DURATION=5s         length of every wrk run (wrk syntax: 5s, 1m)
 #   CONNS_LIST="16 64"  connection counts, one table each
@@ -131,8 +134,11 @@ for c in $CONNS_LIST; do
   need_int "a CONNS_LIST entry" "$c" "$THREADS"
 done
 [ -n "${CONNS_LIST// /}" ] || die "CONNS_LIST is empty"
+seen_stores=' '
 for st in $STORES; do
   [[ $st == bolt || $st == postgres ]] || die "STORES may name bolt and postgres, not \"$st\""
+  [[ $seen_stores != *" $st "* ]] || die "STORES names $st twice"
+  seen_stores+="$st "
 done
 [ -n "${STORES// /}" ] || die "STORES is empty"
 
@@ -498,11 +504,12 @@ prepare_store() {
     HERALD_REGISTRATIONS_PER_ADDRESS=1000000000/1ms HERALD_WRITES_PER_ACCOUNT=1000000000/1ms \
     "$work/herald" 2>>"$logf" &
   herald_pid=$!
+  st_pid[$store_name]=$herald_pid # from now on the EXIT trap stops it
   listen_addr "$logf" "$herald_pid" "herald on $store_name"
   base="http://$REPLY"
   sample_mem "$herald_pid" "$work/mem-$store_name" &
   sampler_pid=$!
-  st_pid[$store_name]=$herald_pid st_sampler[$store_name]=$sampler_pid
+  st_sampler[$store_name]=$sampler_pid
   log "herald at $base (pid $herald_pid), baseline at $baseline_url (pid $baseline_pid)"
 
   # Accounts: one for the login workload alone (logins add tokens, which may
@@ -625,12 +632,14 @@ prepare_store() {
   say "check $deep_name: $deep_path"
 
   # The costly search: the 16 most frequent filler words of the newest 100
-  # messages.
-  api GET "/api/messages?limit=100" -H "$auth"
-  [ "$REPLY" = 200 ] || die "GET /api/messages?limit=100 answered $REPLY"
-  costly_words=$(grep -o '"content":"[^"]*"' "$work/resp" | sed 's/^"content":"//; s/"$//' | tr ' ' '\n' |
-    grep -vxE 'apple|river|zephyr|' | sort | uniq -c | sort -k1,1nr -k2 | awk 'NR <= 16 { print $2 }' | paste -sd+ -)
-  [ -n "$costly_words" ] || die "no words for the costly search"
+  # messages of the first store filled; every store is then asked the same.
+  if [ -z "${costly_words:-}" ]; then
+    api GET "/api/messages?limit=100" -H "$auth"
+    [ "$REPLY" = 200 ] || die "GET /api/messages?limit=100 answered $REPLY"
+    costly_words=$(grep -o '"content":"[^"]*"' "$work/resp" | sed 's/^"content":"//; s/"$//' | tr ' ' '\n' |
+      grep -vxE 'apple|river|zephyr|' | sort | uniq -c | sort -k1,1nr -k2 | awk 'NR <= 16 { print $2 }' | paste -sd+ -)
+    [ -n "$costly_words" ] || die "no words for the costly search"
+  fi
   costly_path="/api/messages?q=$costly_words"
   t0=${EPOCHREALTIME/./}
   api GET "$costly_path" -H "$auth"
@@ -768,17 +777,11 @@ compare() {
         a[i + 1] = tmp
       }
     }
-    # mid(tag, w): the median req/s of w in tag, 0 when no run finished.
-    function mid(tag, w,    k, m, a) {
+    # mid(tag, w, field): the median of field (rps, p99_ms) over the runs
+    # of w in tag that finished, 0 when none did.
+    function mid(tag, w, field,    k, m, a) {
       m = 0
-      for (k = 1; k <= count[tag, w]; k++) if (v[tag, w, k, "rps"] > 0) a[++m] = v[tag, w, k, "rps"] + 0
-      if (m == 0) return 0
-      sorted(a, m)
-      return a[int((m + 1) / 2)]
-    }
-    function midp99(tag, w,    k, m, a) {
-      m = 0
-      for (k = 1; k <= count[tag, w]; k++) if (v[tag, w, k, "rps"] > 0) a[++m] = v[tag, w, k, "p99_ms"] + 0
+      for (k = 1; k <= count[tag, w]; k++) if (v[tag, w, k, "rps"] > 0) a[++m] = v[tag, w, k, field] + 0
       if (m == 0) return 0
       sorted(a, m)
       return a[int((m + 1) / 2)]
@@ -808,9 +811,10 @@ compare() {
           else if (r[1] >= want) verdict = (m > 1 ? " met in every round" : " met")
           else verdict = " met by the median, not in every round"
         }
+        if (m < count["b", w]) verdict = verdict sprintf(" (%d of %d pairs)", m, count["b", w])
         printf "%-18s %10.3f %10.3f %9.3f %9.3f %9.3f %9.2f %8.2f %s%s\n", w,
-          (base > 0 ? mid("b", w) / base : 0), (base > 0 ? mid("p", w) / base : 0), ratio, r[1], r[m],
-          midp99("b", w), midp99("p", w), target, verdict
+          (base > 0 ? mid("b", w, "rps") / base : 0), (base > 0 ? mid("p", w, "rps") / base : 0), ratio, r[1], r[m],
+          mid("b", w, "p99_ms"), mid("p", w, "p99_ms"), target, verdict
       }
     }' "$work/results-baseline-$conns" "$work/results-bolt-$conns" "$work/results-postgres-$conns")
   say "$t"
@@ -819,34 +823,43 @@ compare() {
 # Every store is filled first, and its Herald runs on: then each workload
 # runs on one store and right after on the other, ROUNDS times over,
 # so that the stores' figures come from the same moments of the machine's
-# pace rather than from two blocks minutes apart. create and login come
-# after the reads, so every read sees the database as filled; get_by_id
-# draws from the filled range only.
+# pace rather than from two blocks minutes apart. Every connection count's
+# reads come before any create or login, so every read sees the database
+# as filled, and each store's as the other's; get_by_id draws from the
+# filled range only. A count's baselines open its reads and close its
+# creates and logins.
 for store in $STORES; do
   prepare_store "$store"
 done
+if [ -n "${st_deep_name[bolt]:-}" ] && [ -n "${st_deep_name[postgres]:-}" ] &&
+  [ "${st_deep_name[bolt]}" != "${st_deep_name[postgres]}" ]; then
+  say "note: the deep page is ${st_deep_name[bolt]} on bolt and ${st_deep_name[postgres]} on postgres; the two are not compared"
+fi
+read -r first_store _ <<<"$STORES"
 reads=(list_newest_20 get_by_id search_common search_two_words search_rare owner_filter deep costly)
 for conns in $CONNS_LIST; do
   for store in $STORES; do : >"$work/results-$store-$conns"; done
-  baseline_results="$work/results-baseline-$conns"
-  : >"$baseline_results"
-  read -r first_store _ <<<"$STORES"
+  : >"$work/results-baseline-$conns"
   use_store "$first_store"
-  bench_run baseline_start "$conns" "$baseline_results" -s "$bench/report.lua" "$baseline_url"
+  bench_run baseline_start "$conns" "$work/results-baseline-$conns" -s "$bench/report.lua" "$baseline_url"
   for ((round = 1; round <= ROUNDS; round++)); do
     for i in "${!reads[@]}"; do
       each_store "${reads[i]}" "$conns" $(((i + round) % 2))
     done
   done
+done
+for conns in $CONNS_LIST; do
   for ((round = 1; round <= ROUNDS; round++)); do
     each_store create "$conns" $((round % 2))
   done
   each_store login "$conns" 0
-  bench_run baseline_end "$conns" "$baseline_results" -s "$bench/report.lua" "$baseline_url"
+  bench_run baseline_end "$conns" "$work/results-baseline-$conns" -s "$bench/report.lua" "$baseline_url"
+done
+for conns in $CONNS_LIST; do
   for store in $STORES; do
     use_store "$store"
     say ""
-    table "$conns" "$baseline_results" "$work/results-$store-$conns"
+    table "$conns" "$work/results-baseline-$conns" "$work/results-$store-$conns"
   done
 done
 if [[ " $STORES " == *" bolt "* && " $STORES " == *" postgres "* ]]; then
