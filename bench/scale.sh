@@ -419,8 +419,13 @@ table() {
         (brps > 0 ? v[s, k, "rps"] / brps : 0), (bp99 > 0 ? v[s, k, "p99_ms"] / bp99 : 0), v[s, k, "other"]
     }
     END {
-      brps = (v["baseline_start", 1, "rps"] + v["baseline_end", 1, "rps"]) / 2
-      bp99 = (v["baseline_start", 1, "p99_ms"] + v["baseline_end", 1, "p99_ms"]) / 2
+      # The mean of the baselines that finished: one that failed is not a 0.
+      nb = 0
+      for (k = 0; k < 2; k++) {
+        s = k ? "baseline_end" : "baseline_start"
+        if (!failed[s, 1] && v[s, 1, "rps"] > 0) { brps += v[s, 1, "rps"]; bp99 += v[s, 1, "p99_ms"]; nb++ }
+      }
+      if (nb > 0) { brps /= nb; bp99 /= nb }
       printf "== %s: %d connections, %d threads, %s per run", store, conns, threads, dur
       if (rounds > 1) printf ", the median of %d rounds", rounds
       printf " ==\n"
@@ -788,7 +793,12 @@ compare() {
     }
     BEGIN {
       load(ARGV[1], "l"); load(ARGV[2], "b"); load(ARGV[3], "p")
-      base = (v["l", "baseline_start", 1, "rps"] + v["l", "baseline_end", 1, "rps"]) / 2
+      nb = 0
+      for (k = 0; k < 2; k++) {
+        s = k ? "baseline_end" : "baseline_start"
+        if (v["l", s, 1, "rps"] > 0) { base += v["l", s, 1, "rps"]; nb++ }
+      }
+      if (nb > 0) base /= nb
       printf "== postgres / bolt: %d connections, each workload run on both stores one after the other", conns
       if (rounds > 1) printf ", %d rounds", rounds
       printf " ==\n"
