@@ -131,19 +131,18 @@ func (db *DB) sendSpends(batch []*spendOp) {
 	db.sendReadBatch(statements)
 	for i, st := range statements {
 		for _, op := range buckets[i] {
-			if st.err != nil {
-				// Also when the statement never ran (the store closing)
-				// or its read panicked.
-				op.ok, op.err = false, st.err
-			}
+			// The statement's error, also when it never ran (the store
+			// closing) or its read panicked.
+			op.err = st.err
 			close(op.done)
 		}
 	}
 }
 
-// spendBucket is the statement of a bucket's spends, answering each when
-// it is read. Its context is the store's: the spends' callers may leave,
-// and the bucket is counted for those that stay.
+// spendBucket is the statement of a bucket's spends, setting each one's
+// answer when it is read (sendSpends hands them its error). Its context
+// is the store's: the spends' callers may leave, and the bucket is
+// counted for those that stay.
 func (db *DB) spendBucket(ops []*spendOp) *readOp {
 	now := ops[0].now
 	for _, op := range ops[1:] {
@@ -161,11 +160,13 @@ func (db *DB) spendBucket(ops []*spendOp) *readOp {
 				passes int64
 				tat    time.Time
 			)
-			err := br.QueryRow().Scan(&passes, &tat)
-			for i, op := range ops {
-				op.ok, op.tat, op.at, op.err = err == nil && int64(i) < passes, tat, now, err
+			if err := br.QueryRow().Scan(&passes, &tat); err != nil {
+				return err
 			}
-			return err
+			for i, op := range ops {
+				op.ok, op.tat, op.at = int64(i) < passes, tat, now
+			}
+			return nil
 		},
 	}
 }
