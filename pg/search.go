@@ -38,12 +38,12 @@ import (
 // matches in the window — the right plan when one is rare; that plan has
 // one window spanning all of them, since the index hands each window the
 // whole posting list anyway. Either way a window costs at most its own
-// messages, whatever the estimate that chose the plan, so words that seldom meet (each common, so PostgreSQL walks;
-// together almost never) cost at most searchSpan messages for one page,
-// not the whole table. When the windows are spent before the page is
-// full, the page comes back short with a cursor below the last window, as
-// a bbolt page that spent its steps does, and the client goes on from
-// there. A page deep in the results costs what the first does: the
+// messages, whatever the estimate that chose the plan, so words that
+// seldom meet (each common, so PostgreSQL walks; together almost never)
+// cost at most searchSpan messages for one page, not the whole table.
+// When the windows are spent before the page is full, the page comes back
+// short with a cursor below the last window, as a bbolt page that spent
+// its steps does, and the client goes on from there. A page deep in the results costs what the first does: the
 // windows start at its cursor. A first page's windows start at the newest
 // message ID this instance knows of; the newest window is open above, so
 // messages another instance created since are found too.

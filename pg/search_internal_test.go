@@ -26,7 +26,7 @@ func TestPostingsReadOnce(t *testing.T) {
 			t.Errorf("plan %d: %d windows, want %d\n%s", tc.plan, got, tc.windows, sql)
 		}
 		if tc.plan == planPostings {
-			// Arguments: the terms, the page and its next, the window.s lower bound.
+			// Arguments: the terms, the page and its next, the window's lower bound.
 			if lowest, want := args[2], int64(100_000)-searchSpan+1; lowest != want {
 				t.Errorf("the postings' window starts at %v, want %d (args %v)", lowest, want, args)
 			}
