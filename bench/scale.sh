@@ -706,20 +706,14 @@ run_workload() {
 # order, or the other way round when FLIP is 1, so that neither store
 # always runs first.
 each_store() {
-  local name=$1 conns=$2 flip=$3 i
+  local name=$1 conns=$2 flip=$3 i n
   local -a order
   read -ra order <<<"$STORES"
-  if ((flip)); then
-    for ((i = ${#order[@]} - 1; i >= 0; i--)); do
-      use_store "${order[i]}"
-      run_workload "$name" "$conns"
-    done
-  else
-    for i in "${order[@]}"; do
-      use_store "$i"
-      run_workload "$name" "$conns"
-    done
-  fi
+  n=${#order[@]}
+  for ((i = 0; i < n; i++)); do
+    use_store "${order[flip ? n - 1 - i : i]}"
+    run_workload "$name" "$conns"
+  done
 }
 
 # finish_store STORE: its memory, database and errors; stop its Herald.
