@@ -88,7 +88,10 @@
 # (wrk's count of answers with status >= 400), errors (socket errors and
 # timeouts), ratio (req/s / the baseline's mean req/s), p99 x bl (p99 / the
 # baseline's mean p99), other% (CPU other processes used during that run,
-# in % of one core; above BUSY_WARN_PCT the figures are suspect).
+# in % of one core; above BUSY_WARN_PCT the figures are suspect), herald us
+# and db us (CPU Herald and, on PostgreSQL, its server spent per answer,
+# in µs: user and system time from /proc over the run, divided by the
+# answers).
 #
 # Only 127.0.0.1 is contacted, no port is fixed, every wrk run is bounded by
 # a duration, and the servers are stopped by PID on exit.
@@ -205,6 +208,32 @@ store_cpu() {
   REPLY=$((REPLY + h))
 }
 
+# serving_cpu: REPLY = "HERALD DB": CPU ticks of the current Herald and,
+# when it runs on PostgreSQL, of PostgreSQL's server (else 0).
+serving_cpu() {
+  local h
+  cpu_of "$herald_pid"
+  h=$REPLY
+  REPLY=0
+  if [ "$store_name" = postgres ]; then pg_cpu; fi
+  REPLY="$h $REPLY"
+}
+
+# cpu_per_request "H0 D0" "H1 D1" RESULT_LINE: REPLY = "herald_us=.. db_us=..",
+# the CPU Herald and its database server spent on one answer, in µs, over
+# the run between the two serving_cpu readings; empty when no answer
+# finished. What a workload costs each process shows where a store's
+# time goes, and a ratio's ceiling: Herald's share alone bounds it.
+cpu_per_request() {
+  local -a a=($1) b=($2)
+  local requests
+  requests=$(sed -n 's/.* requests=\([0-9]*\).*/\1/p' <<<"$3")
+  REPLY=''
+  ((${requests:-0} > 0)) || return 0
+  REPLY=$(awk -v h=$((b[0] - a[0])) -v d=$((b[1] - a[1])) -v t="$tck" -v n="$requests" \
+    'BEGIN { printf "herald_us=%.1f db_us=%.1f", 1e6 * h / t / n, 1e6 * d / t / n }')
+}
+
 # acct_more: lib.sh's acct_snapshot adds this to what this run uses (it
 # counts the current Herald and sampler itself), so neither the PostgreSQL
 # server nor the Herald of the other store, idle beside the one measured,
@@ -319,10 +348,13 @@ bench_run() {
   log "$name, $conns connections, $DURATION"
   acct_snapshot
   local a0=${ACCT[0]} a1=${ACCT[1]} a2=${ACCT[2]}
-  local line=''
+  serving_cpu
+  local s0=$REPLY line=''
   if wrk -t"$THREADS" -c"$conns" -d"$DURATION" --timeout "$WRK_TIMEOUT" "$@" >"$out" 2>&1; then
     line=$(grep '^RESULT ' "$out" | tail -n 1 || true)
   fi
+  serving_cpu
+  local s1=$REPLY
   other_pct "$a0" "$a1" "$a2"
   local other=$REPLY
   if [ -z "$line" ]; then
@@ -330,7 +362,12 @@ bench_run() {
     cat "$out" >&2
     printf '%s FAILED other=%s\n' "$name" "$other" >>"$results"
   else
-    printf '%s %s other=%s\n' "$name" "${line#RESULT }" "$other" >>"$results"
+    local cpu=''
+    if [[ $name != baseline_* ]]; then
+      cpu_per_request "$s0" "$s1" "$line"
+      cpu=$REPLY
+    fi
+    printf '%s %s other=%s%s\n' "$name" "${line#RESULT }" "$other" "${cpu:+ $cpu}" >>"$results"
   fi
   settle
   scan_log
@@ -414,10 +451,12 @@ table() {
         notes = notes sprintf("%s: no answer finished within %s, so no latency figures\n", label, dur)
         return
       }
-      printf "%-18s %10.0f %8d %9.2f %9.2f %8d %7d %7.3f %9.1f %7s\n", label,
+      printf "%-18s %10.0f %8d %9.2f %9.2f %8d %7d %7.3f %9.1f %7s %9s %7s\n", label,
         v[s, k, "rps"], v[s, k, "requests"], v[s, k, "p50_ms"], v[s, k, "p99_ms"], v[s, k, "non2xx"], v[s, k, "errors"],
-        (brps > 0 ? v[s, k, "rps"] / brps : 0), (bp99 > 0 ? v[s, k, "p99_ms"] / bp99 : 0), v[s, k, "other"]
+        (brps > 0 ? v[s, k, "rps"] / brps : 0), (bp99 > 0 ? v[s, k, "p99_ms"] / bp99 : 0), v[s, k, "other"],
+        dash(v[s, k, "herald_us"]), dash(v[s, k, "db_us"])
     }
+    function dash(x) { return x == "" ? "-" : x }
     END {
       # The mean of the baselines that finished: one that failed is not a 0.
       nb = 0
@@ -429,8 +468,8 @@ table() {
       printf "== %s: %d connections, %d threads, %s per run", store, conns, threads, dur
       if (rounds > 1) printf ", the median of %d rounds", rounds
       printf " ==\n"
-      printf "%-18s %10s %8s %9s %9s %8s %7s %7s %9s %7s\n", "workload", "req/s", "requests", "p50 ms",
-        "p99 ms", "non-2xx", "errors", "ratio", "p99 x bl", "other%"
+      printf "%-18s %10s %8s %9s %9s %8s %7s %7s %9s %7s %9s %7s\n", "workload", "req/s", "requests", "p50 ms",
+        "p99 ms", "non-2xx", "errors", "ratio", "p99 x bl", "other%", "herald us", "db us"
       row("baseline (start)", "baseline_start")
       row("baseline (end)", "baseline_end")
       printf "%-18s %10.0f %8s %9s %9.2f %8s %7s %7.3f %9.1f\n", "baseline (mean)", brps, "", "", bp99, "", "", 1, 1
@@ -754,7 +793,10 @@ db_mib() {
 # gives a pair on the machine's pace of that moment: its ratio is the pair's
 # req/s, and the table gives the median pair and the lowest and highest.
 # The bolt and postgres columns are the median runs as ratios to the
-# block's baseline, which both stores share.
+# block's baseline, which both stores share; us b and us pg the CPU an
+# answer cost, in µs (Herald's, and on PostgreSQL its server's too). On a
+# machine the load keeps busy, the ratio is near us b / us pg less the
+# load generator's share.
 compare() {
   local conns=$1 t
   t=$(awk -v conns="$conns" -v rounds="$ROUNDS" '
@@ -765,6 +807,7 @@ compare() {
         k = ++count[tag, f[1]]
         if (f[2] == "FAILED") continue
         for (i = 2; i in f; i++) { split(f[i], kv, "="); v[tag, f[1], k, kv[1]] = kv[2] }
+        if (v[tag, f[1], k, "herald_us"] != "") v[tag, f[1], k, "cpu_us"] = v[tag, f[1], k, "herald_us"] + v[tag, f[1], k, "db_us"]
       }
       close(file)
     }
@@ -776,12 +819,16 @@ compare() {
         a[i + 1] = tmp
       }
     }
-    # mid(tag, w, field): the median of field (rps, p99_ms) over the runs
-    # of w in tag that finished, 0 when none did.
+    # mid(tag, w, field): the median of field (rps, p99_ms, cpu_us) over
+    # the runs of w in tag that wrk finished (as the tables of each store take
+    # them), those with no answer counting for req/s only; "-" when there
+    # is none.
     function mid(tag, w, field,    k, m, a) {
       m = 0
-      for (k = 1; k <= count[tag, w]; k++) if (v[tag, w, k, "rps"] > 0) a[++m] = v[tag, w, k, field] + 0
-      if (m == 0) return 0
+      for (k = 1; k <= count[tag, w]; k++)
+        if (v[tag, w, k, "rps"] != "" && (field == "rps" || v[tag, w, k, "requests"] > 0) && v[tag, w, k, field] != "")
+          a[++m] = v[tag, w, k, field] + 0
+      if (m == 0) return "-"
       sorted(a, m)
       return a[int((m + 1) / 2)]
     }
@@ -796,7 +843,7 @@ compare() {
       printf "== postgres / bolt: %d connections, each workload run on both stores one after the other", conns
       if (rounds > 1) printf ", %d rounds", rounds
       printf " ==\n"
-      printf "%-18s %10s %10s %9s %9s %9s %9s %8s %s\n", "workload", "bolt", "postgres", "pg/bolt", "lowest", "highest", "p99 b", "p99 pg", "target"
+      printf "%-18s %10s %10s %9s %9s %9s %9s %8s %7s %7s %s\n", "workload", "bolt", "postgres", "pg/bolt", "lowest", "highest", "p99 b", "p99 pg", "us b", "us pg", "target"
       for (i = 1; i <= n["b"]; i++) {
         w = names["b", i]
         m = 0
@@ -816,11 +863,15 @@ compare() {
           else verdict = " met by the median, not in every round"
         }
         if (m < count["b", w]) verdict = verdict sprintf(" (%d of %d pairs)", m, count["b", w])
-        printf "%-18s %10.3f %10.3f %9.3f %9.3f %9.3f %9.2f %8.2f %s%s\n", w,
-          (base > 0 ? mid("b", w, "rps") / base : 0), (base > 0 ? mid("p", w, "rps") / base : 0), ratio, r[1], r[m],
-          mid("b", w, "p99_ms"), mid("p", w, "p99_ms"), target, verdict
+        printf "%-18s %10s %10s %9.3f %9.3f %9.3f %9s %8s %7s %7s %s%s\n", w,
+          rel(mid("b", w, "rps")), rel(mid("p", w, "rps")), ratio, r[1], r[m],
+          fmt("%.2f", mid("b", w, "p99_ms")), fmt("%.2f", mid("p", w, "p99_ms")),
+          fmt("%.0f", mid("b", w, "cpu_us")), fmt("%.0f", mid("p", w, "cpu_us")), target, verdict
       }
-    }' "$work/results-baseline-$conns" "$work/results-bolt-$conns" "$work/results-postgres-$conns")
+    }
+    # rel(x): x as a ratio to the baseline.
+    function rel(x) { return x == "-" || base <= 0 ? "-" : sprintf("%.3f", x / base) }
+    function fmt(f, x) { return x == "-" ? "-" : sprintf(f, x) }' "$work/results-baseline-$conns" "$work/results-bolt-$conns" "$work/results-postgres-$conns")
   say "$t"
 }
 
