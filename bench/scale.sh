@@ -225,8 +225,10 @@ serving_cpu() {
 # finished. What a workload costs each process shows where a store's
 # time goes, and a ratio's ceiling: Herald's share alone bounds it.
 cpu_per_request() {
-  local -a a=($1) b=($2)
+  local -a a b
   local requests
+  read -ra a <<<"$1"
+  read -ra b <<<"$2"
   requests=$(sed -n 's/.* requests=\([0-9]*\).*/\1/p' <<<"$3")
   REPLY=''
   ((${requests:-0} > 0)) || return 0
@@ -795,8 +797,8 @@ db_mib() {
 # The bolt and postgres columns are the median runs as ratios to the
 # block's baseline, which both stores share; us b and us pg the CPU an
 # answer cost, in µs (Herald's, and on PostgreSQL its server's too). On a
-# machine the load keeps busy, the ratio is near us b / us pg less the
-# load generator's share.
+# machine the load keeps busy, the ratio is near (us b + w) / (us pg + w),
+# w the load generator's CPU an answer.
 compare() {
   local conns=$1 t
   t=$(awk -v conns="$conns" -v rounds="$ROUNDS" '
