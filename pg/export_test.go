@@ -12,6 +12,9 @@ import (
 // ErrClosed is what an operation gets after Close.
 var ErrClosed = errClosed
 
+// ByteaString is byteaString, a destination scanWire reads.
+type ByteaString = byteaString
+
 // SearchSpan is searchSpan, for tests that build a worst case beyond it.
 var SearchSpan = searchSpan
 

@@ -19,7 +19,7 @@ func scanMessage(row pgx.Row) (*model.Message, error) {
 	var (
 		m                 model.Message
 		id, owner, rev    int64
-		content           []byte
+		content           byteaString
 		created, modified time.Time
 	)
 	if err := row.Scan(&id, &owner, &m.OwnerEmail, &content, &created, &modified, &rev); err != nil {

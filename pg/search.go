@@ -160,7 +160,7 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		defer rows.Close()
 		var (
 			kind, id, owner, rev int64
-			content              []byte
+			content              byteaString
 			created, updated     *time.Time
 		)
 		// The rows' messages share one allocation.

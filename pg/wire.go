@@ -2,6 +2,7 @@ package pg
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"time"
 
@@ -72,6 +73,11 @@ func readWire(rows pgx.Rows, dest []any) bool {
 				s := string(v)
 				*d = &s
 			}
+		case *byteaString:
+			if fd.DataTypeOID != pgtype.ByteaOID {
+				return false
+			}
+			*d = byteaString(v) // NULL as ""
 		case *[]byte:
 			if fd.DataTypeOID != pgtype.ByteaOID {
 				return false
@@ -106,6 +112,25 @@ func readWire(rows pgx.Rows, dest []any) bool {
 		}
 	}
 	return true
+}
+
+// byteaString is a bytea read as a string. Messages' content is stored as
+// bytea, since text cannot hold U+0000, and used as a string: read into
+// one straight from the wire, it is copied once, not into a []byte and
+// again into a string. pgx reads one through Scan (NULL as "").
+type byteaString string
+
+// Scan is sql.Scanner's, which pgx calls with the bytea's bytes.
+func (s *byteaString) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*s = ""
+	case []byte:
+		*s = byteaString(v)
+	default:
+		return fmt.Errorf("pg: cannot read %T as a bytea", src)
+	}
+	return nil
 }
 
 // wireTime reads a binary timestamptz, in the local zone as pgx does

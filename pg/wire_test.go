@@ -18,11 +18,11 @@ func TestScanWire(t *testing.T) {
 	defer cancel()
 	url := cluster.Database(t)
 	const values = `SELECT * FROM (VALUES
-		(1::bigint, true, 'plain'::text, NULL::text, '\x00ff'::bytea, NULL::bytea, '2026-11-26 03:04:05.123456+00'::timestamptz, NULL::timestamptz, '{}'::text[], NULL::text[]),
-		(-9223372036854775808, false, '', 'ünïcödé σ', ''::bytea, '\x41'::bytea, '1970-01-01 00:00:00+00', '1999-12-31 23:59:59.999999+00', '{admin}', '{a,"b c",""}'),
-		(9223372036854775807, true, 'x', '', '\x'::bytea, ''::bytea, '0001-01-01 00:00:00+00', '2000-01-01 00:00:00+00', '{"ü",x}', '{}'),
+		(1::bigint, true, 'plain'::text, NULL::text, '\x00ff'::bytea, NULL::bytea, '\x61ff00'::bytea, NULL::bytea, '2026-11-26 03:04:05.123456+00'::timestamptz, NULL::timestamptz, '{}'::text[], NULL::text[]),
+		(-9223372036854775808, false, '', 'ünïcödé σ', ''::bytea, '\x41'::bytea, convert_to('ünï σ', 'UTF8'), '\x42'::bytea, '1970-01-01 00:00:00+00', '1999-12-31 23:59:59.999999+00', '{admin}', '{a,"b c",""}'),
+		(9223372036854775807, true, 'x', '', '\x'::bytea, ''::bytea, ''::bytea, ''::bytea, '0001-01-01 00:00:00+00', '2000-01-01 00:00:00+00', '{"ü",x}', '{}'),
 		-- 12345678 is 8 bytes in the text form too, as a binary int8.
-		(12345678, false, 'y', NULL, '\x01'::bytea, NULL, '2026-01-01 00:00:00+00', NULL, '{}', NULL)
+		(12345678, false, 'y', NULL, '\x01'::bytea, NULL, '\x01'::bytea, NULL, '2026-01-01 00:00:00+00', NULL, '{}', NULL)
 	) v`
 	type row struct {
 		i         int64
@@ -30,12 +30,13 @@ func TestScanWire(t *testing.T) {
 		s         string
 		sp        *string
 		bs, bsn   []byte
+		cs, csn   pg.ByteaString
 		t         time.Time
 		tp        *time.Time
 		arr, arrn []string
 	}
 	dests := func(r *row) []any {
-		return []any{&r.i, &r.b, &r.s, &r.sp, &r.bs, &r.bsn, &r.t, &r.tp, &r.arr, &r.arrn}
+		return []any{&r.i, &r.b, &r.s, &r.sp, &r.bs, &r.bsn, &r.cs, &r.csn, &r.t, &r.tp, &r.arr, &r.arrn}
 	}
 	for _, c := range []struct {
 		mode string

@@ -1,0 +1,49 @@
+package pg_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"herald/model"
+	"herald/pg"
+	"herald/storetest"
+)
+
+// BenchmarkPageOfMessages reads the newest 20 messages of 200, each of
+// about 300 bytes, as a page without words does: what reading a page's
+// rows costs Herald, PostgreSQL's round trip included.
+func BenchmarkPageOfMessages(b *testing.B) {
+	ctx := context.Background()
+	db, err := pg.Open(ctx, cluster.Database(b), pg.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			b.Error(err)
+		}
+	})
+	tok := storetest.TokenHash("ada")
+	if _, err := db.CreateUser(ctx, &model.User{Email: "ada@example.com", PasswordHash: storetest.FakePasswordHash}, tok, time.Hour, nil); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 200 {
+		content := fmt.Sprintf("message %d: %s", i, strings.Repeat("the quick brown fox jumps over the lazy dog ", 7))
+		if _, err := db.CreateMessage(ctx, model.ByToken(tok), content); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_, page, err := db.SearchMessages(ctx, model.ByToken(tok), model.SearchQuery{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(page.Messages) != 20 {
+			b.Fatalf("%d messages", len(page.Messages))
+		}
+	}
+}
