@@ -3,12 +3,14 @@ package http_test
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -1031,6 +1033,55 @@ func TestNosniffOnEveryResponse(t *testing.T) {
 				if v := res.Header.Get(banner); v != "" {
 					t.Errorf("%s = %q, want none", banner, v)
 				}
+			}
+		})
+	}
+}
+
+// An e-mail holding U+0000 names no account, on every store (PostgreSQL's
+// text cannot hold one, and refuses a parameter that does): a search by
+// it finds nothing, a login with it is refused as any unknown address is,
+// and an administrator's search of accounts by it finds none.
+func TestAnEmailWithNULNamesNoAccount(t *testing.T) {
+	e := newEnv(t)
+	tok := e.register("ada@example.com", "correct horse")
+	e.post(tok, "hello world")
+	e.register("root@example.com", "correct horse")
+	e.makeAdmin("root@example.com")
+	root := e.login("root@example.com", "correct horse")
+	nul := url.QueryEscape("ada\x00@example.com")
+	for _, c := range []struct {
+		name   string
+		req    request
+		status int
+		empty  string // the JSON field that must be an empty list
+	}{
+		{"search by owner", request{Method: "GET", Path: "/api/messages?owner=" + nul, Token: tok}, http.StatusOK, "items"},
+		{"search by owner, with words", request{Method: "GET", Path: "/api/messages?q=hello&owner=" + nul, Token: tok}, http.StatusOK, "items"},
+		{"login", request{Method: "POST", Path: "/api/login", ContentType: "application/json",
+			Body: `{"username": "ada\u0000@example.com", "password": "correct horse"}`}, http.StatusUnauthorized, ""},
+		{"register", request{Method: "POST", Path: "/api/register", ContentType: "application/json",
+			Body: `{"email": "ada\u0000@example.com", "password": "correct horse"}`}, http.StatusUnprocessableEntity, ""},
+		{"accounts matching", request{Method: "GET", Path: "/api/admin/users?q=" + url.QueryEscape("ada\x00"), Token: root}, http.StatusOK, "items"},
+		{"accounts matching, not an administrator", request{Method: "GET", Path: "/api/admin/users?q=" + url.QueryEscape("ada\x00"), Token: tok}, http.StatusForbidden, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res := e.do(c.req)
+			if res.Status != c.status {
+				t.Fatalf("status %d, want %d: %s", res.Status, c.status, res.Body)
+			}
+			if c.empty == "" {
+				return
+			}
+			var body map[string]any
+			if err := json.Unmarshal(res.Body, &body); err != nil {
+				t.Fatal(err)
+			}
+			if items, ok := body[c.empty].([]any); !ok || len(items) != 0 {
+				t.Errorf("%s = %v, want an empty list: %s", c.empty, body[c.empty], res.Body)
+			}
+			if next, ok := body["next"]; ok && next != nil {
+				t.Errorf("next = %v, want null", next)
 			}
 		})
 	}

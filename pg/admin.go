@@ -170,9 +170,14 @@ func (db *DB) ListAccounts(ctx context.Context, by model.Caller, q model.Account
 	err := db.adminRead(ctx, by, func(tx pgx.Tx) error {
 		// strpos, not LIKE: the match is any text, % and _ included, and
 		// email_key is compared byte for byte, as model.EmailKey made it.
+		match := model.EmailKey(q.Match)
+		matchable := !holdsNUL(match)
+		if !matchable {
+			match = ""
+		}
 		rows, err := tx.Query(ctx, `SELECT `+accountColumns+` FROM users
-			WHERE id < $1 AND ($2 = '' OR strpos(email_key, $2) > 0)
-			ORDER BY id DESC LIMIT $3`, before, model.EmailKey(q.Match), limit+1)
+			WHERE $4 AND id < $1 AND ($2 = '' OR strpos(email_key, $2) > 0)
+			ORDER BY id DESC LIMIT $3`, before, match, limit+1, matchable)
 		if err != nil {
 			return err
 		}

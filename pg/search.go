@@ -307,7 +307,11 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 	}
 	owner := ""
 	if q.OwnerEmail != "" {
-		owner = "(SELECT id FROM users WHERE email_key = " + arg(model.EmailKey(q.OwnerEmail)) + ")"
+		if key := model.EmailKey(q.OwnerEmail); holdsNUL(key) {
+			owner = "(NULL::bigint)" // no such account
+		} else {
+			owner = "(SELECT id FROM users WHERE email_key = " + arg(key) + ")"
+		}
 	}
 	// Without the owners' addresses: fillOwners sets them.
 	const columns = "m.id, m.owner_id, m.content, m.created_at, m.updated_at, m.revision"

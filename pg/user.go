@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -127,12 +128,22 @@ func (w *writeTx) insertUser(ctx context.Context, u *model.User, roles []string,
 // UserByEmail finds an account by e-mail, in any letter case and with
 // surrounding spaces ignored. Errors: model.ErrNotFound.
 func (db *DB) UserByEmail(ctx context.Context, email string) (*model.User, error) {
-	u, err := scanUser(db.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE email_key = $1`, model.EmailKey(email)))
+	key := model.EmailKey(email)
+	if holdsNUL(key) {
+		return nil, model.Errorf(model.ErrNotFound, "no account has this e-mail")
+	}
+	u, err := scanUser(db.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE email_key = $1`, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, model.Errorf(model.ErrNotFound, "no account has this e-mail")
 	}
 	return u, err
 }
+
+// holdsNUL reports whether s holds U+0000, which PostgreSQL's text cannot:
+// a text parameter holding one is refused, not compared. No stored e-mail
+// holds one (an address with a control character is refused before it is
+// stored), so a key or a match holding one finds no account, as on bbolt.
+func holdsNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 
 // UserByID finds an account by ID. Errors: model.ErrNotFound.
 func (db *DB) UserByID(ctx context.Context, id uint64) (*model.User, error) {
