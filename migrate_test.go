@@ -86,6 +86,11 @@ func TestMigrate(t *testing.T) {
 			if strings.Contains(out, "DIFFERENT") {
 				t.Errorf("migrate reports different counts:\n%s", out)
 			}
+			// Analysed, so searches are planned from the terms' statistics
+			// from the first one on.
+			if n, err := pgtest.QueryInt(ctx, url, `SELECT count(*) FROM pg_stats WHERE tablename = 'messages' AND attname = 'terms'`); err != nil || n != 1 {
+				t.Errorf("statistics of the migrated messages' terms: %d rows, %v; want 1", n, err)
+			}
 			code, _, errOut = runArgs(t, "migrate", "--db", path, "--to", url)
 			if code != 1 || !strings.Contains(errOut, "is not empty") {
 				t.Errorf("a second migrate into the same database = %d, %q; want it refused", code, errOut)

@@ -241,6 +241,18 @@ func (im *Importer) Finish(st ImportState) (ImportCounts, error) {
 	if err := im.tx.Commit(ctx); err != nil {
 		return ImportCounts{}, err
 	}
+	// The statistics of the terms, from which searches with words are
+	// planned (termstats.go), now rather than at autovacuum's first
+	// visit: until then a rare word would be looked for in windows of
+	// IDs, not in its postings. Everything is committed; a failure here
+	// costs only that.
+	if _, err := im.db.pool.Exec(ctx, `ANALYZE messages`); err != nil {
+		im.db.log.Warn("analysing the imported messages; autovacuum will", "err", err)
+	} else if st, err := im.db.loadTermStats(ctx); err != nil {
+		im.db.log.Warn("reading the imported terms' statistics", "err", err)
+	} else {
+		im.db.terms.Store(st)
+	}
 	im.db.feed.sawMessage(st.MessagesSeq)
 	im.db.feed.advance(st.ChangesHead)
 	return im.counts, nil

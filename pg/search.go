@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -35,27 +36,33 @@ import (
 // primary key (or the owner's index) down through at most the window's
 // messages, filtering on the terms — the right plan when the words are
 // common — or intersects the words' GIN posting lists and reads only the
-// matches in the window — the right plan when one is rare; that plan has
-// one window spanning all of them, since the index hands each window the
-// whole posting list anyway. Either way a window costs at most its own
-// messages, whatever the estimate that chose the plan, so words that
-// seldom meet (each common, so PostgreSQL walks; together almost never)
-// cost at most searchSpan messages for one page, not the whole table.
-// When the windows are spent before the page is full, the page comes back
-// short with a cursor below the last window, as a bbolt page that spent
-// its steps does, and the client goes on from there. A page deep in the results costs what the first does: the
+// matches in the window — the right plan when one is rare. Either way a
+// window costs at most its own messages, whatever the estimate that chose
+// the plan, so words that seldom meet (each common, so PostgreSQL walks;
+// together almost never) cost at most searchSpan messages for one page,
+// not the whole table. When the windows are spent before the page is
+// full, the page comes back short with a cursor below the last window, as
+// a bbolt page that spent its steps does, and the client goes on from
+// there. A page deep in the results costs what the first does: the
 // windows start at its cursor. A first page's windows start at the newest
-// message ID this instance knows of; the newest window is open above, so
-// messages another instance created since are found too.
+// message ID this instance knows of, or below until when the search has
+// one; the newest window is open above, so messages another instance
+// created since are found too.
 //
 // Which plan is right depends on the words. With PostgreSQL's statistics
 // of the terms, Herald chooses (termstats.go) and sends the search in one
-// of two forms, each written so it can be run one way only and planned
-// once: the walk down the IDs, or the read of the rarest word's postings.
-// Without statistics, and for searches filtered by owner or time, a
-// search with words is planned for its own values each time (its
-// transaction sets plan_cache_mode for itself), while every other
-// statement keeps the plan it was prepared with.
+// of two forms, each written so it can be run one way only: the walk down
+// the IDs in windows, or the read of the rarest word's postings. The
+// postings bound that search's cost as the windows bound a walk's, and
+// the index hands each window a word's whole posting list anyway, so it
+// has one window reaching down to the first message: a rare word's
+// matches are found however old, as bbolt's walk of the word's postings
+// finds them. Each form is planned once; a search filtered by owner or
+// time, and every search before there are statistics, is planned for its
+// own values each time (its transaction sets plan_cache_mode for itself),
+// in the form that reads postings when its rarest word is rare and in
+// windows otherwise, while every other statement keeps the plan it was
+// prepared with.
 //
 // A search is one round trip. A page without words, which walks an index
 // for at most its own rows, is sent together with other reads
@@ -117,10 +124,34 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 	words := len(q.Terms) > 0
 	newest := int64(db.feed.newestMessage())
 	plan, early := planByValues, false
-	if words && q.OwnerEmail == "" && q.Since == nil && q.Until == nil {
+	filtered := q.OwnerEmail != "" || q.Since != nil || q.Until != nil
+	if words {
 		plan, early = db.terms.Load().choose(q.Terms, limit+1)
+		if filtered {
+			// Planned for its values: which index serves best depends on
+			// the owner's share of the messages or the span of time. A
+			// rare word keeps the form that reads its postings, with no
+			// span of IDs, so that a page finds its matches however old
+			// (the postings bound its cost); a walk becomes a search in
+			// windows, planned for its values.
+			early = false
+			if plan == planWalk {
+				plan = planByValues
+			}
+		}
 	}
-	perRequest := words && plan == planByValues
+	if words && plan != planPostings && q.Until != nil {
+		// The windows start below until, not at the newest message: those
+		// above it cannot match.
+		first, err := db.firstIDFrom(ctx, *q.Until)
+		if err != nil {
+			return nil, nil, ctxErr(ctx, err)
+		}
+		if first != 0 && first-1 < newest {
+			newest = first - 1
+		}
+	}
+	perRequest := words && (plan == planByValues || filtered)
 	sql, args := searchQuery(&q, limit, newest, plan)
 	var (
 		resolve      resolver
@@ -224,7 +255,7 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		// One match beyond the page proves there is a next page.
 		page.Messages = msgs[:limit]
 		page.NextBeforeID = msgs[limit-1].ID
-	case words && !ownerMissing && bottom > lo && bottom > 1:
+	case words && plan != planPostings && !ownerMissing && bottom > lo && bottom > 1:
 		// The windows are spent and IDs below them remain: a short page,
 		// and a cursor to go on below the last window.
 		page.Messages = msgs
@@ -236,6 +267,18 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		return nil, nil, err
 	}
 	return u, page, nil
+}
+
+// firstIDFrom is the ID of the first message created at or after t, 0
+// when there is none. IDs and creation times rise together, so every
+// message below it was created before t.
+func (db *DB) firstIDFrom(ctx context.Context, t time.Time) (int64, error) {
+	var id int64
+	err := db.pool.QueryRow(ctx, `SELECT id FROM messages WHERE created_at >= $1 ORDER BY created_at, id LIMIT 1`, boundTime(t)).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return id, err
 }
 
 // windowsTop is the ID the windows of q start from: below its cursor, or
@@ -300,10 +343,10 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 	lo := "1"
 	if q.Since != nil {
 		lo = "coalesce(" + firstAt(*q.Since) + ", " + maxID + ")"
-		filter.WriteString(" AND m.id >= " + lo + " AND m.created_at >= " + arg(boundTime(*q.Since)))
+		filter.WriteString(" AND " + id + " >= " + lo + " AND m.created_at >= " + arg(boundTime(*q.Since)))
 	}
 	if q.Until != nil {
-		filter.WriteString(" AND m.id < coalesce(" + firstAt(*q.Until) + ", " + maxID + ") AND m.created_at < " + arg(boundTime(*q.Until)))
+		filter.WriteString(" AND " + id + " < coalesce(" + firstAt(*q.Until) + ", " + maxID + ") AND m.created_at < " + arg(boundTime(*q.Until)))
 	}
 	owner := ""
 	if q.OwnerEmail != "" {
@@ -355,18 +398,23 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 	windows := windowSizes
 	if plan == planPostings {
 		// The scan of the GIN index hands over every message holding the
-		// word, and the window's bounds only filter the rows it fetched:
-		// each window would read the same postings and rows again. One
-		// window over the whole span reads them once and finds the same
-		// matches, in the same order.
-		windows = []int64{searchSpan}
+		// word, and a window's bounds would only filter the rows it
+		// fetched: each window would read the same postings and rows
+		// again. The postings bound the search's cost, as a span of IDs
+		// bounds a walk's, so the search has one window, down to the
+		// first message: a page finds a rare word's matches however old,
+		// as bbolt's, which walks the word's postings, does.
+		windows = []int64{0}
 	}
 	var above int64 // IDs the windows before this one cover
 	for i, size := range windows {
 		// The newest window is open above: messages newer than the newest
 		// this instance has heard of are in it (the cursor bounds it, when
 		// there is one).
-		window := id + " >= " + arg(top-above-size+1)
+		window := "true"
+		if size != 0 {
+			window = id + " >= " + arg(top-above-size+1)
+		}
 		order := "m.id DESC"
 		if plan == planPostings {
 			order = "m.id + 0 DESC"

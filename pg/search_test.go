@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	heraldhttp "herald/http"
 	"herald/model"
 	"herald/pg"
 	"herald/pg/pgtest"
@@ -186,14 +188,40 @@ func TestSearchPlans(t *testing.T) {
 		{Terms: model.Terms("common n17 n2000")}, // words that never meet: short pages
 		{Terms: model.Terms("pear"), BeforeID: uint64(total / 2)},
 	}
+	// The pages of the postings, which no span of IDs bounds: every match
+	// of the pages in windows, in pages of the query's size, each with a
+	// cursor only when matches remain.
+	unbounded := func(q model.SearchQuery, windowed []string) []string {
+		var ids []string
+		for _, p := range windowed {
+			if list, _, _ := strings.Cut(p, " | "); list != "" {
+				ids = append(ids, strings.Fields(list)...)
+			}
+		}
+		n := q.PageLimit()
+		var out []string
+		for start := 0; start == 0 || start < len(ids); start += n {
+			page := ids[start:min(start+n, len(ids))]
+			next := "0"
+			if start+n < len(ids) {
+				next = page[len(page)-1]
+			}
+			out = append(out, strings.Join(page, " ")+" | "+next)
+		}
+		return out
+	}
 	for _, q := range queries {
 		db.ForcePlan("by values")
-		want := pages(q, false)
-		if len(want) < 1 {
+		windowed := pages(q, false)
+		if len(windowed) < 1 {
 			t.Fatalf("%+v: no pages", q)
 		}
 		for _, plan := range []string{"walk", "walk alone", "postings"} {
 			db.ForcePlan(plan)
+			want := windowed
+			if plan == "postings" {
+				want = unbounded(q, windowed)
+			}
 			if got := pages(q, false); !slices.Equal(got, want) {
 				t.Errorf("%+v planned as %s: %d pages, want %d\n got %.300q\nwant %.300q", q, plan, len(got), len(want), got, want)
 			}
@@ -203,6 +231,90 @@ func TestSearchPlans(t *testing.T) {
 			if got := pages(q, true); !slices.Equal(got, want) {
 				t.Errorf("%+v planned as %s, sent in pairs: %d pages, want %d\n got %.300q\nwant %.300q", q, plan, len(got), len(want), got, want)
 			}
+		}
+	}
+}
+
+// TestSearchFindsOldMatchesAsBboltDoes: a rare word's matches, and the
+// matches of a search bounded by until, lie more than one page's windows
+// of IDs below the newest message; the first page and its cursor are
+// bbolt's: the rare word is read from its postings however far down they
+// lead, with an owner or a time filter as without, and the windows of a
+// search bounded by until start below it, not at the newest message.
+func TestSearchFindsOldMatchesAsBboltDoes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	clock := storetest.NewClock()
+	bdb := openBolt(t, clock.Now).Store
+	pdb, url := open(t, pg.Options{Now: clock.Now, TermStatsEvery: time.Hour})
+	var owner *model.User
+	for _, s := range []heraldhttp.Store{bdb, pdb} {
+		u := &model.User{Email: "ada@example.com", PasswordHash: storetest.FakePasswordHash}
+		if _, err := s.CreateUser(ctx, u, storetest.TokenHash("ada"), time.Hour, nil); err != nil {
+			t.Fatal(err)
+		}
+		owner = u
+		if _, err := s.CreateMessage(ctx, model.ByUser(u.ID), "needle in the haystack"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until := clock.Now().Add(500 * time.Millisecond)
+	clock.Add(time.Second)
+	total := int(pg.SearchSpan) + 2000
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 32 {
+		wg.Go(func() {
+			for i := range work {
+				if _, err := bdb.CreateMessage(ctx, model.ByUser(owner.ID), fmt.Sprint("filler ", i)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	for i := range total {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	for start := 0; start < total; start += 500 {
+		var by []model.Caller
+		var contents []string
+		for i := start; i < min(start+500, total); i++ {
+			by = append(by, model.ByUser(owner.ID))
+			contents = append(contents, fmt.Sprint("filler ", i))
+		}
+		if _, _, err := pdb.CreateBatch(ctx, by, contents); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pgtest.Exec(ctx, url, "ANALYZE messages"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := pdb.RefreshTermStats(ctx); err != nil || !ok {
+		t.Fatalf("the terms' statistics after ANALYZE: %v, %v", ok, err)
+	}
+	for name, q := range map[string]model.SearchQuery{
+		"a rare word":                {Terms: model.Terms("needle")},
+		"a rare word by its owner":   {Terms: model.Terms("needle"), OwnerEmail: "ada@example.com"},
+		"a rare word, until":         {Terms: model.Terms("haystack"), Until: &until},
+		"a common word, until":       {Terms: model.Terms("filler"), Until: &until},
+		"a common word by its owner": {Terms: model.Terms("filler"), OwnerEmail: "ada@example.com"},
+	} {
+		var got [2]string
+		for i, s := range []heraldhttp.Store{bdb, pdb} {
+			_, p, err := s.SearchMessages(ctx, model.ByServer(), q)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			var ids []uint64
+			for _, m := range p.Messages {
+				ids = append(ids, m.ID)
+			}
+			got[i] = fmt.Sprintf("%v next %d", ids, p.NextBeforeID)
+		}
+		if got[0] != got[1] {
+			t.Errorf("%s: bbolt %s, PostgreSQL %s", name, got[0], got[1])
 		}
 	}
 }
