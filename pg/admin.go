@@ -33,6 +33,9 @@ func (w *writeTx) admin(ctx context.Context, by model.Caller) (*model.User, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := w.lockRoles(ctx, u); err != nil {
+		return nil, err
+	}
 	if !u.CanAdminister() {
 		return nil, errNotAdmin
 	}
@@ -40,6 +43,22 @@ func (w *writeTx) admin(ctx context.Context, by model.Caller) (*model.User, erro
 }
 
 var errNotAdmin = model.Errorf(model.ErrForbidden, "this needs an administrator")
+
+// lockRoles reads u's roles and suspension again, as last committed, and
+// share-locks its row until the commit. The caller's row read with its
+// token was not locked, and an administrator's role taken away while the
+// act waited for a lock would otherwise still allow it, and the audit log
+// show it after the role was gone. With the row share-locked, a change of
+// roles or a suspension, which takes the row FOR NO KEY UPDATE, waits for
+// the act; an act that waited for the change reads what it left.
+// Errors: model.ErrUnauthorized when the account is gone.
+func (w *writeTx) lockRoles(ctx context.Context, u *model.User) error {
+	err := w.QueryRow(ctx, `SELECT roles, suspended FROM users WHERE id = $1 FOR SHARE`, int64(u.ID)).Scan(&u.Roles, &u.Suspended)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return model.Errorf(model.ErrUnauthorized, "the account no longer exists")
+	}
+	return err
+}
 
 // lockedUser reads account id with its row locked until the commit, so
 // that what is checked of it holds when the write lands. The lock is

@@ -220,6 +220,12 @@ func (w *writeTx) ownedMessage(ctx context.Context, id uint64, by model.Caller, 
 	if err != nil {
 		return nil, nil, err
 	}
+	if moderate && u.ID != m.OwnerID {
+		// Allowed by the role alone: the role as committed now.
+		if err := w.lockRoles(ctx, u); err != nil {
+			return nil, nil, err
+		}
+	}
 	if err := model.CheckWriter(u, m, moderate); err != nil {
 		return nil, nil, err
 	}
