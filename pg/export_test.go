@@ -193,3 +193,20 @@ func (db *DB) OwnersKept() int {
 	defer db.owners.mu.RUnlock()
 	return len(db.owners.m)
 }
+
+// CommitBatch runs one group commit of the given creates, as the
+// committer does, and returns each create's answer.
+func (db *DB) CommitBatch(by []model.Caller, contents []string) ([]*model.Message, []error) {
+	ops := make([]*createOp, len(by))
+	for i := range by {
+		ops[i] = &createOp{by: by[i], content: contents[i], terms: model.SortedTerms(contents[i]), done: make(chan createResult, 1)}
+	}
+	db.commitBatch(ops)
+	msgs := make([]*model.Message, len(ops))
+	errs := make([]error, len(ops))
+	for i, op := range ops {
+		r := <-op.done
+		msgs[i], errs[i] = r.m, r.err
+	}
+	return msgs, errs
+}

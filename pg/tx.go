@@ -191,6 +191,17 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
+// rolledBack reports whether a statement that failed with err, alone in
+// its transaction, certainly wrote nothing: PostgreSQL answered with an
+// error, which ends the transaction before any commit, or the statement
+// was never sent. Any other error (the connection lost, the time out
+// while waiting for the answer) leaves the outcome unknown: the commit
+// may have happened, its answer lost.
+func rolledBack(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) || pgconn.SafeToRetry(err)
+}
+
 // uniqueViolation reports whether err is a unique violation of constraint.
 func uniqueViolation(err error, constraint string) bool {
 	var pe *pgconn.PgError
