@@ -132,7 +132,7 @@ func (db *DB) keepLead(ctx context.Context) {
 		cancel()
 		l.conn = nil
 	}
-	conn, err := pgx.ConnectConfig(ctx, db.pool.Config().ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(ctx, leadConnConfig(db.pool.Config().ConnConfig))
 	if err != nil {
 		return
 	}
@@ -144,6 +144,35 @@ func (db *DB) keepLead(ctx context.Context) {
 	l.conn = conn
 	l.leading.Store(true)
 	db.log.Info("leading the service's chores (sweeps, retention, trimming the change and audit logs)")
+}
+
+// leadConnKeepalives are PostgreSQL's TCP keepalive settings for the
+// connection that holds the lead. The lead is that connection's session
+// lock: when this instance's machine vanishes without closing it (its
+// power lost, the network cut), PostgreSQL holds the lock until it finds
+// the connection dead, by the system's defaults two hours later, and no
+// instance runs the chores until then. With these it probes an idle
+// connection after 30 s, and gives up after three probes unanswered 10 s
+// apart. A Unix socket ignores them: it cannot go silent that way.
+var leadConnKeepalives = map[string]string{
+	"tcp_keepalives_idle":     "30",
+	"tcp_keepalives_interval": "10",
+	"tcp_keepalives_count":    "3",
+}
+
+// leadConnConfig is the pool's connection settings with
+// leadConnKeepalives, but for those the database URL sets itself.
+func leadConnConfig(pool *pgx.ConnConfig) *pgx.ConnConfig {
+	cfg := pool.Copy()
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	for k, v := range leadConnKeepalives {
+		if _, set := cfg.RuntimeParams[k]; !set {
+			cfg.RuntimeParams[k] = v
+		}
+	}
+	return cfg
 }
 
 // resign gives up the lead, if held, so another instance takes it at
