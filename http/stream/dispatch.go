@@ -77,7 +77,8 @@ func (h *Hub) dispatch(since uint64) {
 	prevHead := since
 	for {
 		start := time.Now()
-		head, commit, err := h.feed.ChangeHead(ctx)
+		roundCtx, cancel := context.WithTimeout(ctx, h.limits.StoreTimeout)
+		head, commit, err := h.feed.ChangeHead(roundCtx)
 		if err != nil {
 			// Nothing is new that the dispatcher can know of; the
 			// housekeeping below still runs.
@@ -87,11 +88,13 @@ func (h *Hub) dispatch(since uint64) {
 		if len(h.live) == 0 {
 			h.running = false
 			h.mu.Unlock()
+			cancel()
 			return
 		}
 		subs = append(subs[:0], h.live...)
 		h.mu.Unlock()
-		writes := h.round(ctx, subs, prevHead, head, start)
+		writes := h.round(roundCtx, subs, prevHead, head, start)
+		cancel()
 		clear(subs) // hold no stream past its end
 
 		select {

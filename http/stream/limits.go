@@ -21,6 +21,13 @@ type Limits struct {
 	// token's expiry on the store's clock, made at every housekeeping
 	// tick: a safety net.
 	TokenCheck time.Duration
+	// StoreTimeout bounds each of the dispatcher's reads of the store. A
+	// store that stops answering (a database out of reach whose
+	// connection is not yet found dead) would otherwise hold up every
+	// stream's heartbeats and ends with it; this way a stream whose
+	// events cannot be read is ended, its client resuming elsewhere, and
+	// the others still hear from the server.
+	StoreTimeout time.Duration
 }
 
 // Stream defaults.
@@ -31,6 +38,7 @@ const (
 	DefaultWriteTimeout = 10 * time.Second
 	DefaultMaxLag       = 1024
 	DefaultTokenCheck   = time.Minute
+	DefaultStoreTimeout = 5 * time.Second
 )
 
 func (l Limits) withDefaults() Limits {
@@ -51,5 +59,6 @@ func (l Limits) withDefaults() Limits {
 	setDur(&l.Heartbeat, DefaultHeartbeat)
 	setDur(&l.WriteTimeout, DefaultWriteTimeout)
 	setDur(&l.TokenCheck, DefaultTokenCheck)
+	setDur(&l.StoreTimeout, DefaultStoreTimeout)
 	return l
 }

@@ -100,6 +100,8 @@ func (h *Hub) end(sub *subscriber, text []byte) {
 
 // tokenWorks reports whether the stream's token still authenticates.
 func (h *Hub) tokenWorks(sub *subscriber) bool {
-	_, _, err := h.tokens.Authenticate(context.Background(), sub.token)
+	ctx, cancel := context.WithTimeout(context.Background(), h.limits.StoreTimeout)
+	defer cancel()
+	_, _, err := h.tokens.Authenticate(ctx, sub.token)
 	return err == nil
 }

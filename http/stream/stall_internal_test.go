@@ -1,0 +1,89 @@
+package stream
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"herald/bolt"
+	"herald/model"
+)
+
+// stallingFeed is a bbolt store's change log that, once stalled, answers
+// no read until its caller gives up: a database out of reach whose
+// connection is not yet found dead.
+type stallingFeed struct {
+	*bolt.DB
+	stalled atomic.Bool
+}
+
+func (f *stallingFeed) ChangeHead(ctx context.Context) (uint64, <-chan struct{}, error) {
+	if f.stalled.Load() {
+		<-ctx.Done()
+		return 0, nil, ctx.Err()
+	}
+	return f.DB.ChangeHead(ctx)
+}
+
+func (f *stallingFeed) ChangesAfter(ctx context.Context, after uint64, max int) ([]*model.Change, uint64, error) {
+	if f.stalled.Load() {
+		<-ctx.Done()
+		return nil, 0, ctx.Err()
+	}
+	return f.DB.ChangesAfter(ctx, after, max)
+}
+
+// A store that stops answering does not silence the streams: the
+// dispatcher gives each read up after Limits.StoreTimeout, and the
+// heartbeats go on.
+func TestStreamHeartbeatsWhileTheStoreStalls(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed := &stallingFeed{DB: db}
+	hub := New(feed, db, Limits{Heartbeat: 50 * time.Millisecond, StoreTimeout: 100 * time.Millisecond}, time.Now)
+	t.Cleanup(func() {
+		hub.Close()
+		if err := db.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	ada, token := testUser(t, db, "ada@example.com")
+	srv := httptest.NewServer(testHandler(db, hub))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", token)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	lines := bufio.NewScanner(stream.Body)
+	for lines.Scan() && lines.Text() != ": keep-alive" {
+	}
+	feed.stalled.Store(true)
+	// A commit wakes the dispatcher, whose next read stalls.
+	if _, err := db.CreateMessage(ctx, model.ByUser(ada.ID), "while the store stalls"); err != nil {
+		t.Fatal(err)
+	}
+	beats := 0
+	for beats < 5 && lines.Scan() {
+		if lines.Text() == ": keep-alive" {
+			beats++
+		}
+	}
+	if beats < 5 {
+		t.Fatalf("%d heartbeats while the store stalled, want 5 (%v)", beats, lines.Err())
+	}
+}
