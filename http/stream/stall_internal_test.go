@@ -1,9 +1,7 @@
 package stream
 
 import (
-	"bufio"
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"sync/atomic"
@@ -57,24 +55,12 @@ func TestStreamHeartbeatsWhileTheStoreStalls(t *testing.T) {
 	ada, token := testUser(t, db, "ada@example.com")
 	srv := httptest.NewServer(testHandler(db, hub))
 	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", token)
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Body.Close()
-	lines := bufio.NewScanner(stream.Body)
+	lines := openStream(t, srv.URL, token, 10*time.Second)
 	for lines.Scan() && lines.Text() != ": keep-alive" {
 	}
 	feed.stalled.Store(true)
 	// A commit wakes the dispatcher, whose next read stalls.
-	if _, err := db.CreateMessage(ctx, model.ByUser(ada.ID), "while the store stalls"); err != nil {
+	if _, err := db.CreateMessage(context.Background(), model.ByUser(ada.ID), "while the store stalls"); err != nil {
 		t.Fatal(err)
 	}
 	beats := 0

@@ -59,19 +59,7 @@ func TestStreamStartsBeforeItsStatus(t *testing.T) {
 			t.Errorf("post: %v", err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", token)
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Body.Close()
-	lines := bufio.NewScanner(stream.Body)
+	lines := openStream(t, srv.URL, token, 5*time.Second)
 	for lines.Scan() {
 		if strings.HasPrefix(lines.Text(), "data: ") && strings.Contains(lines.Text(), "right after the status") {
 			return
@@ -236,6 +224,25 @@ func texts(evs ...*event) string {
 		b = append(b, ev.text...)
 	}
 	return string(b)
+}
+
+// openStream opens a stream at url with the Authorization header value
+// token, for at most d, and returns its lines; it is closed at cleanup.
+func openStream(t *testing.T, url, token string, d time.Duration) *bufio.Scanner {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", token)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stream.Body.Close() })
+	return bufio.NewScanner(stream.Body)
 }
 
 // newTestHub opens a bbolt store in t.TempDir() and a hub over it.
