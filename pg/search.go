@@ -2,7 +2,6 @@ package pg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -140,23 +139,12 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 			}
 		}
 	}
-	if words && plan != planPostings && q.Until != nil {
-		// The windows start below until, not at the newest message: those
-		// above it cannot match.
-		first, err := db.firstIDFrom(ctx, *q.Until)
-		if err != nil {
-			return nil, nil, ctxErr(ctx, err)
-		}
-		if first != 0 && first-1 < newest {
-			newest = first - 1
-		}
-	}
 	perRequest := words && (plan == planByValues || filtered)
 	sql, args := searchQuery(&q, limit, newest, plan)
 	var (
 		resolve      resolver
 		u            *model.User
-		lo           int64
+		lo, top      int64
 		ownerMissing bool
 		msgs         []*model.Message
 	)
@@ -172,7 +160,7 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		}
 	}
 	read := func(br pgx.BatchResults) error {
-		lo, ownerMissing, msgs = 0, false, nil
+		top, lo, ownerMissing, msgs = 0, 0, false, nil
 		if perRequest {
 			for range 2 {
 				if _, err := br.Exec(); err != nil {
@@ -201,9 +189,10 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 				return err
 			}
 			if kind == 0 {
-				// The bounds row of a search with words: lo in owner_id, and
-				// whether the owner asked for exists in revision.
-				lo, ownerMissing = owner, rev == 0
+				// The bounds row of a search with words: the windows' top in
+				// id, lo in owner_id, and whether the owner asked for exists
+				// in revision.
+				top, lo, ownerMissing = id, owner, rev == 0
 				continue
 			}
 			store = append(store, model.Message{ID: uint64(id), OwnerID: uint64(owner),
@@ -249,7 +238,7 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 	}
 	page := &model.SearchPage{}
 	slices.SortFunc(msgs, func(a, b *model.Message) int { return cmpDesc(a.ID, b.ID) })
-	bottom := windowsTop(&q, newest) - searchSpan + 1 // the lowest ID the windows cover
+	bottom := top - searchSpan + 1 // the lowest ID the windows cover
 	switch {
 	case len(msgs) > limit:
 		// One match beyond the page proves there is a next page.
@@ -267,18 +256,6 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		return nil, nil, err
 	}
 	return u, page, nil
-}
-
-// firstIDFrom is the ID of the first message created at or after t, 0
-// when there is none. IDs and creation times rise together, so every
-// message below it was created before t.
-func (db *DB) firstIDFrom(ctx context.Context, t time.Time) (int64, error) {
-	var id int64
-	err := db.pool.QueryRow(ctx, `SELECT id FROM messages WHERE created_at >= $1 ORDER BY created_at, id LIMIT 1`, boundTime(t)).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
-	return id, err
 }
 
 // windowsTop is the ID the windows of q start from: below its cursor, or
@@ -345,8 +322,13 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 		lo = "coalesce(" + firstAt(*q.Since) + ", " + maxID + ")"
 		filter.WriteString(" AND " + id + " >= " + lo + " AND m.created_at >= " + arg(boundTime(*q.Since)))
 	}
+	// until's bound is read once, in a CTE: the filter of every window
+	// and the windows' top (below) need it.
+	with, until := "", ""
 	if q.Until != nil {
-		filter.WriteString(" AND " + id + " < coalesce(" + firstAt(*q.Until) + ", " + maxID + ") AND m.created_at < " + arg(boundTime(*q.Until)))
+		with = "WITH b AS MATERIALIZED (SELECT coalesce(" + firstAt(*q.Until) + ", " + maxID + ") AS until_id)\n"
+		until = "(SELECT until_id FROM b)"
+		filter.WriteString(" AND " + id + " < " + until + " AND m.created_at < " + arg(boundTime(*q.Until)))
 	}
 	owner := ""
 	if q.OwnerEmail != "" {
@@ -372,7 +354,7 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 			filter.WriteString(" AND m.owner_id >= " + owner + " AND m.owner_id <= " + owner)
 			order = " ORDER BY m.owner_id DESC, m.id DESC"
 		}
-		return "SELECT 1::bigint, " + columns + " FROM messages m WHERE true" +
+		return with + "SELECT 1::bigint, " + columns + " FROM messages m WHERE true" +
 			filter.String() + order + " LIMIT " + arg(limit+1), args
 	}
 	if owner != "" {
@@ -389,11 +371,18 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 	if owner != "" {
 		ownerOK = "CASE WHEN " + owner + " IS NULL THEN 0 ELSE 1 END"
 	}
+	// The windows start below the cursor, or at the newest message known,
+	// and below until: the messages above it cannot match.
+	top := arg(windowsTop(q, newest))
+	if until != "" && plan != planPostings {
+		top = "least(" + top + ", " + until + " - 1)"
+	}
 	var sb strings.Builder
-	sb.WriteString("SELECT r.kind, r.id, r.owner_id, r.content, r.created_at, r.updated_at, r.revision FROM (\n")
-	sb.WriteString("(SELECT 0::bigint AS kind, 0::bigint AS id, " + lo + "::bigint AS owner_id, NULL::bytea AS content, " +
+	sb.WriteString(with + "SELECT r.kind, r.id, r.owner_id, r.content, r.created_at, r.updated_at, r.revision FROM (\n")
+	sb.WriteString("(SELECT 0::bigint AS kind, " + top + "::bigint AS id, " + lo + "::bigint AS owner_id, NULL::bytea AS content, " +
 		"NULL::timestamptz AS created_at, NULL::timestamptz AS updated_at, " + ownerOK + "::bigint AS revision)")
-	top := windowsTop(q, newest)
+	// below is the window bound offset IDs below the top.
+	below := func(offset int64) string { return "(" + top + " - " + strconv.FormatInt(offset, 10) + ")" }
 	n := arg(limit + 1)
 	windows := windowSizes
 	if plan == planPostings {
@@ -413,14 +402,14 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 		// there is one).
 		window := "true"
 		if size != 0 {
-			window = id + " >= " + arg(top-above-size+1)
+			window = id + " >= " + below(above+size-1)
 		}
 		order := "m.id DESC"
 		if plan == planPostings {
 			order = "m.id + 0 DESC"
 		}
 		if i > 0 {
-			window += " AND " + id + " <= " + arg(top-above)
+			window += " AND " + id + " <= " + below(above)
 			// The windows after the first are read only when the first held
 			// too few matches, so the words are not common here: the primary
 			// key may not hand these windows over in order, which would let
