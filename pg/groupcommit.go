@@ -62,18 +62,17 @@ func (db *DB) commitBatch(batch []*createOp) {
 			break
 		}
 	}
-	if err != nil && !rolledBack(err) {
-		// The connection failed, or the time ran out, when the batch may
-		// have committed: sent again, its messages could be stored twice.
-		// Each create gets the error, as it would have alone.
-		for _, op := range batch {
-			op.done <- createResult{nil, err}
-		}
-		return
-	}
 	if err != nil {
-		// One of them, or none, is at fault: each goes on its own.
 		for _, op := range batch {
+			if !rolledBack(err) {
+				// The connection failed, or the time ran out, when the
+				// batch may have committed: sent again, its messages could
+				// be stored twice. Each create gets the error, as it would
+				// have alone.
+				op.done <- createResult{nil, err}
+				continue
+			}
+			// One of them, or none, is at fault: each goes on its own.
 			m, err := db.createMessage(ctx, op.by, op.content, op.terms)
 			op.done <- createResult{m, err}
 		}
