@@ -21,20 +21,31 @@ var SearchSpan = searchSpan
 // CreateBatch writes creates as one group commit does, for tests that
 // need a batch of a known make-up.
 func (db *DB) CreateBatch(ctx context.Context, by []model.Caller, contents []string) ([]*model.Message, []error, error) {
-	ops := make([]*createOp, len(by))
-	for i := range by {
-		ops[i] = &createOp{by: by[i], content: contents[i], terms: model.SortedTerms(contents[i])}
-	}
-	results, err := db.createBatch(ctx, ops)
+	results, err := db.createBatch(ctx, createOps(by, contents))
 	if err != nil {
 		return nil, nil, err
 	}
+	msgs, errs := answers(results)
+	return msgs, errs, nil
+}
+
+// createOps are the creates of contents by the callers by, in order.
+func createOps(by []model.Caller, contents []string) []*createOp {
+	ops := make([]*createOp, len(by))
+	for i := range by {
+		ops[i] = &createOp{by: by[i], content: contents[i], terms: model.SortedTerms(contents[i]), done: make(chan createResult, 1)}
+	}
+	return ops
+}
+
+// answers splits creates' results into messages and errors.
+func answers(results []createResult) ([]*model.Message, []error) {
 	msgs := make([]*model.Message, len(results))
 	errs := make([]error, len(results))
 	for i, r := range results {
 		msgs[i], errs[i] = r.m, r.err
 	}
-	return msgs, errs, nil
+	return msgs, errs
 }
 
 // Migrations is the schema's migrations, for tests that build a database
@@ -134,12 +145,7 @@ func (db *DB) TakeWordSearchTurns() (taken int, release func()) {
 // instance does every Options.TermStatsEvery, and reports whether there
 // were any.
 func (db *DB) RefreshTermStats(ctx context.Context) (bool, error) {
-	st, err := db.loadTermStats(ctx)
-	if err != nil {
-		return false, err
-	}
-	db.terms.Store(st)
-	return st != nil, nil
+	return db.refreshTermStats(ctx)
 }
 
 // PlanFor names the plan a search for terms gets now.
@@ -197,16 +203,11 @@ func (db *DB) OwnersKept() int {
 // CommitBatch runs one group commit of the given creates, as the
 // committer does, and returns each create's answer.
 func (db *DB) CommitBatch(by []model.Caller, contents []string) ([]*model.Message, []error) {
-	ops := make([]*createOp, len(by))
-	for i := range by {
-		ops[i] = &createOp{by: by[i], content: contents[i], terms: model.SortedTerms(contents[i]), done: make(chan createResult, 1)}
-	}
+	ops := createOps(by, contents)
 	db.commitBatch(ops)
-	msgs := make([]*model.Message, len(ops))
-	errs := make([]error, len(ops))
+	results := make([]createResult, len(ops))
 	for i, op := range ops {
-		r := <-op.done
-		msgs[i], errs[i] = r.m, r.err
+		results[i] = <-op.done
 	}
-	return msgs, errs
+	return answers(results)
 }

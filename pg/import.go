@@ -248,10 +248,8 @@ func (im *Importer) Finish(st ImportState) (ImportCounts, error) {
 	// costs only that.
 	if _, err := im.db.pool.Exec(ctx, `ANALYZE messages`); err != nil {
 		im.db.log.Warn("analysing the imported messages; autovacuum will", "err", err)
-	} else if st, err := im.db.loadTermStats(ctx); err != nil {
+	} else if _, err := im.db.refreshTermStats(ctx); err != nil {
 		im.db.log.Warn("reading the imported terms' statistics", "err", err)
-	} else {
-		im.db.terms.Store(st)
 	}
 	im.db.feed.sawMessage(st.MessagesSeq)
 	im.db.feed.advance(st.ChangesHead)

@@ -66,6 +66,17 @@ func (db *DB) loadTermStats(ctx context.Context) (*termStats, error) {
 	return st, nil
 }
 
+// refreshTermStats reads the statistics and plans searches from them
+// from now on; it reports whether there were any.
+func (db *DB) refreshTermStats(ctx context.Context) (bool, error) {
+	st, err := db.loadTermStats(ctx)
+	if err != nil {
+		return false, err
+	}
+	db.terms.Store(st)
+	return st != nil, nil
+}
+
 // followTermStats reads the statistics now and then every interval until
 // Close.
 func (db *DB) followTermStats(every time.Duration) {
