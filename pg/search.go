@@ -373,9 +373,12 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 	}
 	// The windows start below the cursor, or at the newest message known,
 	// and below until: the messages above it cannot match.
-	top := arg(windowsTop(q, newest))
-	if until != "" && plan != planPostings {
-		top = "least(" + top + ", " + until + " - 1)"
+	top := "0" // none: the postings' one window has no bounds
+	if plan != planPostings {
+		top = arg(windowsTop(q, newest))
+		if until != "" {
+			top = "least(" + top + ", " + until + " - 1)"
+		}
 	}
 	var sb strings.Builder
 	sb.WriteString(with + "SELECT r.kind, r.id, r.owner_id, r.content, r.created_at, r.updated_at, r.revision FROM (\n")
