@@ -51,6 +51,32 @@ func Redact(s string) string {
 	return u.String()
 }
 
+// errAmbiguousURL refuses a URL whose user name or password holds a
+// character that ends its part of the URL. Read as written, part of the
+// password would become the host or the database, and the error that
+// follows would print it, so the refusal names no part of the URL.
+var errAmbiguousURL = errors.New("the PostgreSQL URL cannot be read as intended: " +
+	"a password or user name holding @ / # ? : or % must have it percent-encoded " +
+	"(%40 %2F %23 %3F %3A %25), or give the password in PGPASSWORD or ~/.pgpass")
+
+// checkUnambiguous refuses a postgres:// URL in which a user name or
+// password was written with a character that ends its part: more than
+// one @ before the query, an @ in the path, or a # anywhere (no
+// PostgreSQL URL has a fragment). A keyword string ("host=...
+// password=...") is left to pgx.
+func checkUnambiguous(s string) error {
+	if !IsURL(s) {
+		return nil
+	}
+	rest := s[strings.Index(s, "://")+len("://"):]
+	beforeQuery, _, _ := strings.Cut(rest, "?")
+	_, path, _ := strings.Cut(beforeQuery, "/")
+	if strings.Count(beforeQuery, "@") > 1 || strings.Contains(path, "@") || strings.Contains(rest, "#") {
+		return errAmbiguousURL
+	}
+	return nil
+}
+
 // DefaultPoolSize is the pool's size when neither Options.PoolSize nor the
 // URL's pool_max_conns says: four connections per CPU, at least eight. A
 // write spends most of its time waiting for the server's commit, so more
@@ -131,6 +157,9 @@ type DB struct {
 // brings its schema up to date (once, under a lock, however many instances
 // start together) and starts following the change log.
 func Open(ctx context.Context, url string, opts Options) (*DB, error) {
+	if err := checkUnambiguous(url); err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("the PostgreSQL URL is not valid: %w", err) // pgx masks any password

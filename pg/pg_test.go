@@ -88,6 +88,54 @@ func TestIsURL(t *testing.T) {
 	}
 }
 
+// TestOpenRefusesAnAmbiguousURL: a password written with a character
+// that ends its part of the URL is refused before anything connects,
+// with an error naming no part of it; read as written, part of it would
+// have become the host or the database, which the connection's error
+// prints. Percent-encoded, the same password passes (and fails later,
+// connecting, with the password still hidden).
+func TestOpenRefusesAnAmbiguousURL(t *testing.T) {
+	ctx := context.Background()
+	for _, url := range []string{
+		"postgres://herald:Xq7@Zk/Wv:Jp#Ym@127.0.0.1:1/herald",
+		"postgres://herald:Xq7@Zk/Wv@127.0.0.1:1/herald",
+		"postgres://herald:Xq7@Zk@127.0.0.1:1/herald",
+		"postgres://herald:Xq7#Zk@127.0.0.1:1/herald",
+		"postgresql://herald@127.0.0.1:1/Xq7@Zk",
+	} {
+		db, err := pg.Open(ctx, url, pg.Options{})
+		if err == nil {
+			db.Close()
+			t.Fatalf("Open(%q) succeeded", url)
+		}
+		if !strings.Contains(err.Error(), "percent-encoded") {
+			t.Errorf("Open(%q): %v; want the ambiguous URL's refusal", url, err)
+		}
+		for _, secret := range []string{"Xq7", "Zk", "Wv", "Jp", "Ym", "127.0.0.1"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("Open(%q): %v; names %q", url, err, secret)
+			}
+		}
+	}
+	for _, url := range []string{
+		"postgres://herald:Xq7%40Zk%2FWv%3AJp%23Ym@127.0.0.1:1/herald",
+		"postgres://herald@/herald?host=/nonexistent&user=a@b",
+		"postgres:///herald?host=/nonexistent",
+	} {
+		db, err := pg.Open(ctx, url, pg.Options{})
+		if err == nil {
+			db.Close()
+			t.Fatalf("Open(%q) succeeded", url)
+		}
+		if strings.Contains(err.Error(), "percent-encoded") {
+			t.Errorf("Open(%q) refused a URL that is not ambiguous: %v", url, err)
+		}
+		if strings.Contains(err.Error(), "Xq7") || strings.Contains(err.Error(), "Zk") {
+			t.Errorf("Open(%q): %v; names the password", url, err)
+		}
+	}
+}
+
 // TestOpenConcurrently: instances starting together on an empty database
 // apply the schema once between them.
 func TestOpenConcurrently(t *testing.T) {
