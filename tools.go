@@ -81,7 +81,7 @@ func plainError(err error) string {
 	case errors.Is(err, bolt.ErrLocked):
 		return fmt.Sprintf("the database %s is in use by another process (a running herald?); stop it first", pe.Path)
 	case errors.Is(err, bolt.ErrNotHerald):
-		return fmt.Sprintf("%s is not a Herald database; point --db at a Herald file or a new path", pe.Path)
+		return fmt.Sprintf("%s is not a Herald database; point --db at a Herald file", pe.Path)
 	case errors.Is(err, bolt.ErrLegacyAdmins):
 		return errLegacyAdmins.Error()
 	case errors.Is(err, bolt.ErrNeedsUpgrade):

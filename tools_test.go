@@ -188,9 +188,9 @@ func TestBackupAndCompact(t *testing.T) {
 	}
 }
 
-// TestNotHerald: a file that is not a bbolt database, and someone else's
-// bbolt file, are refused with one line naming the path, and the second is
-// left exactly as it was.
+// TestNotHerald: a file that is not a bbolt database, someone else's
+// bbolt file, and (for the tools that only read) an empty file are refused
+// with one line naming the path, and are left exactly as they were.
 func TestNotHerald(t *testing.T) {
 	dir := t.TempDir()
 	garbage := filepath.Join(dir, "notes.txt")
@@ -217,6 +217,25 @@ func TestNotHerald(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(other); !bytes.Equal(before, after) {
 		t.Errorf("someone else's bbolt file was changed")
+	}
+	// An empty file is where a server starts a new database, but the
+	// tools that only read find no Herald data in it, and leave it empty.
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"check", "--db", empty},
+		{"backup", "--db", empty, filepath.Join(dir, "backup.db")},
+		{"migrate", "--db", empty, "--to", "postgres:///herald?host=" + dir},
+	} {
+		code, _, errOut := runArgs(t, args...)
+		if code != 1 || !strings.Contains(errOut, empty+" is not a Herald database; point --db at a Herald file\n") || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("%q = %d, stderr %q; want 1 and one line saying it is not a Herald database", args, code, errOut)
+		}
+	}
+	if fi, err := os.Stat(empty); err != nil || fi.Size() != 0 {
+		t.Errorf("the empty file was written: %v, %v", fi, err)
 	}
 }
 

@@ -20,10 +20,16 @@ type Snapshot struct {
 }
 
 // OpenSnapshot opens path read-only. Errors: ErrLocked when a server holds
-// the file; a plain error when the file does not exist or is not bbolt.
+// the file; ErrNotHerald when it holds no Herald database (an empty file
+// included: bbolt would try to write a new database into it); a plain
+// error when the file does not exist.
 func OpenSnapshot(path string) (*Snapshot, error) {
-	if _, err := os.Stat(path); err != nil {
+	fi, err := os.Stat(path)
+	if err != nil {
 		return nil, err
+	}
+	if fi.Size() == 0 {
+		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotHerald}
 	}
 	bdb, err := openBolt(path, &bbolt.Options{ReadOnly: true, Timeout: DefaultLockTimeout})
 	if err != nil {
