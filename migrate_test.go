@@ -480,7 +480,7 @@ func TestMigrateRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, _, errOut := runArgs(t, "migrate", "--db", seedDB(t, 3), "--to", url)
-		if code != 1 || !strings.Contains(errOut, "is not empty") || !strings.Contains(errOut, "1 audit entries") {
+		if code != 1 || !strings.Contains(errOut, "is not empty") || !strings.Contains(errOut, "it holds 1 audit entry. ") {
 			t.Errorf("migrate into a database holding an audit entry = %d, %q; want it refused", code, errOut)
 		}
 	})

@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,8 +64,27 @@ type ImportState struct {
 type ErrNotEmpty ImportCounts
 
 func (e *ErrNotEmpty) Error() string {
-	return fmt.Sprintf("the PostgreSQL database is not empty (%d users, %d tokens, %d messages, %d changes, %d invitations, %d password resets, %d audit entries); migrate copies into an empty database only",
-		e.Users, e.Tokens, e.Messages, e.Changes, e.Invites, e.Resets, e.Audit)
+	var held []string
+	for _, c := range []struct {
+		n           int
+		one, plural string
+	}{
+		{e.Users, "account", "accounts"}, {e.Tokens, "token", "tokens"},
+		{e.Messages, "message", "messages"}, {e.Changes, "change", "changes"},
+		{e.Invites, "invitation", "invitations"}, {e.Resets, "password reset", "password resets"},
+		{e.Audit, "audit entry", "audit entries"},
+	} {
+		switch {
+		case c.n == 1:
+			held = append(held, "1 "+c.one)
+		case c.n > 1:
+			held = append(held, fmt.Sprintf("%d %s", c.n, c.plural))
+		}
+	}
+	return "the PostgreSQL database is not empty: it holds " + strings.Join(held, ", ") +
+		". migrate copies into a database with no Herald data (the tables an instance creates on its own are fine);" +
+		" if this data is not wanted (an instance was used before the copy), stop the instances, drop the database," +
+		" create it again and run migrate again"
 }
 
 // importBatch is how many rows go to PostgreSQL in one COPY.
