@@ -115,7 +115,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.Var(rateFlag{&c.loginPerAddress}, "login-failures-per-address", "failed logins allowed per client address (`BURST/INTERVAL`)")
 	fs.Var(rateFlag{&c.registerPerAddr}, "registrations-per-address", "registrations allowed per client address (`BURST/INTERVAL`)")
 	usage := func(out io.Writer) {
-		fmt.Fprintf(out, "Usage: herald [serve] [flags]\n       herald check --db FILE\n       herald backup --db FILE OUT\n       herald compact --db FILE OUT\n       herald migrate --db FILE --to URL\n       herald admin grant|create|revoke ...\n       herald version (also --version or -v)\n\nHerald serves a messaging API with user accounts on one embedded database, or,\nfor more than one instance, on PostgreSQL.\ncheck, backup and compact work on a stopped server's bbolt file; migrate copies\none into an empty PostgreSQL database; admin manages administrators; each has --help.\n\nServe flags (each also read from the HERALD_* variable shown; a flag beats its variable):\n")
+		fmt.Fprintf(out, "Usage: herald [serve] [flags]\n       herald check --db FILE\n       herald backup --db FILE OUT\n       herald compact --db FILE OUT\n       herald migrate --db FILE --to URL\n       herald admin grant|create|revoke ...\n       herald version (also --version or -v)\n\nHerald serves a messaging API with user accounts on one embedded database, or,\nfor more than one instance, on PostgreSQL.\ncheck, backup and compact work on a stopped server's bbolt file; migrate copies\none into an empty PostgreSQL database; admin manages administrators; each has --help\n(or: herald help COMMAND).\n\nServe flags (each also read from the HERALD_* variable shown; a flag beats its variable):\n")
 		fs.VisitAll(func(f *flag.Flag) {
 			// The placeholder is shown once, after the flag; the text
 			// keeps the word without its backquotes.
@@ -361,6 +361,10 @@ func envName(flagName string) string {
 // run is the whole program, parameterised so tests can drive it: it serves
 // until ctx ends, then shuts down gracefully and returns the exit status.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "help" {
+		// "herald help" and "herald help migrate", as git and go read them.
+		args = append(args[1:min(len(args), 2)], "--help")
+	}
 	if len(args) > 0 && isVersionCommand(args[0]) {
 		return runVersion(args[1:], stdout, stderr)
 	}

@@ -634,7 +634,7 @@ var flagNames = map[string]string{
 }
 
 func TestRunHelp(t *testing.T) {
-	for _, arg := range []string{"--help", "-help", "-h"} {
+	for _, arg := range []string{"--help", "-help", "-h", "help"} {
 		t.Run(arg, func(t *testing.T) {
 			var stdout, stderr syncBuffer
 			// Even a bad variable does not stop --help.
@@ -658,6 +658,21 @@ func TestRunHelp(t *testing.T) {
 				t.Errorf("stderr = %q, want empty", got)
 			}
 		})
+	}
+}
+
+// TestRunHelpOnACommand: "herald help CMD" is "herald CMD --help".
+func TestRunHelpOnACommand(t *testing.T) {
+	for _, cmd := range []string{"serve", "migrate", "admin", "check", "backup", "compact", "version"} {
+		var helpOut, helpErr, flagOut, flagErr syncBuffer
+		getenv := environ(nil)
+		helpCode := run(context.Background(), []string{"help", cmd}, getenv, strings.NewReader(""), &helpOut, &helpErr)
+		flagCode := run(context.Background(), []string{cmd, "--help"}, getenv, strings.NewReader(""), &flagOut, &flagErr)
+		if helpCode != 0 || flagCode != 0 || helpOut.String() != flagOut.String() || helpErr.String() != flagErr.String() ||
+			!strings.Contains(helpOut.String()+helpErr.String(), "Usage: herald") {
+			t.Errorf("help %s = %d, %q, %q; %s --help = %d, %q, %q; want both 0 and the same usage",
+				cmd, helpCode, helpOut.String(), helpErr.String(), cmd, flagCode, flagOut.String(), flagErr.String())
+		}
 	}
 }
 
