@@ -81,7 +81,14 @@ func (e *ErrNotEmpty) Error() string {
 			held = append(held, fmt.Sprintf("%d %s", c.n, c.plural))
 		}
 	}
-	return "the PostgreSQL database is not empty: it holds " + strings.Join(held, ", ") +
+	if len(held) == 0 {
+		held = []string{"Herald's data"}
+	}
+	list := held[len(held)-1]
+	if len(held) > 1 {
+		list = strings.Join(held[:len(held)-1], ", ") + " and " + list
+	}
+	return "the PostgreSQL database is not empty: it holds " + list +
 		". migrate copies into a database with no Herald data (the tables an instance creates on its own are fine);" +
 		" if this data is not wanted (an instance was used before the copy), stop the instances, drop the database," +
 		" create it again and run migrate again"
