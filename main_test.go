@@ -661,6 +661,28 @@ func TestRunHelp(t *testing.T) {
 	}
 }
 
+// TestREADMEListsEveryFlag: the README's configuration table has a row
+// for every flag --help lists, with the flag's variable.
+func TestREADMEListsEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var help, errOut syncBuffer
+	if code := run(context.Background(), []string{"--help"}, environ(nil), strings.NewReader(""), &help, &errOut); code != 0 {
+		t.Fatalf("--help = %d, %s", code, errOut.String())
+	}
+	flags := regexp.MustCompile(`(?m)^  --([a-z-]+)[^\n]*\n[^\n]*env (HERALD_[A-Z_]+)\)`).FindAllStringSubmatch(help.String(), -1)
+	if len(flags) < 20 {
+		t.Fatalf("found %d flags with variables in --help, want every one:\n%s", len(flags), help.String())
+	}
+	for _, f := range flags {
+		if row := fmt.Sprintf("| `--%s` | `%s` |", f[1], f[2]); !strings.Contains(string(readme), row) {
+			t.Errorf("README's configuration table has no row beginning %s", row)
+		}
+	}
+}
+
 // TestRunHelpOnACommand: "herald help CMD" is "herald CMD --help".
 func TestRunHelpOnACommand(t *testing.T) {
 	for _, cmd := range []string{"serve", "migrate", "admin", "check", "backup", "compact", "version"} {
