@@ -197,8 +197,15 @@ func problemFor(err error) (problem, http.Header, bool) {
 }
 
 // writeError writes err as a problem document. Unrecognised errors are logged
-// with their full text and answered with a bare 500.
+// with their full text and answered with a bare 500; a database out of
+// reach is logged as a warning and answered 503.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if u, ok := s.store.(Unreachable); ok {
+		if unavailable := u.Unreachable(err); unavailable != nil {
+			s.log.WarnContext(r.Context(), "database unreachable", "method", r.Method, "path", r.URL.Path, "err", err)
+			err = unavailable
+		}
+	}
 	p, header, known := problemFor(err)
 	if !known {
 		s.log.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -144,6 +144,18 @@ type Health interface {
 	WritesFailing(ctx context.Context) error
 }
 
+// Unreachable is offered by a store kept by a database server, whose
+// errors include the server being out of reach: stopped, restarting, out
+// of connections, or a connection cut mid-request. Those come from any of
+// its calls, from the driver rather than from Herald's rules, so the store
+// names them in one place: Unreachable returns err as an error of kind
+// model.ErrUnavailable (a 503 with Retry-After: a condition of the
+// moment, which a client or a balancer may retry) when it is one, and
+// nil otherwise.
+type Unreachable interface {
+	Unreachable(err error) error
+}
+
 // HotBackup is offered by a store that can copy itself, consistently,
 // while it serves: GET /api/admin/backup streams the copy. It is checked
 // for, not required: a store kept by a database server is backed up with

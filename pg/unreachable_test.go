@@ -1,0 +1,217 @@
+package pg_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"herald/auth"
+	heraldhttp "herald/http"
+	"herald/model"
+	"herald/pg"
+)
+
+// outageProxy passes PostgreSQL connections on between a Unix socket of
+// its own and the server's, and can play the server going away: every
+// connection cut, every new one refused, until it comes back.
+type outageProxy struct {
+	dir, target string
+	mu          sync.Mutex
+	down        bool
+	conns       map[net.Conn]struct{}
+}
+
+func startOutageProxy(t *testing.T, target string) *outageProxy {
+	t.Helper()
+	p := &outageProxy{dir: t.TempDir(), target: target, conns: map[net.Conn]struct{}{}}
+	ln, err := net.Listen("unix", filepath.Join(p.dir, ".s.PGSQL.5432"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close(); p.setDown(true) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *outageProxy) serve(client net.Conn) {
+	server, err := net.Dial("unix", p.target)
+	if err != nil {
+		client.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.down {
+		p.mu.Unlock()
+		client.Close()
+		server.Close()
+		return
+	}
+	p.conns[client], p.conns[server] = struct{}{}, struct{}{}
+	p.mu.Unlock()
+	go func() { _, _ = io.Copy(server, client); server.Close() }()
+	_, _ = io.Copy(client, server)
+	client.Close()
+	p.mu.Lock()
+	delete(p.conns, client)
+	delete(p.conns, server)
+	p.mu.Unlock()
+}
+
+func (p *outageProxy) setDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+	if down {
+		for c := range p.conns {
+			c.Close()
+		}
+	}
+}
+
+// TestDatabaseUnreachableIs503: while PostgreSQL cannot be reached, every
+// request that needs it is answered 503 with Retry-After and a problem
+// saying so, not 500: a condition of the moment, which a client or a
+// balancer may retry; once it is back, requests succeed again without a
+// restart.
+func TestDatabaseUnreachableIs503(t *testing.T) {
+	cluster.Require(t)
+	url := cluster.Database(t)
+	i := strings.Index(url, "host=")
+	j := strings.IndexByte(url[i:], '&')
+	if i < 0 || j < 0 {
+		t.Fatalf("no host=...& in %s", url)
+	}
+	proxy := startOutageProxy(t, filepath.Join(url[i+len("host="):i+j], ".s.PGSQL.5432"))
+	db := openURL(t, url[:i+len("host=")]+proxy.dir+url[i+j:], pg.Options{PoolSize: 4, PollEvery: 50 * time.Millisecond})
+	hasher := auth.NewHasher(auth.Params{MemoryKiB: 64, Iterations: 1, Parallelism: 1, SaltLen: 16, KeyLen: 32}, 2)
+	handler := heraldhttp.NewServer(db, hasher, heraldhttp.Config{Logger: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(handler)
+	t.Cleanup(func() { handler.CloseStreams(); srv.Close() })
+
+	send := func(method, path, token, body string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res, string(b)
+	}
+	res, body := send("POST", "/api/register", "", `{"email":"ada@example.com","password":"correct horse battery"}`)
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("register: %d %s", res.StatusCode, body)
+	}
+	var reg struct{ Token string }
+	if err := json.Unmarshal([]byte(body), &reg); err != nil || reg.Token == "" {
+		t.Fatalf("register: %s, %v", body, err)
+	}
+	if res, body := send("POST", "/api/messages", reg.Token, `{"content":"hello"}`); res.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d %s", res.StatusCode, body)
+	}
+
+	proxy.setDown(true)
+	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/api/messages", ""},
+		{"GET", "/api/messages?q=hello", ""},
+		{"GET", "/api/messages/1", ""},
+		{"GET", "/api/me", ""},
+		{"POST", "/api/messages", `{"content":"while it is down"}`},
+		{"PATCH", "/api/messages/1", `{"content":"edited while it is down"}`},
+		{"DELETE", "/api/messages/1", ""},
+		{"POST", "/api/register", `{"email":"bob@example.com","password":"correct horse battery"}`},
+		{"POST", "/api/login", `{"username":"ada@example.com","password":"correct horse battery"}`},
+	} {
+		res, body := send(r.method, r.path, reg.Token, r.body)
+		var p struct {
+			Status int
+			Detail string
+		}
+		_ = json.Unmarshal([]byte(body), &p)
+		if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" ||
+			res.Header.Get("Content-Type") != "application/problem+json" || p.Detail != "the database cannot be reached now; try again shortly" {
+			t.Errorf("%s %s with PostgreSQL out of reach = %d (Retry-After %q, %s) %s; want 503 with Retry-After saying the database cannot be reached",
+				r.method, r.path, res.StatusCode, res.Header.Get("Retry-After"), res.Header.Get("Content-Type"), body)
+		}
+	}
+	if res, body := send("GET", "/healthz", "", ""); res.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/healthz with PostgreSQL out of reach = %d %s, want 503", res.StatusCode, body)
+	}
+
+	proxy.setDown(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, body := send("GET", "/api/messages/1", reg.Token, "")
+		if res.StatusCode == http.StatusOK && strings.Contains(body, `"hello"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PostgreSQL back for 10 s, and GET /api/messages/1 = %d %s", res.StatusCode, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if res, body := send("POST", "/api/messages", reg.Token, `{"content":"after"}`); res.StatusCode != http.StatusCreated {
+		t.Errorf("create after PostgreSQL came back: %d %s", res.StatusCode, body)
+	}
+}
+
+// TestUnreachableNamesOnlyTheDatabaseOutOfReach: errors of Herald's own
+// rules, PostgreSQL's refusals of a statement, and a client that left are
+// not taken for the database out of reach.
+func TestUnreachableNamesOnlyTheDatabaseOutOfReach(t *testing.T) {
+	var db pg.DB
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "57P01"}, true}, // admin_shutdown
+		{&pgconn.PgError{Code: "57P03"}, true}, // cannot_connect_now
+		{&pgconn.PgError{Code: "08006"}, true}, // connection_failure
+		{&pgconn.PgError{Code: "53300"}, true}, // too_many_connections
+		{&pgconn.PgError{Code: "25006"}, true}, // read_only_sql_transaction
+		{fmt.Errorf("reading: %w", io.ErrUnexpectedEOF), true},
+		{&net.OpError{Op: "dial", Net: "unix", Err: errors.New("connection refused")}, true},
+		{&pgconn.PgError{Code: "23505"}, false}, // unique_violation
+		{&pgconn.PgError{Code: "53100"}, false}, // disk_full: a 507 of its own
+		{model.Errorf(model.ErrNotFound, "message 7 does not exist"), false},
+		{context.Canceled, false},
+		{fmt.Errorf("query: %w", context.DeadlineExceeded), false},
+		{errors.New("something else"), false},
+	} {
+		got := db.Unreachable(tt.err)
+		if (got != nil) != tt.want || (got != nil && !errors.Is(got, model.ErrUnavailable)) {
+			t.Errorf("Unreachable(%#v) = %v, want unavailable %v", tt.err, got, tt.want)
+		}
+	}
+}
