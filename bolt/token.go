@@ -140,7 +140,11 @@ func (db *DB) IssueLoginToken(_ context.Context, userID uint64, checkedHash stri
 			return errSuspended
 		}
 		now := db.clock()
-		u.LastSeenAt = now
+		// Never earlier than a sighting already kept: a clock stepped
+		// back must not make the account look less recently used.
+		if now.After(u.LastSeenAt) {
+			u.LastSeenAt = now
+		}
 		if err := db.putUser(tx, u); err != nil {
 			return err
 		}

@@ -479,4 +479,11 @@ func testLastSeen(e *env) {
 	if err != nil || !a.LastSeenAt.Equal(created.Add(2*time.Hour)) {
 		t.Errorf("last seen after a token's use = %v, %v; want %v", a.LastSeenAt, err, created.Add(2*time.Hour))
 	}
+	// A login after the clock stepped back leaves the later sighting.
+	e.clock.Add(-30 * time.Minute)
+	e.login(ada, "after the clock stepped back")
+	a, err = e.Store.Account(ctx, model.ByServer(), ada.ID)
+	if err != nil || !a.LastSeenAt.Equal(created.Add(2*time.Hour)) {
+		t.Errorf("last seen after a login with the clock stepped back = %v, %v; want %v", a.LastSeenAt, err, created.Add(2*time.Hour))
+	}
 }
