@@ -181,7 +181,7 @@ func (l *Limiter) Spend(ctx context.Context, key string) (bool, time.Duration) {
 	}
 	hash := l.hash(key)
 	for attempt := 1; ; attempt++ {
-		op := &spendOp{ctx: ctx, l: l, hash: hash, now: l.db.clock(), done: make(chan struct{})}
+		op := &spendOp{ctx: ctx, l: l, hash: hash, now: l.db.limitsClock(), done: make(chan struct{})}
 		err := errClosed
 		if l.db.spends.add(op) {
 			select {
@@ -218,6 +218,23 @@ func (l *Limiter) Refund(ctx context.Context, key string) {
 		l.name, hash[:], l.every.Microseconds())
 	if err != nil && ctx.Err() == nil {
 		l.db.log.Warn("a shared limit could not be refunded", "limit", l.name, "err", err)
+	}
+}
+
+// limitsClock is the time spends count from: this instance's clock, but
+// never earlier than a reading it already spent by, so a clock stepping
+// back cannot lengthen a penalty, as with the limits kept in memory
+// (auth.Limiter).
+func (db *DB) limitsClock() time.Time {
+	now := db.clock().UnixMicro()
+	for {
+		last := db.limitsLast.Load()
+		if now <= last {
+			return time.UnixMicro(last).UTC()
+		}
+		if db.limitsLast.CompareAndSwap(last, now) {
+			return time.UnixMicro(now).UTC()
+		}
 	}
 }
 

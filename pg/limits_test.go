@@ -17,6 +17,32 @@ import (
 // A shared limiter is what http/ asks for.
 var _ heraldhttp.Limiter = (*pg.Limiter)(nil)
 
+// TestLimitsClockSteppingBack: a clock stepping back does not lengthen a
+// penalty; spends count from the latest time the instance has seen, as
+// the limits kept in memory do (auth.Limiter).
+func TestLimitsClockSteppingBack(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	db, _ := open(t, pg.Options{Now: clock.Now})
+	l := db.Limiter("logins", auth.Rate{Burst: 2, Every: 5 * time.Minute})
+	for range 2 {
+		if ok, _ := l.Spend(ctx, "ada"); !ok {
+			t.Fatal("a spend within the burst refused")
+		}
+	}
+	if ok, _ := l.Spend(ctx, "ada"); ok {
+		t.Fatal("a spend beyond the burst passed")
+	}
+	clock.Add(6 * time.Minute)
+	if ok, _ := l.Spend(ctx, "bob"); !ok {
+		t.Fatal("another key refused")
+	}
+	clock.Add(-2 * time.Minute) // four minutes after ada's spends
+	if ok, wait := l.Spend(ctx, "ada"); !ok {
+		t.Errorf("six minutes after the spends, the clock stepped back two: refused for %v; want a pass, as before the step", wait)
+	}
+}
+
 // TestLimitsShared: two instances on one database count one budget per
 // key: what one spends the other cannot, a refund through either gives
 // one back, keys and limiters are apart, and concurrent spends through

@@ -140,6 +140,9 @@ type DB struct {
 	// terms is what PostgreSQL's statistics say of the search terms, nil
 	// without statistics (termstats.go).
 	terms atomic.Pointer[termStats]
+	// limitsLast is the latest reading of the clock the shared limits
+	// spent by, in microseconds since 1970 (limits.go).
+	limitsLast atomic.Int64
 	// noSpace is the refusal of the last write PostgreSQL failed for a
 	// full disk, until a write succeeds.
 	noSpace atomic.Pointer[error]
