@@ -106,6 +106,14 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
 	clock := &testClock{now: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)}
 	db := openTestStore(t, filepath.Join(t.TempDir(), "herald.db"), clock.Now)
+	return newEnvOn(t, db, clock, opts...)
+}
+
+// newEnvOn starts a server on db, an open store whose clock is clock's; it
+// owns db from then on. At cleanup it runs the store's consistency check
+// before closing.
+func newEnvOn(t *testing.T, db testStore, clock *testClock, opts ...envOption) *env {
+	t.Helper()
 	logs := &syncBuffer{}
 	cfg := heraldhttp.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)), Now: clock.Now,
 		Limits: heraldhttp.Limits{WritesPerAccount: unlimitedWrites}}
