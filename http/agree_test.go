@@ -1717,14 +1717,14 @@ func (r *agreeRun) timeParam() string {
 	default:
 		at = r.clock.Now().Add(-time.Duration(r.rng.Int64N(int64(48 * time.Hour))))
 	}
-	// Not the lower-case 't' and 'z' RFC 3339 allows: the server takes
-	// them, but openapi.json's pattern for since and until refuses them,
-	// and every exchange is checked against openapi.json.
-	switch r.pick(4) {
+	switch r.pick(5) {
 	case 0:
 		return at.In(time.FixedZone("", 2*3600)).Format(time.RFC3339Nano)
 	case 2:
 		return at.Format(time.RFC3339)
+	case 3:
+		// The lower-case 't' and 'z' RFC 3339 allows.
+		return strings.ToLower(at.Format(time.RFC3339Nano))
 	}
 	return at.Format(time.RFC3339Nano)
 }
