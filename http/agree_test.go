@@ -1827,24 +1827,33 @@ func (r *agreeRun) opSearch() {
 }
 
 func (r *agreeRun) afterSearch(res [2]*response, params url.Values) {
-	next := func(res *response) string {
-		var page struct {
-			Next *string `json:"next"`
-		}
-		if res.Status != http.StatusOK || json.Unmarshal(res.Body, &page) != nil || page.Next == nil {
-			return ""
-		}
-		return *page.Next
+	r.search = r.follow(res, params, func(s *agreeServer) *string { return &s.searchNext })
+}
+
+// follow is the query whose next page a later step may ask for, nil when
+// bbolt's page was the last; each server's own cursor goes where next
+// says.
+func (r *agreeRun) follow(res [2]*response, params url.Values, next func(s *agreeServer) *string) *agreeQuery {
+	if pageNext(res[0]) == "" {
+		return nil
 	}
-	if next(res[0]) == "" {
-		r.search = nil
-		return
-	}
+	params = maps.Clone(params)
 	params.Del("cursor")
-	r.search = &agreeQuery{params: params}
 	for i, s := range r.srv {
-		s.searchNext = next(res[i])
+		*next(s) = pageNext(res[i])
 	}
+	return &agreeQuery{params: params}
+}
+
+// pageNext is a page's next cursor, or "" when it has none.
+func pageNext(res *response) string {
+	var page struct {
+		Next *string `json:"next"`
+	}
+	if res.Status != http.StatusOK || json.Unmarshal(res.Body, &page) != nil || page.Next == nil {
+		return ""
+	}
+	return *page.Next
 }
 
 func (r *agreeRun) opAccounts() {
@@ -1942,24 +1951,7 @@ func agreeTamper(cursor string, id uint64) string {
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 func (r *agreeRun) afterAccounts(res [2]*response, params url.Values) {
-	next := func(res *response) string {
-		var page struct {
-			Next *string `json:"next"`
-		}
-		if res.Status != http.StatusOK || json.Unmarshal(res.Body, &page) != nil || page.Next == nil {
-			return ""
-		}
-		return *page.Next
-	}
-	if next(res[0]) == "" {
-		r.accounts = nil
-		return
-	}
-	params.Del("cursor")
-	r.accounts = &agreeQuery{params: params}
-	for i, s := range r.srv {
-		s.listNext = next(res[i])
-	}
+	r.accounts = r.follow(res, params, func(s *agreeServer) *string { return &s.listNext })
 }
 
 // account picks a logical account for an administration request: -1 and
@@ -2395,25 +2387,7 @@ func (r *agreeRun) opAudit() {
 }
 
 func (r *agreeRun) afterAudit(res [2]*response, params url.Values) {
-	next := func(res *response) string {
-		var page struct {
-			Next *string `json:"next"`
-		}
-		if res.Status != http.StatusOK || json.Unmarshal(res.Body, &page) != nil || page.Next == nil {
-			return ""
-		}
-		return *page.Next
-	}
-	if next(res[0]) == "" {
-		r.audit = nil
-		return
-	}
-	params = maps.Clone(params)
-	params.Del("cursor")
-	r.audit = &agreeQuery{params: params}
-	for i, s := range r.srv {
-		s.auditNext = next(res[i])
-	}
+	r.audit = r.follow(res, params, func(s *agreeServer) *string { return &s.auditNext })
 }
 
 // opGuessBurst sends failed guesses in a row, past the guessing limits

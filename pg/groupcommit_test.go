@@ -32,7 +32,16 @@ type cutProxy struct {
 func startCutProxy(t *testing.T, target string) *cutProxy {
 	t.Helper()
 	p := &cutProxy{dir: t.TempDir(), target: target}
-	ln, err := net.Listen("unix", filepath.Join(p.dir, ".s.PGSQL.5432"))
+	listenAsPostgres(t, p.dir, p.serve)
+	return p
+}
+
+// listenAsPostgres accepts connections on PostgreSQL's socket in dir, as
+// a URL with host=dir reaches it, each served by serve, until the test
+// ends.
+func listenAsPostgres(t *testing.T, dir string, serve func(net.Conn)) {
+	t.Helper()
+	ln, err := net.Listen("unix", filepath.Join(dir, ".s.PGSQL.5432"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,10 +52,9 @@ func startCutProxy(t *testing.T, target string) *cutProxy {
 			if err != nil {
 				return
 			}
-			go p.serve(c)
+			go serve(c)
 		}
 	}()
-	return p
 }
 
 func (p *cutProxy) serve(client net.Conn) {

@@ -37,20 +37,8 @@ type outageProxy struct {
 func startOutageProxy(t *testing.T, target string) *outageProxy {
 	t.Helper()
 	p := &outageProxy{dir: t.TempDir(), target: target, conns: map[net.Conn]struct{}{}}
-	ln, err := net.Listen("unix", filepath.Join(p.dir, ".s.PGSQL.5432"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close(); p.setDown(true) })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.serve(c)
-		}
-	}()
+	listenAsPostgres(t, p.dir, p.serve)
+	t.Cleanup(func() { p.setDown(true) })
 	return p
 }
 
