@@ -363,7 +363,12 @@ func envName(flagName string) string {
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "help" {
 		// "herald help" and "herald help migrate", as git and go read them.
-		args = append(args[1:min(len(args), 2)], "--help")
+		// A new slice: args' array is the caller's.
+		if len(args) > 1 {
+			args = []string{args[1], "--help"}
+		} else {
+			args = []string{"--help"}
+		}
 	}
 	if len(args) > 0 && isVersionCommand(args[0]) {
 		return runVersion(args[1:], stdout, stderr)

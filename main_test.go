@@ -688,7 +688,11 @@ func TestRunHelpOnACommand(t *testing.T) {
 	for _, cmd := range []string{"serve", "migrate", "admin", "check", "backup", "compact", "version"} {
 		var helpOut, helpErr, flagOut, flagErr syncBuffer
 		getenv := environ(nil)
-		helpCode := run(context.Background(), []string{"help", cmd}, getenv, strings.NewReader(""), &helpOut, &helpErr)
+		args := []string{"help", cmd, "more"}
+		helpCode := run(context.Background(), args[:2], getenv, strings.NewReader(""), &helpOut, &helpErr)
+		if args[2] != "more" {
+			t.Errorf("help %s wrote %q into its caller's arguments", cmd, args[2])
+		}
 		flagCode := run(context.Background(), []string{cmd, "--help"}, getenv, strings.NewReader(""), &flagOut, &flagErr)
 		if helpCode != 0 || flagCode != 0 || helpOut.String() != flagOut.String() || helpErr.String() != flagErr.String() ||
 			!strings.Contains(helpOut.String()+helpErr.String(), "Usage: herald") {
