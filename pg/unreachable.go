@@ -48,7 +48,17 @@ func unreachable(err error) bool {
 			pe.Code == "53300" || pe.Code == "25006"
 	}
 	var connect *pgconn.ConnectError
+	if errors.As(err, &connect) {
+		return true
+	}
+	// A broken connection's error is pgconn's, which says whether the
+	// statement was sent; a network error or an early EOF from elsewhere
+	// (a client's request body cut short) is not the database's.
+	var fromPgconn interface{ SafeToRetry() bool }
+	if !errors.As(err, &fromPgconn) {
+		return false
+	}
 	var network net.Error
-	return errors.As(err, &connect) || errors.As(err, &network) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err)
+	return fromPgconn.SafeToRetry() || errors.As(err, &network) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }

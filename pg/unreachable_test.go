@@ -175,8 +175,10 @@ func TestDatabaseUnreachableIs503(t *testing.T) {
 }
 
 // TestUnreachableNamesOnlyTheDatabaseOutOfReach: errors of Herald's own
-// rules, PostgreSQL's refusals of a statement, and a client that left are
-// not taken for the database out of reach.
+// rules, PostgreSQL's refusals of a statement, a client that left, and
+// network errors that did not come through pgconn are not taken for the
+// database out of reach. (Errors of a connection really cut are in
+// TestDatabaseUnreachableIs503: pgconn's own types cannot be made here.)
 func TestUnreachableNamesOnlyTheDatabaseOutOfReach(t *testing.T) {
 	var db pg.DB
 	for _, tt := range []struct {
@@ -188,8 +190,10 @@ func TestUnreachableNamesOnlyTheDatabaseOutOfReach(t *testing.T) {
 		{&pgconn.PgError{Code: "08006"}, true}, // connection_failure
 		{&pgconn.PgError{Code: "53300"}, true}, // too_many_connections
 		{&pgconn.PgError{Code: "25006"}, true}, // read_only_sql_transaction
-		{fmt.Errorf("reading: %w", io.ErrUnexpectedEOF), true},
-		{&net.OpError{Op: "dial", Net: "unix", Err: errors.New("connection refused")}, true},
+		// Not through pgconn: a request body cut short, the client's
+		// connection reset.
+		{fmt.Errorf("reading the body: %w", io.ErrUnexpectedEOF), false},
+		{&net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}, false},
 		{&pgconn.PgError{Code: "23505"}, false}, // unique_violation
 		{&pgconn.PgError{Code: "53100"}, false}, // disk_full: a 507 of its own
 		{model.Errorf(model.ErrNotFound, "message 7 does not exist"), false},
