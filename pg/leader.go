@@ -146,30 +146,23 @@ func (db *DB) keepLead(ctx context.Context) {
 	db.log.Info("leading the service's chores (sweeps, retention, trimming the change and audit logs)")
 }
 
-// leadConnKeepalives are PostgreSQL's TCP keepalive settings for the
-// connection that holds the lead. The lead is that connection's session
-// lock: when this instance's machine vanishes without closing it (its
-// power lost, the network cut), PostgreSQL holds the lock until it finds
-// the connection dead, by the system's defaults two hours later, and no
-// instance runs the chores until then. With these it probes an idle
-// connection after 30 s, and gives up after three probes unanswered 10 s
-// apart. A Unix socket ignores them: it cannot go silent that way.
-var leadConnKeepalives = map[string]string{
-	"tcp_keepalives_idle":     "30",
-	"tcp_keepalives_interval": "10",
-	"tcp_keepalives_count":    "3",
-}
-
-// leadConnConfig is the pool's connection settings with
-// leadConnKeepalives, but for those the database URL sets itself.
+// leadConnConfig is the pool's connection settings with PostgreSQL's TCP
+// keepalives made short, but for those the database URL sets itself. The
+// lead is its connection's session lock: when this instance's machine
+// vanishes without closing it (its power lost, the network cut),
+// PostgreSQL holds the lock until it finds the connection dead, by the
+// system's defaults two hours later, and no instance runs the chores
+// until then. With these it probes an idle connection after 30 s, and
+// gives up after three probes unanswered 10 s apart. A Unix socket
+// ignores them: it cannot go silent that way.
 func leadConnConfig(pool *pgx.ConnConfig) *pgx.ConnConfig {
 	cfg := pool.Copy()
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
-	for k, v := range leadConnKeepalives {
-		if _, set := cfg.RuntimeParams[k]; !set {
-			cfg.RuntimeParams[k] = v
+	for _, kv := range [][2]string{{"tcp_keepalives_idle", "30"}, {"tcp_keepalives_interval", "10"}, {"tcp_keepalives_count", "3"}} {
+		if _, set := cfg.RuntimeParams[kv[0]]; !set {
+			cfg.RuntimeParams[kv[0]] = kv[1]
 		}
 	}
 	return cfg
