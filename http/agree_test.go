@@ -1615,19 +1615,35 @@ func (r *agreeRun) opGet() {
 	})
 }
 
+// writer picks who writes to message m: in a hundred draws, its owner in
+// the first owner (when m exists), another account in the next fifteen,
+// then an administrator, then any token at all.
+func (r *agreeRun) writer(m, owner int) int {
+	switch n := r.pick(100); {
+	case n < owner && m >= 0:
+		return r.tokenOf(r.msgs[m].owner)
+	case n < owner+15:
+		return r.tokenOf(-1)
+	case n < 90:
+		return r.adminToken()
+	default:
+		return r.anyToken()
+	}
+}
+
+// write is a PATCH or DELETE of message m (or the raw path's) with lt's
+// token and the If-Match chosen.
+func (s *agreeServer) write(method string, m int, raw string, lt int, unknown, im string, back int) request {
+	req := request{Method: method, Path: s.msgPath(m, raw), Token: s.token(lt, unknown)}
+	if m >= 0 {
+		req.Header = s.ifMatchHeader(im, m, back)
+	}
+	return req
+}
+
 func (r *agreeRun) opPatch() {
 	m, raw, desc := r.messageRef()
-	var lt int
-	switch n := r.pick(100); {
-	case n < 65 && m >= 0:
-		lt = r.tokenOf(r.msgs[m].owner)
-	case n < 80:
-		lt = r.tokenOf(-1)
-	case n < 90:
-		lt = r.adminToken()
-	default:
-		lt = r.anyToken()
-	}
+	lt := r.writer(m, 65)
 	im, back := r.ifMatch()
 	content := r.content()
 	if m >= 0 && r.chance(0.15) {
@@ -1651,10 +1667,8 @@ func (r *agreeRun) opPatch() {
 		ct, body = agreeBody(format, fields)
 	}
 	res := r.exchange(fmt.Sprintf("PATCH %s with %s, If-Match %s %d, %s %.60q", desc, r.tokenName(lt), im, back, ct, body), "", func(s *agreeServer) request {
-		req := request{Method: "PATCH", Path: s.msgPath(m, raw), Token: s.token(lt, r.unknown), ContentType: ct, Body: body}
-		if m >= 0 {
-			req.Header = s.ifMatchHeader(im, m, back)
-		}
+		req := s.write("PATCH", m, raw, lt, r.unknown, im, back)
+		req.ContentType, req.Body = ct, body
 		return req
 	})
 	if m < 0 || res[0].Status != http.StatusOK {
@@ -1674,24 +1688,10 @@ func (r *agreeRun) opPatch() {
 
 func (r *agreeRun) opDelete() {
 	m, raw, desc := r.messageRef()
-	var lt int
-	switch n := r.pick(100); {
-	case n < 60 && m >= 0:
-		lt = r.tokenOf(r.msgs[m].owner)
-	case n < 75:
-		lt = r.tokenOf(-1)
-	case n < 90:
-		lt = r.adminToken()
-	default:
-		lt = r.anyToken()
-	}
+	lt := r.writer(m, 60)
 	im, back := r.ifMatch()
 	res := r.exchange(fmt.Sprintf("DELETE %s with %s, If-Match %s %d", desc, r.tokenName(lt), im, back), "", func(s *agreeServer) request {
-		req := request{Method: "DELETE", Path: s.msgPath(m, raw), Token: s.token(lt, r.unknown)}
-		if m >= 0 {
-			req.Header = s.ifMatchHeader(im, m, back)
-		}
-		return req
+		return s.write("DELETE", m, raw, lt, r.unknown, im, back)
 	})
 	if m >= 0 && res[0].Status == http.StatusNoContent {
 		r.msgs[m].gone = true
