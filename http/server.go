@@ -106,7 +106,7 @@ func NewServer(store Store, hasher *auth.Hasher, cfg Config) *Server {
 	}
 	s.now = now
 	s.guard = newGuard(cfg.Limits, now)
-	s.streams = stream.New(store, store, cfg.Streams, now)
+	s.streams = stream.New(store, store, cfg.Streams, now, s.log)
 	s.metrics = cfg.Metrics
 	s.register, s.version, s.public = cfg.Registration, cfg.Version, strings.TrimSuffix(cfg.PublicURL, "/")
 

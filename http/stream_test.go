@@ -730,6 +730,68 @@ func TestStreamShutdown(t *testing.T) {
 	}
 }
 
+// TestStreamEndIsLogged: a stream's access-log line is written when it
+// starts, so its end gets a line of its own, saying whose stream it was and
+// why it ended, and nothing secret.
+func TestStreamEndIsLogged(t *testing.T) {
+	e := newEnv(t, withStreams(stream.Limits{TokenCheck: time.Hour}))
+	ada := e.register("ada@example.com", "correct horse battery")
+	id := int(e.do(request{Method: http.MethodGet, Path: "/api/me", Token: ada}).JSON(t)["id"].(float64))
+	user := fmt.Sprintf("user=%d ", id)
+
+	// waitForEnd waits for the n-th "stream ended" line and returns it.
+	waitForEnd := func(n int) string {
+		t.Helper()
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			var ends []string
+			for line := range strings.Lines(e.Logs.String()) {
+				if strings.Contains(line, `msg="stream ended"`) {
+					ends = append(ends, line)
+				}
+			}
+			if len(ends) >= n {
+				return ends[n-1]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no log line for stream end %d in:\n%s", n, e.Logs.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	expect := func(line, reason string) {
+		t.Helper()
+		for _, want := range []string{user, `reason="` + reason + `"`, "duration=", "remote=127.0.0.1:"} {
+			if !strings.Contains(line, want) {
+				t.Errorf("log line %q lacks %q", line, want)
+			}
+		}
+		if strings.Contains(line, ada) {
+			t.Errorf("log line %q holds the token", line)
+		}
+	}
+
+	st := e.openStream(ada, "", "")
+	<-st.events
+	st.close()
+	expect(waitForEnd(1), "the client closed the connection")
+
+	other := e.login("ada@example.com", "correct horse battery")
+	st = e.openStream(other, "", "")
+	<-st.events
+	if res := e.do(request{Method: http.MethodPost, Path: "/api/logout", Token: other}); res.Status != http.StatusNoContent {
+		t.Fatalf("logout: %d %s", res.Status, res.Body)
+	}
+	st.expectEnd(3 * time.Second)
+	expect(waitForEnd(2), "its token expired or no longer works")
+
+	st = e.openStream(ada, "", "")
+	<-st.events
+	e.Server.CloseStreams()
+	st.expectEnd(3 * time.Second)
+	expect(waitForEnd(3), "the server is shutting down")
+}
+
 // TestStreamHeartbeat: an idle stream gets comment lines, as often as its
 // response header says.
 func TestStreamHeartbeat(t *testing.T) {

@@ -36,7 +36,7 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 	for {
 		select {
 		case <-h.closing:
-			h.finish(sub, append(buf, hint(shutdownText)...))
+			h.finish(sub, shuttingDown, append(buf, hint(shutdownText)...))
 			return
 		default:
 		}
@@ -70,7 +70,7 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 			buf = append(buf, resetText...)
 			continue
 		case err != nil:
-			h.finish(sub, nil) // the store failed; the client reconnects and resumes
+			h.finish(sub, storeFailed, nil) // the client reconnects and resumes
 			return
 		}
 		for _, ev := range evs {
@@ -81,7 +81,7 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 		if len(buf) > 0 {
 			_ = sub.conn.SetWriteDeadline(time.Now().Add(h.limits.WriteTimeout))
 			if _, err := sub.conn.Write(buf); err != nil {
-				h.finish(sub, nil)
+				h.finish(sub, clientLeft, nil)
 				return
 			}
 			buf = buf[:0]
@@ -91,7 +91,7 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 		}
 		last = evs[len(evs)-1].seq
 		if newest, _, err := h.feed.ChangeHead(ctx); err == nil && newest-last > allowedLag {
-			h.finish(sub, append(buf, hint(behindText)...))
+			h.finish(sub, fellBehind, append(buf, hint(behindText)...))
 			return
 		}
 	}
@@ -99,24 +99,26 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 	_ = sub.conn.SetWriteDeadline(time.Time{})
 	sub.last, sub.lastSend = last, time.Now()
 	if !h.register(sub) {
-		h.finish(sub, hint(shutdownText))
+		h.finish(sub, shuttingDown, hint(shutdownText))
 		return
 	}
 	// A token revoked before the dispatcher had the stream would otherwise
 	// go unnoticed until the periodic check.
 	if !h.tokenWorks(sub) {
-		_ = sub.conn.Close()
+		h.end(sub, tokenEnded, nil)
 	}
 	go h.watch(sub)
 }
 
-// finish writes a last text, when there is one, and ends a stream the
-// dispatcher never had.
-func (h *Hub) finish(sub *subscriber, text []byte) {
+// finish writes a last text, when there is one, and ends for reason a
+// stream the dispatcher never had.
+func (h *Hub) finish(sub *subscriber, reason endReason, text []byte) {
+	sub.claimEnd(reason)
 	if len(text) > 0 {
 		_ = sub.conn.SetWriteDeadline(time.Now().Add(streamFinalWrite))
 		_, _ = sub.conn.Write(text)
 	}
 	_ = sub.conn.Close()
 	sub.release()
+	h.logEnd(sub)
 }

@@ -116,7 +116,7 @@ func (h *Hub) dispatch(since uint64) {
 			subs = append(subs[:0], h.live...)
 			h.mu.Unlock()
 			for _, sub := range subs {
-				h.end(sub, hint(shutdownText))
+				h.end(sub, shuttingDown, hint(shutdownText))
 			}
 			clear(subs)
 		}
@@ -144,7 +144,7 @@ func (h *Hub) round(ctx context.Context, subs []*subscriber, since, head uint64,
 			continue
 		}
 		if (checkAll || revoked[sub.userID]) && !h.tokenWorks(sub) {
-			h.end(sub, nil)
+			h.end(sub, tokenEnded, nil)
 			continue
 		}
 		if sub.last >= head {
@@ -154,7 +154,7 @@ func (h *Hub) round(ctx context.Context, subs []*subscriber, since, head uint64,
 			// Still writing what it was handed before: it falls behind, and
 			// is cut once too far behind to be worth waiting for.
 			if head-sub.last > uint64(h.limits.MaxLag) {
-				h.end(sub, nil)
+				h.end(sub, fellBehind, nil)
 			}
 			continue
 		}
@@ -162,7 +162,11 @@ func (h *Hub) round(ctx context.Context, subs []*subscriber, since, head uint64,
 		if windowErr != nil || err != nil {
 			// Behind the window, or the store failed: the client resumes
 			// from the log when it reconnects.
-			h.end(sub, hint(behindText))
+			reason := fellBehind
+			if windowErr != nil {
+				reason = storeFailed
+			}
+			h.end(sub, reason, hint(behindText))
 			continue
 		}
 		// The stream is not writing, so its pieces are free to reuse.
@@ -191,10 +195,10 @@ func (h *Hub) housekeep(subs []*subscriber, now time.Time, checkTokens bool) {
 		switch {
 		case sub.ended.Load():
 		case !storeNow.Before(sub.expires), checkTokens && !h.tokenWorks(sub):
-			h.end(sub, nil)
+			h.end(sub, tokenEnded, nil)
 		case sub.writing.Load():
 			if now.Sub(sub.lastSend) > h.limits.WriteTimeout {
-				h.end(sub, nil) // a client that stopped reading
+				h.end(sub, clientStalled, nil)
 			}
 		case now.Sub(sub.lastSend) >= h.limits.Heartbeat:
 			h.send(sub, net.Buffers{[]byte(keepAliveText)}, now)

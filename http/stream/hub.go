@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ type Hub struct {
 	tokens Tokens
 	limits Limits
 	now    func() time.Time // the store's clock, which expires tokens
+	log    *slog.Logger     // a line for each stream that ends
 	window window
 
 	mu      sync.Mutex
@@ -39,11 +41,14 @@ type Hub struct {
 }
 
 // New returns a hub serving the changes of feed, whose streams check their
-// tokens with tokens, expire them by the clock now, and are bounded by
-// limits.
-func New(feed Feed, tokens Tokens, limits Limits, now func() time.Time) *Hub {
+// tokens with tokens, expire them by the clock now, are bounded by limits,
+// and say in log why each ended (nil discards).
+func New(feed Feed, tokens Tokens, limits Limits, now func() time.Time, log *slog.Logger) *Hub {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	h := &Hub{
-		feed: feed, tokens: tokens, limits: limits.withDefaults(), now: now,
+		feed: feed, tokens: tokens, limits: limits.withDefaults(), now: now, log: log,
 		window:  window{feed: feed},
 		perUser: make(map[uint64]int), closing: make(chan struct{}), poke: make(chan struct{}, 1),
 	}

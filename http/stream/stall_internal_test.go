@@ -45,7 +45,7 @@ func TestStreamHeartbeatsWhileTheStoreStalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	feed := &stallingFeed{DB: db}
-	hub := New(feed, db, Limits{Heartbeat: 50 * time.Millisecond, StoreTimeout: 100 * time.Millisecond}, time.Now)
+	hub := New(feed, db, Limits{Heartbeat: 50 * time.Millisecond, StoreTimeout: 100 * time.Millisecond}, time.Now, nil)
 	t.Cleanup(func() {
 		hub.Close()
 		if err := db.Close(); err != nil {

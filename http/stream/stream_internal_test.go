@@ -252,7 +252,7 @@ func newTestHub(tb testing.TB) (*bolt.DB, *Hub) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	hub := New(db, db, Limits{}, time.Now)
+	hub := New(db, db, Limits{}, time.Now, nil)
 	tb.Cleanup(func() {
 		hub.Close()
 		if err := db.Close(); err != nil {

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"slices"
 	"sync/atomic"
@@ -30,13 +31,73 @@ type subscriber struct {
 	userID  uint64
 	token   model.TokenHash
 	expires time.Time
-	release func() // gives back its place under the limits
+	release func()    // gives back its place under the limits
+	remote  string    // the client's address, for the log
+	started time.Time // when its status went out, for the log
 
 	last     uint64      // the change the stream has been sent up to
 	lastSend time.Time   // when the dispatcher last handed it bytes
 	pieces   net.Buffers // storage for its writes' pieces, kept between rounds when small
 	writing  atomic.Bool
 	ended    atomic.Bool
+	// why is the endReason of whoever ended the stream first: set by the
+	// winner of ended, before it closes the connection, and read once
+	// the stream is out of the hub.
+	why atomic.Int32
+}
+
+// endReason says why a stream ended, in its log line: an operator tells a
+// client that left from one the server cut off, and why.
+type endReason int32
+
+const (
+	clientLeft endReason = iota
+	clientTalked
+	tokenEnded
+	clientStalled
+	fellBehind
+	storeFailed
+	shuttingDown
+)
+
+func (r endReason) String() string {
+	switch r {
+	case clientTalked:
+		return "the client sent more than its request"
+	case tokenEnded:
+		return "its token expired or no longer works"
+	case clientStalled:
+		return "the client stopped reading"
+	case fellBehind:
+		return "it fell too far behind"
+	case storeFailed:
+		return "the store failed"
+	case shuttingDown:
+		return "the server is shutting down"
+	default:
+		return "the client closed the connection"
+	}
+}
+
+// claimEnd marks sub ended for reason and reports whether it did: only the
+// first to end a stream says why.
+func (sub *subscriber) claimEnd(reason endReason) bool {
+	if !sub.ended.CompareAndSwap(false, true) {
+		return false
+	}
+	sub.why.Store(int32(reason))
+	return true
+}
+
+// logEnd writes a stream's last log line; its access-log line was written
+// when it started.
+func (h *Hub) logEnd(sub *subscriber) {
+	h.log.LogAttrs(context.Background(), slog.LevelInfo, "stream ended",
+		slog.Uint64("user", sub.userID),
+		slog.String("remote", sub.remote),
+		slog.Duration("duration", time.Since(sub.started)),
+		slog.String("reason", endReason(sub.why.Load()).String()),
+	)
 }
 
 // watch waits for the client to go away (or for anyone to close the
@@ -44,14 +105,16 @@ type subscriber struct {
 // after their request; a client that sends more than a little is cut off.
 func (h *Hub) watch(sub *subscriber) {
 	var b [64]byte
+	reason := clientTalked
 	for read := 0; read < streamReadLimit; {
 		n, err := sub.conn.Read(b[:])
 		if err != nil {
+			reason = clientLeft
 			break
 		}
 		read += n
 	}
-	sub.ended.Store(true)
+	sub.claimEnd(reason)
 	_ = sub.conn.Close()
 	h.mu.Lock()
 	if i := slices.Index(h.live, sub); i >= 0 {
@@ -62,6 +125,7 @@ func (h *Hub) watch(sub *subscriber) {
 	}
 	h.mu.Unlock()
 	sub.release()
+	h.logEnd(sub)
 }
 
 // send hands out to a goroutine that writes it to sub; the dispatcher
@@ -79,11 +143,11 @@ func (h *Hub) send(sub *subscriber, out net.Buffers, now time.Time) {
 	}()
 }
 
-// end cuts sub off, first writing text when there is one and the stream is
-// not in the middle of a write. Closing the connection ends its watch,
-// which takes it out of the hub.
-func (h *Hub) end(sub *subscriber, text []byte) {
-	if !sub.ended.CompareAndSwap(false, true) {
+// end cuts sub off for reason, first writing text when there is one and
+// the stream is not in the middle of a write. Closing the connection ends
+// its watch, which takes it out of the hub.
+func (h *Hub) end(sub *subscriber, reason endReason, text []byte) {
+	if !sub.claimEnd(reason) {
 		return
 	}
 	if len(text) == 0 || sub.writing.Load() {
