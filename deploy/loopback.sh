@@ -5,6 +5,10 @@
 # missing, as root or with sudo). Then it checks that they work as one
 # service, through the balancer and around it:
 #
+#   - a bbolt file, written by a Herald that then stops, is moved into the
+#     database with herald migrate, and through nginx its token works, its
+#     messages are there and a stream of the file resumes after its last
+#     event;
 #   - register and post through nginx;
 #   - herald admin create makes the first administrator on the database
 #     while the instances run, and it administers through nginx;
@@ -52,12 +56,12 @@ nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/herald-deploy.XXXXXX")
 chmod 755 "$work"
-pids=() nginx_pid=''
+pids=() nginx_pid='' file_pid=''
 cleanup() {
   local status=$? p
   trap - EXIT
   [ -z "$nginx_pid" ] || kill -QUIT "$nginx_pid" 2>/dev/null || true
-  for p in "${pids[@]}"; do
+  for p in "${pids[@]}" $file_pid; do
     stop_pid "$p" 15
   done
   pg_stop
@@ -81,8 +85,46 @@ pg_createdb herald
 db_url=$REPLY
 log "database: $db_url"
 
-# 2. Herald instances on that database, each on a port the kernel picks.
 go_build "$repo" . "$work/herald" herald
+json() { sed -n "s/.*\"$1\":\"\\{0,1\\}\\([^\",}]*\\).*/\\1/p" | head -n 1; }
+# created_ids: the message IDs of the message.created events of a stream
+# on standard input, in order.
+created_ids() { grep -A2 '^event: message.created' | sed -n 's/^data: {"id":\([0-9]*\).*/\1/p'; }
+post() { # BASE CONTENT: post as $auth and print the new message's id
+  curl -fs "$1/api/messages" -H "$auth" -H 'Content-Type: application/json' -d "{\"content\": \"$2\"}" | json id
+}
+
+# 2. Moving from bbolt: a Herald on a file takes an account and two
+#    messages, with a stream open between them, and stops; migrate copies
+#    the file into the database.
+HERALD_ADDR=127.0.0.1:0 HERALD_DB="$work/old.db" "$work/herald" >>"$work/herald-file.log" 2>&1 &
+file_pid=$!
+listen_addr "$work/herald-file.log" "$file_pid" "herald on a file"
+F="http://$REPLY"
+grace=$(curl -fs "$F/api/register" -H 'Content-Type: application/json' \
+  -d '{"email": "grace@example.com", "password": "correct horse battery"}' | json token)
+[ -n "$grace" ] || die "registering on the bbolt file failed"
+auth="Authorization: Bearer $grace"
+moved_first=$(post "$F" "written on bbolt")
+curl -sN --max-time 10 "$F/api/messages/stream" -H "$auth" >"$work/file-stream" &
+stream_pid=$!
+for ((i = 0; i < 100; i++)); do grep -q '^id:' "$work/file-stream" 2>/dev/null && break; sleep 0.1; done
+moved_from=$(grep -m 1 '^id:' "$work/file-stream" | sed 's/^id: *//')
+moved_second=$(post "$F" "written on bbolt after the stream opened")
+[ -n "$moved_first" ] && [ -n "$moved_second" ] && [ -n "$moved_from" ] ||
+  die "posting on the bbolt file failed"
+kill "$stream_pid" 2>/dev/null || true
+wait "$stream_pid" 2>/dev/null || true
+stop_pid "$file_pid" 20
+file_pid=''
+((REPLY == 0)) || die "herald on the bbolt file exited with status $REPLY on SIGTERM"
+"$work/herald" migrate --db "$work/old.db" --to "$db_url" >"$work/migrate.out" 2>&1 ||
+  { cat "$work/migrate.out" >&2; die "herald migrate failed"; }
+grep -q 'every count agrees' "$work/migrate.out" ||
+  { cat "$work/migrate.out" >&2; die "herald migrate did not say every count agrees"; }
+log "migrated a bbolt file (messages $moved_first and $moved_second, a stream at $moved_from) into the database"
+
+# 3. Herald instances on that database, each on a port the kernel picks.
 addrs=()
 start_instance() { # NAME: start an instance; REPLY = its address
   HERALD_ADDR=127.0.0.1:0 HERALD_DB="$db_url" HERALD_TRUSTED_PROXIES=127.0.0.1 \
@@ -96,7 +138,7 @@ for ((i = 1; i <= INSTANCES; i++)); do
   log "herald $i at http://$REPLY (pid ${pids[-1]})"
 done
 
-# 3. nginx in front, on a free loopback port.
+# 4. nginx in front, on a free loopback port.
 free_port() { # REPLY = a TCP port nothing on this machine listens on
   local used p
   used=$(ss -Htln 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u)
@@ -129,23 +171,29 @@ log "nginx at http://$lb (pid $nginx_pid) in front of ${addrs[*]}"
 # --- checks -----------------------------------------------------------------
 
 B="http://$lb"
-json() { sed -n "s/.*\"$1\":\"\\{0,1\\}\\([^\",}]*\\).*/\\1/p" | head -n 1; }
-# created_ids: the message IDs of the message.created events of a stream
-# on standard input, in order.
-created_ids() { grep -A2 '^event: message.created' | sed -n 's/^data: {"id":\([0-9]*\).*/\1/p'; }
+
+# What was moved from bbolt is served through nginx: the token from the
+# file still works, the messages keep their IDs, and a stream opened on
+# the file resumes on PostgreSQL after its last event.
+got=$(curl -fs "$B/api/me" -H "$auth" | json email)
+[ "$got" = "grace@example.com" ] || die "the token issued on the bbolt file does not work through nginx (got '$got')"
+got=$(curl -fs "$B/api/messages/$moved_first" -H "$auth" | json content)
+[ "$got" = "written on bbolt" ] || die "message $moved_first through nginx: content '$got', want 'written on bbolt'"
+resumed=$(curl -sN --max-time 3 "$B/api/messages/stream" -H "$auth" -H "Last-Event-ID: $moved_from" |
+  created_ids | paste -sd' ' -) || true
+[ "$resumed" = "$moved_second" ] ||
+  die "a stream of the bbolt file resumed after $moved_from through nginx gave ($resumed), want ($moved_second)"
+log "the moved account's token, its messages and a stream of the file resume through nginx"
 
 token=$(curl -fs "$B/api/register" -H 'Content-Type: application/json' \
   -d '{"email": "ada@example.com", "password": "correct horse battery"}' | json token)
 [ -n "$token" ] || die "registering through nginx failed"
 auth="Authorization: Bearer $token"
-post() { # BASE CONTENT: post and print the new message's id
-  curl -fs "$1/api/messages" -H "$auth" -H 'Content-Type: application/json' -d "{\"content\": \"$2\"}" | json id
-}
 first=$(post "$B" "posted through nginx")
 [ -n "$first" ] || die "posting through nginx failed"
 log "registered and posted message $first through nginx"
 
-# The first administrator, made on the database while the instances run,
+# 5. The first administrator, made on the database while the instances run,
 # administers through the balancer, whichever instance answers.
 echo 'a long passphrase' | "$work/herald" admin create --db "$db_url" root@example.com >/dev/null ||
   die "herald admin create on PostgreSQL failed"
