@@ -560,6 +560,34 @@ func TestStreamReset(t *testing.T) {
 	}
 }
 
+// TestStreamResetFollowsTheLog: a stream resumes only from what the change
+// log holds, even when the hub still has the trimmed changes rendered for
+// the streams it serves. Instances that rendered different spans of the
+// log must answer one position alike, and a restart must not change the
+// answer.
+func TestStreamResetFollowsTheLog(t *testing.T) {
+	e := newEnv(t)
+	ada := e.register("ada@example.com", "correct horse battery")
+	watcher := e.openStream(ada, "", "")
+	for i := range 10 {
+		e.post(ada, fmt.Sprintf("post %d", i))
+	}
+	watcher.nextSummaries(t, 10) // the hub has rendered all ten
+	if n, err := e.DB.TrimChanges(context.Background(), 0, 3); err != nil || n != 7 {
+		t.Fatalf("TrimChanges = %d, %v", n, err)
+	}
+	head, _, _ := e.DB.ChangeHead(context.Background())
+	st := e.openStream(ada, "", "2")
+	if ev := st.next(); ev.Event != "reset" || ev.ID != strconv.FormatUint(head, 10) {
+		t.Errorf("resume from a trimmed position: %+v, want a reset with id %d", ev, head)
+	}
+	st.close()
+	st = e.openStream(ada, "", "7") // the oldest position the log resumes after
+	if got := st.nextSummaries(t, 3); got[0] != "created #8 post 7" {
+		t.Errorf("resume from the oldest kept position: %q", got)
+	}
+}
+
 // TestStreamEndsWithItsToken: logging out, revoking the device, signing
 // out everywhere, a password change elsewhere and deleting the account end
 // the streams of the tokens they revoke at once — the periodic check is an

@@ -33,6 +33,10 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 		buf = append(buf, '\n')
 	}
 	buf = append(buf, connectedText...)
+	// Whether a position can be resumed is the log's to say: the window may
+	// still hold changes the log has trimmed, and another instance, or this
+	// one after a restart, would answer the same position with a reset.
+	askLog := from != nil
 	for {
 		select {
 		case <-h.closing:
@@ -50,7 +54,11 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 		case err != nil:
 		case last > head:
 			err = model.ErrChangeUnknown
-		default:
+		case askLog && last < head:
+			askLog = false
+			_, _, err = h.feed.ChangesAfter(ctx, last, 1)
+		}
+		if err == nil {
 			evs, err = eventsAfter(window, last, head)
 			evs = evs[:min(len(evs), streamBatch)]
 		}
