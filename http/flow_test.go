@@ -125,5 +125,9 @@ func TestHealthUnavailable(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	assertProblem(t, get(), http.StatusServiceUnavailable)
+	res := get()
+	assertProblem(t, res, http.StatusServiceUnavailable)
+	if res.Header.Get("Retry-After") == "" {
+		t.Errorf("closed database: no Retry-After")
+	}
 }

@@ -132,8 +132,11 @@ var errAccountSuspended = &requestError{status: http.StatusForbidden, msg: "this
 // tools back it up.
 var errNoHotBackup = &requestError{status: http.StatusNotImplemented, msg: "this server's database is backed up with the database's own tools, not through the API"}
 
-// errUnavailable: the database cannot serve requests (health check).
-var errUnavailable = &requestError{status: http.StatusServiceUnavailable, msg: "database is unavailable"}
+// errUnavailable: the database cannot serve requests (health check). A
+// database out of reach is mostly a matter of seconds (a restart, a
+// failover), and every other answer then says when to try again.
+var errUnavailable = &requestError{status: http.StatusServiceUnavailable, msg: "database is unavailable",
+	header: http.Header{"Retry-After": {"2"}}}
 
 // problemFor maps err to a problem document and any headers it needs. Errors
 // it does not recognise become a bare 500; their text never reaches the body.

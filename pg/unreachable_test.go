@@ -153,8 +153,9 @@ func TestDatabaseUnreachableIs503(t *testing.T) {
 				r.method, r.path, res.StatusCode, res.Header.Get("Retry-After"), res.Header.Get("Content-Type"), body)
 		}
 	}
-	if res, body := send("GET", "/healthz", "", ""); res.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("/healthz with PostgreSQL out of reach = %d %s, want 503", res.StatusCode, body)
+	if res, body := send("GET", "/healthz", "", ""); res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+		t.Errorf("/healthz with PostgreSQL out of reach = %d (Retry-After %q) %s, want 503 with Retry-After",
+			res.StatusCode, res.Header.Get("Retry-After"), body)
 	}
 
 	proxy.setDown(false)
