@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -585,6 +586,46 @@ func TestStreamResetFollowsTheLog(t *testing.T) {
 	st = e.openStream(ada, "", "7") // the oldest position the log resumes after
 	if got := st.nextSummaries(t, 3); got[0] != "created #8 post 7" {
 		t.Errorf("resume from the oldest kept position: %q", got)
+	}
+}
+
+// TestStreamResumeAfterAnAccountIsDeleted: a stream resuming from before
+// an account was deleted gets none of what the account posted or edited,
+// only the deletions of its messages, while everyone else's changes come
+// as they happened. A stream that was live meanwhile saw them then.
+func TestStreamResumeAfterAnAccountIsDeleted(t *testing.T) {
+	e := newEnv(t)
+	const password = "correct horse battery"
+	ada := e.register("ada@example.com", password)
+	bob := e.register("bob@example.com", password)
+	opening := e.openStream(ada, "", "")
+	var from string
+	for from == "" {
+		from = (<-opening.events).ID
+	}
+	opening.close()
+	live := e.openStream(ada, "", "")
+
+	secret := e.post(bob, "bob's first secret")
+	e.patch(bob, secret["id"].(float64), "bob's edited secret")
+	kept := e.post(ada, "ada stays")
+	if res := e.do(request{Method: http.MethodDelete, Path: "/api/me", Token: bob, ContentType: "application/json",
+		Body: jsonBody(t, map[string]string{"password": password})}); res.Status != http.StatusNoContent {
+		t.Fatalf("delete bob's account: %d %s", res.Status, res.Body)
+	}
+	secretID, keptID := int(secret["id"].(float64)), int(kept["id"].(float64))
+	want := []string{
+		fmt.Sprintf("created #%d ada stays", keptID),
+		fmt.Sprintf("deleted #%d", secretID),
+	}
+	resumed := e.openStream(ada, "", from)
+	if got := resumed.nextSummaries(t, len(want)); !slices.Equal(got, want) {
+		t.Errorf("resumed from %s after bob's account went: %q, want %q", from, got, want)
+	}
+	resumed.expectQuiet(100 * time.Millisecond)
+	if got := live.nextSummaries(t, 4); got[0] != fmt.Sprintf("created #%d bob's first secret", secretID) ||
+		got[1] != fmt.Sprintf("updated #%d bob's edited secret", secretID) {
+		t.Errorf("the live stream got %q, want bob's message as it happened", got)
 	}
 }
 

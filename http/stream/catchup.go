@@ -37,6 +37,7 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 	// still hold changes the log has trimmed, and another instance, or this
 	// one after a restart, would answer the same position with a reset.
 	askLog := from != nil
+	authorsGone := map[uint64]bool{} // whether each author's account was deleted
 	for {
 		select {
 		case <-h.closing:
@@ -81,10 +82,23 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 			h.finish(sub, storeFailed, nil) // the client reconnects and resumes
 			return
 		}
+		failed := false
 		for _, ev := range evs {
-			if sub.filter.passes(ev) {
+			if !sub.filter.passes(ev) {
+				continue
+			}
+			gone, err := h.authorGone(ctx, ev, authorsGone)
+			if err != nil {
+				failed = true
+				break
+			}
+			if !gone {
 				buf = append(buf, ev.text...)
 			}
+		}
+		if failed {
+			h.finish(sub, storeFailed, nil) // the client reconnects and resumes
+			return
 		}
 		if len(buf) > 0 {
 			_ = sub.conn.SetWriteDeadline(time.Now().Add(h.limits.WriteTimeout))
@@ -116,6 +130,28 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 		h.end(sub, tokenEnded, nil)
 	}
 	go h.watch(sub)
+}
+
+// authorGone reports whether ev shows a message whose author's account
+// has been deleted since. Deleting an account takes everything of it out
+// of sight, and a stream catching up on the changes it missed must not
+// show them again: it gets their deletions alone. (A stream that was live
+// when they were posted saw them then.) known memoises the answers of
+// one catch-up.
+func (h *Hub) authorGone(ctx context.Context, ev *event, known map[uint64]bool) (bool, error) {
+	if ev.author == 0 {
+		return false, nil
+	}
+	gone, ok := known[ev.author]
+	if !ok {
+		_, err := h.tokens.UserByID(ctx, ev.author)
+		if err != nil && !errors.Is(err, model.ErrNotFound) {
+			return false, err
+		}
+		gone = err != nil
+		known[ev.author] = gone
+	}
+	return gone, nil
 }
 
 // finish writes a last text, when there is one, and ends for reason a

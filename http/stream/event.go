@@ -14,10 +14,13 @@ type event struct {
 	// revoked, when not zero, is the account whose tokens a TokensRevoked
 	// change concerns: an event no stream sends, with no text.
 	revoked uint64
-	owner   string              // model.EmailKey of the message's owner
-	terms   map[string]struct{} // the message's words after the change
-	before  map[string]struct{} // and before it, for an update
-	text    []byte              // id:, event: and data: lines, blank line included
+	owner   string // model.EmailKey of the message's owner
+	// author is the owner's account ID in an event that shows a message
+	// (created, updated); zero in a deletion, which shows only its ID.
+	author uint64
+	terms  map[string]struct{} // the message's words after the change
+	before map[string]struct{} // and before it, for an update
+	text   []byte              // id:, event: and data: lines, blank line included
 	// block holds text and, back to back, the texts of the events
 	// rendered with it, so a stream sent a run of them gets one piece
 	// (see appendPiece) rather than a piece per event.
@@ -69,6 +72,9 @@ func renderBlock(evs []*event, chs []*model.Change, room int) []*event {
 			continue
 		}
 		ev := &event{seq: ch.Seq, owner: model.EmailKey(ch.Message.OwnerEmail), terms: model.ContentTerms(ch.Message.Content), off: len(block)}
+		if ch.Kind != model.MessageDeleted {
+			ev.author = ch.Message.OwnerID
+		}
 		if ch.Kind == model.MessageUpdated {
 			ev.before = model.ContentTerms(ch.Before)
 		}

@@ -21,9 +21,12 @@ type Feed interface {
 	ChangesAfter(ctx context.Context, after uint64, max int) ([]*model.Change, uint64, error)
 }
 
-// Tokens checks that a stream's token still works.
+// Tokens checks that a stream's token still works, and that the authors
+// of the messages a resuming stream replays still have their accounts.
 type Tokens interface {
 	// Authenticate finds the account a token belongs to. Errors:
 	// model.ErrUnauthorized when the token no longer works.
 	Authenticate(ctx context.Context, token model.TokenHash) (*model.User, *model.Token, error)
+	// UserByID finds an account by ID. Errors: model.ErrNotFound.
+	UserByID(ctx context.Context, id uint64) (*model.User, error)
 }
