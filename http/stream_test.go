@@ -859,6 +859,10 @@ func TestStreamEndIsLogged(t *testing.T) {
 	e.Server.CloseStreams()
 	st.expectEnd(3 * time.Second)
 	expect(waitForEnd(3), "the server is shutting down")
+	time.Sleep(50 * time.Millisecond) // room for a line too many, were there one
+	if n := strings.Count(e.Logs.String(), `msg="stream ended"`); n != 3 {
+		t.Errorf("%d stream ended lines for 3 streams:\n%s", n, e.Logs.String())
+	}
 }
 
 // TestStreamHeartbeat: an idle stream gets comment lines, as often as its

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"time"
 
@@ -103,7 +104,11 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 		if len(buf) > 0 {
 			_ = sub.conn.SetWriteDeadline(time.Now().Add(h.limits.WriteTimeout))
 			if _, err := sub.conn.Write(buf); err != nil {
-				h.finish(sub, clientLeft, nil)
+				reason := clientLeft
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					reason = clientStalled
+				}
+				h.finish(sub, reason, nil)
 				return
 			}
 			buf = buf[:0]
@@ -126,8 +131,8 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 	}
 	// A token revoked before the dispatcher had the stream would otherwise
 	// go unnoticed until the periodic check.
-	if !h.tokenWorks(sub) {
-		h.end(sub, tokenEnded, nil)
+	if fails, reason := h.tokenFails(sub); fails {
+		h.end(sub, reason, nil)
 	}
 	go h.watch(sub)
 }
@@ -144,7 +149,9 @@ func (h *Hub) authorGone(ctx context.Context, ev *event, known map[uint64]bool) 
 	}
 	gone, ok := known[ev.author]
 	if !ok {
+		ctx, cancel := context.WithTimeout(ctx, h.limits.StoreTimeout)
 		_, err := h.tokens.UserByID(ctx, ev.author)
+		cancel()
 		if err != nil && !errors.Is(err, model.ErrNotFound) {
 			return false, err
 		}
@@ -163,6 +170,6 @@ func (h *Hub) finish(sub *subscriber, reason endReason, text []byte) {
 		_, _ = sub.conn.Write(text)
 	}
 	_ = sub.conn.Close()
+	h.logEnd(sub) // before the place is given back, as in watch
 	sub.release()
-	h.logEnd(sub)
 }

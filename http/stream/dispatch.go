@@ -140,12 +140,14 @@ func (h *Hub) round(ctx context.Context, subs []*subscriber, since, head uint64,
 	window, windowErr := h.window.upTo(ctx, head)
 	revoked, checkAll := revocations(window, since, head)
 	for _, sub := range subs {
-		if sub.ended.Load() {
+		if sub.isEnded() {
 			continue
 		}
-		if (checkAll || revoked[sub.userID]) && !h.tokenWorks(sub) {
-			h.end(sub, tokenEnded, nil)
-			continue
+		if checkAll || revoked[sub.userID] {
+			if fails, reason := h.tokenFails(sub); fails {
+				h.end(sub, reason, nil)
+				continue
+			}
 		}
 		if sub.last >= head {
 			continue
@@ -192,10 +194,20 @@ func (h *Hub) round(ctx context.Context, subs []*subscriber, since, head uint64,
 func (h *Hub) housekeep(subs []*subscriber, now time.Time, checkTokens bool) {
 	storeNow := h.now()
 	for _, sub := range subs {
-		switch {
-		case sub.ended.Load():
-		case !storeNow.Before(sub.expires), checkTokens && !h.tokenWorks(sub):
+		if sub.isEnded() {
+			continue
+		}
+		if !storeNow.Before(sub.expires) {
 			h.end(sub, tokenEnded, nil)
+			continue
+		}
+		if checkTokens {
+			if fails, reason := h.tokenFails(sub); fails {
+				h.end(sub, reason, nil)
+				continue
+			}
+		}
+		switch {
 		case sub.writing.Load():
 			if now.Sub(sub.lastSend) > h.limits.WriteTimeout {
 				h.end(sub, clientStalled, nil)

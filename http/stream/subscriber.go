@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"slices"
@@ -39,12 +40,14 @@ type subscriber struct {
 	lastSend time.Time   // when the dispatcher last handed it bytes
 	pieces   net.Buffers // storage for its writes' pieces, kept between rounds when small
 	writing  atomic.Bool
-	ended    atomic.Bool
-	// why is the endReason of whoever ended the stream first: set by the
-	// winner of ended, before it closes the connection, and read once
-	// the stream is out of the hub.
-	why atomic.Int32
+	// ended is 0 while the stream runs, then 1 + the endReason of whoever
+	// ended it first: one word, so the reason is there as soon as anyone
+	// can see the stream ended.
+	ended atomic.Int32
 }
+
+// isEnded reports whether anyone has ended the stream.
+func (sub *subscriber) isEnded() bool { return sub.ended.Load() != 0 }
 
 // endReason says why a stream ended, in its log line: an operator tells a
 // client that left from one the server cut off, and why.
@@ -62,6 +65,8 @@ const (
 
 func (r endReason) String() string {
 	switch r {
+	case clientLeft:
+		return "the client closed the connection"
 	case clientTalked:
 		return "the client sent more than its request"
 	case tokenEnded:
@@ -75,18 +80,14 @@ func (r endReason) String() string {
 	case shuttingDown:
 		return "the server is shutting down"
 	default:
-		return "the client closed the connection"
+		return "unknown"
 	}
 }
 
 // claimEnd marks sub ended for reason and reports whether it did: only the
 // first to end a stream says why.
 func (sub *subscriber) claimEnd(reason endReason) bool {
-	if !sub.ended.CompareAndSwap(false, true) {
-		return false
-	}
-	sub.why.Store(int32(reason))
-	return true
+	return sub.ended.CompareAndSwap(0, 1+int32(reason))
 }
 
 // logEnd writes a stream's last log line; its access-log line was written
@@ -96,7 +97,7 @@ func (h *Hub) logEnd(sub *subscriber) {
 		slog.Uint64("user", sub.userID),
 		slog.String("remote", sub.remote),
 		slog.Duration("duration", time.Since(sub.started)),
-		slog.String("reason", endReason(sub.why.Load()).String()),
+		slog.String("reason", endReason(sub.ended.Load()-1).String()),
 	)
 }
 
@@ -124,8 +125,10 @@ func (h *Hub) watch(sub *subscriber) {
 		h.live = h.live[:last]
 	}
 	h.mu.Unlock()
-	sub.release()
+	// Logged before the place is given back: shutdown waits for the
+	// places, and its last streams' lines must be out before it exits.
 	h.logEnd(sub)
+	sub.release()
 }
 
 // send hands out to a goroutine that writes it to sub; the dispatcher
@@ -162,10 +165,20 @@ func (h *Hub) end(sub *subscriber, reason endReason, text []byte) {
 	}()
 }
 
-// tokenWorks reports whether the stream's token still authenticates.
-func (h *Hub) tokenWorks(sub *subscriber) bool {
+// tokenFails reports whether the stream must end because its token no
+// longer authenticates, and why: the token, or a store that could not
+// say (the stream ends then too, and its client resumes elsewhere or
+// later, where the check can be made).
+func (h *Hub) tokenFails(sub *subscriber) (bool, endReason) {
 	ctx, cancel := context.WithTimeout(context.Background(), h.limits.StoreTimeout)
 	defer cancel()
 	_, _, err := h.tokens.Authenticate(ctx, sub.token)
-	return err == nil
+	switch {
+	case err == nil:
+		return false, 0
+	case errors.Is(err, model.ErrUnauthorized):
+		return true, tokenEnded
+	default:
+		return true, storeFailed
+	}
 }
