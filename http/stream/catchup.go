@@ -70,6 +70,9 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 				err = model.ErrChangeUnknown // a hole in the log: never wait on it
 			}
 		}
+		if err == nil {
+			buf, err = h.appendShown(ctx, buf, sub.filter, evs, authorsGone)
+		}
 		switch {
 		case errors.Is(err, model.ErrChangeUnknown):
 			// The client's position was trimmed away, or was never ours:
@@ -80,24 +83,6 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 			buf = append(buf, resetText...)
 			continue
 		case err != nil:
-			h.finish(sub, storeFailed, nil) // the client reconnects and resumes
-			return
-		}
-		failed := false
-		for _, ev := range evs {
-			if !sub.filter.passes(ev) {
-				continue
-			}
-			gone, err := h.authorGone(ctx, ev, authorsGone)
-			if err != nil {
-				failed = true
-				break
-			}
-			if !gone {
-				buf = append(buf, ev.text...)
-			}
-		}
-		if failed {
 			h.finish(sub, storeFailed, nil) // the client reconnects and resumes
 			return
 		}
@@ -135,6 +120,24 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 		h.end(sub, reason, nil)
 	}
 	go h.watch(sub)
+}
+
+// appendShown appends to buf the texts of the events of evs that f passes
+// and whose authors still have their accounts (authorGone).
+func (h *Hub) appendShown(ctx context.Context, buf []byte, f filter, evs []*event, authorsGone map[uint64]bool) ([]byte, error) {
+	for _, ev := range evs {
+		if !f.passes(ev) {
+			continue
+		}
+		gone, err := h.authorGone(ctx, ev, authorsGone)
+		if err != nil {
+			return buf, err
+		}
+		if !gone {
+			buf = append(buf, ev.text...)
+		}
+	}
+	return buf, nil
 }
 
 // authorGone reports whether ev shows a message whose author's account

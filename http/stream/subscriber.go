@@ -34,7 +34,7 @@ type subscriber struct {
 	expires time.Time
 	release func()    // gives back its place under the limits
 	remote  string    // the client's address, for the log
-	started time.Time // when its status went out, for the log
+	started time.Time // when its connection was taken over, for the log
 
 	last     uint64      // the change the stream has been sent up to
 	lastSend time.Time   // when the dispatcher last handed it bytes
@@ -91,7 +91,7 @@ func (sub *subscriber) claimEnd(reason endReason) bool {
 }
 
 // logEnd writes a stream's last log line; its access-log line was written
-// when it started.
+// once it had caught up, when its handler returned.
 func (h *Hub) logEnd(sub *subscriber) {
 	h.log.LogAttrs(context.Background(), slog.LevelInfo, "stream ended",
 		slog.Uint64("user", sub.userID),
