@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,20 +94,11 @@ func TestStreamEndLoggedOnEveryPath(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			db := openTestDB(t)
 			store := &failingStore{DB: db}
 			logs := &lockedBuffer{}
-			hub := New(store, store, Limits{TokenCheck: 20 * time.Millisecond, StoreTimeout: 100 * time.Millisecond},
-				time.Now, slog.New(slog.NewTextHandler(logs, nil)))
-			t.Cleanup(func() {
-				hub.Close()
-				if err := db.Close(); err != nil {
-					t.Error(err)
-				}
-			})
+			hub := startTestHub(t, store, store, Limits{TokenCheck: 20 * time.Millisecond, StoreTimeout: 100 * time.Millisecond},
+				slog.New(slog.NewTextHandler(logs, nil)))
 			_, token := testUser(t, db, "ada@example.com")
 			srv := httptest.NewServer(testHandler(db, hub))
 			t.Cleanup(srv.Close)

@@ -3,7 +3,6 @@ package stream
 import (
 	"context"
 	"net/http/httptest"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,18 +39,9 @@ func (f *stallingFeed) ChangesAfter(ctx context.Context, after uint64, max int) 
 // dispatcher gives each read up after Limits.StoreTimeout, and the
 // heartbeats go on.
 func TestStreamHeartbeatsWhileTheStoreStalls(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openTestDB(t)
 	feed := &stallingFeed{DB: db}
-	hub := New(feed, db, Limits{Heartbeat: 50 * time.Millisecond, StoreTimeout: 100 * time.Millisecond}, time.Now, nil)
-	t.Cleanup(func() {
-		hub.Close()
-		if err := db.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	hub := startTestHub(t, feed, db, Limits{Heartbeat: 50 * time.Millisecond, StoreTimeout: 100 * time.Millisecond}, nil)
 	ada, token := testUser(t, db, "ada@example.com")
 	srv := httptest.NewServer(testHandler(db, hub))
 	t.Cleanup(srv.Close)

@@ -3,6 +3,7 @@ package stream
 import (
 	"bufio"
 	"context"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -248,18 +249,31 @@ func openStream(t *testing.T, url, token string, d time.Duration) *bufio.Scanner
 // newTestHub opens a bbolt store in t.TempDir() and a hub over it.
 func newTestHub(tb testing.TB) (*bolt.DB, *Hub) {
 	tb.Helper()
+	db := openTestDB(tb)
+	return db, startTestHub(tb, db, db, Limits{}, nil)
+}
+
+// openTestDB opens a bbolt store in tb.TempDir(), closed at cleanup.
+func openTestDB(tb testing.TB) *bolt.DB {
+	tb.Helper()
 	db, err := bolt.Open(filepath.Join(tb.TempDir(), "herald.db"), bolt.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	hub := New(db, db, Limits{}, time.Now, nil)
 	tb.Cleanup(func() {
-		hub.Close()
 		if err := db.Close(); err != nil {
 			tb.Errorf("close db: %v", err)
 		}
 	})
-	return db, hub
+	return db
+}
+
+// startTestHub starts a hub, closed at cleanup before the store it serves
+// (cleanups run last first).
+func startTestHub(tb testing.TB, feed Feed, tokens Tokens, limits Limits, log *slog.Logger) *Hub {
+	hub := New(feed, tokens, limits, time.Now, log)
+	tb.Cleanup(hub.Close)
+	return hub
 }
 
 // testUser creates an account on db with a token, and returns it with
