@@ -63,16 +63,17 @@ func (db *DB) commitBatch(batch []*createOp) {
 		}
 	}
 	if err != nil {
+		// Rolled back, one of them or none is at fault: each goes on its
+		// own. Otherwise the connection failed, or the time ran out, when
+		// the batch may have committed: sent again, its messages could be
+		// stored twice, so each create gets the error, as it would have
+		// alone.
+		sendAgain := rolledBack(err)
 		for _, op := range batch {
-			if !rolledBack(err) {
-				// The connection failed, or the time ran out, when the
-				// batch may have committed: sent again, its messages could
-				// be stored twice. Each create gets the error, as it would
-				// have alone.
+			if !sendAgain {
 				op.done <- createResult{nil, err}
 				continue
 			}
-			// One of them, or none, is at fault: each goes on its own.
 			m, err := db.createMessage(ctx, op.by, op.content, op.terms)
 			op.done <- createResult{m, err}
 		}
