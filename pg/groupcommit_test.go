@@ -36,6 +36,23 @@ func startCutProxy(t *testing.T, target string) *cutProxy {
 	return p
 }
 
+// serverSocket is the socket of the test database url (its host=DIR), for
+// a proxy to dial; at returns url with another directory in DIR's place,
+// to reach the proxy instead.
+func serverSocket(t *testing.T, url string) (socket string, at func(dir string) string) {
+	t.Helper()
+	i := strings.Index(url, "host=")
+	if i < 0 {
+		t.Fatalf("no host= in %s", url)
+	}
+	i += len("host=")
+	j := strings.IndexByte(url[i:], '&')
+	if j < 0 {
+		j = len(url) - i
+	}
+	return filepath.Join(url[i:i+j], ".s.PGSQL.5432"), func(dir string) string { return url[:i] + dir + url[i+j:] }
+}
+
 // listenAsPostgres accepts connections on PostgreSQL's socket in dir, as
 // a URL with host=dir reaches it, each served by serve, until the test
 // ends.
@@ -101,16 +118,9 @@ func TestBatchLostAfterItsCommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url := cluster.Database(t)
-	i := strings.Index(url, "host=")
-	if i < 0 {
-		t.Fatalf("no host= in %s", url)
-	}
-	j := strings.IndexByte(url[i:], '&')
-	if j < 0 {
-		j = len(url) - i
-	}
-	p := startCutProxy(t, filepath.Join(url[i+len("host="):i+j], ".s.PGSQL.5432"))
-	db := openURL(t, url[:i+len("host=")]+p.dir+url[i+j:], pg.Options{})
+	socket, at := serverSocket(t, url)
+	p := startCutProxy(t, socket)
+	db := openURL(t, at(p.dir), pg.Options{})
 	u := &model.User{Email: "ada@example.com", PasswordHash: storetest.FakePasswordHash}
 	if _, err := db.CreateUser(ctx, u, storetest.TokenHash("ada"), time.Hour, nil); err != nil {
 		t.Fatal(err)

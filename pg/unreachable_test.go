@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -84,14 +83,9 @@ func (p *outageProxy) setDown(down bool) {
 // restart.
 func TestDatabaseUnreachableIs503(t *testing.T) {
 	cluster.Require(t)
-	url := cluster.Database(t)
-	i := strings.Index(url, "host=")
-	j := strings.IndexByte(url[i:], '&')
-	if i < 0 || j < 0 {
-		t.Fatalf("no host=...& in %s", url)
-	}
-	proxy := startOutageProxy(t, filepath.Join(url[i+len("host="):i+j], ".s.PGSQL.5432"))
-	db := openURL(t, url[:i+len("host=")]+proxy.dir+url[i+j:], pg.Options{PoolSize: 4, PollEvery: 50 * time.Millisecond})
+	socket, at := serverSocket(t, cluster.Database(t))
+	proxy := startOutageProxy(t, socket)
+	db := openURL(t, at(proxy.dir), pg.Options{PoolSize: 4, PollEvery: 50 * time.Millisecond})
 	hasher := auth.NewHasher(auth.Params{MemoryKiB: 64, Iterations: 1, Parallelism: 1, SaltLen: 16, KeyLen: 32}, 2)
 	handler := heraldhttp.NewServer(db, hasher, heraldhttp.Config{Logger: slog.New(slog.DiscardHandler)})
 	srv := httptest.NewServer(handler)
