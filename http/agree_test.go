@@ -21,6 +21,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/text/unicode/norm"
@@ -1759,22 +1760,7 @@ func (r *agreeRun) opSearch() {
 	if r.search != nil && r.chance(0.45) {
 		// The next page of the last search, or its cursor with other
 		// filters.
-		params := maps.Clone(r.search.params)
-		desc := "search, next page"
-		if r.chance(0.1) {
-			params.Set("q", "hello")
-			desc = "search, next page with another q"
-		}
-		tamper := r.tamper()
-		if tamper != 0 {
-			desc += fmt.Sprintf(" with its cursor's ID made %d", tamper)
-		}
-		res := r.exchange(fmt.Sprintf("%s of %s with %s", desc, r.search.params.Encode(), r.tokenName(lt)), "", func(s *agreeServer) request {
-			p := maps.Clone(params)
-			p.Set("cursor", agreeTamper(s.searchNext, tamper))
-			return request{Method: "GET", Path: "/api/messages?" + p.Encode(), Token: s.token(lt, r.unknown)}
-		})
-		r.afterSearch(res, params)
+		r.afterSearch(r.nextPage("search", r.search, "/api/messages", "hello", "", lt, func(s *agreeServer) string { return s.searchNext }))
 		return
 	}
 	params := url.Values{}
@@ -1830,6 +1816,30 @@ func (r *agreeRun) afterSearch(res [2]*response, params url.Values) {
 	r.search = r.follow(res, params, func(s *agreeServer) *string { return &s.searchNext })
 }
 
+// nextPage asks each server for the next page of q at path with its own
+// cursor (cursor), its ID sometimes made another; with otherQ (when not
+// "") as q now and then, to see a cursor refused for other filters. It
+// returns the answers, compared as kind says (exchange), and the
+// parameters asked with.
+func (r *agreeRun) nextPage(what string, q *agreeQuery, path, otherQ, kind string, lt int, cursor func(*agreeServer) string) ([2]*response, url.Values) {
+	params := maps.Clone(q.params)
+	desc := what + ", next page"
+	if otherQ != "" && r.chance(0.1) {
+		params.Set("q", otherQ)
+		desc += " with another q"
+	}
+	tamper := r.tamper()
+	if tamper != 0 {
+		desc += fmt.Sprintf(" with its cursor's ID made %d", tamper)
+	}
+	res := r.exchange(fmt.Sprintf("%s of %s with %s", desc, q.params.Encode(), r.tokenName(lt)), kind, func(s *agreeServer) request {
+		p := maps.Clone(params)
+		p.Set("cursor", agreeTamper(cursor(s), tamper))
+		return request{Method: "GET", Path: path + "?" + p.Encode(), Token: s.token(lt, r.unknown)}
+	})
+	return res, params
+}
+
 // follow is the query whose next page a later step may ask for, nil when
 // bbolt's page was the last; each server's own cursor goes where next
 // says.
@@ -1859,22 +1869,7 @@ func pageNext(res *response) string {
 func (r *agreeRun) opAccounts() {
 	lt := r.adminOrNot()
 	if r.accounts != nil && r.chance(0.5) {
-		params := maps.Clone(r.accounts.params)
-		desc := "list accounts, next page"
-		if r.chance(0.1) {
-			params.Set("q", "zzz")
-			desc += " with another q"
-		}
-		tamper := r.tamper()
-		if tamper != 0 {
-			desc += fmt.Sprintf(" with its cursor's ID made %d", tamper)
-		}
-		res := r.exchange(fmt.Sprintf("%s of %s with %s", desc, r.accounts.params.Encode(), r.tokenName(lt)), "accounts", func(s *agreeServer) request {
-			p := maps.Clone(params)
-			p.Set("cursor", agreeTamper(s.listNext, tamper))
-			return request{Method: "GET", Path: "/api/admin/users?" + p.Encode(), Token: s.token(lt, r.unknown)}
-		})
-		r.afterAccounts(res, params)
+		r.afterAccounts(r.nextPage("list accounts", r.accounts, "/api/admin/users", "zzz", "accounts", lt, func(s *agreeServer) string { return s.listNext }))
 		return
 	}
 	params := url.Values{}
@@ -1883,10 +1878,10 @@ func (r *agreeRun) opAccounts() {
 		e := r.users[r.pick(len(r.users))].email
 		i := r.pick(len(e))
 		j := min(len(e), i+1+r.pick(6))
-		for i > 0 && !isRuneStart(e[i]) {
+		for i > 0 && !utf8.RuneStart(e[i]) {
 			i--
 		}
-		for j < len(e) && !isRuneStart(e[j]) {
+		for j < len(e) && !utf8.RuneStart(e[j]) {
 			j++
 		}
 		params.Set("q", r.caseVariant(e[i:j]))
@@ -1947,8 +1942,6 @@ func agreeTamper(cursor string, id uint64) string {
 	binary.BigEndian.PutUint64(b[1:], id)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 func (r *agreeRun) afterAccounts(res [2]*response, params url.Values) {
 	r.accounts = r.follow(res, params, func(s *agreeServer) *string { return &s.listNext })
@@ -2360,14 +2353,7 @@ func (r *agreeRun) opInvite() {
 func (r *agreeRun) opAudit() {
 	lt := r.adminOrNot()
 	if r.audit != nil && r.chance(0.5) {
-		params := r.audit.params
-		tamper := r.tamper()
-		res := r.exchange(fmt.Sprintf("audit log, next page of %s with %s, cursor's ID made %d", params.Encode(), r.tokenName(lt), tamper), "", func(s *agreeServer) request {
-			p := maps.Clone(params)
-			p.Set("cursor", agreeTamper(s.auditNext, tamper))
-			return request{Method: "GET", Path: "/api/admin/audit?" + p.Encode(), Token: s.token(lt, r.unknown)}
-		})
-		r.afterAudit(res, params)
+		r.afterAudit(r.nextPage("audit log", r.audit, "/api/admin/audit", "", "", lt, func(s *agreeServer) string { return s.auditNext }))
 		return
 	}
 	params := url.Values{}
