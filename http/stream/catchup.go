@@ -56,13 +56,15 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 		case err != nil:
 		case last > head:
 			err = model.ErrChangeUnknown
-		case askLog && last < head:
-			askLog = false
-			_, _, err = h.feed.ChangesAfter(ctx, last, 1)
-		}
-		if err == nil {
+		default:
 			evs, err = eventsAfter(window, last, head)
 			evs = evs[:min(len(evs), streamBatch)]
+			if err == nil && askLog && last < head {
+				// Served from the window; a position behind it is read
+				// from the log below, which answers for itself.
+				_, _, err = h.feed.ChangesAfter(ctx, last, 1)
+			}
+			askLog = false
 		}
 		if errors.Is(err, errBehind) {
 			evs, head, err = h.window.replay(ctx, last)
