@@ -58,8 +58,9 @@ pg_as_owner() {
 }
 
 # pg_start DIR [SETTING=VALUE...]: initialise a cluster in DIR (a new,
-# empty directory) and start it on a socket in DIR with the settings
-# given; sets pg_dir and pg_pid. Dies when it does not come up within 60 s.
+# empty directory; or one a pg_stop left, started again as it is) and
+# start it on a socket in DIR with the settings given; sets pg_dir and
+# pg_pid. Dies when it does not come up within 60 s.
 pg_start() {
   local dir=$1 bin i
   shift
@@ -75,8 +76,10 @@ pg_start() {
     up=${up%/*}
   done
   if [ "$(id -u)" = 0 ]; then chown postgres: "$pg_dir"; fi
-  pg_as_owner "$bin/initdb" -D "$pg_dir/data" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 >"$pg_dir/initdb.log" 2>&1 ||
-    { cat "$pg_dir/initdb.log" >&2; die "initdb failed"; }
+  if [ ! -s "$pg_dir/data/PG_VERSION" ]; then
+    pg_as_owner "$bin/initdb" -D "$pg_dir/data" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 >"$pg_dir/initdb.log" 2>&1 ||
+      { cat "$pg_dir/initdb.log" >&2; die "initdb failed"; }
+  fi
   local opts=(-c "listen_addresses=" -c "unix_socket_directories=$pg_dir" -c "max_connections=200")
   local s
   for s in "$@"; do opts+=(-c "$s"); done

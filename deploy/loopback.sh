@@ -16,7 +16,9 @@
 #     instance directly, in order;
 #   - one instance is killed (SIGKILL) and the service goes on: posts
 #     through nginx succeed, and a stream resumes with Last-Event-ID on
-#     whichever instance nginx picks, with nothing lost or repeated.
+#     whichever instance nginx picks, with nothing lost or repeated;
+#   - PostgreSQL stops: nginx answers 503 with Retry-After, as the
+#     instances do, and once it is back the service answers again.
 #
 # Usage:
 #   deploy/loopback.sh              # start, check, stop everything
@@ -243,6 +245,33 @@ if ((INSTANCES > 1)); then
     die "resuming after $last through nginx gave ($resumed), want (${after[*]})"
   log "posts through nginx go on, and a stream resumed after $last gets exactly (${after[*]})"
 fi
+
+# PostgreSQL out of reach: the instances answer 503, and so does nginx
+# once it has marked them all failed, with Retry-After and a problem, not
+# its own 502 page; PostgreSQL back, the service answers again within
+# fail_timeout, with no instance restarted.
+pg_stop
+log "stopped PostgreSQL"
+for ((i = 0; i < 4; i++)); do
+  code=$(curl -s -o "$work/body" -D "$work/headers" -w '%{http_code}' "$B/api/messages" -H "$auth") || true
+  [ "$code" = 503 ] || die "GET /api/messages through nginx with PostgreSQL stopped answered $code, want 503"
+  grep -qix 'retry-after: 2'$'\r' "$work/headers" ||
+    die "the 503 through nginx with PostgreSQL stopped has no Retry-After: 2"
+  grep -qi '^content-type: application/problem+json' "$work/headers" ||
+    die "the 503 through nginx with PostgreSQL stopped is not a problem: $(cat "$work/body")"
+done
+grep -q '"detail":"the service cannot answer now' "$work/body" ||
+  die "nginx never marked the instances failed, so its own answer was not checked: $(cat "$work/body")"
+pg_start "$work/pg"
+log "started PostgreSQL again"
+back=$SECONDS
+for ((i = 0; i < 300; i++)); do
+  code=$(curl -s -o /dev/null -w '%{http_code}' "$B/api/messages" -H "$auth") || true
+  [ "$code" = 200 ] && break
+  sleep 0.1
+done
+[ "$code" = 200 ] || die "30 s after PostgreSQL came back, GET /api/messages through nginx still answers $code"
+log "with PostgreSQL stopped, nginx answered 503 with Retry-After; $((SECONDS - back)) s after it came back, 200 again"
 
 echo
 echo "Herald on PostgreSQL, ${INSTANCES} instances behind nginx: it works."
