@@ -106,7 +106,18 @@ type Options struct {
 	// committed changes: how long its commit took and how many writes it
 	// carried.
 	OnCommit func(took time.Duration, writes int)
+	// ConnectTimeout bounds making a connection, the server's greeting
+	// and the login included; zero means the URL's connect_timeout (or
+	// PGCONNECT_TIMEOUT), else DefaultConnectTimeout.
+	ConnectTimeout time.Duration
 }
+
+// DefaultConnectTimeout bounds a connection attempt when nothing else
+// does. Without a bound, a server whose packets are dropped rather than
+// refused (a machine gone, a firewall) holds each attempt for the
+// kernel's TCP timeout, about two minutes: Herald's start, and every
+// request waiting for a new connection.
+const DefaultConnectTimeout = 10 * time.Second
 
 // DefaultPollEvery bounds the delay a lost notification can cause.
 const DefaultPollEvery = time.Second
@@ -171,6 +182,11 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		cfg.MaxConns = int32(opts.PoolSize)
 	} else if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = int32(DefaultPoolSize())
+	}
+	if opts.ConnectTimeout > 0 {
+		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+	} else if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	params := cfg.ConnConfig.RuntimeParams
 	if params["application_name"] == "" {

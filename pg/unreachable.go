@@ -29,9 +29,14 @@ const unreachableRetry = 2 * time.Second
 //     a standby that cannot take writes (25006).
 //
 // A client that left, or a request out of time, is not the database's
-// doing and is left to the caller.
+// doing and is left to the caller; a connection attempt out of its own
+// time (Options.ConnectTimeout) is.
 func (db *DB) Unreachable(err error) error {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	var connect *pgconn.ConnectError
+	if !errors.As(err, &connect) && errors.Is(err, context.DeadlineExceeded) {
 		return nil
 	}
 	if !unreachable(err) {

@@ -202,3 +202,49 @@ func TestUnreachableNamesOnlyTheDatabaseOutOfReach(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectTimeout: a server that takes connections and never answers,
+// as a machine whose packets are dropped looks once the connect timeout is
+// all that is left, fails Open within the connect timeout, the default's
+// included, rather than holding it for ever; and the error counts as the
+// database out of reach.
+func TestConnectTimeout(t *testing.T) {
+	dir := t.TempDir()
+	listenAsPostgres(t, dir, func(c net.Conn) {
+		_, _ = io.Copy(io.Discard, c)
+		c.Close()
+	})
+	url := "postgres:///herald?user=herald&host=" + dir
+	for _, tt := range []struct {
+		name, url string
+		opts      pg.Options
+	}{
+		{"Options.ConnectTimeout", url, pg.Options{ConnectTimeout: 200 * time.Millisecond}},
+		{"the URL's connect_timeout", url + "&connect_timeout=1", pg.Options{}},
+		{"DefaultConnectTimeout", url, pg.Options{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			done := make(chan error, 1)
+			go func() {
+				db, err := pg.Open(context.Background(), tt.url, tt.opts)
+				if err == nil {
+					db.Close()
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				var db pg.DB
+				if err == nil {
+					t.Fatal("Open against a server that never answers succeeded")
+				}
+				if !errors.Is(db.Unreachable(err), model.ErrUnavailable) {
+					t.Errorf("Open's error %q is not taken for the database out of reach", err)
+				}
+			case <-time.After(pg.DefaultConnectTimeout + 20*time.Second):
+				t.Fatal("Open against a server that never answers is still waiting")
+			}
+		})
+	}
+}
