@@ -723,6 +723,9 @@ func TestWebClientBrowser(t *testing.T) {
 	bob.do("back to the desktop", chromedp.EmulateViewport(1280, 900))
 	bob.click("#nav-settings")
 	bob.screen("settings")
+	// His devices are listed after the screen shows, above the button: a
+	// click aimed before they are in lands where the button no longer is.
+	bob.waitFor("his devices are listed", `document.querySelectorAll('#devices li').length > 0 && !document.querySelector('#devices').hasAttribute('aria-busy')`)
 	bob.click("#delete-start")
 	bob.fill("#delete-password", bobPassword)
 	bob.click("#delete-form button[type=submit]")
