@@ -29,17 +29,9 @@ const unreachableRetry = 2 * time.Second
 //     a standby that cannot take writes (25006).
 //
 // A client that left, or a request out of time, is not the database's
-// doing and is left to the caller; a connection attempt out of its own
-// time (Options.ConnectTimeout) is.
+// doing and is left to the caller.
 func (db *DB) Unreachable(err error) error {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return nil
-	}
-	var connect *pgconn.ConnectError
-	if !errors.As(err, &connect) && errors.Is(err, context.DeadlineExceeded) {
-		return nil
-	}
-	if !unreachable(err) {
+	if err == nil || errors.Is(err, context.Canceled) || !unreachable(err) {
 		return nil
 	}
 	return &model.Error{Kind: model.ErrUnavailable, RetryAfter: unreachableRetry,
@@ -47,14 +39,20 @@ func (db *DB) Unreachable(err error) error {
 }
 
 func unreachable(err error) bool {
+	// Whatever made a connection fail: the server's refusal (a PgError
+	// inside it: a wrong password, no room) or the attempt out of its own
+	// time (Options.ConnectTimeout).
+	var connect *pgconn.ConnectError
+	if errors.As(err, &connect) {
+		return true
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return false // the request out of its time: the caller's
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P") ||
 			pe.Code == "53300" || pe.Code == "25006"
-	}
-	var connect *pgconn.ConnectError
-	if errors.As(err, &connect) {
-		return true
 	}
 	// A broken connection's error is pgconn's, which says whether the
 	// statement was sent; a network error or an early EOF from elsewhere

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"herald/auth"
 	heraldhttp "herald/http"
@@ -249,5 +250,36 @@ func TestConnectTimeout(t *testing.T) {
 				t.Fatalf("Open against a server that never answers is still waiting after %v", tt.within)
 			}
 		})
+	}
+}
+
+// TestConnectRefusedIsUnreachable: a server that refuses the connection,
+// as PostgreSQL does a wrong password once the instances' password has
+// been changed, is the database out of reach too, though its refusal is
+// an error of PostgreSQL's own, with a code outside those of an outage.
+func TestConnectRefusedIsUnreachable(t *testing.T) {
+	dir := t.TempDir()
+	listenAsPostgres(t, dir, func(c net.Conn) {
+		defer c.Close()
+		server := pgproto3.NewBackend(c, c)
+		if _, err := server.ReceiveStartupMessage(); err != nil {
+			return
+		}
+		server.Send(&pgproto3.ErrorResponse{Severity: "FATAL", Code: "28P01",
+			Message: `password authentication failed for user "herald"`})
+		_ = server.Flush()
+	})
+	db, err := pg.Open(context.Background(), "postgres:///herald?user=herald&sslmode=disable&host="+dir, pg.Options{})
+	if err == nil {
+		db.Close()
+		t.Fatal("Open against a server that refuses the login succeeded")
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "28P01" {
+		t.Fatalf("Open's error %q does not hold the server's refusal", err)
+	}
+	var none pg.DB
+	if !errors.Is(none.Unreachable(err), model.ErrUnavailable) {
+		t.Errorf("Open's error %q is not taken for the database out of reach", err)
 	}
 }
