@@ -799,8 +799,8 @@ func TestStreamShutdown(t *testing.T) {
 	}
 }
 
-// TestStreamEndIsLogged: a stream's access-log line is written when it
-// starts, so its end gets a line of its own, saying whose stream it was and
+// TestStreamEndIsLogged: a stream's access-log line is written once it
+// has caught up, so its end gets a line of its own, saying whose stream it was and
 // why it ended, and nothing secret.
 func TestStreamEndIsLogged(t *testing.T) {
 	e := newEnv(t, withStreams(stream.Limits{TokenCheck: time.Hour}))

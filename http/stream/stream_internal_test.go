@@ -271,6 +271,7 @@ func openTestDB(tb testing.TB) *bolt.DB {
 // startTestHub starts a hub, closed at cleanup before the store it serves
 // (cleanups run last first).
 func startTestHub(tb testing.TB, feed Feed, tokens Tokens, limits Limits, log *slog.Logger) *Hub {
+	tb.Helper()
 	hub := New(feed, tokens, limits, time.Now, log)
 	tb.Cleanup(hub.Close)
 	return hub
