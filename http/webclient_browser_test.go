@@ -446,6 +446,10 @@ func TestWebClientBrowser(t *testing.T) {
 	// Ada registers, logs out, and logs in again; her token is kept for
 	// the tab only.
 	ada.register(adaEmail, adaPassword, false)
+	// Her first page is asked for after the screen shows; logging out
+	// before it is answered gets it refused (401), on PostgreSQL's slower
+	// reads now and then.
+	ada.waitFor("her empty timeline has loaded", `!document.querySelector('#empty').hidden`)
 	ada.click("#logout")
 	ada.screen("auth")
 	if got := ada.text("#notice"); got != "You are logged out." {

@@ -322,6 +322,8 @@ func TestWebClientWaitMessages(t *testing.T) {
 	}
 
 	p.register(email, password, false)
+	// Logged out before her first page is answered, it would be refused.
+	p.waitFor("her empty timeline has loaded", `!document.querySelector('#empty').hidden`)
 	p.click("#logout")
 	p.screen("auth")
 	p.expect(http.StatusTooManyRequests, "/api/register")
