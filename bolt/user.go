@@ -246,6 +246,22 @@ func (db *DB) UserByID(_ context.Context, id uint64) (*model.User, error) {
 	return u, err
 }
 
+// MissingUsers returns those of ids that name no account, in the order
+// given.
+func (db *DB) MissingUsers(_ context.Context, ids []uint64) ([]uint64, error) {
+	var missing []uint64
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		users := tx.Bucket(bucketUsers)
+		for _, id := range ids {
+			if users.Get(itob(id)) == nil {
+				missing = append(missing, id)
+			}
+		}
+		return nil
+	})
+	return missing, err
+}
+
 func userByID(tx *bbolt.Tx, id uint64) (*model.User, error) {
 	b := tx.Bucket(bucketUsers).Get(itob(id))
 	if b == nil {

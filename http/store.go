@@ -37,8 +37,9 @@ type Accounts interface {
 	// UserByEmail finds an account by e-mail in any letter case. Errors:
 	// model.ErrNotFound.
 	UserByEmail(ctx context.Context, email string) (*model.User, error)
-	// UserByID finds an account by ID. Errors: model.ErrNotFound.
-	UserByID(ctx context.Context, id uint64) (*model.User, error)
+	// MissingUsers returns those of ids that name no account (deleted,
+	// or never made), in the order given.
+	MissingUsers(ctx context.Context, ids []uint64) ([]uint64, error)
 	// IssueLoginToken issues a token to a login whose password was checked
 	// against checkedHash, unless the account's hash has changed since
 	// (or the account is gone). Errors: model.ErrUnauthorized,

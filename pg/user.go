@@ -150,6 +150,49 @@ func (db *DB) UserByID(ctx context.Context, id uint64) (*model.User, error) {
 	return userByID(ctx, db.pool, id)
 }
 
+// MissingUsers returns those of ids that name no account, in the order
+// given, in one read sent with others: a stream catching up asks it for
+// every author of the changes it replays, and after an instance stops
+// every stream it served catches up at once on the others.
+func (db *DB) MissingUsers(ctx context.Context, ids []uint64) ([]uint64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	asked := make([]int64, len(ids))
+	for i, id := range ids {
+		asked[i] = int64(id) // beyond int64, a negative ID: no account has one either
+	}
+	found := make(map[int64]bool, len(ids))
+	err := db.readTogether(ctx, func(b *pgx.Batch) {
+		b.Queue(`SELECT id FROM users WHERE id = ANY($1)`, asked)
+	}, func(br pgx.BatchResults) error {
+		clear(found)
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var id int64
+		for rows.Next() {
+			if err := scanWire(rows, &id); err != nil {
+				return err
+			}
+			found[id] = true
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, ctxErr(ctx, err)
+	}
+	var missing []uint64
+	for i, id := range asked {
+		if !found[id] {
+			missing = append(missing, ids[i])
+		}
+	}
+	return missing, nil
+}
+
 func userByID(ctx context.Context, q querier, id uint64) (*model.User, error) {
 	u, err := scanUser(q.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, int64(id)))
 	if errors.Is(err, pgx.ErrNoRows) {

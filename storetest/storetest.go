@@ -943,6 +943,9 @@ func testDeleteAccount(e *env) {
 		adas = append(adas, e.post(ada.ID, fmt.Sprint("ada ", i)))
 	}
 	kept := e.post(bob.ID, "bob stays")
+	beyondInt64 := uint64(1)<<63 + 5
+	e.wantMissing([]uint64{bob.ID, beyondInt64, ada.ID, 999}, []uint64{beyondInt64, 999})
+	e.wantMissing(nil, nil)
 	head, _, _ := e.Store.ChangeHead(ctx)
 	err := e.Store.DeleteAccount(ctx, model.ByToken(bobReg))
 	if err != nil {
@@ -989,6 +992,16 @@ func testDeleteAccount(e *env) {
 	again, _ := e.user("ada@example.com")
 	if again.ID == ada.ID {
 		t.Errorf("a new account reused the deleted one's ID %d", ada.ID)
+	}
+	e.wantMissing([]uint64{ada.ID, again.ID, bob.ID}, []uint64{ada.ID, bob.ID})
+}
+
+// wantMissing checks that MissingUsers finds want among ids.
+func (e *env) wantMissing(ids, want []uint64) {
+	e.t.Helper()
+	got, err := e.Store.MissingUsers(e.ctx(), ids)
+	if err != nil || !slices.Equal(got, want) {
+		e.t.Errorf("MissingUsers(%v) = %v, %v; want %v", ids, got, err, want)
 	}
 }
 

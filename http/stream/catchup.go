@@ -125,45 +125,47 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 }
 
 // appendShown appends to buf the texts of the events of evs that f passes
-// and whose authors still have their accounts (authorGone).
+// and whose authors still have their accounts. Deleting an account takes
+// everything of it out of sight, and a stream catching up on the changes
+// it missed must not show them again: it gets their deletions alone. (A
+// stream that was live when they were posted saw them then.) authorsGone
+// keeps, for one catch-up, whether each author asked about was deleted;
+// the authors not yet in it are asked about in one read.
 func (h *Hub) appendShown(ctx context.Context, buf []byte, f filter, evs []*event, authorsGone map[uint64]bool) ([]byte, error) {
+	shown := make([]*event, 0, len(evs))
+	var unknown []uint64
+	asked := map[uint64]bool{}
 	for _, ev := range evs {
 		if !f.passes(ev) {
 			continue
 		}
-		gone, err := h.authorGone(ctx, ev, authorsGone)
+		shown = append(shown, ev)
+		// A deletion shows only an ID, and has no author.
+		if _, known := authorsGone[ev.author]; ev.author != 0 && !known && !asked[ev.author] {
+			asked[ev.author] = true
+			unknown = append(unknown, ev.author)
+		}
+	}
+	if len(unknown) > 0 {
+		ctx, cancel := context.WithTimeout(ctx, h.limits.StoreTimeout)
+		missing, err := h.tokens.MissingUsers(ctx, unknown)
+		cancel()
 		if err != nil {
 			return buf, err
 		}
-		if !gone {
+		for _, id := range unknown {
+			authorsGone[id] = false
+		}
+		for _, id := range missing {
+			authorsGone[id] = true
+		}
+	}
+	for _, ev := range shown {
+		if !authorsGone[ev.author] {
 			buf = append(buf, ev.text...)
 		}
 	}
 	return buf, nil
-}
-
-// authorGone reports whether ev shows a message whose author's account
-// has been deleted since. Deleting an account takes everything of it out
-// of sight, and a stream catching up on the changes it missed must not
-// show them again: it gets their deletions alone. (A stream that was live
-// when they were posted saw them then.) known memoises the answers of
-// one catch-up.
-func (h *Hub) authorGone(ctx context.Context, ev *event, known map[uint64]bool) (bool, error) {
-	if ev.author == 0 {
-		return false, nil
-	}
-	gone, ok := known[ev.author]
-	if !ok {
-		ctx, cancel := context.WithTimeout(ctx, h.limits.StoreTimeout)
-		_, err := h.tokens.UserByID(ctx, ev.author)
-		cancel()
-		if err != nil && !errors.Is(err, model.ErrNotFound) {
-			return false, err
-		}
-		gone = err != nil
-		known[ev.author] = gone
-	}
-	return gone, nil
 }
 
 // finish writes a last text, when there is one, and ends for reason a

@@ -27,6 +27,7 @@ type Tokens interface {
 	// Authenticate finds the account a token belongs to. Errors:
 	// model.ErrUnauthorized when the token no longer works.
 	Authenticate(ctx context.Context, token model.TokenHash) (*model.User, *model.Token, error)
-	// UserByID finds an account by ID. Errors: model.ErrNotFound.
-	UserByID(ctx context.Context, id uint64) (*model.User, error)
+	// MissingUsers returns those of ids that name no account (deleted,
+	// or never made), in the order given.
+	MissingUsers(ctx context.Context, ids []uint64) ([]uint64, error)
 }
