@@ -92,6 +92,14 @@ json() { sed -n "s/.*\"$1\":\"\\{0,1\\}\\([^\",}]*\\).*/\\1/p" | head -n 1; }
 # created_ids: the message IDs of the message.created events of a stream
 # on standard input, in order.
 created_ids() { grep -A2 '^event: message.created' | sed -n 's/^data: {"id":\([0-9]*\).*/\1/p'; }
+first_id() { # FILE: wait up to 10 s for a stream's first event id; REPLY = it, or empty
+  local i; REPLY=''
+  for ((i = 0; i < 100; i++)); do
+    REPLY=$(grep -m 1 '^id:' "$1" 2>/dev/null | sed 's/^id: *//') || true
+    [ -n "$REPLY" ] && return
+    sleep 0.1
+  done
+}
 post() { # BASE CONTENT: post as $auth and print the new message's id
   curl -fs "$1/api/messages" -H "$auth" -H 'Content-Type: application/json' -d "{\"content\": \"$2\"}" | json id
 }
@@ -110,8 +118,8 @@ auth="Authorization: Bearer $grace"
 moved_first=$(post "$F" "written on bbolt")
 curl -sN --max-time 10 "$F/api/messages/stream" -H "$auth" >"$work/file-stream" &
 stream_pid=$!
-for ((i = 0; i < 100; i++)); do grep -q '^id:' "$work/file-stream" 2>/dev/null && break; sleep 0.1; done
-moved_from=$(grep -m 1 '^id:' "$work/file-stream" | sed 's/^id: *//')
+first_id "$work/file-stream"
+moved_from=$REPLY
 moved_second=$(post "$F" "written on bbolt after the stream opened")
 [ -n "$moved_first" ] && [ -n "$moved_second" ] && [ -n "$moved_from" ] ||
   die "posting on the bbolt file failed"
@@ -211,7 +219,7 @@ log "herald admin create made an administrator, who lists accounts through nginx
 # A live stream through nginx, fed by posts to each instance directly.
 curl -sN --max-time 30 "$B/api/messages/stream" -H "$auth" >"$work/stream" &
 stream_pid=$!
-for ((i = 0; i < 100; i++)); do grep -q '^id:' "$work/stream" 2>/dev/null && break; sleep 0.1; done
+first_id "$work/stream"
 want=()
 for a in "${addrs[@]}"; do
   want+=("$(post "http://$a" "posted to $a directly")")
