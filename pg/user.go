@@ -111,11 +111,17 @@ func (db *DB) CreateAdministrator(ctx context.Context, u *model.User) error {
 // sets its ID, Roles, CreatedAt and LastSeenAt. Errors: model.ErrConflict
 // when the e-mail is taken (in any letter case).
 func (w *writeTx) insertUser(ctx context.Context, u *model.User, roles []string, now time.Time) error {
+	// A taken address is found before the insert, not by the unique
+	// constraint alone: an insert the constraint refuses has drawn its ID
+	// already, and the next account would show the gap (bbolt's do not).
+	// The constraint still settles two registrations of one address racing.
 	var id int64
 	err := w.QueryRow(ctx, `INSERT INTO users (email, email_key, password_hash, roles, created_at, last_seen_at)
-		VALUES ($1, $2, $3, $4, $5, $5) RETURNING id`,
+		SELECT $1::text, $2::text, $3::text, $4::text[], $5::timestamptz, $5::timestamptz
+		WHERE NOT EXISTS (SELECT 1 FROM users WHERE email_key = $2::text)
+		RETURNING id`,
 		u.Email, model.EmailKey(u.Email), u.PasswordHash, roles, now).Scan(&id)
-	if uniqueViolation(err, "users_email_key_unique") {
+	if errors.Is(err, pgx.ErrNoRows) || uniqueViolation(err, "users_email_key_unique") {
 		return model.Errorf(model.ErrConflict, "the e-mail %s is already registered", u.Email)
 	}
 	if err != nil {

@@ -223,15 +223,19 @@ func testAccounts(e *env) {
 		wantKind(t, "CreateUser(taken "+email+")", err, model.ErrConflict, "the e-mail "+email+" is already registered")
 	}
 	// One address in two normalisation forms is one account.
-	e.user("cafe\u0301@example.com")
+	cafe, _ := e.user("cafe\u0301@example.com")
 	_, err = e.Store.CreateUser(ctx, &model.User{Email: "caf\u00e9@example.com", PasswordHash: FakePasswordHash}, TokenHash("nfc"), ttl, nil)
 	wantKind(t, "CreateUser(NFC of an NFD address)", err, model.ErrConflict, "")
 	_, err = e.Store.CreateUser(ctx, &model.User{Email: "not an address", PasswordHash: FakePasswordHash}, TokenHash("bad"), ttl, nil)
 	wantKind(t, "CreateUser(bad e-mail)", err, model.ErrInvalid, "")
+	// Registrations refused for a taken address take no account ID.
+	if fay, _ := e.user("fay@example.com"); fay.ID != cafe.ID+1 {
+		t.Errorf("the account after refused registrations has ID %d, want %d", fay.ID, cafe.ID+1)
+	}
 	// A token hash already issued is refused, and nothing is stored.
 	_, err = e.Store.CreateUser(ctx, &model.User{Email: "eve@example.com", PasswordHash: FakePasswordHash}, TokenHash("ada"), ttl, nil)
 	wantKind(t, "CreateUser(issued token)", err, model.ErrConflict, "this token was already issued")
-	if got, want := e.counts(), (Counts{before.Users + 1, before.Tokens + 1, before.Messages}); got != want {
+	if got, want := e.counts(), (Counts{before.Users + 2, before.Tokens + 2, before.Messages}); got != want {
 		t.Errorf("counts after refused registrations = %+v, want %+v", got, want)
 	}
 	if _, err := e.Store.UserByEmail(ctx, "eve@example.com"); !errors.Is(err, model.ErrNotFound) {
