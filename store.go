@@ -43,6 +43,38 @@ type storeChores struct {
 	auditKeepMax      int
 }
 
+// sweeper is what a sweep asks of a store.
+type sweeper interface {
+	SweepExpiredTokens(ctx context.Context) (int, error)
+	DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, error)
+	TrimChanges(ctx context.Context, keepFor time.Duration, keepMax int) (int, error)
+	TrimAudit(ctx context.Context, keepFor time.Duration, keepMax int) (int, error)
+	SweepExpiredCodes(ctx context.Context) (int, error)
+}
+
+// sweep runs the service's sweeps on s as of now, the store's clock: what
+// has expired goes, and what the flags keep stays. Every store runs it
+// every sweepEvery, PostgreSQL's on one instance at a time. A chore that
+// fails is reported and the others still run.
+func (c storeChores) sweep(ctx context.Context, s sweeper, now time.Time, report func(chore string, err error)) {
+	run := func(chore string, do func() (int, error)) {
+		if _, err := do(); err != nil && ctx.Err() == nil {
+			report(chore, err)
+		}
+	}
+	run("sweeping expired tokens", func() (int, error) { return s.SweepExpiredTokens(ctx) })
+	if c.retain > 0 {
+		run("deleting messages past --retain", func() (int, error) { return s.DeleteMessagesBefore(ctx, now.Add(-c.retain)) })
+	}
+	if c.changesKeepFor > 0 || c.changesKeepMax > 0 {
+		run("trimming the change log", func() (int, error) { return s.TrimChanges(ctx, c.changesKeepFor, c.changesKeepMax) })
+	}
+	if c.auditKeepFor > 0 || c.auditKeepMax > 0 {
+		run("trimming the audit log", func() (int, error) { return s.TrimAudit(ctx, c.auditKeepFor, c.auditKeepMax) })
+	}
+	run("sweeping expired invitations and password resets", func() (int, error) { return s.SweepExpiredCodes(ctx) })
+}
+
 // openStore opens the store --db names: PostgreSQL for a postgres:// or
 // postgresql:// URL, a bbolt file for anything else.
 func openStore(ctx context.Context, cfg *config, cpus int, logger *slog.Logger, set *metrics.Set) (*servedStore, error) {
@@ -70,9 +102,8 @@ func openStore(ctx context.Context, cfg *config, cpus int, logger *slog.Logger, 
 		Store: db,
 		name:  cfg.dbPath,
 		maintain: func(ctx context.Context, c storeChores, report func(string, error)) {
-			db.Maintain(ctx, bolt.Chores{Every: c.every, SweepEvery: c.sweepEvery, Retain: c.retain,
-				ChangesKeepFor: c.changesKeepFor, ChangesKeepMax: c.changesKeepMax,
-				AuditKeepFor: c.auditKeepFor, AuditKeepMax: c.auditKeepMax}, report)
+			db.Maintain(ctx, bolt.Chores{Every: c.every, SweepEvery: c.sweepEvery,
+				Sweep: func(ctx context.Context, now time.Time) { c.sweep(ctx, db, now, report) }}, report)
 		},
 		gauges: func(set *metrics.Set) {
 			set.NewGauge("herald_search_costly_running", func() float64 { r, _ := db.LongSearchLoad(); return float64(r) })
@@ -104,9 +135,8 @@ func openPostgres(ctx context.Context, cfg *config, logger *slog.Logger, set *me
 		Store: db,
 		name:  pg.Redact(cfg.dbPath),
 		maintain: func(ctx context.Context, c storeChores, report func(string, error)) {
-			db.Maintain(ctx, pg.Chores{Every: c.every, SweepEvery: c.sweepEvery, Retain: c.retain,
-				ChangesKeepFor: c.changesKeepFor, ChangesKeepMax: c.changesKeepMax,
-				AuditKeepFor: c.auditKeepFor, AuditKeepMax: c.auditKeepMax}, report)
+			db.Maintain(ctx, pg.Chores{Every: c.every, SweepEvery: c.sweepEvery,
+				Sweep: func(ctx context.Context, now time.Time) { c.sweep(ctx, db, now, report) }}, report)
 		},
 		limits: func(name string, rate auth.Rate) heraldhttp.Limiter { return db.Limiter(name, rate) },
 		gauges: func(set *metrics.Set) {

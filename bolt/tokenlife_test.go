@@ -264,7 +264,8 @@ func TestSweepExpiredTokens(t *testing.T) {
 }
 
 // TestMaintain runs the background chores on short intervals and waits for
-// them to sweep an expired token and record a token's use.
+// them to record a token's use and to sweep, as of the store's clock, an
+// expired token and a message past retention.
 func TestMaintain(t *testing.T) {
 	db := mustOpen(t)
 	ada, reg := mustCreateUser(t, db, "ada@example.com")
@@ -281,7 +282,17 @@ func TestMaintain(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		db.Maintain(ctx, Chores{Every: time.Millisecond, SweepEvery: time.Millisecond, Retain: 30 * time.Minute}, func(chore string, err error) {
+		// The service's sweeps, as main's: expired tokens, and messages
+		// past a retention of 30 minutes by the clock Sweep is given.
+		sweep := func(ctx context.Context, now time.Time) {
+			if _, err := db.SweepExpiredTokens(ctx); err != nil && ctx.Err() == nil {
+				t.Errorf("sweep: %v", err)
+			}
+			if _, err := db.DeleteMessagesBefore(ctx, now.Add(-30*time.Minute)); err != nil && ctx.Err() == nil {
+				t.Errorf("retention: %v", err)
+			}
+		}
+		db.Maintain(ctx, Chores{Every: time.Millisecond, SweepEvery: time.Millisecond, Sweep: sweep}, func(chore string, err error) {
 			t.Errorf("%s: %v", chore, err)
 		})
 	}()

@@ -61,25 +61,17 @@ func (db *DB) FlushTokenUses() (int, error) {
 // Chores says how often Maintain does what.
 type Chores struct {
 	Every      time.Duration // how often token uses are written
-	SweepEvery time.Duration // how often expired tokens are swept
-	// Retain, when positive, deletes messages older than this every
-	// SweepEvery.
-	Retain time.Duration
-	// ChangesKeepFor and ChangesKeepMax bound the change log, by age and
-	// by count, every SweepEvery; zero leaves that bound off.
-	ChangesKeepFor time.Duration
-	ChangesKeepMax int
-	// AuditKeepFor and AuditKeepMax bound the audit log in the same way.
-	AuditKeepFor time.Duration
-	AuditKeepMax int
+	SweepEvery time.Duration // how often Sweep runs
+	// Sweep, when set, runs the service's sweeps (expired tokens, codes
+	// and messages, the logs' trimming) as of now, the store's clock.
+	Sweep func(ctx context.Context, now time.Time)
 }
 
 // Maintain runs the store's background chores until ctx ends. Each runs in
 // small transactions, so writers barely notice it. Errors are reported to
 // report and do not stop the loop.
 func (db *DB) Maintain(ctx context.Context, chores Chores, report func(chore string, err error)) {
-	interval, sweepEvery := chores.Every, chores.SweepEvery
-	tick := time.NewTicker(interval)
+	tick := time.NewTicker(chores.Every)
 	defer tick.Stop()
 	lastSweep := time.Now()
 	for {
@@ -91,28 +83,10 @@ func (db *DB) Maintain(ctx context.Context, chores Chores, report func(chore str
 		if _, err := db.FlushTokenUses(); err != nil {
 			report("recording token use", err)
 		}
-		if time.Since(lastSweep) >= sweepEvery {
+		if time.Since(lastSweep) >= chores.SweepEvery {
 			lastSweep = time.Now()
-			if _, err := db.SweepExpiredTokens(ctx); err != nil && ctx.Err() == nil {
-				report("sweeping expired tokens", err)
-			}
-			if chores.Retain > 0 {
-				if _, err := db.DeleteMessagesBefore(ctx, db.clock().Add(-chores.Retain)); err != nil && ctx.Err() == nil {
-					report("deleting messages past --retain", err)
-				}
-			}
-			if chores.ChangesKeepFor > 0 || chores.ChangesKeepMax > 0 {
-				if _, err := db.TrimChanges(ctx, chores.ChangesKeepFor, chores.ChangesKeepMax); err != nil && ctx.Err() == nil {
-					report("trimming the change log", err)
-				}
-			}
-			if chores.AuditKeepFor > 0 || chores.AuditKeepMax > 0 {
-				if _, err := db.TrimAudit(ctx, chores.AuditKeepFor, chores.AuditKeepMax); err != nil && ctx.Err() == nil {
-					report("trimming the audit log", err)
-				}
-			}
-			if _, err := db.SweepExpiredCodes(ctx); err != nil && ctx.Err() == nil {
-				report("sweeping expired invitations and password resets", err)
+			if chores.Sweep != nil {
+				chores.Sweep(ctx, db.clock())
 			}
 			// A removal of messages cut short by a full disk goes on once
 			// there is room, without waiting for a restart.

@@ -25,18 +25,12 @@ type Chores struct {
 	// Every is how often this instance writes its noted token uses and,
 	// when it does not lead, tries to take the lead.
 	Every time.Duration
-	// SweepEvery is how often the leader sweeps expired tokens and does
-	// the chores below.
+	// SweepEvery is how often the leader runs Sweep and sweeps the
+	// shared limits.
 	SweepEvery time.Duration
-	// Retain, when positive, deletes messages older than this.
-	Retain time.Duration
-	// ChangesKeepFor and ChangesKeepMax bound the change log, by age and
-	// by count; zero leaves that bound off.
-	ChangesKeepFor time.Duration
-	ChangesKeepMax int
-	// AuditKeepFor and AuditKeepMax bound the audit log in the same way.
-	AuditKeepFor time.Duration
-	AuditKeepMax int
+	// Sweep, when set, runs the service's sweeps (expired tokens, codes
+	// and messages, the logs' trimming) as of now, the store's clock.
+	Sweep func(ctx context.Context, now time.Time)
 }
 
 // leader is this instance's hold on the leader's lock, on a connection
@@ -82,26 +76,8 @@ func (db *DB) Maintain(ctx context.Context, chores Chores, report func(chore str
 
 // leaderChores runs the chores the service needs once, not per instance.
 func (db *DB) leaderChores(ctx context.Context, chores Chores, report func(chore string, err error)) {
-	if _, err := db.SweepExpiredTokens(ctx); err != nil && ctx.Err() == nil {
-		report("sweeping expired tokens", err)
-	}
-	if chores.Retain > 0 {
-		if _, err := db.DeleteMessagesBefore(ctx, db.clock().Add(-chores.Retain)); err != nil && ctx.Err() == nil {
-			report("deleting messages past --retain", err)
-		}
-	}
-	if chores.ChangesKeepFor > 0 || chores.ChangesKeepMax > 0 {
-		if _, err := db.TrimChanges(ctx, chores.ChangesKeepFor, chores.ChangesKeepMax); err != nil && ctx.Err() == nil {
-			report("trimming the change log", err)
-		}
-	}
-	if chores.AuditKeepFor > 0 || chores.AuditKeepMax > 0 {
-		if _, err := db.TrimAudit(ctx, chores.AuditKeepFor, chores.AuditKeepMax); err != nil && ctx.Err() == nil {
-			report("trimming the audit log", err)
-		}
-	}
-	if _, err := db.SweepExpiredCodes(ctx); err != nil && ctx.Err() == nil {
-		report("sweeping expired invitations and password resets", err)
+	if chores.Sweep != nil {
+		chores.Sweep(ctx, db.clock())
 	}
 	if _, err := db.SweepLimits(ctx); err != nil && ctx.Err() == nil {
 		report("sweeping the shared limits", err)
