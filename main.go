@@ -542,10 +542,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	choresDone := make(chan struct{})
 	go func() {
 		defer close(choresDone)
-		chores := storeChores{every: 30 * time.Second, sweepEvery: time.Minute, retain: cfg.retain,
-			changesKeepFor: cfg.changesKeepFor, changesKeepMax: cfg.changesKeepMax,
-			auditKeepFor: cfg.auditKeepFor, auditKeepMax: cfg.auditKeepMax}
-		db.maintain(choresCtx, chores, func(chore string, err error) {
+		db.maintain(choresCtx, choresFor(cfg), func(chore string, err error) {
 			logger.Warn(chore, "err", err)
 		})
 	}()

@@ -43,6 +43,14 @@ type storeChores struct {
 	auditKeepMax      int
 }
 
+// choresFor says what the chores keep by cfg's flags: token uses are
+// written every 30 s, and the sweeps run every minute.
+func choresFor(cfg *config) storeChores {
+	return storeChores{every: 30 * time.Second, sweepEvery: time.Minute, retain: cfg.retain,
+		changesKeepFor: cfg.changesKeepFor, changesKeepMax: cfg.changesKeepMax,
+		auditKeepFor: cfg.auditKeepFor, auditKeepMax: cfg.auditKeepMax}
+}
+
 // sweeper is what a sweep asks of a store.
 type sweeper interface {
 	SweepExpiredTokens(ctx context.Context) (int, error)
