@@ -28,6 +28,6 @@ type Tokens interface {
 	// model.ErrUnauthorized when the token no longer works.
 	Authenticate(ctx context.Context, token model.TokenHash) (*model.User, *model.Token, error)
 	// MissingUsers returns those of ids that name no account (deleted,
-	// or never made), in the order given.
+	// or never made), in the order given, each as often as given.
 	MissingUsers(ctx context.Context, ids []uint64) ([]uint64, error)
 }

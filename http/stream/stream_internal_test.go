@@ -295,6 +295,13 @@ func testUser(tb testing.TB, db *bolt.DB, email string) (*model.User, string) {
 // testHandler serves every request as an unfiltered stream of the caller
 // whose token the Authorization header carries.
 func testHandler(db *bolt.DB, hub *Hub) http.Handler {
+	return resumingHandler(db, hub, Filter{}, nil)
+}
+
+// resumingHandler serves every request as a stream of the caller whose
+// token the Authorization header carries, filtered by f, resuming after
+// from (nil: from the newest change).
+func resumingHandler(db *bolt.DB, hub *Hub, f Filter, from *uint64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		u, tok, err := db.Authenticate(r.Context(), auth.HashToken(token))
@@ -302,7 +309,7 @@ func testHandler(db *bolt.DB, hub *Hub) http.Handler {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
-		if err := hub.Serve(w, r, Request{User: u, Token: tok}); err != nil {
+		if err := hub.Serve(w, r, Request{User: u, Token: tok, Filter: f, From: from}); err != nil {
 			http.Error(w, err.Error(), http.StatusTooManyRequests)
 		}
 	})
