@@ -61,7 +61,7 @@ func (db *DB) FlushTokenUses() (int, error) {
 // Chores says how often Maintain does what.
 type Chores struct {
 	Every      time.Duration // how often token uses are written
-	SweepEvery time.Duration // how often Sweep runs
+	SweepEvery time.Duration // how often Sweep runs and interrupted purges go on
 	// Sweep, when set, runs the service's sweeps (expired tokens, codes
 	// and messages, the logs' trimming) as of now, the store's clock.
 	Sweep func(ctx context.Context, now time.Time)

@@ -120,8 +120,9 @@ curl -sN --max-time 10 "$F/api/messages/stream" -H "$auth" >"$work/file-stream" 
 stream_pid=$!
 first_id "$work/file-stream"
 moved_from=$REPLY
+[ -n "$moved_from" ] || die "the stream on the bbolt file sent no event id within 10 s"
 moved_second=$(post "$F" "written on bbolt after the stream opened")
-[ -n "$moved_first" ] && [ -n "$moved_second" ] && [ -n "$moved_from" ] ||
+[ -n "$moved_first" ] && [ -n "$moved_second" ] ||
   die "posting on the bbolt file failed"
 kill "$stream_pid" 2>/dev/null || true
 wait "$stream_pid" 2>/dev/null || true
@@ -220,6 +221,7 @@ log "herald admin create made an administrator, who lists accounts through nginx
 curl -sN --max-time 30 "$B/api/messages/stream" -H "$auth" >"$work/stream" &
 stream_pid=$!
 first_id "$work/stream"
+[ -n "$REPLY" ] || die "the stream through nginx sent no event id within 10 s"
 want=()
 for a in "${addrs[@]}"; do
   want+=("$(post "http://$a" "posted to $a directly")")

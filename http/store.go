@@ -38,7 +38,7 @@ type Accounts interface {
 	// model.ErrNotFound.
 	UserByEmail(ctx context.Context, email string) (*model.User, error)
 	// MissingUsers returns those of ids that name no account (deleted,
-	// or never made), in the order given.
+	// or never made), in the order given, each as often as given.
 	MissingUsers(ctx context.Context, ids []uint64) ([]uint64, error)
 	// IssueLoginToken issues a token to a login whose password was checked
 	// against checkedHash, unless the account's hash has changed since

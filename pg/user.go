@@ -111,10 +111,13 @@ func (db *DB) CreateAdministrator(ctx context.Context, u *model.User) error {
 // sets its ID, Roles, CreatedAt and LastSeenAt. Errors: model.ErrConflict
 // when the e-mail is taken (in any letter case).
 func (w *writeTx) insertUser(ctx context.Context, u *model.User, roles []string, now time.Time) error {
-	// A taken address is found before the insert, not by the unique
-	// constraint alone: an insert the constraint refuses has drawn its ID
-	// already, and the next account would show the gap (bbolt's do not).
-	// The constraint still settles two registrations of one address racing.
+	// An address already taken is found before the insert, not by the
+	// unique constraint alone: an insert the constraint refuses has drawn
+	// its ID already, and the next account would show the gap, where
+	// bbolt's shows none. The constraint still settles two registrations
+	// of one address racing, and those draw an ID, as does a registration
+	// its transaction refuses after the insert (a token hash already
+	// issued).
 	var id int64
 	err := w.QueryRow(ctx, `INSERT INTO users (email, email_key, password_hash, roles, created_at, last_seen_at)
 		SELECT $1::text, $2::text, $3::text, $4::text[], $5::timestamptz, $5::timestamptz
