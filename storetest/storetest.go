@@ -97,6 +97,7 @@ func Run(t *testing.T, open Opener) {
 		{"TokenCap", testTokenCap},
 		{"TokenLastUsed", testTokenLastUsed},
 		{"Revocations", testRevocations},
+		{"ReadsAfterTheAccountChanges", testReadsAfterTheAccountChanges},
 		{"Messages", testMessages},
 		{"Ownership", testOwnership},
 		{"Preconditions", testPreconditions},
@@ -1041,5 +1042,114 @@ func testRetention(e *env) {
 	}
 	if n, err := e.Store.DeleteMessagesBefore(ctx, cutoff); err != nil || n != 0 {
 		t.Errorf("DeleteMessagesBefore again = %d, %v", n, err)
+	}
+}
+
+// testReadsAfterTheAccountChanges: a read with a token, made again after
+// the token stopped working, is refused as any check of the token would
+// refuse it, and after the account changed returns it as it now is. A
+// store that kept what a token resolved to, to spare its reads the
+// lookup, must not answer from it once it is wrong; each case reads a
+// message and a page first, so that what such a store keeps is the
+// account as it was.
+func testReadsAfterTheAccountChanges(e *env) {
+	t := e.t
+	ctx := e.ctx()
+	_, rootReg := e.admin("root@example.com")
+	yes, no := true, false
+	for i, tc := range []struct {
+		name string
+		// change returns the error a read must give after it, or nil and
+		// what the account must then hold.
+		change func(u *model.User, reg model.TokenHash) (error, func(*model.User) bool)
+	}{
+		{"logged out", func(_ *model.User, reg model.TokenHash) (error, func(*model.User) bool) {
+			if err := e.Store.RevokeToken(ctx, reg); err != nil {
+				t.Fatal(err)
+			}
+			return model.ErrUnauthorized, nil
+		}},
+		{"signed out everywhere", func(u *model.User, _ model.TokenHash) (error, func(*model.User) bool) {
+			if err := e.Store.RevokeAllTokens(ctx, model.ByUser(u.ID)); err != nil {
+				t.Fatal(err)
+			}
+			return model.ErrUnauthorized, nil
+		}},
+		{"suspended", func(u *model.User, _ model.TokenHash) (error, func(*model.User) bool) {
+			if _, err := e.Store.UpdateAccount(ctx, model.ByToken(rootReg), u.ID, model.AccountUpdate{Suspended: &yes}); err != nil {
+				t.Fatal(err)
+			}
+			return model.ErrUnauthorized, nil
+		}},
+		{"deleted", func(u *model.User, _ model.TokenHash) (error, func(*model.User) bool) {
+			if err := e.Store.DeleteAccount(ctx, model.ByUser(u.ID)); err != nil {
+				t.Fatal(err)
+			}
+			return model.ErrUnauthorized, nil
+		}},
+		{"made an administrator", func(u *model.User, _ model.TokenHash) (error, func(*model.User) bool) {
+			if _, err := e.Store.UpdateAccount(ctx, model.ByToken(rootReg), u.ID, model.AccountUpdate{Admin: &yes}); err != nil {
+				t.Fatal(err)
+			}
+			return nil, func(got *model.User) bool { return got.HasRole(model.RoleAdmin) }
+		}},
+		{"no longer an administrator", func(u *model.User, _ model.TokenHash) (error, func(*model.User) bool) {
+			for _, admin := range []*bool{&yes, &no} {
+				if _, err := e.Store.UpdateAccount(ctx, model.ByToken(rootReg), u.ID, model.AccountUpdate{Admin: admin}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return nil, func(got *model.User) bool { return !got.HasRole(model.RoleAdmin) }
+		}},
+		{"password changed", func(_ *model.User, reg model.TokenHash) (error, func(*model.User) bool) {
+			if err := e.Store.ChangePassword(ctx, model.ByToken(reg), "another hash"); err != nil {
+				t.Fatal(err)
+			}
+			return nil, func(got *model.User) bool { return got.PasswordHash == "another hash" }
+		}},
+		// Last: every token, the administrator's included, expires.
+		{"expired", func(*model.User, model.TokenHash) (error, func(*model.User) bool) {
+			e.clock.Add(ttl)
+			return model.ErrUnauthorized, nil
+		}},
+	} {
+		u, reg := e.user(fmt.Sprintf("reader%d@example.com", i))
+		m := e.post(u.ID, "read, then read again")
+		read := func() (*model.User, *model.User, error) {
+			got, _, err := e.Store.Message(ctx, model.ByToken(reg), m.ID)
+			if err != nil {
+				return nil, nil, err
+			}
+			onPage, _, err := e.Store.SearchMessages(ctx, model.ByToken(reg), model.SearchQuery{Limit: 5})
+			return got, onPage, err
+		}
+		if _, _, err := read(); err != nil {
+			t.Fatalf("%s: reading before = %v", tc.name, err)
+		}
+		wantErr, holds := tc.change(u, reg)
+		got, onPage, err := read()
+		switch {
+		case wantErr != nil:
+			if !errors.Is(err, wantErr) {
+				t.Errorf("%s: reading after = %v, want %v", tc.name, err, wantErr)
+			}
+			// Refused every time, not only the first.
+			if _, _, err := read(); !errors.Is(err, wantErr) {
+				t.Errorf("%s: reading again = %v, want %v", tc.name, err, wantErr)
+			}
+		case err != nil:
+			t.Errorf("%s: reading after = %v", tc.name, err)
+		case !holds(got) || !holds(onPage):
+			t.Errorf("%s: read the account as %+v and %+v", tc.name, got, onPage)
+		}
+		// A message missing and an empty page answer as ever.
+		if wantErr == nil {
+			if _, _, err := e.Store.Message(ctx, model.ByToken(reg), m.ID+1000); !errors.Is(err, model.ErrNotFound) {
+				t.Errorf("%s: a missing message = %v", tc.name, err)
+			}
+			if _, page, err := e.Store.SearchMessages(ctx, model.ByToken(reg), model.SearchQuery{Limit: 5, BeforeID: 1}); err != nil || len(page.Messages) != 0 {
+				t.Errorf("%s: an empty page = %+v, %v", tc.name, page, err)
+			}
+		}
 	}
 }
