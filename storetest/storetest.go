@@ -1059,58 +1059,58 @@ func testReadsAfterTheAccountChanges(e *env) {
 	yes, no := true, false
 	for i, tc := range []struct {
 		name string
-		// change returns the error a read must give after it, or nil and
-		// what the account must then hold.
-		change func(u *model.User, reg model.TokenHash) (error, func(*model.User) bool)
+		// change returns what the account must then hold, or the error a
+		// read must give after it.
+		change func(u *model.User, reg model.TokenHash) (func(*model.User) bool, error)
 	}{
-		{"logged out", func(_ *model.User, reg model.TokenHash) (error, func(*model.User) bool) {
+		{"logged out", func(_ *model.User, reg model.TokenHash) (func(*model.User) bool, error) {
 			if err := e.Store.RevokeToken(ctx, reg); err != nil {
 				t.Fatal(err)
 			}
-			return model.ErrUnauthorized, nil
+			return nil, model.ErrUnauthorized
 		}},
-		{"signed out everywhere", func(u *model.User, _ model.TokenHash) (error, func(*model.User) bool) {
+		{"signed out everywhere", func(u *model.User, _ model.TokenHash) (func(*model.User) bool, error) {
 			if err := e.Store.RevokeAllTokens(ctx, model.ByUser(u.ID)); err != nil {
 				t.Fatal(err)
 			}
-			return model.ErrUnauthorized, nil
+			return nil, model.ErrUnauthorized
 		}},
-		{"suspended", func(u *model.User, _ model.TokenHash) (error, func(*model.User) bool) {
+		{"suspended", func(u *model.User, _ model.TokenHash) (func(*model.User) bool, error) {
 			if _, err := e.Store.UpdateAccount(ctx, model.ByToken(rootReg), u.ID, model.AccountUpdate{Suspended: &yes}); err != nil {
 				t.Fatal(err)
 			}
-			return model.ErrUnauthorized, nil
+			return nil, model.ErrUnauthorized
 		}},
-		{"deleted", func(u *model.User, _ model.TokenHash) (error, func(*model.User) bool) {
+		{"deleted", func(u *model.User, _ model.TokenHash) (func(*model.User) bool, error) {
 			if err := e.Store.DeleteAccount(ctx, model.ByUser(u.ID)); err != nil {
 				t.Fatal(err)
 			}
-			return model.ErrUnauthorized, nil
+			return nil, model.ErrUnauthorized
 		}},
-		{"made an administrator", func(u *model.User, _ model.TokenHash) (error, func(*model.User) bool) {
+		{"made an administrator", func(u *model.User, _ model.TokenHash) (func(*model.User) bool, error) {
 			if _, err := e.Store.UpdateAccount(ctx, model.ByToken(rootReg), u.ID, model.AccountUpdate{Admin: &yes}); err != nil {
 				t.Fatal(err)
 			}
-			return nil, func(got *model.User) bool { return got.HasRole(model.RoleAdmin) }
+			return func(got *model.User) bool { return got.HasRole(model.RoleAdmin) }, nil
 		}},
-		{"no longer an administrator", func(u *model.User, _ model.TokenHash) (error, func(*model.User) bool) {
+		{"no longer an administrator", func(u *model.User, _ model.TokenHash) (func(*model.User) bool, error) {
 			for _, admin := range []*bool{&yes, &no} {
 				if _, err := e.Store.UpdateAccount(ctx, model.ByToken(rootReg), u.ID, model.AccountUpdate{Admin: admin}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			return nil, func(got *model.User) bool { return !got.HasRole(model.RoleAdmin) }
+			return func(got *model.User) bool { return !got.HasRole(model.RoleAdmin) }, nil
 		}},
-		{"password changed", func(_ *model.User, reg model.TokenHash) (error, func(*model.User) bool) {
+		{"password changed", func(_ *model.User, reg model.TokenHash) (func(*model.User) bool, error) {
 			if err := e.Store.ChangePassword(ctx, model.ByToken(reg), "another hash"); err != nil {
 				t.Fatal(err)
 			}
-			return nil, func(got *model.User) bool { return got.PasswordHash == "another hash" }
+			return func(got *model.User) bool { return got.PasswordHash == "another hash" }, nil
 		}},
 		// Last: every token, the administrator's included, expires.
-		{"expired", func(*model.User, model.TokenHash) (error, func(*model.User) bool) {
+		{"expired", func(*model.User, model.TokenHash) (func(*model.User) bool, error) {
 			e.clock.Add(ttl)
-			return model.ErrUnauthorized, nil
+			return nil, model.ErrUnauthorized
 		}},
 	} {
 		u, reg := e.user(fmt.Sprintf("reader%d@example.com", i))
@@ -1126,7 +1126,7 @@ func testReadsAfterTheAccountChanges(e *env) {
 		if _, _, err := read(); err != nil {
 			t.Fatalf("%s: reading before = %v", tc.name, err)
 		}
-		wantErr, holds := tc.change(u, reg)
+		holds, wantErr := tc.change(u, reg)
 		got, onPage, err := read()
 		switch {
 		case wantErr != nil:
