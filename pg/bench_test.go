@@ -47,3 +47,50 @@ func BenchmarkPageOfMessages(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAuthorsGone asks whether the 64 authors of a stream's catch-up
+// still have accounts, one deleted: in one read, as a catch-up asks, and
+// one read an author, as it asked before.
+func BenchmarkAuthorsGone(b *testing.B) {
+	ctx := context.Background()
+	db, err := pg.Open(ctx, cluster.Database(b), pg.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			b.Error(err)
+		}
+	})
+	var ids []uint64
+	for i := range 64 {
+		u := &model.User{Email: fmt.Sprintf("author%d@example.com", i), PasswordHash: storetest.FakePasswordHash}
+		if _, err := db.CreateUser(ctx, u, storetest.TokenHash(u.Email), time.Hour, nil); err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, u.ID)
+	}
+	if err := db.DeleteAccount(ctx, model.ByToken(storetest.TokenHash("author7@example.com"))); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("one read", func(b *testing.B) {
+		for b.Loop() {
+			if missing, err := db.MissingUsers(ctx, ids); err != nil || len(missing) != 1 {
+				b.Fatalf("MissingUsers = %v, %v", missing, err)
+			}
+		}
+	})
+	b.Run("a read an author", func(b *testing.B) {
+		for b.Loop() {
+			gone := 0
+			for _, id := range ids {
+				if _, err := db.UserByID(ctx, id); err != nil {
+					gone++
+				}
+			}
+			if gone != 1 {
+				b.Fatalf("%d gone", gone)
+			}
+		}
+	})
+}
