@@ -17,15 +17,7 @@ import (
 // rows costs Herald, PostgreSQL's round trip included.
 func BenchmarkPageOfMessages(b *testing.B) {
 	ctx := context.Background()
-	db, err := pg.Open(ctx, cluster.Database(b), pg.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := db.Close(); err != nil {
-			b.Error(err)
-		}
-	})
+	db, _ := open(b, pg.Options{})
 	tok := storetest.TokenHash("ada")
 	if _, err := db.CreateUser(ctx, &model.User{Email: "ada@example.com", PasswordHash: storetest.FakePasswordHash}, tok, time.Hour, nil); err != nil {
 		b.Fatal(err)
@@ -53,15 +45,7 @@ func BenchmarkPageOfMessages(b *testing.B) {
 // one read an author, as it asked before.
 func BenchmarkAuthorsGone(b *testing.B) {
 	ctx := context.Background()
-	db, err := pg.Open(ctx, cluster.Database(b), pg.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := db.Close(); err != nil {
-			b.Error(err)
-		}
-	})
+	db, _ := open(b, pg.Options{})
 	var ids []uint64
 	for i := range 64 {
 		u := &model.User{Email: fmt.Sprintf("author%d@example.com", i), PasswordHash: storetest.FakePasswordHash}

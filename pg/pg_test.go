@@ -35,14 +35,14 @@ func TestMain(m *testing.M) {
 
 // open opens a store on a fresh database and returns it with the
 // database's URL.
-func open(t *testing.T, opts pg.Options) (*pg.DB, string) {
+func open(t testing.TB, opts pg.Options) (*pg.DB, string) {
 	t.Helper()
 	url := cluster.Database(t)
 	return openURL(t, url, opts), url
 }
 
 // openURL opens another store on the database at url, closed at cleanup.
-func openURL(t *testing.T, url string, opts pg.Options) *pg.DB {
+func openURL(t testing.TB, url string, opts pg.Options) *pg.DB {
 	t.Helper()
 	db, err := pg.Open(context.Background(), url, opts)
 	if err != nil {
