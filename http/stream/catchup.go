@@ -130,19 +130,19 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 // it missed must not show them again: it gets their deletions alone. (A
 // stream that was live when they were posted saw them then.) authorsGone
 // keeps, for one catch-up, whether each author asked about was deleted;
-// the authors not yet in it are asked about in one read.
+// the authors not yet in it are asked about in one read. On an error the
+// catch-up ends, and the map with it.
 func (h *Hub) appendShown(ctx context.Context, buf []byte, f filter, evs []*event, authorsGone map[uint64]bool) ([]byte, error) {
 	shown := make([]*event, 0, len(evs))
 	var unknown []uint64
-	asked := map[uint64]bool{}
 	for _, ev := range evs {
 		if !f.passes(ev) {
 			continue
 		}
 		shown = append(shown, ev)
 		// A deletion shows only an ID, and has no author.
-		if _, known := authorsGone[ev.author]; ev.author != 0 && !known && !asked[ev.author] {
-			asked[ev.author] = true
+		if _, known := authorsGone[ev.author]; ev.author != 0 && !known {
+			authorsGone[ev.author] = false // until the read below says otherwise
 			unknown = append(unknown, ev.author)
 		}
 	}
@@ -152,9 +152,6 @@ func (h *Hub) appendShown(ctx context.Context, buf []byte, f filter, evs []*even
 		cancel()
 		if err != nil {
 			return buf, err
-		}
-		for _, id := range unknown {
-			authorsGone[id] = false
 		}
 		for _, id := range missing {
 			authorsGone[id] = true
