@@ -124,5 +124,5 @@ func (db *DB) TrimAudit(ctx context.Context, keepFor time.Duration, keepMax int)
 			return math.MaxInt64 // malformed: left for the check to report
 		}
 		return int64(binary.BigEndian.Uint64(v[1:]))
-	}, nil)
+	}, nil, nil)
 }

@@ -34,26 +34,29 @@ var (
 	bucketMeta         = []byte("meta")           // layout version, upgrade progress
 	bucketDeleting     = []byte("deleting")       // userID → e-mail: deleted accounts whose messages are being removed
 	bucketChanges      = []byte("changes")        // sequence → change record: the log live streams tail
-	bucketAdmins       = []byte("admins")         // userID → nil: the accounts that hold model.RoleAdmin
-	bucketInvites      = []byte("invites")        // inviteID → invitation record
-	bucketInviteCodes  = []byte("invite_codes")   // sha256(code) → inviteID
-	bucketResets       = []byte("resets")         // sha256(code) → password-reset record
-	bucketUserResets   = []byte("user_resets")    // userID → sha256(code): an account's one outstanding reset
-	bucketAudit        = []byte("audit")          // sequence → audit entry
-	bucketPurging      = []byte("purging")        // userID → highest message ID: accounts whose messages an administrator is removing
+	// messageID → sequence of the one change of the message that holds
+	// its content, its newest (see changes.go)
+	bucketChangesByMessage = []byte("changes_by_message")
+	bucketAdmins           = []byte("admins")       // userID → nil: the accounts that hold model.RoleAdmin
+	bucketInvites          = []byte("invites")      // inviteID → invitation record
+	bucketInviteCodes      = []byte("invite_codes") // sha256(code) → inviteID
+	bucketResets           = []byte("resets")       // sha256(code) → password-reset record
+	bucketUserResets       = []byte("user_resets")  // userID → sha256(code): an account's one outstanding reset
+	bucketAudit            = []byte("audit")        // sequence → audit entry
+	bucketPurging          = []byte("purging")      // userID → highest message ID: accounts whose messages an administrator is removing
 
 	allBuckets = [][]byte{
 		bucketUsers, bucketUsersByEmail, bucketAdmins,
 		bucketTokens, bucketTokensByUser,
 		bucketMessages, bucketPostings, bucketTermsTail,
-		bucketMeta, bucketDeleting, bucketPurging, bucketChanges,
+		bucketMeta, bucketDeleting, bucketPurging, bucketChanges, bucketChangesByMessage,
 		bucketInvites, bucketInviteCodes, bucketResets, bucketUserResets, bucketAudit,
 	}
 
 	// Buckets whose keys only rise, so new keys land at the very end, and
 	// buckets mostly grown that way: see fillGrowingBuckets.
 	appendOnlyBuckets   = [][]byte{bucketChanges, bucketAudit}
-	mostlyAppendBuckets = [][]byte{bucketMessages, bucketTermsTail, bucketPostings}
+	mostlyAppendBuckets = [][]byte{bucketMessages, bucketTermsTail, bucketPostings, bucketChangesByMessage}
 )
 
 // fillGrowingBuckets has the buckets that grow at their end fill the

@@ -21,8 +21,11 @@ func changeString(ch *model.Change) string {
 		return fmt.Sprintf("%d %s of account %d", ch.Seq, ch.Kind, ch.UserID)
 	}
 	s := fmt.Sprintf("%d %s #%d %s %q", ch.Seq, ch.Kind, ch.Message.ID, ch.Message.OwnerEmail, ch.Message.Content)
-	if ch.Before != "" {
-		s += fmt.Sprintf(" (was %q)", ch.Before)
+	if ch.Scrubbed {
+		s += " scrubbed"
+	}
+	if ch.Gone {
+		s += " gone"
 	}
 	return s
 }
@@ -72,11 +75,13 @@ func TestChangeLog(t *testing.T) {
 	if _, err := db.DeleteMessage(context.Background(), m2.ID, model.ByUser(bob.ID), nil); err != nil {
 		t.Fatal(err)
 	}
+	// Each change shows the message as it is now, and a deletion no
+	// content.
 	want := []string{
-		`1 message.created #1 ada@example.com "hello world"`,
-		`2 message.created #2 bob@example.com "bob here"`,
-		`3 message.updated #1 ada@example.com "goodbye world" (was "hello world")`,
-		`4 message.deleted #2 bob@example.com "bob here"`,
+		`1 message.created #1 ada@example.com "goodbye world" scrubbed`,
+		`2 message.created #2 bob@example.com "" scrubbed gone`,
+		`3 message.updated #1 ada@example.com "goodbye world"`,
+		`4 message.deleted #2 bob@example.com ""`,
 	}
 	if got := mustChangesAfter(t, db.DB, 0); !equalStrings(got, want) {
 		t.Fatalf("log from memory =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -207,9 +212,9 @@ func TestChangeLogOfPurgeAndRetention(t *testing.T) {
 	got := mustChangesAfter(t, db.DB, head)
 	want := []string{
 		fmt.Sprintf(`4 tokens.revoked of account %d`, ada.ID), // with the account, before the purge
-		`5 message.deleted #3 ada@example.com "ada two"`,      // a purge goes newest first
-		`6 message.deleted #2 ada@example.com "ada one"`,
-		fmt.Sprintf(`7 message.deleted #%d bob@example.com "old news"`, old.ID),
+		`5 message.deleted #3 ada@example.com ""`,             // a purge goes newest first
+		`6 message.deleted #2 ada@example.com ""`,
+		fmt.Sprintf(`7 message.deleted #%d bob@example.com ""`, old.ID),
 	}
 	if !equalStrings(got, want) {
 		t.Errorf("changes =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -235,7 +240,7 @@ func TestChangeLogOfRetentionDuringPurge(t *testing.T) {
 	got := mustChangesAfter(t, db.DB, head)
 	want := []string{
 		fmt.Sprintf(`%d tokens.revoked of account %d`, head+1, ada.ID),
-		fmt.Sprintf(`%d message.deleted #%d ada@example.com "ada old"`, head+2, old.ID),
+		fmt.Sprintf(`%d message.deleted #%d ada@example.com ""`, head+2, old.ID),
 	}
 	if !equalStrings(got, want) {
 		t.Errorf("changes =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -299,8 +304,7 @@ func TestUpgradeFromLayout2(t *testing.T) {
 
 func TestChangeRecordRoundTrip(t *testing.T) {
 	ch := &model.Change{Seq: 9, Kind: model.MessageUpdated, At: testEpoch.Truncate(time.Microsecond),
-		Message: model.Message{ID: 42, OwnerID: 7, OwnerEmail: "ada@example.com", Content: "new ✓", CreatedAt: testEpoch.Truncate(time.Microsecond), UpdatedAt: testEpoch.Add(time.Second).Truncate(time.Microsecond), Revision: 3},
-		Before:  "old"}
+		Message: model.Message{ID: 42, OwnerID: 7, OwnerEmail: "ada@example.com", Content: "new ✓", CreatedAt: testEpoch.Truncate(time.Microsecond), UpdatedAt: testEpoch.Add(time.Second).Truncate(time.Microsecond), Revision: 3}}
 	got, err := decodeChange(9, encodeChange(ch))
 	if err != nil {
 		t.Fatal(err)

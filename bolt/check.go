@@ -39,7 +39,9 @@ func (db *DB) CheckInvariants() ([]string, error) {
 
 // changes checks the change log: records that decode, positions above the
 // trimmed floor and no further than the log's sequence, so a stream
-// resuming from any position it was given is answered truthfully.
+// resuming from any position it was given is answered truthfully; and
+// that it keeps a message's content in one change only, the newest of a
+// message that exists, which changes_by_message finds.
 func (c *checker) changes() {
 	log := c.tx.Bucket(bucketChanges)
 	c.sequenceAhead(bucketChanges)
@@ -47,29 +49,56 @@ func (c *checker) changes() {
 	if floor > log.Sequence() {
 		c.addf("meta/changes_floor %d is beyond the change log's sequence %d", floor, log.Sequence())
 	}
+	msgs, byMessage := c.tx.Bucket(bucketMessages), c.tx.Bucket(bucketChangesByMessage)
 	// Trimming only removes from the front, so the log runs without a gap
 	// from just above the floor to its sequence; a gap would stall every
 	// stream resuming across it.
 	next := floor + 1
+	holding := make(map[uint64]uint64) // message ID → the change that holds its content
 	_ = log.ForEach(func(k, v []byte) error {
 		if len(k) != 8 {
 			c.addf("changes: key %x is not an 8-byte position", k)
 			return nil
 		}
-		if btoi(k) <= floor {
-			c.addf("change %d: at or below the trimmed floor %d", btoi(k), floor)
-		} else if btoi(k) != next {
-			c.addf("changes %d to %d are missing from the log", next, btoi(k)-1)
+		seq := btoi(k)
+		if seq <= floor {
+			c.addf("change %d: at or below the trimmed floor %d", seq, floor)
+		} else if seq != next {
+			c.addf("changes %d to %d are missing from the log", next, seq-1)
 		}
-		next = btoi(k) + 1
-		if _, err := decodeChange(btoi(k), v); err != nil {
+		next = seq + 1
+		ch, err := decodeChange(seq, v)
+		if err != nil {
 			c.addf("changes: %v", err)
+			return nil
+		}
+		if ch.Kind != model.MessageCreated && ch.Kind != model.MessageUpdated || ch.Scrubbed {
+			return nil
+		}
+		id := ch.Message.ID
+		if before, ok := holding[id]; ok {
+			c.addf("changes %d and %d both hold the content of message %d; only the newest may", before, seq, id)
+		}
+		holding[id] = seq
+		if msgs.Get(itob(id)) == nil {
+			c.addf("change %d holds the content of message %d, which does not exist", seq, id)
+		}
+		if v := byMessage.Get(itob(id)); v == nil || btoi(v) != seq {
+			c.addf("changes_by_message: message %d is missing, or not at change %d, which holds its content", id, seq)
 		}
 		return nil
 	})
 	if seq := log.Sequence(); next <= seq && floor < seq {
 		c.addf("changes %d to %d are missing from the log", next, seq)
 	}
+	_ = byMessage.ForEach(func(k, v []byte) error {
+		if len(k) != 8 || len(v) != 8 {
+			c.addf("changes_by_message: entry %x → %x is not two 8-byte numbers", k, v)
+		} else if holding[btoi(k)] != btoi(v) {
+			c.addf("changes_by_message: message %d points at change %d, which does not hold its content", btoi(k), btoi(v))
+		}
+		return nil
+	})
 }
 
 type checker struct {
@@ -98,7 +127,7 @@ func (c *checker) layout() bool {
 			c.addf("meta/layout is %x, want %d (a database of an older Herald: start herald once to upgrade it)", v, currentLayout)
 			return false
 		}
-		for _, marker := range [][]byte{metaUpgradeNext, metaOwnerTermsNext, metaUsersNext} {
+		for _, marker := range [][]byte{metaUpgradeNext, metaOwnerTermsNext, metaUsersNext, metaChangesNext} {
 			if meta.Get(marker) != nil {
 				c.addf("meta/%s is set: a layout upgrade was interrupted; start herald once to finish it", marker)
 				return false

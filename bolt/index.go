@@ -215,7 +215,7 @@ func (db *DB) removeMessage(tx *bbolt.Tx, m *model.Message) error {
 	if err := db.unindexMessage(tx, m); err != nil {
 		return err
 	}
-	return db.recordChange(tx, model.MessageDeleted, m, "")
+	return db.recordChange(tx, model.MessageDeleted, m)
 }
 
 // reindexContent moves message m's postings from the words of its stored

@@ -217,7 +217,7 @@ func (db *DB) insertMessage(tx *bbolt.Tx, owner *model.User, content string, ter
 	if err := db.indexNewMessage(tx, m, terms); err != nil {
 		return nil, err
 	}
-	if err := db.recordChange(tx, model.MessageCreated, m, ""); err != nil {
+	if err := db.recordChange(tx, model.MessageCreated, m); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -314,14 +314,13 @@ func (db *DB) UpdateMessage(_ context.Context, id uint64, by model.Caller, upd m
 		if err := db.reindexContent(tx, m, newTerms); err != nil {
 			return err
 		}
-		before := m.Content
 		m.Content = *upd.Content
 		m.UpdatedAt = db.clock()
 		m.Revision++
 		if err := tx.Bucket(bucketMessages).Put(itob(id), encodeMessage(m)); err != nil {
 			return err
 		}
-		return db.recordChange(tx, model.MessageUpdated, m, before)
+		return db.recordChange(tx, model.MessageUpdated, m)
 	})
 	if err != nil {
 		return nil, err

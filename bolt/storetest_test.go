@@ -2,6 +2,8 @@ package bolt_test
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -33,6 +35,26 @@ func openForSuite(t *testing.T, now func() time.Time) storetest.Opened {
 			return storetest.Counts(c), err
 		},
 		FlushTokenUses: func(context.Context) (int, error) { return db.FlushTokenUses() },
+		Copy: func(ctx context.Context) ([]byte, error) {
+			dir := t.TempDir()
+			backup, err := os.Create(filepath.Join(dir, "backup.db"))
+			if err != nil {
+				return nil, err
+			}
+			_, err = db.WriteBackup(ctx, backup)
+			if err := errors.Join(err, backup.Close()); err != nil {
+				return nil, err
+			}
+			snap, err := bolt.OpenSnapshot(backup.Name())
+			if err != nil {
+				return nil, err
+			}
+			defer snap.Close()
+			if err := snap.Compact(filepath.Join(dir, "compacted.db")); err != nil {
+				return nil, err
+			}
+			return os.ReadFile(filepath.Join(dir, "compacted.db"))
+		},
 	}
 }
 

@@ -45,7 +45,13 @@ import (
 //	   (model.TokensRevoked), so that live streams learn of it from the
 //	   log as of messages. An older Herald could read none of it, so it
 //	   must refuse the file.
-const currentLayout = 7
+//	8  the change log keeps a message's content in its newest change only:
+//	   the write that edits or deletes a message scrubs it from the one
+//	   before (change records version 2, which also drop the content an
+//	   update replaced), and changes_by_message finds that change. An
+//	   older Herald would log without scrubbing, so it must refuse the
+//	   file.
+const currentLayout = 8
 
 // Buckets of older layouts, which only upgrades read or write:
 //
@@ -67,6 +73,9 @@ var (
 	// metaUsersNext is the first user ID whose record the upgrade to
 	// layout 7 has not rewritten yet; absent once it is done.
 	metaUsersNext = []byte("users_next")
+	// metaChangesNext is the first change the upgrade to layout 8 has
+	// not rewritten yet; absent once it is done.
+	metaChangesNext = []byte("changes_next")
 )
 
 // upgradeChunk is how many messages one upgrade transaction indexes: small
@@ -80,7 +89,7 @@ const upgradeChunk = 5000
 // Options.LegacyAdmins; keep is Options.KeepLayout.
 func (db *DB) prepareLayout(legacyAdmins []string, keep bool) error {
 	var layout uint64
-	var ownerTermsPending, usersPending bool
+	var ownerTermsPending, usersPending, changesPending bool
 	err := db.bolt.Update(func(tx *bbolt.Tx) error {
 		fresh, err := heraldFile(tx)
 		if err != nil {
@@ -90,6 +99,7 @@ func (db *DB) prepareLayout(legacyAdmins []string, keep bool) error {
 		if meta := tx.Bucket(bucketMeta); meta != nil {
 			ownerTermsPending = meta.Get(metaOwnerTermsNext) != nil
 			usersPending = meta.Get(metaUsersNext) != nil
+			changesPending = meta.Get(metaChangesNext) != nil
 			switch v := meta.Get(metaLayout); {
 			case v != nil && len(v) != 8:
 				return fmt.Errorf("meta/layout is %d bytes, want 8", len(v))
@@ -105,7 +115,7 @@ func (db *DB) prepareLayout(legacyAdmins []string, keep bool) error {
 		if layout > currentLayout {
 			return fmt.Errorf("the database was written by a newer Herald (layout %d; this one reads up to %d)", layout, currentLayout)
 		}
-		if keep && (layout < currentLayout || ownerTermsPending || usersPending) {
+		if keep && (layout < currentLayout || ownerTermsPending || usersPending || changesPending) {
 			return ErrNeedsUpgrade
 		}
 		for _, name := range allBuckets {
@@ -131,7 +141,7 @@ func (db *DB) prepareLayout(legacyAdmins []string, keep bool) error {
 	if err != nil {
 		return err
 	}
-	if layout == currentLayout && !ownerTermsPending && !usersPending {
+	if layout == currentLayout && !ownerTermsPending && !usersPending && !changesPending {
 		if len(legacyAdmins) > 0 {
 			return ErrLegacyAdmins
 		}
@@ -160,7 +170,128 @@ func (db *DB) prepareLayout(legacyAdmins []string, keep bool) error {
 	if err := db.upgradeFrom5(); err != nil {
 		return err
 	}
-	return db.upgradeFrom6(legacyAdmins)
+	if err := db.upgradeFrom6(legacyAdmins); err != nil {
+		return err
+	}
+	return db.upgradeFrom7()
+}
+
+// upgradeFrom7 raises the layout to 8 and does what that layout asks of
+// what earlier layouts wrote.
+func (db *DB) upgradeFrom7() error {
+	return db.scrubChangeLog()
+}
+
+// scrubChangeLog rewrites every change record in version 2: a change is
+// kept whole when it is the newest of a message that still exists, and
+// indexed as such in changes_by_message; every other change of a message
+// loses its content, and an update the content it replaced. Its first
+// transaction raises the layout to 8; meta/changes_next records how far
+// the rewrite got. Which change is a message's newest is read from the
+// whole log first, in memory: the log holds at most --changes-max
+// changes, a few MiB of IDs.
+func (db *DB) scrubChangeLog() error {
+	start := time.Now()
+	next := uint64(0) // 0: nothing to do
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(metaChangesNext); v != nil {
+			if len(v) != 8 {
+				return fmt.Errorf("meta/%s is %d bytes, want 8", metaChangesNext, len(v))
+			}
+			next = btoi(v)
+			return nil
+		}
+		if btoi(meta.Get(metaLayout)) >= 8 {
+			return nil
+		}
+		next = 1
+		if err := meta.Put(metaChangesNext, itob(next)); err != nil {
+			return err
+		}
+		return meta.Put(metaLayout, itob(8))
+	})
+	if err != nil || next == 0 {
+		return err
+	}
+	db.log.Info("upgrading database layout 7 to 8: the change log keeps no deleted or edited-away content; this runs once")
+	newest := make(map[uint64]uint64) // message ID → its newest change
+	err = db.bolt.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketChanges).ForEach(func(k, v []byte) error {
+			ch, err := upgradedChange(btoi(k), v)
+			if err != nil {
+				return err
+			}
+			if ch.Kind != model.TokensRevoked {
+				newest[ch.Message.ID] = ch.Seq
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("upgrading to layout 8: %w", err)
+	}
+	changes, scrubbed := 0, 0
+	for next != 0 {
+		err := db.bolt.Update(func(tx *bbolt.Tx) error {
+			log, msgs, byMessage := tx.Bucket(bucketChanges), tx.Bucket(bucketMessages), tx.Bucket(bucketChangesByMessage)
+			c := log.Cursor()
+			n := 0
+			k, v := c.Seek(itob(next))
+			var rewrite []*model.Change
+			for ; k != nil && n < upgradeChunk; k, v = c.Next() {
+				n++
+				ch, err := upgradedChange(btoi(k), v)
+				if err != nil {
+					return err
+				}
+				rewrite = append(rewrite, ch)
+			}
+			if k != nil {
+				next = btoi(k)
+			} else {
+				next = 0
+			}
+			// Putting while the cursor walks would move it; put after.
+			for _, ch := range rewrite {
+				if ch.Kind == model.MessageCreated || ch.Kind == model.MessageUpdated {
+					id := ch.Message.ID
+					if newest[id] == ch.Seq && msgs.Get(itob(id)) != nil {
+						if err := byMessage.Put(itob(id), itob(ch.Seq)); err != nil {
+							return err
+						}
+					} else if !ch.Scrubbed {
+						ch.Scrubbed = true
+						scrubbed++
+					}
+				}
+				if err := log.Put(itob(ch.Seq), encodeChange(ch)); err != nil {
+					return err
+				}
+			}
+			changes += len(rewrite)
+			meta := tx.Bucket(bucketMeta)
+			if next != 0 {
+				return meta.Put(metaChangesNext, itob(next))
+			}
+			return meta.Delete(metaChangesNext)
+		})
+		if err != nil {
+			return fmt.Errorf("upgrading to layout 8: %w", err)
+		}
+	}
+	db.log.Info("database upgraded to layout 8: the change log keeps only what messages hold now",
+		"changes", changes, "scrubbed", scrubbed, "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
+
+// upgradedChange decodes change seq as the upgrade to layout 8 finds it,
+// in either record version.
+func upgradedChange(seq uint64, v []byte) (*model.Change, error) {
+	if len(v) > 0 && v[0] == changeRecordVersionV1 {
+		return decodeChangeV1(seq, v)
+	}
+	return decodeChange(seq, v)
 }
 
 // upgradeFrom6 rewrites every user record in version 2, with the time

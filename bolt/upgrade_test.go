@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -453,8 +455,9 @@ func TestUpgradeFromLayout6Resumed(t *testing.T) {
 	}
 	problems, err := snap.Check()
 	snap.Close()
-	if err != nil || len(problems) != 1 || !strings.Contains(problems[0], "users_next is set") {
-		t.Errorf("check mid-upgrade = %q, %v; want one problem saying the upgrade was interrupted", problems, err)
+	// Layout 7 is older than this Herald's, which the check says first.
+	if err != nil || len(problems) != 1 || !strings.Contains(problems[0], "start herald once") {
+		t.Errorf("check mid-upgrade = %q, %v; want one problem saying to start herald to finish the upgrade", problems, err)
 	}
 	var log bytes.Buffer
 	db, err := Open(path, Options{Now: (&testClock{now: layout6Written}).Now, Logger: slog.New(slog.NewTextHandler(&log, nil))})
@@ -471,4 +474,166 @@ func TestUpgradeFromLayout6Resumed(t *testing.T) {
 			t.Errorf("%s after the resumed upgrade: %v", email, err)
 		}
 	}
+}
+
+// testdata/layout7.db was written through the API of the last layout 7
+// release (see layout7Written): owner (user 1, an administrator), ada (2),
+// bob (3), root@example.com (4) and its look-alike ｒoot@example.com (5),
+// carol (6) and dave (7) registered; ada posted 1 and 9, bob 2 and 8, root
+// 3, the look-alike 4, carol 5, dave 6 and 7. Ada then edited 1 (away
+// from "first draft secret"), bob deleted 8, the administrator removed 4
+// and all of dave's messages, and carol deleted her account.
+var (
+	layout7Written = time.Date(2026, 11, 28, 1, 10, 20, 0, time.UTC)
+	// What the release's log and any copy of its file held of what was
+	// deleted or edited away.
+	layout7Gone = []string{"first draft secret", "i am root too", "carol private words", "dave spam one", "dave spam two", "bob regrets this"}
+)
+
+// TestUpgradeFromLayout7: a file of the last layout 7 release opens as the
+// current layout, upgraded once and logged; its change log then holds
+// nothing deleted or edited away, so neither does a compacted copy, and
+// every change of it reads as the message is now; what is left reads as
+// before.
+func TestUpgradeFromLayout7(t *testing.T) {
+	ctx := context.Background()
+	path := fixtureCopy(t, "layout7.db")
+	if raw, err := os.ReadFile(path); err != nil || !bytes.Contains(raw, []byte(layout7Gone[0])) {
+		t.Fatalf("the fixture does not hold %q (%v): the test would prove nothing", layout7Gone[0], err)
+	}
+	clock := &testClock{now: layout7Written.Add(time.Hour)}
+	var log bytes.Buffer
+	open := func() *DB {
+		t.Helper()
+		log.Reset()
+		db, err := Open(path, Options{Now: clock.Now, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	db := open()
+	if got := log.String(); strings.Count(got, "upgraded to layout 8") != 1 || !strings.Contains(got, "changes=16") || !strings.Contains(got, "scrubbed=6") {
+		t.Errorf("first open logged %q, want the upgrade to layout 8 once, with 16 changes and 6 scrubbed", got)
+	}
+	checkIndexes(t, db)
+	chs, head, err := db.ChangesAfter(ctx, 0, 100)
+	if err != nil || head != 16 {
+		t.Fatalf("ChangesAfter(0) = %d changes, head %d, %v", len(chs), head, err)
+	}
+	want := []string{
+		`1 message.created #1 ada@example.com "hello from ada, final version" scrubbed`,
+		`2 message.created #2 bob@example.com "bob says hello"`,
+		`3 message.created #3 root@example.com "root is here"`,
+		`4 message.created #4 ｒoot@example.com "" scrubbed gone`,
+		`5 message.created #5 carol@example.com "" scrubbed gone`,
+		`6 message.created #6 dave@example.com "" scrubbed gone`,
+		`7 message.created #7 dave@example.com "" scrubbed gone`,
+		`8 message.created #8 bob@example.com "" scrubbed gone`,
+		`9 message.created #9 ada@example.com "ada second message"`,
+		`10 message.updated #1 ada@example.com "hello from ada, final version"`,
+		`11 message.deleted #8 bob@example.com ""`,
+		`12 message.deleted #4 ｒoot@example.com ""`,
+		`13 message.deleted #7 dave@example.com ""`,
+		`14 message.deleted #6 dave@example.com ""`,
+		`15 tokens.revoked of account 6`,
+		`16 message.deleted #5 carol@example.com ""`,
+	}
+	if got := changeStrings(chs); !equalStrings(got, want) {
+		t.Errorf("log after the upgrade =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	_, msgs, err := db.SearchMessages(ctx, model.ByServer(), model.SearchQuery{})
+	if err != nil || !slices.Equal(pageIDs(msgs), []uint64{9, 3, 2, 1}) {
+		t.Errorf("messages after the upgrade: %v, %v; want 9, 3, 2, 1", pageIDs(msgs), err)
+	}
+	// The log goes on scrubbing.
+	if _, err := db.UpdateMessage(ctx, 2, model.ByUser(3), model.MessageUpdate{Content: ptr("bob says goodbye")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = open()
+	if got := log.String(); got != "" {
+		t.Errorf("second open logged %q, want nothing", got)
+	}
+	checkIndexes(t, db)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	copied := compactedCopy(t, path)
+	for _, gone := range append(layout7Gone, "bob says hello") {
+		if bytes.Contains(copied, []byte(gone)) {
+			t.Errorf("a compacted copy of the upgraded file holds %q", gone)
+		}
+	}
+	for _, kept := range []string{"hello from ada, final version", "bob says goodbye", "root is here"} {
+		if !bytes.Contains(copied, []byte(kept)) {
+			t.Errorf("a compacted copy of the upgraded file lacks %q, a message that is there", kept)
+		}
+	}
+}
+
+// TestUpgradeFromLayout7Resumed: an upgrade to layout 8 cut short after
+// its first transaction (the layout raised, no change rewritten yet) is
+// reported by the check as unfinished, and finished by the next Open.
+func TestUpgradeFromLayout7Resumed(t *testing.T) {
+	path := fixtureCopy(t, "layout7.db")
+	updateFile(t, path, func(tx *bbolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Put(metaChangesNext, itob(1)); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketChangesByMessage); err != nil {
+			return err
+		}
+		return meta.Put(metaLayout, itob(8))
+	})
+	snap, err := OpenSnapshot(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := snap.Check()
+	snap.Close()
+	if err != nil || len(problems) != 1 || !strings.Contains(problems[0], "changes_next is set") {
+		t.Errorf("check mid-upgrade = %q, %v; want one problem saying the upgrade was interrupted", problems, err)
+	}
+	var log bytes.Buffer
+	db, err := Open(path, Options{Now: (&testClock{now: layout7Written}).Now, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "upgraded to layout 8") {
+		t.Errorf("the resumed upgrade logged %q", log.String())
+	}
+	checkIndexes(t, db)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	copied := compactedCopy(t, path)
+	for _, gone := range layout7Gone {
+		if bytes.Contains(copied, []byte(gone)) {
+			t.Errorf("a compacted copy of the file holds %q", gone)
+		}
+	}
+}
+
+// compactedCopy returns the bytes of a compacted copy of the file at path,
+// as herald compact writes it.
+func compactedCopy(t *testing.T, path string) []byte {
+	t.Helper()
+	snap, err := OpenSnapshot(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	out := filepath.Join(t.TempDir(), "compacted.db")
+	if err := snap.Compact(out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	heraldhttp "herald/http"
 	"herald/http/netquirk"
 	"herald/http/stream"
+	"herald/model"
 )
 
 // sseEvent is one event as a client parses it; comment-only blocks are
@@ -359,7 +361,10 @@ func TestStreamDeliversChanges(t *testing.T) {
 
 // TestStreamFilters: q and owner filter like search; an update passes when
 // the message matched before or after it; a deletion passes by the
-// message as it was.
+// message as it was. Each change reaches a stream that watches them all
+// before the next is made: live streams are sent the changes the hub has
+// rendered, and one rendered only after the next edit of its message
+// committed shows the message as that edit left it.
 func TestStreamFilters(t *testing.T) {
 	e := newEnv(t)
 	ada := e.register("ada@example.com", "correct horse battery")
@@ -367,13 +372,20 @@ func TestStreamFilters(t *testing.T) {
 	byWord := e.openStream(bob, "q=Caf%C3%A9", "")
 	byOwner := e.openStream(bob, "owner=ADA@example.com", "")
 	both := e.openStream(bob, "q=cafe%CC%81&owner=bob@example.com", "")
+	watcher := e.openStream(ada, "", "")
+	seen := func() { watcher.next() }
 
-	a1 := e.post(ada, "café with ada")            // word, ada
-	e.post(bob, "tea with bob")                   // neither
-	b1 := e.post(bob, "CAFÉ with bob")            // word, bob
-	e.patch(ada, a1["id"].(float64), "now tea")   // left the word: passes by before
+	a1 := e.post(ada, "café with ada") // word, ada
+	seen()
+	e.post(bob, "tea with bob") // neither
+	seen()
+	b1 := e.post(bob, "CAFÉ with bob") // word, bob
+	seen()
+	e.patch(ada, a1["id"].(float64), "now tea") // left the word: passes by before
+	seen()
 	e.patch(ada, a1["id"].(float64), "still tea") // never the word: ada only
-	e.remove(bob, b1["id"].(float64))             // word, bob
+	seen()
+	e.remove(bob, b1["id"].(float64)) // word, bob
 
 	wants := map[*sseStream][]string{
 		byWord:  {"created #1 café with ada", "created #3 CAFÉ with bob", "updated #1 now tea", "deleted #3"},
@@ -454,7 +466,8 @@ func TestStreamResume(t *testing.T) {
 	m := e.post(ada, "four")
 	e.remove(ada, m["id"].(float64))
 
-	want := []string{"created #2 two", "created #3 three", "created #4 four", "deleted #4"}
+	// Four was deleted before the stream resumed: only its deletion comes.
+	want := []string{"created #2 two", "created #3 three", "deleted #4"}
 	for _, how := range []struct{ name, header, query string }{
 		{"by header", seen.ID, ""},
 		{"by parameter", "", "lastEventId=" + seen.ID},
@@ -606,8 +619,13 @@ func TestStreamResumeAfterAnAccountIsDeleted(t *testing.T) {
 	opening.close()
 	live := e.openStream(ada, "", "")
 
+	// Each change reaches the live stream before the next is made: one
+	// rendered only after the next edit of its message shows the message
+	// as that edit left it.
 	secret := e.post(bob, "bob's first secret")
+	seen := live.nextSummaries(t, 1)
 	e.patch(bob, secret["id"].(float64), "bob's edited secret")
+	seen = append(seen, live.nextSummaries(t, 1)...)
 	kept := e.post(ada, "ada stays")
 	if res := e.do(request{Method: http.MethodDelete, Path: "/api/me", Token: bob, ContentType: "application/json",
 		Body: jsonBody(t, map[string]string{"password": password})}); res.Status != http.StatusNoContent {
@@ -623,7 +641,7 @@ func TestStreamResumeAfterAnAccountIsDeleted(t *testing.T) {
 		t.Errorf("resumed from %s after bob's account went: %q, want %q", from, got, want)
 	}
 	resumed.expectQuiet(100 * time.Millisecond)
-	if got := live.nextSummaries(t, 4); got[0] != fmt.Sprintf("created #%d bob's first secret", secretID) ||
+	if got := append(seen, live.nextSummaries(t, 2)...); got[0] != fmt.Sprintf("created #%d bob's first secret", secretID) ||
 		got[1] != fmt.Sprintf("updated #%d bob's edited secret", secretID) {
 		t.Errorf("the live stream got %q, want bob's message as it happened", got)
 	}
@@ -1001,3 +1019,185 @@ func TestStreamClientThatTalks(t *testing.T) {
 		t.Fatalf("reading until the server closes: %v", err)
 	}
 }
+
+// TestStreamCatchUpMemoryBounded is the attack of an outside test run:
+// five accounts post 60 messages each of 10,000 control characters (each
+// renders to about 60 KB of JSON), then open 16 streams each resuming
+// from before them, on connections that never read. The streams hold the
+// hub's bounded memory, and no more, however many they are (hubMemory,
+// replays and the budget of writes in flight: about 28 MiB), rather than
+// a batch rendered and copied for each of them; and once the clients are
+// gone, so is what they held. A client that reads, resuming from the same
+// place meanwhile, gets every message.
+func TestStreamCatchUpMemoryBounded(t *testing.T) {
+	e := newEnv(t, withStreams(stream.Limits{WriteTimeout: 3 * time.Second}))
+	ctx := context.Background()
+	from, _, err := e.DB.ChangeHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := strings.Repeat("\x01", model.MaxContentChars)
+	var tokens []string
+	for i := range 5 {
+		token := e.register(fmt.Sprintf("attacker%d@example.com", i), "correct horse battery")
+		tokens = append(tokens, token)
+		u, _, err := e.DB.Authenticate(ctx, auth.HashToken(token))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 60 {
+			if _, err := e.DB.CreateMessage(ctx, model.ByUser(u.ID), content); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	host := strings.TrimPrefix(e.URL, "http://")
+	last := strconv.FormatUint(from, 10)
+
+	var base runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&base)
+	var stalled []net.Conn
+	defer func() {
+		for _, c := range stalled {
+			c.Close()
+		}
+	}()
+	for _, token := range tokens {
+		for range 16 {
+			c, err := net.Dial("tcp", host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stalled = append(stalled, c)
+			// A small receive buffer, as a client that stops reading at once.
+			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+			fmt.Fprintf(c, "GET /api/messages/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nLast-Event-ID: %s\r\n\r\n", host, token, last)
+		}
+	}
+	reader := e.openStream(e.register("reader@example.com", "correct horse battery"), "", last)
+
+	// The heap held after each collection, at its highest, while the
+	// stalled streams catch up and the reader reads.
+	peak := make(chan uint64)
+	stop := make(chan struct{})
+	go func() {
+		var most uint64
+		var m runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				peak <- most
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&m)
+			most = max(most, m.HeapAlloc)
+		}
+	}()
+	got := 0
+	for got < 300 {
+		ev, ok := reader.tryNext(60 * time.Second)
+		if !ok {
+			t.Fatalf("the reading client got %d of the 300 messages", got)
+		}
+		if ev.Event == "message.created" {
+			got++
+		}
+	}
+	time.Sleep(time.Second) // the stalled streams go on holding what they hold
+	close(stop)
+	grew := int64(<-peak) - int64(base.HeapAlloc)
+	const bound = 64 << 20
+	t.Logf("80 stalled streams and a reader resuming before 300 messages of 60 KB: the heap grew by %.1f MiB at most", float64(grew)/(1<<20))
+	if grew > bound {
+		t.Errorf("the heap grew by %d MiB while streams caught up, want at most %d MiB", grew>>20, bound>>20)
+	}
+
+	// Gone, the clients hold nothing.
+	for _, c := range stalled {
+		c.Close()
+	}
+	reader.close()
+	var after runtime.MemStats
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if int64(after.HeapAlloc)-int64(base.HeapAlloc) < 24<<20 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if left := int64(after.HeapAlloc) - int64(base.HeapAlloc); left >= 24<<20 {
+		t.Errorf("%d MiB still held after the clients left, want less than the hub's own memory", left>>20)
+	}
+}
+
+// TestStreamResumeReplaysAsNow: a stream resuming from before a message
+// was edited, deleted by its owner, removed by an administrator, or
+// removed with all of its owner's messages replays each message as it is
+// now: an edited one with its final words at its creation and each
+// update, and of one gone only its deletion; nothing edited away or
+// deleted is sent again. So whether the hub still holds the changes as it
+// rendered them for a stream that watched them happen, or reads them from
+// the log after a restart.
+func TestStreamResumeReplaysAsNow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "herald.db")
+	e, stop := serveDB(t, openDB(t, path), heraldhttp.Config{}, nil)
+	const password = "correct horse battery"
+	root := e.admin("root@example.com")
+	ada := e.register("ada@example.com", password)
+	bob := e.register("bob@example.com", password)
+	opening := e.openStream(ada, "", "")
+	var from string
+	for from == "" {
+		from = (<-opening.events).ID
+	}
+	opening.close()
+	watcher := e.openStream(root, "", "")
+
+	edited := id(e.post(ada, "first draft alpha"))
+	e.patch(ada, edited, "second draft bravo")
+	e.patch(ada, edited, "final words charlie")
+	regretted := id(e.post(ada, "regretted delta"))
+	e.remove(ada, regretted)
+	abusive := id(e.post(bob, "abusive echo"))
+	e.remove(root, abusive)
+	spam := id(e.post(bob, "spam foxtrot"))
+	kept := id(e.post(ada, "kept golf"))
+	bobID := int(e.do(request{Method: http.MethodGet, Path: "/api/me", Token: bob}).JSON(t)["id"].(float64))
+	if res := e.do(request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/admin/users/%d/messages", bobID), Token: root}); res.Status != http.StatusNoContent {
+		t.Fatalf("remove bob's messages: %d %s", res.Status, res.Body)
+	}
+	want := []string{
+		fmt.Sprintf("created #%d final words charlie", int(edited)),
+		fmt.Sprintf("updated #%d final words charlie", int(edited)),
+		fmt.Sprintf("updated #%d final words charlie", int(edited)),
+		fmt.Sprintf("deleted #%d", int(regretted)),
+		fmt.Sprintf("deleted #%d", int(abusive)),
+		fmt.Sprintf("created #%d kept golf", int(kept)),
+		fmt.Sprintf("deleted #%d", int(spam)),
+	}
+	watched := watcher.nextSummaries(t, 10) // the hub rendered every change as it happened
+	if watched[0] != fmt.Sprintf("created #%d first draft alpha", int(edited)) {
+		t.Fatalf("the watching stream got %q first, want the message as it was created", watched[0])
+	}
+	resume := func(e *env, how string) {
+		t.Helper()
+		st := e.openStream(ada, "", from)
+		if got := st.nextSummaries(t, len(want)); !slices.Equal(got, want) {
+			t.Errorf("%s: resumed with\n%q\nwant\n%q", how, got, want)
+		}
+		st.expectQuiet(100 * time.Millisecond)
+		st.close()
+	}
+	resume(e, "from the hub's window")
+	stop()
+	e, _ = serveDB(t, openDB(t, path), heraldhttp.Config{}, nil)
+	resume(e, "from the log, after a restart")
+}
+
+// id is the ID in a message's JSON.
+func id(m map[string]any) float64 { return m["id"].(float64) }

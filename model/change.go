@@ -41,20 +41,42 @@ func (k ChangeKind) String() string {
 
 // Change is one committed change, as a store's change log keeps it for
 // live streams: to a message, or to an account's tokens.
+//
+// The log keeps a message's content in one change only, its newest: the
+// write that edits or deletes a message scrubs the content from the
+// change before, so nothing edited away or deleted stays in the log (or in
+// a copy of the database). A deletion carries no content at all.
 type Change struct {
 	Seq  uint64 // position in the log, from 1, rising in commit order
 	Kind ChangeKind
 	At   time.Time // when it committed
-	// Message is the message after the change; for a deletion, as it was
-	// last stored. OwnerEmail is kept with the change, so it is known even
-	// after the owner's account is gone.
+	// Message is the message after the change; a deletion's holds only
+	// its ID, owner and times. OwnerEmail is kept with the change, so it
+	// is known even after the owner's account is gone, unless the
+	// deletion is of a deleted account's message, whose e-mail the log
+	// does not keep ("" then).
 	Message Message
-	// Before is the content an update replaced (empty otherwise), so a
-	// reader filtering by words can tell a message that stopped matching.
-	Before string
+	// Scrubbed says the message was edited or deleted after this change,
+	// and the log holds none of its content. ChangesAfter fills Message
+	// with the message as it is now when it still exists, and sets Gone
+	// when it does not.
+	Scrubbed bool
+	Gone     bool
 	// UserID is the account whose tokens a TokensRevoked change concerns;
 	// zero for the changes of messages, whose owner is Message.OwnerID.
 	UserID uint64
+}
+
+// ChangeBatchBytes bounds the content a store's ChangesAfter returns at
+// once, whatever count it is asked for: one message may hold 40 KB of
+// text, which JSON may escape to six times as many bytes, and a reader
+// holds what it is given while it renders and writes it. A change bigger
+// than the bound on its own still comes, alone.
+const ChangeBatchBytes = 64 << 10
+
+// ChangeBytes is what ch counts against ChangeBatchBytes.
+func ChangeBytes(ch *Change) int {
+	return len(ch.Message.Content) + len(ch.Message.OwnerEmail)
 }
 
 // ErrChangeUnknown is a store's answer to a request for the changes after a

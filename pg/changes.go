@@ -44,12 +44,60 @@ const notifyChannel = "herald_changes"
 
 // feed is what this instance knows of the log's head, and the channel that
 // wakes its readers when the head moves. It also knows the newest message
-// ID given out, which search starts its windows from.
+// ID given out, which search starts its windows from, and the changes this
+// instance committed last, as they committed (see RecentChangesAfter).
 type feed struct {
 	mu      sync.Mutex
 	head    uint64
 	wait    chan struct{}
 	message atomic.Uint64
+
+	// committed holds the changes of messages this instance committed
+	// last, by position, oldest first in order: at most feedMemory of
+	// them, about feedMemoryBytes of content.
+	committed map[uint64]*model.Change
+	order     []uint64
+	bytes     int
+}
+
+// The feed keeps this instance's newest changes in memory, at most
+// feedMemory of them and about feedMemoryBytes of content: its live
+// streams are rendered within moments of a commit.
+const (
+	feedMemory      = 4096
+	feedMemoryBytes = 8 << 20
+)
+
+// keep notes changes this instance committed, their positions given.
+func (f *feed) keep(chs ...*model.Change) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.committed == nil {
+		f.committed = make(map[uint64]*model.Change)
+	}
+	for _, ch := range chs {
+		if ch.Kind == model.TokensRevoked || ch.Kind == model.MessageDeleted {
+			continue // nothing a scrub takes from them
+		}
+		f.committed[ch.Seq] = ch
+		f.order = append(f.order, ch.Seq)
+		f.bytes += model.ChangeBytes(ch)
+	}
+	drop := 0
+	for len(f.order)-drop > 1 && (len(f.order)-drop > feedMemory || f.bytes > feedMemoryBytes) {
+		f.bytes -= model.ChangeBytes(f.committed[f.order[drop]])
+		delete(f.committed, f.order[drop])
+		drop++
+	}
+	f.order = append(f.order[:0], f.order[drop:]...)
+}
+
+// asCommitted returns the change at position seq as this instance
+// committed it, nil when it did not or has forgotten it.
+func (f *feed) asCommitted(seq uint64) *model.Change {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.committed[seq]
 }
 
 // advance moves the head to at least head, waking readers if it moved.
@@ -205,24 +253,41 @@ func (db *DB) ChangeHead(ctx context.Context) (uint64, <-chan struct{}, error) {
 
 // changesSQL reads the head, the floor and the changes after a position
 // in one statement, so in one snapshot: every change up to the head it
-// reads is committed and visible to it.
+// reads is committed and visible to it. A change of a message or a
+// creation scrubbed since (its content NULL) is joined to the message as
+// it is now, which it lacks when the message is gone. The changes stop at
+// $2 of them, and before the one that would take their content beyond $3
+// bytes, but for the first.
 const changesSQL = `
-SELECT h.seq, f.seq, c.seq, c.kind, c.at, c.user_id, c.message_id, c.owner_email, c.content, c.before,
+SELECT h.seq, f.seq, c.seq, c.kind, c.at, c.user_id, c.message_id, c.owner_email, c.content, c.scrubbed, c.gone,
 	c.created_at, c.updated_at, c.revision
 FROM change_counter h CROSS JOIN change_floor f
 LEFT JOIN LATERAL (
-	SELECT * FROM changes WHERE seq > $1 AND seq <= h.seq AND $1 >= f.seq ORDER BY seq LIMIT $2
-) c ON true`
+	SELECT x.*, sum(x.bytes) OVER (ORDER BY x.seq) AS upto, row_number() OVER (ORDER BY x.seq) AS n FROM (
+		SELECT c.seq, c.kind, c.at, c.user_id, c.message_id, c.owner_email,
+			coalesce(c.content, m.content) AS content,
+			c.content IS NULL AND c.kind IN (1, 2) AS scrubbed,
+			c.content IS NULL AND c.kind IN (1, 2) AND m.id IS NULL AS gone,
+			c.created_at, coalesce(m.updated_at, c.updated_at) AS updated_at, coalesce(m.revision, c.revision) AS revision,
+			coalesce(octet_length(coalesce(c.content, m.content)), 0) + octet_length(c.owner_email) AS bytes
+		FROM changes c LEFT JOIN messages m ON c.content IS NULL AND c.kind IN (1, 2) AND m.id = c.message_id
+		WHERE c.seq > $1 AND c.seq <= h.seq AND $1 >= f.seq ORDER BY c.seq LIMIT $2
+	) x
+) c ON true
+WHERE c.seq IS NULL OR c.n = 1 OR c.upto <= $3
+ORDER BY c.seq`
 
 // ChangesAfter returns up to max changes after position after, oldest
-// first, and the head the read saw. Errors: model.ErrChangeUnknown for a
-// position the log no longer holds (trimmed away) or never held (beyond
-// the head).
+// first, and no more than about model.ChangeBatchBytes of them, and the
+// head the read saw. A change of a message edited or deleted since comes
+// scrubbed, with the message as it is now or Gone. Errors:
+// model.ErrChangeUnknown for a position the log no longer holds (trimmed
+// away) or never held (beyond the head).
 func (db *DB) ChangesAfter(ctx context.Context, after uint64, max int) ([]*model.Change, uint64, error) {
 	if max <= 0 {
 		max = 1
 	}
-	rows, err := db.pool.Query(ctx, changesSQL, int64(after), max)
+	rows, err := db.pool.Query(ctx, changesSQL, int64(after), max, model.ChangeBatchBytes)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -237,9 +302,10 @@ func (db *DB) ChangesAfter(ctx context.Context, after uint64, max int) ([]*model
 			kind                             *int16
 			at, created, updated             *time.Time
 			email                            *string
-			content, before                  []byte
+			content                          []byte
+			scrubbed, gone                   *bool
 		)
-		if err := rows.Scan(&head, &floor, &seq, &kind, &at, &userID, &messageID, &email, &content, &before,
+		if err := rows.Scan(&head, &floor, &seq, &kind, &at, &userID, &messageID, &email, &content, &scrubbed, &gone,
 			&created, &updated, &revision); err != nil {
 			return nil, 0, err
 		}
@@ -256,7 +322,7 @@ func (db *DB) ChangesAfter(ctx context.Context, after uint64, max int) ([]*model
 				Content: string(content), CreatedAt: created.UTC(), UpdatedAt: updated.UTC(),
 				Revision: uint64(*revision),
 			}
-			ch.Before = string(before)
+			ch.Scrubbed, ch.Gone = *scrubbed, *gone
 		default:
 			return nil, 0, errors.New("change " + strconv.FormatInt(*seq, 10) + " is of an unknown kind")
 		}
@@ -270,6 +336,25 @@ func (db *DB) ChangesAfter(ctx context.Context, after uint64, max int) ([]*model
 		return nil, uint64(head), model.ErrChangeUnknown
 	}
 	return out, uint64(head), nil
+}
+
+// RecentChangesAfter is ChangesAfter, but the changes this instance
+// committed and still holds in memory come as they committed, content
+// edited away or deleted since included: what its live streams are sent,
+// however late its hub renders them. (Another instance's live streams
+// may be sent a change of a message as the message is now, when it was
+// edited or deleted before they rendered it.)
+func (db *DB) RecentChangesAfter(ctx context.Context, after uint64, max int) ([]*model.Change, uint64, error) {
+	chs, head, err := db.ChangesAfter(ctx, after, max)
+	for i, ch := range chs {
+		if !ch.Scrubbed {
+			continue
+		}
+		if c := db.feed.asCommitted(ch.Seq); c != nil && c.Kind == ch.Kind && c.Message.ID == ch.Message.ID {
+			chs[i] = c
+		}
+	}
+	return chs, head, err
 }
 
 // trimChunk bounds the changes one trim transaction removes.

@@ -121,9 +121,9 @@ WITH x AS (
 	SELECT c.message_id - k.cnt + ok.k, ok.user_id, x.content, ($7::text[])[x.lo:x.hi], c.message_created, c.message_created, 1
 	FROM c, k, ok JOIN x ON x.n = ok.n
 ), ch AS (
-	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, before, created_at, updated_at, revision)
+	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, created_at, updated_at, revision)
 	SELECT c.seq - k.cnt + ok.k, ` + strconv.Itoa(int(model.MessageCreated)) + `, $6, ok.user_id, c.message_id - k.cnt + ok.k,
-		ok.email, x.content, ''::bytea, c.message_created, c.message_created, 1
+		ok.email, x.content, c.message_created, c.message_created, 1
 	FROM c, k, ok JOIN x ON x.n = ok.n
 ), nt AS (
 	SELECT pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) FROM c
@@ -169,6 +169,7 @@ func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResul
 	defer rows.Close()
 	results := make([]createResult, n)
 	var newestSeq, newestID uint64
+	var committed []*model.Change
 	for rows.Next() {
 		var (
 			i                 int64
@@ -196,6 +197,7 @@ func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResul
 			created := at.UTC()
 			results[i-1].m = &model.Message{ID: uint64(*id), OwnerID: uint64(*userID), OwnerEmail: *email, Content: op.content,
 				CreatedAt: created, UpdatedAt: created, Revision: 1}
+			committed = append(committed, &model.Change{Seq: uint64(*seq), Kind: model.MessageCreated, At: now, Message: *results[i-1].m})
 			newestSeq, newestID = max(newestSeq, uint64(*seq)), max(newestID, uint64(*id))
 		}
 	}
@@ -209,6 +211,7 @@ func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResul
 			db.onCommit(time.Since(start), n)
 		}
 		db.feed.sawMessage(newestID)
+		db.feed.keep(committed...)
 		db.feed.advance(newestSeq)
 	}
 	return results, nil

@@ -129,7 +129,7 @@ func (db *DB) BeginImport(ctx context.Context) (*Importer, error) {
 			"suspended", "last_seen_at"}},
 		tokens:   &copyBuffer{table: "tokens", columns: []string{"hash", "handle", "user_id", "created_at", "expires_at", "last_used_at"}},
 		messages: &copyBuffer{table: "messages", columns: []string{"id", "owner_id", "content", "terms", "created_at", "updated_at", "revision"}},
-		changes: &copyBuffer{table: "changes", columns: []string{"seq", "kind", "at", "user_id", "message_id", "owner_email", "content", "before",
+		changes: &copyBuffer{table: "changes", columns: []string{"seq", "kind", "at", "user_id", "message_id", "owner_email", "content",
 			"created_at", "updated_at", "revision"}},
 		invites: &copyBuffer{table: "invites", columns: []string{"id", "code_hash", "max_uses", "uses", "created_at", "expires_at", "created_by"}},
 		resets:  &copyBuffer{table: "password_resets", columns: []string{"code_hash", "user_id", "created_at", "expires_at"}},
@@ -204,10 +204,14 @@ func (im *Importer) Change(ch *model.Change) error {
 	row := []any{int64(ch.Seq), int16(ch.Kind), ch.At}
 	switch ch.Kind {
 	case model.TokensRevoked:
-		row = append(row, int64(ch.UserID), int64(0), "", []byte{}, []byte{}, nil, nil, int64(0))
+		row = append(row, int64(ch.UserID), int64(0), "", nil, nil, nil, int64(0))
 	default:
 		m := &ch.Message
-		row = append(row, int64(m.OwnerID), int64(m.ID), m.OwnerEmail, []byte(m.Content), []byte(ch.Before), m.CreatedAt, m.UpdatedAt, int64(m.Revision))
+		var content []byte // NULL: a deletion, or a change scrubbed since
+		if ch.Kind != model.MessageDeleted && !ch.Scrubbed {
+			content = []byte(m.Content)
+		}
+		row = append(row, int64(m.OwnerID), int64(m.ID), m.OwnerEmail, content, m.CreatedAt, m.UpdatedAt, int64(m.Revision))
 	}
 	im.counts.Changes++
 	return im.add(im.changes, row)

@@ -78,8 +78,8 @@ WITH t AS (` + caller + `
 	INSERT INTO messages (id, owner_id, content, terms, created_at, updated_at, revision)
 	SELECT c.message_id, ok.user_id, $3, $4, c.message_created, c.message_created, 1 FROM c, ok
 ), ch AS (
-	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, before, created_at, updated_at, revision)
-	SELECT c.seq, ` + strconv.Itoa(int(model.MessageCreated)) + `, $2, ok.user_id, c.message_id, ok.email, $3, ''::bytea,
+	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, created_at, updated_at, revision)
+	SELECT c.seq, ` + strconv.Itoa(int(model.MessageCreated)) + `, $2, ok.user_id, c.message_id, ok.email, $3,
 		c.message_created, c.message_created, 1 FROM c, ok
 )
 SELECT t.user_id, t.expires_at, t.last_used_at, t.email, c.seq, c.message_id, c.message_created,
@@ -136,11 +136,13 @@ func (db *DB) createOnce(ctx context.Context, by model.Caller, content string, t
 	if db.onCommit != nil {
 		db.onCommit(time.Since(start), 1)
 	}
-	db.feed.sawMessage(uint64(*id))
-	db.feed.advance(uint64(*seq))
 	created := at.UTC()
-	return &model.Message{ID: uint64(*id), OwnerID: uint64(*userID), OwnerEmail: *email, Content: content,
-		CreatedAt: created, UpdatedAt: created, Revision: 1}, nil
+	m := &model.Message{ID: uint64(*id), OwnerID: uint64(*userID), OwnerEmail: *email, Content: content,
+		CreatedAt: created, UpdatedAt: created, Revision: 1}
+	db.feed.sawMessage(m.ID)
+	db.feed.keep(&model.Change{Seq: uint64(*seq), Kind: model.MessageCreated, At: now, Message: *m})
+	db.feed.advance(uint64(*seq))
+	return m, nil
 }
 
 // resolver reads the caller's account in the round trip of a read.
@@ -260,7 +262,6 @@ func (db *DB) UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd
 		if upd.Content == nil || *upd.Content == m.Content {
 			return nil
 		}
-		before := m.Content
 		m.Content = *upd.Content
 		m.UpdatedAt = db.clock()
 		m.Revision++
@@ -268,7 +269,7 @@ func (db *DB) UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd
 			int64(id), []byte(m.Content), newTerms, m.UpdatedAt, int64(m.Revision)); err != nil {
 			return err
 		}
-		w.record(model.MessageUpdated, m, before)
+		w.record(model.MessageUpdated, m)
 		return nil
 	})
 	if err != nil {
@@ -297,7 +298,7 @@ func (db *DB) DeleteMessage(ctx context.Context, id uint64, by model.Caller, pre
 				return err
 			}
 		}
-		w.record(model.MessageDeleted, m, "")
+		w.record(model.MessageDeleted, m)
 		out = m
 		return nil
 	})

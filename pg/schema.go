@@ -187,6 +187,24 @@ ALTER INDEX messages_by_terms SET (fastupdate = on, gin_pending_list_limit = 256
 -- ANALYZE (autovacuum's, in time) applies it to a filled table.
 ALTER TABLE messages ALTER COLUMN terms SET STATISTICS 10000;
 `,
+	// 3: the change log keeps a message's content in its newest change
+	// only (see changes.go): every other change of a message, and every
+	// deletion, loses its content, and no change keeps the content an
+	// update replaced.
+	`
+ALTER TABLE changes ALTER COLUMN content DROP NOT NULL;
+WITH newest AS (
+	SELECT message_id, max(seq) AS seq FROM changes WHERE kind IN (1, 2, 3) GROUP BY message_id
+)
+UPDATE changes c SET content = NULL FROM newest n
+WHERE c.message_id = n.message_id AND c.kind IN (1, 2, 3)
+	AND (c.seq < n.seq OR c.kind = 3 OR NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = c.message_id));
+UPDATE changes SET content = NULL WHERE kind = 4;
+ALTER TABLE changes DROP COLUMN before;
+-- The changes that hold content: one a message at most, the one an edit
+-- or a deletion of the message scrubs.
+CREATE INDEX changes_holding_content ON changes (message_id) WHERE content IS NOT NULL;
+`,
 }
 
 // SchemaVersion is the schema version this Herald writes.

@@ -1,10 +1,13 @@
 package pg_test
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"herald/bolt"
 	"herald/pg"
@@ -15,7 +18,7 @@ import (
 // conformance suite, closed at cleanup.
 func openForSuite(t *testing.T, now func() time.Time) storetest.Opened {
 	t.Helper()
-	db, _ := open(t, pg.Options{Now: now})
+	db, url := open(t, pg.Options{Now: now})
 	return storetest.Opened{
 		Store: db,
 		Counts: func(ctx context.Context) (storetest.Counts, error) {
@@ -23,7 +26,34 @@ func openForSuite(t *testing.T, now func() time.Time) storetest.Opened {
 			return storetest.Counts(c), err
 		},
 		FlushTokenUses: db.FlushTokenUses,
+		Copy:           func(ctx context.Context) ([]byte, error) { return dump(ctx, url) },
 	}
+}
+
+// dump returns the rows of every table of the database at url, as COPY
+// writes them, which is what pg_dump writes of them.
+func dump(ctx context.Context, url string) ([]byte, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT quote_ident(table_name) FROM information_schema.tables
+		WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`)
+	if err != nil {
+		return nil, err
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	for _, table := range tables {
+		if _, err := conn.PgConn().CopyTo(ctx, &out, "COPY "+table+" TO STDOUT"); err != nil {
+			return nil, err
+		}
+	}
+	return out.Bytes(), nil
 }
 
 func openBolt(t *testing.T, now func() time.Time) storetest.Opened {

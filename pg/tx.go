@@ -94,6 +94,7 @@ func (db *DB) writeOnce(ctx context.Context, fn func(w *writeTx) error) (err err
 		if db.onCommit != nil {
 			db.onCommit(time.Since(start), 1)
 		}
+		db.feed.keep(w.changes...)
 		db.feed.advance(head)
 	}
 	return nil
@@ -208,9 +209,16 @@ func uniqueViolation(err error, constraint string) bool {
 	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == constraint
 }
 
-// record adds a change to the transaction's log entries.
-func (w *writeTx) record(kind model.ChangeKind, m *model.Message, before string) {
-	w.changes = append(w.changes, &model.Change{Kind: kind, Message: *m, Before: before})
+// record adds a change to the transaction's log entries. An update or a
+// deletion scrubs the content of the message's change before it (see
+// finishSQL), so the log keeps what the message is now, never what it was;
+// a deletion logs no content.
+func (w *writeTx) record(kind model.ChangeKind, m *model.Message) {
+	ch := &model.Change{Kind: kind, Message: *m}
+	if kind == model.MessageDeleted {
+		ch.Message.Content = ""
+	}
+	w.changes = append(w.changes, ch)
 }
 
 // recordRevocation logs that tokens of userID stopped working before their
@@ -223,8 +231,9 @@ func (w *writeTx) recordRevocation(userID uint64) {
 // finishSQL is a write transaction's last statement: it takes as many
 // positions as there are changes from the counter, inserts the changes,
 // and notifies the other instances, whose notification PostgreSQL
-// delivers at commit. $1 is the number of changes, $2 the time, $3 to $11
-// the changes' fields as arrays.
+// delivers at commit. $1 is the number of changes, $2 the time, $3 to $7
+// and $9 to $11 the changes' fields as arrays, and $8 the messages whose
+// changes so far lose their content: those it updates or deletes.
 //
 // A transaction that ends with a purge (see purge) deletes the messages
 // in the same statement, and their changes follow the others: however
@@ -234,7 +243,7 @@ func (w *writeTx) recordRevocation(userID uint64) {
 func finishSQL(p *purge) string {
 	var sb strings.Builder
 	sb.WriteString("WITH ")
-	purged, order := "0", ""
+	purged, order, scrubbed := "0", "", ""
 	if p != nil {
 		order = "d.id"
 		if p.newestFirst {
@@ -242,8 +251,9 @@ func finishSQL(p *purge) string {
 		}
 		sb.WriteString(`d AS (
 	DELETE FROM messages m WHERE ` + p.where + `
-	RETURNING m.id, m.owner_id, m.content, m.created_at, m.updated_at, m.revision
+	RETURNING m.id, m.owner_id, m.created_at, m.updated_at, m.revision
 ), k AS (SELECT count(*) AS n, $12::bigint AS account FROM d), `)
+		scrubbed = " OR message_id IN (SELECT id FROM d)"
 		if p.account != 0 {
 			// After its messages, in the same statement: the foreign key
 			// is checked at the statement's end.
@@ -251,22 +261,26 @@ func finishSQL(p *purge) string {
 		}
 		purged = "(SELECT n FROM k)"
 	}
-	sb.WriteString(`c AS (
+	// The statement's snapshot does not see the changes it inserts: only
+	// the older ones are scrubbed.
+	sb.WriteString(`s AS (
+	UPDATE changes SET content = NULL WHERE content IS NOT NULL AND (message_id = ANY($8::bigint[])` + scrubbed + `)
+), c AS (
 	UPDATE change_counter SET seq = seq + $1 + ` + purged + `
 	RETURNING seq, message_id
 ), ch AS (
-	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, before, created_at, updated_at, revision)
-	SELECT c.seq - ` + purged + ` - $1 + x.n, x.kind, $2, x.user_id, x.message_id, x.email, x.content, x.before,
+	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, created_at, updated_at, revision)
+	SELECT c.seq - ` + purged + ` - $1 + x.n, x.kind, $2, x.user_id, x.message_id, x.email, x.content,
 		x.created_at, x.updated_at, x.revision
-	FROM c, unnest($3::smallint[], $4::bigint[], $5::bigint[], $6::text[], $7::bytea[], $8::bytea[],
+	FROM c, unnest($3::smallint[], $4::bigint[], $5::bigint[], $6::text[], $7::bytea[],
 		$9::timestamptz[], $10::timestamptz[], $11::bigint[])
-		WITH ORDINALITY AS x(kind, user_id, message_id, email, content, before, created_at, updated_at, revision, n)
+		WITH ORDINALITY AS x(kind, user_id, message_id, email, content, created_at, updated_at, revision, n)
 )`)
 	if p != nil {
 		sb.WriteString(`, pd AS (
-	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, before, created_at, updated_at, revision)
+	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, created_at, updated_at, revision)
 	SELECT c.seq - ` + purged + ` + row_number() OVER (ORDER BY ` + order + `), ` + strconv.Itoa(int(model.MessageDeleted)) + `, $2,
-		d.owner_id, d.id, coalesce($13::text, u.email, ''), d.content, ''::bytea, d.created_at, d.updated_at, d.revision
+		d.owner_id, d.id, coalesce($13::text, u.email, ''), NULL, d.created_at, d.updated_at, d.revision
 	FROM c, d LEFT JOIN users u ON u.id = d.owner_id
 )`)
 	}
@@ -292,22 +306,28 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 	ids := make([]int64, n)
 	emails := make([]string, n)
 	contents := make([][]byte, n)
-	befores := make([][]byte, n)
+	var scrub []int64
 	created := make([]*time.Time, n)
 	updated := make([]*time.Time, n)
 	revisions := make([]int64, n)
 	for i, ch := range w.changes {
 		kinds[i] = int16(ch.Kind)
-		contents[i], befores[i] = []byte{}, []byte(ch.Before)
 		if ch.Kind == model.TokensRevoked {
 			users[i] = int64(ch.UserID)
 			continue
 		}
 		m := &ch.Message
-		users[i], ids[i], emails[i], contents[i], revisions[i] = int64(m.OwnerID), int64(m.ID), m.OwnerEmail, []byte(m.Content), int64(m.Revision)
+		users[i], ids[i], emails[i], revisions[i] = int64(m.OwnerID), int64(m.ID), m.OwnerEmail, int64(m.Revision)
+		if ch.Kind != model.MessageDeleted {
+			contents[i] = []byte(m.Content) // a deletion's stays nil: NULL
+		}
+		if ch.Kind != model.MessageCreated {
+			scrub = append(scrub, int64(m.ID))
+		}
 		created[i], updated[i] = &m.CreatedAt, &m.UpdatedAt
 	}
-	args := []any{n, w.db.clock(), kinds, users, ids, emails, contents, befores, created, updated, revisions}
+	at := w.db.clock()
+	args := []any{n, at, kinds, users, ids, emails, contents, scrub, created, updated, revisions}
 	if w.purge != nil {
 		var email any
 		if w.purge.account != 0 {
@@ -345,6 +365,11 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 	}
 	if w.purged != nil {
 		*w.purged = int(purged)
+	}
+	// The changes took the positions before the purge's, in order.
+	first := uint64(head-purged) - uint64(n) + 1
+	for i, ch := range w.changes {
+		ch.Seq, ch.At = first+uint64(i), at
 	}
 	w.db.feed.sawMessage(uint64(messageID))
 	return uint64(head), nil

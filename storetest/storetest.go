@@ -7,8 +7,10 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -38,12 +40,17 @@ type Store interface {
 // Counts is how many records of each kind a store holds.
 type Counts struct{ Users, Tokens, Messages int }
 
-// Opened is a store under test, with the two things stores do not offer
-// alike: their counts, and writing the token uses they noted.
+// Opened is a store under test, with the things stores do not offer
+// alike: their counts, writing the token uses they noted, and a copy of
+// all they hold.
 type Opened struct {
 	Store          Store
 	Counts         func(ctx context.Context) (Counts, error)
 	FlushTokenUses func(ctx context.Context) (int, error)
+	// Copy returns the bytes of a copy of everything the store holds, as
+	// an operator's copy would hold them: a compacted copy of a bbolt
+	// file, the rows of a PostgreSQL dump.
+	Copy func(ctx context.Context) ([]byte, error)
 }
 
 // Opener opens a fresh, empty store whose clock is now, closed at t's
@@ -103,6 +110,9 @@ func Run(t *testing.T, open Opener) {
 		{"Preconditions", testPreconditions},
 		{"LogoutWhileWriting", testLogoutWhileWriting},
 		{"ChangeLog", testChangeLog},
+		{"ChangeLogKeepsNothingGone", testChangeLogKeepsNothingGone},
+		{"ChangesAsCommitted", testChangesAsCommitted},
+		{"ChangesBoundedByBytes", testChangesBoundedByBytes},
 		{"ChangeHeadWakes", testChangeHeadWakes},
 		{"TrimChanges", testTrimChanges},
 		{"ConcurrentWrites", testConcurrentWrites},
@@ -469,8 +479,11 @@ func ChangeString(ch *model.Change) string {
 	m := ch.Message
 	s := fmt.Sprintf("%d %s #%d of %d %s %q r%d %s %s", ch.Seq, ch.Kind, m.ID, m.OwnerID, m.OwnerEmail, m.Content, m.Revision,
 		m.CreatedAt.Format(time.RFC3339Nano), m.UpdatedAt.Format(time.RFC3339Nano))
-	if ch.Before != "" {
-		s += fmt.Sprintf(" (was %q)", ch.Before)
+	if ch.Scrubbed {
+		s += " scrubbed"
+	}
+	if ch.Gone {
+		s += " gone"
 	}
 	return s
 }
@@ -786,11 +799,15 @@ func testChangeLog(e *env) {
 	if _, err := e.Store.DeleteMessage(ctx, m2.ID, model.ByUser(bob.ID), nil); err != nil {
 		t.Fatal(err)
 	}
+	// Each change shows the message as it is now: m1's creation its
+	// edited content, m2's nothing, being gone; its deletion no content.
+	gone := *m2
+	gone.Content = ""
 	want := []string{
-		ChangeString(&model.Change{Seq: 1, Kind: model.MessageCreated, Message: *m1}),
-		ChangeString(&model.Change{Seq: 2, Kind: model.MessageCreated, Message: *m2}),
-		ChangeString(&model.Change{Seq: 3, Kind: model.MessageUpdated, Message: *up, Before: "hello world"}),
-		ChangeString(&model.Change{Seq: 4, Kind: model.MessageDeleted, Message: *m2}),
+		ChangeString(&model.Change{Seq: 1, Kind: model.MessageCreated, Message: *up, Scrubbed: true}),
+		ChangeString(&model.Change{Seq: 2, Kind: model.MessageCreated, Message: gone, Scrubbed: true, Gone: true}),
+		ChangeString(&model.Change{Seq: 3, Kind: model.MessageUpdated, Message: *up}),
+		ChangeString(&model.Change{Seq: 4, Kind: model.MessageDeleted, Message: gone}),
 	}
 	if got := changeStrings(e.changes(0)); !slices.Equal(got, want) {
 		t.Errorf("log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -1036,7 +1053,7 @@ func testRetention(e *env) {
 		t.Fatalf("%d changes logged, want 1000", len(chs))
 	}
 	for i, ch := range chs {
-		if ch.Kind != model.MessageDeleted || ch.Message.ID != msgs[i].ID || ch.Message.OwnerEmail != ada.Email || ch.Message.Content != msgs[i].Content {
+		if ch.Kind != model.MessageDeleted || ch.Message.ID != msgs[i].ID || ch.Message.OwnerEmail != ada.Email || ch.Message.Content != "" {
 			t.Fatalf("change %d = %s, want the deletion of %d, oldest first", i, ChangeString(ch), msgs[i].ID)
 		}
 	}
@@ -1130,6 +1147,181 @@ func testReadsAfterTheAccountChanges(e *env) {
 			if _, page, err := e.Store.SearchMessages(ctx, model.ByToken(reg), model.SearchQuery{Limit: 5, BeforeID: 1}); err != nil || len(page.Messages) != 0 {
 				t.Errorf("%s: an empty page = %+v, %v", tc.name, page, err)
 			}
+		}
+	}
+}
+
+// testChangeLogKeepsNothingGone: whichever way content goes (an edit, the
+// owner's deletion, an administrator's, the removal of all of an account's
+// messages, the account's deletion, retention), the change log shows every
+// change as the message is now, and no copy of the store holds what went.
+func testChangeLogKeepsNothingGone(e *env) {
+	t := e.t
+	ctx := e.ctx()
+	_, adminTok := e.admin("admin@example.com")
+	ada, _ := e.user("ada@example.com")
+	bob, _ := e.user("bob@example.com")
+	carol, carolTok := e.user("carol@example.com")
+	dave, _ := e.user("dave@example.com")
+	e.post(dave.ID, "oldest words quebec") // for retention
+	e.clock.Add(48 * time.Hour)
+
+	edited := e.post(ada.ID, "first draft alpha")
+	for _, content := range []string{"second draft bravo", "final words charlie"} {
+		if _, err := e.Store.UpdateMessage(ctx, edited.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr(content)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleted := e.post(bob.ID, "regretted delta")
+	moderated := e.post(bob.ID, "abusive echo")
+	kept := e.post(bob.ID, "kept words golf")
+	e.post(carol.ID, "carol hotel")
+	e.post(carol.ID, "carol india")
+	daves := []*model.Message{e.post(dave.ID, "dave juliet"), e.post(dave.ID, "dave kilo")}
+	if _, err := e.Store.UpdateMessage(ctx, daves[0].ID, model.ByUser(dave.ID), model.MessageUpdate{Content: ptr("dave lima")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Store.DeleteMessage(ctx, deleted.ID, model.ByUser(bob.ID), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Store.DeleteMessage(ctx, moderated.ID, model.ByToken(adminTok), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Store.RemoveMessagesOf(ctx, model.ByToken(adminTok), dave.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Store.DeleteAccount(ctx, model.ByToken(carolTok)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Store.DeleteMessagesBefore(ctx, e.clock.Now().Add(-24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every change reads as the message is now: the edited one's creation
+	// and first update show its final words, the rest of what went nothing.
+	now, err := e.Store.UpdateMessage(ctx, edited.ID, model.ByUser(ada.ID), model.MessageUpdate{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists := map[uint64]*model.Message{edited.ID: now, kept.ID: kept}
+	for _, ch := range e.changes(0) {
+		if ch.Kind == model.TokensRevoked {
+			continue
+		}
+		m, there := exists[ch.Message.ID]
+		switch {
+		case ch.Kind == model.MessageDeleted:
+			if ch.Message.Content != "" || there {
+				t.Errorf("%s: want a deletion, without content, of a message that is gone", ChangeString(ch))
+			}
+		case there:
+			if ch.Gone || ch.Message.Content != m.Content || ch.Message.Revision != m.Revision || ch.Scrubbed != (ch.Seq != newestChange(e, m.ID)) {
+				t.Errorf("%s: want message %d as it is now (%q, revision %d), scrubbed unless it is its newest change", ChangeString(ch), m.ID, m.Content, m.Revision)
+			}
+		default:
+			if !ch.Gone || !ch.Scrubbed || ch.Message.Content != "" {
+				t.Errorf("%s: want the change of a message since gone, scrubbed, without content", ChangeString(ch))
+			}
+		}
+	}
+	copied, err := e.Copy(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []string{"alpha", "bravo", "delta", "echo", "hotel", "india", "juliet", "kilo", "lima", "quebec"} {
+		if bytes.Contains(copied, []byte(gone)) || bytes.Contains(copied, []byte(hex.EncodeToString([]byte(gone)))) {
+			t.Errorf("a copy of the store holds %q, which was deleted or edited away", gone)
+		}
+	}
+	for _, there := range []string{"charlie", "golf"} {
+		if !bytes.Contains(copied, []byte(there)) && !bytes.Contains(copied, []byte(hex.EncodeToString([]byte(there)))) {
+			t.Errorf("a copy of the store lacks %q, which is there: the check above proves nothing", there)
+		}
+	}
+}
+
+// newestChange is the position of message id's newest change.
+func newestChange(e *env, id uint64) uint64 {
+	var newest uint64
+	for _, ch := range e.changes(0) {
+		if ch.Kind != model.TokensRevoked && ch.Message.ID == id {
+			newest = ch.Seq
+		}
+	}
+	return newest
+}
+
+// testChangesAsCommitted: the store hands the changes it committed itself
+// to RecentChangesAfter as they committed, for the live streams it serves,
+// while ChangesAfter answers each as the message is now.
+func testChangesAsCommitted(e *env) {
+	t := e.t
+	ctx := e.ctx()
+	ada, _ := e.user("ada@example.com")
+	m := e.post(ada.ID, "as it was created")
+	up, err := e.Store.UpdateMessage(ctx, m.ID, model.ByUser(ada.ID), model.MessageUpdate{Content: ptr("as it was edited")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := e.post(ada.ID, "deleted at once")
+	if _, err := e.Store.DeleteMessage(ctx, gone.ID, model.ByUser(ada.ID), nil); err != nil {
+		t.Fatal(err)
+	}
+	recent, head, err := e.Store.RecentChangesAfter(ctx, 0, 100)
+	if err != nil || head != 4 {
+		t.Fatalf("RecentChangesAfter(0) = %v, head %d, %v", changeStrings(recent), head, err)
+	}
+	deleted := *gone
+	deleted.Content = ""
+	want := []string{
+		ChangeString(&model.Change{Seq: 1, Kind: model.MessageCreated, Message: *m}),
+		ChangeString(&model.Change{Seq: 2, Kind: model.MessageUpdated, Message: *up}),
+		ChangeString(&model.Change{Seq: 3, Kind: model.MessageCreated, Message: *gone}),
+		ChangeString(&model.Change{Seq: 4, Kind: model.MessageDeleted, Message: deleted}),
+	}
+	if got := changeStrings(recent); !slices.Equal(got, want) {
+		t.Errorf("RecentChangesAfter(0):\n%s\nwant the changes as they committed:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := changeStrings(e.changes(0)); got[0] == want[0] || got[2] == want[2] {
+		t.Errorf("ChangesAfter(0) = %q: want the created messages as they are now", got)
+	}
+}
+
+// testChangesBoundedByBytes: however many changes it is asked for, a read
+// of the log holds about model.ChangeBatchBytes of content at most, and
+// always one change, from memory or not, for a reader to go on from.
+func testChangesBoundedByBytes(e *env) {
+	t := e.t
+	ctx := e.ctx()
+	ada, _ := e.user("ada@example.com")
+	big := strings.Repeat("€", model.MaxContentChars) // 30,000 bytes
+	for range 5 {
+		e.post(ada.ID, big)
+	}
+	huge := strings.Repeat("𝄞", model.MaxContentChars) // 40,000 bytes
+	e.post(ada.ID, huge)
+	for _, read := range []struct {
+		name string
+		fn   func(ctx context.Context, after uint64, max int) ([]*model.Change, uint64, error)
+	}{{"ChangesAfter", e.Store.ChangesAfter}, {"RecentChangesAfter", e.Store.RecentChangesAfter}} {
+		var got []int
+		for after := uint64(0); after < 6; {
+			chs, _, err := read.fn(ctx, after, 100)
+			if err != nil || len(chs) == 0 {
+				t.Fatalf("%s(%d) = %d changes, %v", read.name, after, len(chs), err)
+			}
+			bytes := 0
+			for _, ch := range chs {
+				bytes += model.ChangeBytes(ch)
+			}
+			if len(chs) > 1 && bytes > model.ChangeBatchBytes {
+				t.Errorf("%s(%d) = %d changes of %d bytes, beyond %d", read.name, after, len(chs), bytes, model.ChangeBatchBytes)
+			}
+			got = append(got, len(chs))
+			after = chs[len(chs)-1].Seq
+		}
+		if want := []int{2, 2, 1, 1}; !slices.Equal(got, want) {
+			t.Errorf("%s read the log in batches of %v changes, want %v", read.name, got, want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"strconv"
 	"time"
@@ -14,26 +15,39 @@ import (
 // the log's head when its status went out), then hands it to the
 // dispatcher, all on the request's goroutine. The stream is cut if it
 // falls further behind while catching up.
+//
+// Each batch of the catch-up is one write of at most catchUpWriteBytes of
+// events, whose bytes it holds from the hub's budget until the write
+// returns: the events themselves are the window's, or a replay's shared
+// with other streams, never copied for the stream. A catch-up that finds
+// the budget spent waits, holding nothing, for up to WriteTimeout.
 func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uint64) {
 	last := head
 	allowedLag := uint64(h.limits.MaxLag)
+	// The changes up to the head as the status went out are what a
+	// resuming client missed, replayed as the messages are now; the rest
+	// are live (see filter.gather).
+	var replayedUpTo uint64
 	if from != nil {
 		last = *from
 		if last < head {
 			allowedLag += head - last
+			replayedUpTo = head
 		}
 	}
-	buf := appendRetry(nil)
+	// pre is what goes out before the next batch's events: the stream's
+	// own few bytes, never an event's.
+	pre := appendRetry(nil)
 	if from == nil {
 		// The position the stream starts from, so a client whose
 		// connection drops before the first event resumes from here
 		// rather than from whatever is newest when it reconnects. (A
 		// resuming client already holds its position.)
-		buf = append(buf, "id: "...)
-		buf = strconv.AppendUint(buf, last, 10)
-		buf = append(buf, '\n')
+		pre = append(pre, "id: "...)
+		pre = strconv.AppendUint(pre, last, 10)
+		pre = append(pre, '\n')
 	}
-	buf = append(buf, connectedText...)
+	pre = append(pre, connectedText...)
 	// Whether a position can be resumed is the log's to say: the window may
 	// still hold changes the log has trimmed, and another instance, or this
 	// one after a restart, would answer the same position with a reset.
@@ -42,7 +56,7 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 	for {
 		select {
 		case <-h.closing:
-			h.finish(sub, shuttingDown, append(buf, hint(shutdownText)...))
+			h.finish(sub, shuttingDown, append(pre, hint(shutdownText)...))
 			return
 		default:
 		}
@@ -58,7 +72,6 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 			err = model.ErrChangeUnknown
 		default:
 			evs, err = eventsAfter(window, last, head)
-			evs = evs[:min(len(evs), streamBatch)]
 			if err == nil && askLog && last < head {
 				// Served from the window; a position behind it is read
 				// from the log below, which answers for itself.
@@ -66,31 +79,62 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 			}
 			askLog = false
 		}
+		// held is what this batch holds of the hub's budget: a replay's
+		// render and write, taken before it reads the log; events of the
+		// window, already in memory, only for their write.
+		var held taken
+		waitCtx, cancel := context.WithTimeout(ctx, h.limits.WriteTimeout)
 		if errors.Is(err, errBehind) {
-			evs, head, err = h.window.replay(ctx, last)
+			err = h.takeReplay(waitCtx, sub.account)
+			if err == nil {
+				held = taken{bytes: replayRenderBytes, replay: true}
+				evs, head, err = h.replays.after(waitCtx, last)
+			}
 			if err == nil && len(evs) == 0 && last < head {
 				err = model.ErrChangeUnknown // a hole in the log: never wait on it
 			}
 		}
+		evs = evs[:min(len(evs), streamBatch)]
 		if err == nil {
-			buf, err = h.appendShown(ctx, buf, sub.filter, evs, authorsGone)
+			err = h.askAfterAuthors(ctx, sub.filter, evs, authorsGone, replayedUpTo)
 		}
+		var out net.Buffers
+		bytes := 0
+		if err == nil {
+			var n int
+			out, bytes, n = sub.filter.gather(net.Buffers{pre}, evs, catchUpWriteBytes, authorsGone, replayedUpTo)
+			evs = evs[:n]
+			if held.bytes == 0 && bytes > 0 {
+				if err = h.budget.acquire(waitCtx, bytes); err == nil {
+					held.bytes = bytes
+				}
+			}
+		}
+		cancel()
 		switch {
 		case errors.Is(err, model.ErrChangeUnknown):
+			h.giveBack(sub.account, held)
 			// The client's position was trimmed away, or was never ours:
 			// tell it to reload, and go on from the head.
 			last = head
-			buf = append(buf, "id: "...)
-			buf = strconv.AppendUint(buf, head, 10)
-			buf = append(buf, resetText...)
+			pre = append(pre, "id: "...)
+			pre = strconv.AppendUint(pre, head, 10)
+			pre = append(pre, resetText...)
 			continue
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			h.giveBack(sub.account, held)
+			h.finish(sub, serverBusy, append(pre, hint(busyText)...))
+			return
 		case err != nil:
+			h.giveBack(sub.account, held)
 			h.finish(sub, storeFailed, nil) // the client reconnects and resumes
 			return
 		}
-		if len(buf) > 0 {
+		if len(pre) > 0 || bytes > 0 {
 			_ = sub.conn.SetWriteDeadline(time.Now().Add(h.limits.WriteTimeout))
-			if _, err := sub.conn.Write(buf); err != nil {
+			_, err := out.WriteTo(sub.conn)
+			h.giveBack(sub.account, held)
+			if err != nil {
 				reason := clientLeft
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					reason = clientStalled
@@ -98,14 +142,16 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 				h.finish(sub, reason, nil)
 				return
 			}
-			buf = buf[:0]
+			pre = nil
+		} else {
+			h.giveBack(sub.account, held)
 		}
 		if len(evs) == 0 {
 			break
 		}
 		last = evs[len(evs)-1].seq
 		if newest, _, err := h.feed.ChangeHead(ctx); err == nil && newest-last > allowedLag {
-			h.finish(sub, fellBehind, append(buf, hint(behindText)...))
+			h.finish(sub, fellBehind, hint(behindText))
 			return
 		}
 	}
@@ -124,45 +170,70 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 	go h.watch(sub)
 }
 
-// appendShown appends to buf the texts of the events of evs that f passes
-// and whose authors still have their accounts. Deleting an account takes
-// everything of it out of sight, and a stream catching up on the changes
-// it missed must not show them again: it gets their deletions alone. (A
-// stream that was live when they were posted saw them then.) authorsGone
-// keeps, for one catch-up, whether each author asked about was deleted;
-// the authors not yet in it are asked about in one read. On an error the
-// catch-up ends, and the map with it.
-func (h *Hub) appendShown(ctx context.Context, buf []byte, f filter, evs []*event, authorsGone map[uint64]bool) ([]byte, error) {
-	shown := make([]*event, 0, len(evs))
+// takeReplay waits, until ctx is done, for a turn of acct's to read the
+// log, and for replayRenderBytes of the hub's budget.
+func (h *Hub) takeReplay(ctx context.Context, acct *account) error {
+	select {
+	case acct.replays <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := h.budget.acquire(ctx, replayRenderBytes); err != nil {
+		<-acct.replays
+		return err
+	}
+	return nil
+}
+
+// taken is what a batch of a catch-up holds of the hub's budget, and
+// whether it holds a turn of its account's to read the log.
+type taken struct {
+	bytes  int
+	replay bool
+}
+
+// giveBack returns what a batch of acct's stream held.
+func (h *Hub) giveBack(acct *account, held taken) {
+	if held.bytes > 0 {
+		h.budget.release(held.bytes)
+	}
+	if held.replay {
+		<-acct.replays
+	}
+}
+
+// askAfterAuthors notes in authorsGone whether the authors of the events
+// of evs that f sends still have their accounts, asking about those it
+// does not know yet in one read. Deleting an account takes everything of
+// it out of sight, and a stream catching up on the changes it missed must
+// not show them again: it gets their deletions alone. (A stream that was
+// live when they were posted saw them then.) On an error the catch-up
+// ends, and the map with it.
+func (h *Hub) askAfterAuthors(ctx context.Context, f filter, evs []*event, authorsGone map[uint64]bool, replayedUpTo uint64) error {
 	var unknown []uint64
 	for _, ev := range evs {
-		if !f.passes(ev) {
+		// A deletion shows only an ID, and has no author.
+		if _, known := authorsGone[ev.author]; ev.author == 0 || known {
 			continue
 		}
-		shown = append(shown, ev)
-		// A deletion shows only an ID, and has no author.
-		if _, known := authorsGone[ev.author]; ev.author != 0 && !known {
+		if send, _ := f.sends(ev, ev.seq <= replayedUpTo); send {
 			authorsGone[ev.author] = false // until the read below says otherwise
 			unknown = append(unknown, ev.author)
 		}
 	}
-	if len(unknown) > 0 {
-		ctx, cancel := context.WithTimeout(ctx, h.limits.StoreTimeout)
-		missing, err := h.tokens.MissingUsers(ctx, unknown)
-		cancel()
-		if err != nil {
-			return buf, err
-		}
-		for _, id := range missing {
-			authorsGone[id] = true
-		}
+	if len(unknown) == 0 {
+		return nil
 	}
-	for _, ev := range shown {
-		if !authorsGone[ev.author] {
-			buf = append(buf, ev.text...)
-		}
+	ctx, cancel := context.WithTimeout(ctx, h.limits.StoreTimeout)
+	missing, err := h.tokens.MissingUsers(ctx, unknown)
+	cancel()
+	if err != nil {
+		return err
 	}
-	return buf, nil
+	for _, id := range missing {
+		authorsGone[id] = true
+	}
+	return nil
 }
 
 // finish writes a last text, when there is one, and ends for reason a

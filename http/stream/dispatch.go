@@ -172,7 +172,7 @@ func (h *Hub) round(ctx context.Context, subs []*subscriber, since, head uint64,
 			continue
 		}
 		// The stream is not writing, so its pieces are free to reuse.
-		out := sub.filter.gather(sub.pieces[:0], evs)
+		out, bytes, n := sub.filter.gather(sub.pieces[:0], evs, liveWriteBytes, nil, 0)
 		// Keep the storage of a few pieces for the next round, not of the
 		// many a filter passing every other event of a busy round needs:
 		// thousands of streams would hold it between rounds.
@@ -180,9 +180,17 @@ func (h *Hub) round(ctx context.Context, subs []*subscriber, since, head uint64,
 		if cap(out) <= keptPieces {
 			sub.pieces = out
 		}
+		if bytes > 0 && !h.budget.tryAcquire(bytes) {
+			// The budget is spent: the stream waits for a round that
+			// finds some free, falling behind meanwhile.
+			continue
+		}
 		sub.last = head
+		if n < len(evs) {
+			sub.last = evs[n-1].seq // the rest next round
+		}
 		if len(out) > 0 {
-			h.send(sub, out, now)
+			h.send(sub, out, bytes, now)
 			writes++
 		}
 	}
@@ -213,7 +221,7 @@ func (h *Hub) housekeep(subs []*subscriber, now time.Time, checkTokens bool) {
 				h.end(sub, clientStalled, nil)
 			}
 		case now.Sub(sub.lastSend) >= h.limits.Heartbeat:
-			h.send(sub, net.Buffers{[]byte(keepAliveText)}, now)
+			h.send(sub, net.Buffers{[]byte(keepAliveText)}, 0, now)
 		}
 	}
 }

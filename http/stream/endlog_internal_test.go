@@ -40,6 +40,13 @@ func (s *failingStore) ChangesAfter(ctx context.Context, after uint64, max int) 
 	return s.DB.ChangesAfter(ctx, after, max)
 }
 
+func (s *failingStore) RecentChangesAfter(ctx context.Context, after uint64, max int) ([]*model.Change, uint64, error) {
+	if s.failing.Load() {
+		return nil, 0, errStoreDown
+	}
+	return s.DB.RecentChangesAfter(ctx, after, max)
+}
+
 func (s *failingStore) Authenticate(ctx context.Context, token model.TokenHash) (*model.User, *model.Token, error) {
 	if s.failing.Load() {
 		return nil, nil, errStoreDown

@@ -23,9 +23,13 @@ type Hub struct {
 	now    func() time.Time // the store's clock, which expires tokens
 	log    *slog.Logger     // a line for each stream that ends
 	window window
+	// budget bounds the bytes streams hold in flight (see budget.go);
+	// replays reads the log behind the window for catch-ups.
+	budget  *budget
+	replays *replays
 
 	mu      sync.Mutex
-	perUser map[uint64]int // open streams of each account that has any
+	perUser map[uint64]*account // each account that has streams open
 	total   int
 	closing chan struct{} // closed when the server shuts down
 	closed  bool
@@ -49,32 +53,58 @@ func New(feed Feed, tokens Tokens, limits Limits, now func() time.Time, log *slo
 	}
 	h := &Hub{
 		feed: feed, tokens: tokens, limits: limits.withDefaults(), now: now, log: log,
-		window:  window{feed: feed},
-		perUser: make(map[uint64]int), closing: make(chan struct{}), poke: make(chan struct{}, 1),
+		budget:  newBudget(streamMemory),
+		perUser: make(map[uint64]*account), closing: make(chan struct{}), poke: make(chan struct{}, 1),
 	}
+	h.budget.freed = h.wake
+	h.replays = newReplays(feed)
+	h.window.feed, h.window.replays = feed, h.replays
 	// Streams start at the head; nothing before it needs rendering. (If
 	// the store cannot say, the window starts afresh when first needed.)
 	h.window.rendered, _, _ = feed.ChangeHead(context.Background())
 	return h
 }
 
+// account is what the streams of one account share.
+type account struct {
+	streams int // open
+	// replays holds a token for each of the account's streams reading
+	// the log behind the window: at most replaysPerAccount at once, so
+	// that one account's streams, however many, leave most of the budget
+	// to others'.
+	replays chan struct{}
+}
+
+// replaysPerAccount bounds the streams of one account reading the log at
+// once; the others wait their turn.
+const replaysPerAccount = 2
+
 // admit counts a new stream of userID against the limits; release undoes
-// it. Beyond a limit it returns model.ErrLimited, for the client to retry
-// later.
-func (h *Hub) admit(userID uint64) (release func(), err error) {
+// it. It returns the account's share of the hub. Beyond a limit it
+// returns model.ErrLimited, for the client to retry later.
+func (h *Hub) admit(userID uint64) (release func(), acct *account, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	switch n := h.perUser[userID]; {
+	acct = h.perUser[userID]
+	n := 0
+	if acct != nil {
+		n = acct.streams
+	}
+	switch {
 	case h.closed:
-		return nil, errShuttingDown
+		return nil, nil, errShuttingDown
 	case h.total >= h.limits.Total:
-		return nil, &model.Error{Kind: model.ErrLimited, RetryAfter: streamRetryAfter,
+		return nil, nil, &model.Error{Kind: model.ErrLimited, RetryAfter: streamRetryAfter,
 			Detail: "the server has as many live streams open as it allows; try again later"}
 	case n >= h.limits.PerUser:
-		return nil, &model.Error{Kind: model.ErrLimited, RetryAfter: streamRetryAfter,
+		return nil, nil, &model.Error{Kind: model.ErrLimited, RetryAfter: streamRetryAfter,
 			Detail: "this account has " + strconv.Itoa(n) + " live streams open, the most it may; close one first"}
 	}
-	h.perUser[userID]++
+	if acct == nil {
+		acct = &account{replays: make(chan struct{}, replaysPerAccount)}
+		h.perUser[userID] = acct
+	}
+	acct.streams++
 	h.total++
 	h.streams.Add(1)
 	var once sync.Once
@@ -83,12 +113,12 @@ func (h *Hub) admit(userID uint64) (release func(), err error) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.total--
-			if h.perUser[userID]--; h.perUser[userID] == 0 {
+			if acct.streams--; acct.streams == 0 {
 				delete(h.perUser, userID)
 			}
 			h.streams.Done()
 		})
-	}, nil
+	}, acct, nil
 }
 
 // errShuttingDown refuses streams while the server stops.

@@ -31,6 +31,7 @@ const (
 	keepAliveText   = ": keep-alive\n\n"
 	behindText      = ": too far behind; reconnect to resume\n"
 	shutdownText    = ": server shutting down\n"
+	busyText        = ": server busy; reconnect to resume\n"
 	resetText       = "\nevent: reset\ndata: {\"reason\":\"the change log no longer holds the requested event; reload and continue from here\"}\n\n"
 )
 
@@ -39,7 +40,7 @@ const (
 // Errors, all before the status: model.ErrLimited beyond a limit,
 // model.ErrUnavailable while the server shuts down.
 func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, req Request) error {
-	release, err := h.admit(req.User.ID)
+	release, acct, err := h.admit(req.User.ID)
 	if err != nil {
 		return err
 	}
@@ -76,7 +77,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, req Request) error {
 	if h.afterStatus != nil {
 		h.afterStatus()
 	}
-	sub := &subscriber{conn: conn, filter: req.Filter.compile(), userID: req.User.ID, token: req.Token.Hash, expires: req.Token.ExpiresAt, release: release,
+	sub := &subscriber{conn: conn, filter: req.Filter.compile(), userID: req.User.ID, account: acct, token: req.Token.Hash, expires: req.Token.ExpiresAt, release: release,
 		remote: r.RemoteAddr, started: time.Now()}
 	h.start(r.Context(), sub, req.From, head)
 	return nil

@@ -35,6 +35,14 @@ func (f *stallingFeed) ChangesAfter(ctx context.Context, after uint64, max int) 
 	return f.DB.ChangesAfter(ctx, after, max)
 }
 
+func (f *stallingFeed) RecentChangesAfter(ctx context.Context, after uint64, max int) ([]*model.Change, uint64, error) {
+	if f.stalled.Load() {
+		<-ctx.Done()
+		return nil, 0, ctx.Err()
+	}
+	return f.DB.RecentChangesAfter(ctx, after, max)
+}
+
 // A store that stops answering does not silence the streams: the
 // dispatcher gives each read up after Limits.StoreTimeout, and the
 // heartbeats go on.

@@ -69,20 +69,28 @@ func TestStreamStartsBeforeItsStatus(t *testing.T) {
 	t.Fatalf("the stream never sent the change committed right after its status (%v)", lines.Err())
 }
 
-// TestStreamFilterPasses: owner and q filter as search does, an update
-// passes on its words before or after, a change whose owner is unknown (a
-// deletion of a purge an older release began) passes every owner, and a
-// revocation passes no filter.
+// TestStreamFilterPasses: owner and q filter as search does; an update
+// passes on its words before or after, a deletion on the words of what it
+// took away, and either passes every filter by words when those are
+// unknown (the log no longer held them); a change whose owner is unknown
+// (a deletion of a purge an older release began) passes every owner; and
+// a revocation passes no filter.
 func TestStreamFilterPasses(t *testing.T) {
-	created := testChange(1, model.MessageCreated, "apple pie")
-	edited := testChange(2, model.MessageUpdated, "plain tea") // before: "old words"
-	deleted := testChange(3, model.MessageDeleted, "apple tart")
-	orphan := testChange(4, model.MessageDeleted, "apple crumble")
+	orphan := testChange(6, model.MessageDeleted, 15, "")
 	orphan.Message.OwnerEmail = ""
-	byBob := testChange(5, model.MessageCreated, "apple juice")
+	byBob := testChange(7, model.MessageCreated, 16, "apple juice")
 	byBob.Message.OwnerEmail = "Bob@Example.com"
-	revoked := &model.Change{Seq: 6, Kind: model.TokensRevoked, UserID: 1}
-	evs := renderEvents([]*model.Change{created, edited, deleted, orphan, byBob, revoked})
+	evs := renderEvents([]*model.Change{
+		testChange(1, model.MessageCreated, 10, "old words"),
+		testChange(2, model.MessageUpdated, 10, "plain tea"), // before: "old words"
+		testChange(3, model.MessageCreated, 11, "apple tart"),
+		testChange(4, model.MessageDeleted, 11, ""),     // took away "apple tart"
+		testChange(5, model.MessageUpdated, 12, "pear"), // before: unknown
+		orphan,
+		byBob,
+		{Seq: 8, Kind: model.TokensRevoked, UserID: 1},
+		testChange(9, model.MessageDeleted, 13, ""), // took away: unknown
+	}, make(history))
 
 	ada, bob := model.EmailKey("ADA@example.com"), model.EmailKey("bob@example.com")
 	for _, tt := range []struct {
@@ -90,14 +98,14 @@ func TestStreamFilterPasses(t *testing.T) {
 		filter filter
 		want   []uint64
 	}{
-		{"no filter", filter{}, []uint64{1, 2, 3, 4, 5}},
-		{"owner", filter{owner: ada}, []uint64{1, 2, 3, 4}},
-		{"other owner", filter{owner: bob}, []uint64{4, 5}},
-		{"q", filter{terms: []string{"apple"}}, []uint64{1, 3, 4, 5}},
-		{"q matching before the edit only", filter{terms: []string{"old"}}, []uint64{2}},
-		{"q matching after the edit only", filter{terms: []string{"tea"}}, []uint64{2}},
-		{"q and owner", filter{terms: []string{"apple"}, owner: bob}, []uint64{4, 5}},
-		{"q no change has", filter{terms: []string{"apple", "tea"}}, nil},
+		{"no filter", filter{}, []uint64{1, 2, 3, 4, 5, 6, 7, 9}},
+		{"owner", filter{owner: ada}, []uint64{1, 2, 3, 4, 5, 6, 9}},
+		{"other owner", filter{owner: bob}, []uint64{6, 7}},
+		{"q", filter{terms: []string{"apple"}}, []uint64{3, 4, 5, 6, 7, 9}},
+		{"q matching before the edit only", filter{terms: []string{"old"}}, []uint64{1, 2, 5, 6, 9}},
+		{"q matching after the edit only", filter{terms: []string{"tea"}}, []uint64{2, 5, 6, 9}},
+		{"q and owner", filter{terms: []string{"apple"}, owner: bob}, []uint64{6, 7}},
+		{"q no change has", filter{terms: []string{"apple", "tea"}}, []uint64{5, 6, 9}},
 	} {
 		var got []uint64
 		for _, ev := range evs {
@@ -111,24 +119,66 @@ func TestStreamFilterPasses(t *testing.T) {
 	}
 }
 
+// TestStreamSendsAsNow: replayed, an event of a message changed since it
+// was rendered goes out as the message is now: at its own position, with
+// its own kind, and the newest event's message, under that message's
+// words; an event of a message deleted since does not go out at all, and
+// its deletion does, whatever the filter's words, since the client may
+// hold any version of it.
+func TestStreamSendsAsNow(t *testing.T) {
+	changes := []*model.Change{
+		testChange(1, model.MessageCreated, 10, "first draft"),
+		testChange(2, model.MessageCreated, 11, "regretted words"),
+		testChange(3, model.MessageUpdated, 10, "second draft"),
+		testChange(4, model.MessageUpdated, 10, "final version"),
+		testChange(5, model.MessageDeleted, 11, ""),
+	}
+	evs := renderEvents(changes, make(history))
+	final := string(evs[3].text[evs[3].data:])
+	for _, tt := range []struct {
+		name   string
+		filter filter
+		want   string
+	}{
+		{"no filter", filter{}, "id: 1\nevent: message.created\ndata: " + final +
+			"id: 3\nevent: message.updated\ndata: " + final + texts(evs[3], evs[4])},
+		{"the words it has now", filter{terms: []string{"final"}}, "id: 1\nevent: message.created\ndata: " + final +
+			"id: 3\nevent: message.updated\ndata: " + final + texts(evs[3], evs[4])},
+		// The client may show the message as it was before 3; it is told.
+		{"the words it had before an update", filter{terms: []string{"first"}}, "id: 3\nevent: message.updated\ndata: " + final + texts(evs[4])},
+		{"the words of what was deleted", filter{terms: []string{"regretted"}}, texts(evs[4])},
+		{"another owner", filter{owner: "bob@example.com"}, ""},
+	} {
+		out, _, n := tt.filter.gather(nil, evs, 1<<20, nil, evs[len(evs)-1].seq)
+		if got := string(slices.Concat(out...)); got != tt.want || n != len(evs) {
+			t.Errorf("%s: sent\n%s(through %d events), want\n%s", tt.name, got, n, tt.want)
+		}
+	}
+	if !strings.Contains(final, `"final version"`) {
+		t.Fatalf("the newest event's message is %q", final)
+	}
+}
+
 // TestStreamPieces: events rendered together lie back to back in one
 // block, so a round hands a stream a run of them as one piece; an event
 // its filter drops, or a block boundary, starts a new piece; and the
 // pieces carry exactly the texts, in order.
 func TestStreamPieces(t *testing.T) {
 	changes := []*model.Change{
-		testChange(1, model.MessageCreated, "apple one"),
-		testChange(2, model.MessageUpdated, "apple two"),
-		testChange(3, model.MessageCreated, "pear three"),
-		testChange(4, model.MessageDeleted, "pear three"),
-		testChange(5, model.MessageCreated, "apple five"),
+		testChange(1, model.MessageCreated, 1, "apple one"),
+		testChange(2, model.MessageUpdated, 2, "apple two"),
+		testChange(3, model.MessageCreated, 3, "pear three"),
+		testChange(4, model.MessageDeleted, 4, ""),
+		testChange(5, model.MessageCreated, 5, "apple five"),
 	}
-	first, second := renderEvents(changes[:4]), renderEvents(changes[4:])
+	h := make(history)
+	first, second := renderEvents(changes[:4], h), renderEvents(changes[4:], h)
 	window := append(slices.Clip(first), second...)
 	for i, ev := range window {
 		// Sharing a block changes no event's text, and leaves no room to
 		// append one text over the next.
-		if want := string(appendEventText(nil, changes[i])); string(ev.text) != want || cap(ev.text) != len(ev.text) {
+		var data int
+		if want := string(appendEventText(nil, changes[i], &data)); string(ev.text) != want || cap(ev.text) != len(ev.text) || ev.data != data {
 			t.Errorf("event %d: text %q (cap %d), want %q", ev.seq, ev.text, cap(ev.text), want)
 		}
 	}
@@ -142,10 +192,11 @@ func TestStreamPieces(t *testing.T) {
 	}{
 		{"a run within a block is one piece", everything, 0, []string{texts(first...), texts(second...)}},
 		{"from the middle of a block", everything, 2, []string{texts(first[2:]...), texts(second...)}},
-		{"a dropped event splits the run", apples, 0, []string{texts(first[0], first[1]), texts(second...)}},
+		// The deletion's words are unknown: it passes.
+		{"a dropped event splits the run", apples, 0, []string{texts(first[0], first[1]), texts(first[3]), texts(second...)}},
 		{"one event", everything, 4, []string{texts(second...)}},
 	} {
-		out := tt.filter.gather(nil, window[tt.from:])
+		out, _, _ := tt.filter.gather(nil, window[tt.from:], 1<<20, nil, 0)
 		var got []string
 		for _, p := range out {
 			got = append(got, string(p))
@@ -163,15 +214,16 @@ func TestStreamBlocksBounded(t *testing.T) {
 	big := strings.Repeat("word ", (eventBlockBytes/2-400)/5) // two fit in a block, not three
 	var changes []*model.Change
 	for seq := uint64(1); seq <= 5; seq++ {
-		changes = append(changes, testChange(seq, model.MessageCreated, big))
+		changes = append(changes, testChange(seq, model.MessageCreated, seq, big))
 	}
-	evs := renderEvents(changes)
+	evs := renderEvents(changes, make(history))
 	for i, ev := range evs {
-		if want := string(appendEventText(nil, changes[i])); string(ev.text) != want {
+		var data int
+		if want := string(appendEventText(nil, changes[i], &data)); string(ev.text) != want {
 			t.Fatalf("event %d: text differs from its own rendering", ev.seq)
 		}
 	}
-	out := (&filter{}).gather(nil, evs)
+	out, _, _ := (&filter{}).gather(nil, evs, 1<<20, nil, 0)
 	var sizes []int
 	for _, p := range out {
 		sizes = append(sizes, len(p))
@@ -186,11 +238,11 @@ func TestStreamBlocksBounded(t *testing.T) {
 // check its token when the window no longer holds them all.
 func TestRevocationsOfARound(t *testing.T) {
 	window := renderEvents([]*model.Change{
-		testChange(5, model.MessageCreated, "apple"),
+		testChange(5, model.MessageCreated, 5, "apple"),
 		{Seq: 6, Kind: model.TokensRevoked, UserID: 7},
-		testChange(7, model.MessageDeleted, "apple"),
+		testChange(7, model.MessageDeleted, 5, ""),
 		{Seq: 8, Kind: model.TokensRevoked, UserID: 9},
-	})
+	}, make(history))
 	for _, tt := range []struct {
 		since, head uint64
 		want        []uint64
@@ -210,12 +262,12 @@ func TestRevocationsOfARound(t *testing.T) {
 	}
 }
 
-// testChange is change seq of the log: kind, to a message of ada's with
-// content (replacing "old words", for an update).
-func testChange(seq uint64, kind model.ChangeKind, content string) *model.Change {
+// testChange is change seq of the log: kind, to message id of ada's with
+// content (none, for a deletion).
+func testChange(seq uint64, kind model.ChangeKind, id uint64, content string) *model.Change {
 	at := time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
-	return &model.Change{Seq: seq, Kind: kind, At: at, Before: "old words", Message: model.Message{
-		ID: seq, OwnerID: 1, OwnerEmail: "ada@example.com", Content: content, CreatedAt: at, UpdatedAt: at, Revision: 1,
+	return &model.Change{Seq: seq, Kind: kind, At: at, Message: model.Message{
+		ID: id, OwnerID: 1, OwnerEmail: "ada@example.com", Content: content, CreatedAt: at, UpdatedAt: at, Revision: 1,
 	}}
 }
 

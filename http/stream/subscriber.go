@@ -30,6 +30,7 @@ type subscriber struct {
 	conn    net.Conn
 	filter  filter
 	userID  uint64
+	account *account // what it shares with the account's other streams
 	token   model.TokenHash
 	expires time.Time
 	release func()    // gives back its place under the limits
@@ -61,6 +62,7 @@ const (
 	fellBehind
 	storeFailed
 	shuttingDown
+	serverBusy
 )
 
 func (r endReason) String() string {
@@ -79,6 +81,8 @@ func (r endReason) String() string {
 		return "the store failed"
 	case shuttingDown:
 		return "the server is shutting down"
+	case serverBusy:
+		return "the server had no memory to spare for it"
 	default:
 		return "unknown"
 	}
@@ -132,12 +136,17 @@ func (h *Hub) watch(sub *subscriber) {
 }
 
 // send hands out to a goroutine that writes it to sub; the dispatcher
-// never waits on a client.
-func (h *Hub) send(sub *subscriber, out net.Buffers, now time.Time) {
+// never waits on a client. The write holds bytes of the hub's budget,
+// given back when it returns.
+func (h *Hub) send(sub *subscriber, out net.Buffers, bytes int, now time.Time) {
 	sub.writing.Store(true)
 	sub.lastSend = now
 	go func() {
-		if _, err := out.WriteTo(sub.conn); err != nil {
+		_, err := out.WriteTo(sub.conn)
+		if bytes > 0 {
+			h.budget.release(bytes) // wakes the dispatcher
+		}
+		if err != nil {
 			_ = sub.conn.Close() // watch takes it out of the hub
 			return
 		}

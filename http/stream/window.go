@@ -36,6 +36,11 @@ type window struct {
 	events   []*event // the newest rendered events, oldest first, contiguous
 	bytes    int      // size of events, summed
 	rendered uint64   // the change the window ends at
+	history  history  // the newest event of each message in events
+	// replays, when set, is told of every change the window renders, so
+	// that it drops the batches it keeps that show a message as it no
+	// longer is, and of every change the window skips.
+	replays *replays
 }
 
 // upTo renders the window up to head and returns it.
@@ -62,32 +67,48 @@ func eventsAfter(window []*event, last, head uint64) ([]*event, error) {
 	return window[i:j:j], nil
 }
 
+// restart empties the window, to go on after position at: the changes up
+// to it are never rendered, so nothing can tell what they changed.
+func (w *window) restart(at uint64) {
+	w.events, w.bytes, w.rendered, w.history = nil, 0, at, make(history)
+	if w.replays != nil {
+		w.replays.clear()
+	}
+}
+
 // renderUpTo brings the window up to head; w.mu is held.
 func (w *window) renderUpTo(ctx context.Context, head uint64) error {
 	if head <= w.rendered {
 		return nil
 	}
-	if head-w.rendered > hubMemory {
+	if w.history == nil || head-w.rendered > hubMemory {
 		// Nobody streamed for a long while: start the window afresh rather
 		// than render what no live stream can want.
-		w.events, w.bytes, w.rendered = nil, 0, head-hubMemory
+		w.restart(max(w.rendered, head-min(head, hubMemory)))
 	}
 	for w.rendered < head {
-		chs, _, err := w.feed.ChangesAfter(ctx, w.rendered, streamBatch)
+		chs, _, err := w.feed.RecentChangesAfter(ctx, w.rendered, streamBatch)
 		if errors.Is(err, model.ErrChangeUnknown) {
 			// Trimmed: streams that need it go to the log, which says so.
-			w.events, w.bytes, w.rendered = nil, 0, head
+			w.restart(head)
 			return nil
 		}
 		if err != nil {
+			if w.replays != nil {
+				// Whatever committed since is not known to have been seen.
+				w.replays.clear()
+			}
 			return err
 		}
 		if len(chs) == 0 {
 			break
 		}
-		for _, ev := range renderEvents(chs) {
+		for _, ev := range renderEvents(chs, w.history) {
 			w.events = append(w.events, ev)
 			w.bytes += ev.size
+			if w.replays != nil {
+				w.replays.changed(ev)
+			}
 		}
 		w.rendered = chs[len(chs)-1].Seq
 	}
@@ -96,18 +117,9 @@ func (w *window) renderUpTo(ctx context.Context, head uint64) error {
 	drop := 0
 	for len(w.events)-drop > 1 && (len(w.events)-drop > hubMemory || w.bytes > hubMemoryBytes) {
 		w.bytes -= w.events[drop].size
+		w.history.forget(w.events[drop])
 		drop++
 	}
 	w.events = w.events[drop:]
 	return nil
-}
-
-// replay reads up to streamBatch events after last from the log, for a
-// stream whose position has left the window.
-func (w *window) replay(ctx context.Context, last uint64) ([]*event, uint64, error) {
-	chs, head, err := w.feed.ChangesAfter(ctx, last, streamBatch)
-	if err != nil {
-		return nil, head, err
-	}
-	return renderEvents(chs), head, nil
 }
