@@ -45,7 +45,12 @@ import (
 //	   (model.TokensRevoked), so that live streams learn of it from the
 //	   log as of messages. An older Herald could read none of it, so it
 //	   must refuse the file.
-const currentLayout = 7
+//	8  - accounts are indexed by the skeleton of their e-mail
+//	     (users_by_skeleton, see skeletonKey), so that an address that
+//	     looks like an account's is taken; accounts that already looked
+//	     alike are kept, each indexed, and logged by the upgrade. An older
+//	     Herald would register accounts the index does not know.
+const currentLayout = 8
 
 // Buckets of older layouts, which only upgrades read or write:
 //
@@ -131,10 +136,12 @@ func (db *DB) prepareLayout(legacyAdmins []string, keep bool) error {
 	if err != nil {
 		return err
 	}
+	// Administrators named by configuration are made by the upgrade from
+	// layout 6 alone, once.
+	if layout >= 7 && !usersPending && len(legacyAdmins) > 0 {
+		return ErrLegacyAdmins
+	}
 	if layout == currentLayout && !ownerTermsPending && !usersPending {
-		if len(legacyAdmins) > 0 {
-			return ErrLegacyAdmins
-		}
 		return nil
 	}
 	if layout == 1 {
@@ -160,7 +167,22 @@ func (db *DB) prepareLayout(legacyAdmins []string, keep bool) error {
 	if err := db.upgradeFrom5(); err != nil {
 		return err
 	}
-	return db.upgradeFrom6(legacyAdmins)
+	if err := db.upgradeFrom6(legacyAdmins); err != nil {
+		return err
+	}
+	if layout < 8 {
+		if err := db.indexEmailSkeletons(); err != nil {
+			return err
+		}
+	}
+	return db.recordLayout(8)
+}
+
+// recordLayout records that the upgrades to layout have all been made.
+func (db *DB) recordLayout(layout uint64) error {
+	return db.bolt.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(metaLayout, itob(layout))
+	})
 }
 
 // upgradeFrom6 rewrites every user record in version 2, with the time
