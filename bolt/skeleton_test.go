@@ -50,6 +50,10 @@ func TestUpgradeFromLayout7(t *testing.T) {
 		}
 		return db
 	}
+	// --admins belongs to the upgrade from layout 6 alone.
+	if _, err := Open(path, Options{LegacyAdmins: []string{"owner@example.com"}}); !errors.Is(err, ErrLegacyAdmins) {
+		t.Fatalf("opening a layout 7 file with --admins: %v, want ErrLegacyAdmins", err)
+	}
 	db := open()
 	got := log.String()
 	if strings.Count(got, "upgraded to layout 8") != 1 || strings.Count(got, "look alike") != 1 ||
