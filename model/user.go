@@ -31,7 +31,7 @@ const (
 // leaves the server.
 type User struct {
 	ID           uint64
-	Email        string // as registered, trimmed; unique case-insensitively
+	Email        string // as registered, trimmed; unique case-insensitively and by its look (EmailSkeleton)
 	PasswordHash string
 	Roles        []string
 	CreatedAt    time.Time
@@ -134,7 +134,11 @@ func EmailLookAlike(email string) error {
 
 // CheckEmail adds to v a violation naming field unless email is a
 // plausible address: one '@' with something on each side, no spaces or
-// control characters. Deliverability is not ours to judge.
+// control characters. Deliverability is not ours to judge; whether the
+// address could pass for another is: invisible characters, styled forms,
+// an ideographic full stop in the domain and scripts mixed within one
+// part are refused (an address like an account's is the stores' to
+// refuse, see EmailSkeleton).
 func (v *ValidationError) CheckEmail(field, email string) {
 	switch {
 	case email == "":
