@@ -118,9 +118,10 @@ func adminAct(ctx context.Context, action, path, email string, stdin io.Reader) 
 		}
 		u := &model.User{Email: email, PasswordHash: hash}
 		if err := store.CreateAdministrator(ctx, u); err != nil {
-			if errors.Is(err, model.ErrConflict) {
+			if _, lookup := store.UserByEmail(ctx, email); errors.Is(err, model.ErrConflict) && lookup == nil {
 				return "", fmt.Errorf("%s already has an account; make it an administrator with herald admin grant", email)
 			}
+			// Or the address looks like an account's: the store says so.
 			return "", errors.New(violationsText(err))
 		}
 		return fmt.Sprintf("created %s, an administrator; log in with the password given", email), nil

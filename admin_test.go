@@ -66,6 +66,10 @@ func TestAdminCommand(t *testing.T) {
 	if code, _, errOut := runWithInput(t, password, "admin", "create", "--db", path, "root@example.com"); code != 1 || !strings.Contains(errOut, "already has an account") {
 		t.Errorf("create again = %d %s", code, errOut)
 	}
+	if code, _, errOut := runWithInput(t, password, "admin", "create", "--db", path, "r\u1d0fot@example.com"); code != 1 ||
+		!strings.Contains(errOut, "looks like the address of an existing account") {
+		t.Errorf("create a look-alike of root = %d %s", code, errOut)
+	}
 	if code, _, errOut := runArgs(t, "admin", "grant", "--db", path, "nobody@example.com"); code != 1 || !strings.Contains(errOut, "no account has the e-mail") {
 		t.Errorf("grant an unknown e-mail = %d %s", code, errOut)
 	}

@@ -41,15 +41,27 @@ func TestMigrate(t *testing.T) {
 		fixture string
 		written time.Time
 		admins  []string          // the --admins the release was started with
+		stored  []string          // the administrators the file holds
 		tokens  map[string]string // token → the e-mail it belongs to
 		words   []string
+		// lookAlike looks like an account's e-mail, so registering it is
+		// refused; "" for none.
+		lookAlike string
 	}{
-		{"layout5.db", time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC), nil, nil, []string{"river", "apple", "hello", "tail zebra", "deleted"}},
-		{"layout6.db", time.Date(2026, 11, 25, 13, 50, 12, 0, time.UTC), []string{"owner@example.com"}, map[string]string{
+		{"layout5.db", time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC), nil, nil, nil, []string{"river", "apple", "hello", "tail zebra", "deleted"}, ""},
+		{"layout6.db", time.Date(2026, 11, 25, 13, 50, 12, 0, time.UTC), []string{"owner@example.com"}, nil, map[string]string{
 			"herald_Csgl9FA45wTmrhgj8pIxBoP8HFg20Pkbjhat5TXMFxspKZU1A": "ada@example.com",
 			"herald_Mqig24Sk9ohgm-7TTYmrs_BSggeIS2E-pRhOJosIWNotToMMQ": "ada@example.com",
 			"herald_ToIyE-E_RnZ7ojicHnU_YrNpY-xWs_4Tm5uePZr2ZgQjFfy2w": "owner@example.com",
-		}, []string{"edited", "hello", "message"}},
+		}, []string{"edited", "hello", "message"}, ""},
+		// Two accounts whose e-mails look alike: root@example.com and
+		// ｒoot@example.com, kept as they are by the upgrade to layout 8.
+		{"layout7.db", time.Date(2026, 11, 28, 1, 10, 20, 0, time.UTC), nil, []string{"owner@example.com"}, map[string]string{
+			"herald_aYkc0Raok8WZsB4Owvl8B9V4dw8KpVTVjLxGCMOdBucwSYg5w": "ada@example.com",
+			"herald_76rB4UND06S_0Xj6rcexcWjOHsozIb0462D4BsVOdbwUbqoIQ": "owner@example.com",
+			"herald_uPGETYfQDyhTXguW0bi54t4nTM0tPHrw0UavrVL2cY4fMUF6Q": "root@example.com",
+			"herald_ebw7RQzLz-2wu42-vMpNpBdN3NWoKJoj-774HEDji1U4OySiQ": "\uff52oot@example.com",
+		}, []string{"hello", "final", "root", "second"}, "r\u1d0fot@example.com"},
 	} {
 		t.Run(tt.fixture, func(t *testing.T) {
 			ctx := context.Background()
@@ -128,7 +140,7 @@ func TestMigrate(t *testing.T) {
 					}
 					// Only the administrators the upgrade made may administer.
 					_, err = s.ListAccounts(ctx, model.ByToken(sha256.Sum256([]byte(token))), model.AccountQuery{})
-					if admin := slices.Contains(tt.admins, email); (admin && err != nil) || (!admin && !errors.Is(err, model.ErrForbidden)) {
+					if admin := slices.Contains(tt.admins, email) || slices.Contains(tt.stored, email); (admin && err != nil) || (!admin && !errors.Is(err, model.ErrForbidden)) {
 						t.Errorf("store %d: ListAccounts by the token of %s = %v; administrator: %t", i, email, err, admin)
 					}
 				}
@@ -161,6 +173,15 @@ func TestMigrate(t *testing.T) {
 			}
 			if next[2] != next[3] {
 				t.Errorf("the next account is %s in the file and %s in PostgreSQL", next[2], next[3])
+			}
+			if tt.lookAlike != "" {
+				for i, s := range stores {
+					u := &model.User{Email: tt.lookAlike, PasswordHash: storetest.FakePasswordHash}
+					_, err := s.CreateUser(ctx, u, storetest.TokenHash(fmt.Sprint("look-alike ", i)), time.Hour, nil)
+					if want := model.EmailLookAlike(tt.lookAlike); err == nil || err.Error() != want.Error() {
+						t.Errorf("store %d: registering %s = %v, want %v", i, tt.lookAlike, err, want)
+					}
+				}
 			}
 
 		})

@@ -69,6 +69,9 @@ func (db *DB) removeAccount(tx *bbolt.Tx, u *model.User) error {
 	if err := tx.Bucket(bucketUsersByEmail).Delete(emailKey(u.Email)); err != nil {
 		return err
 	}
+	if err := tx.Bucket(bucketUsersBySkeleton).Delete(skeletonKey(emailSkeleton(u.Email), u.ID)); err != nil {
+		return err
+	}
 	if err := tx.Bucket(bucketUsers).Delete(itob(u.ID)); err != nil {
 		return err
 	}

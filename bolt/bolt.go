@@ -45,8 +45,11 @@ var (
 	bucketAudit            = []byte("audit")        // sequence → audit entry
 	bucketPurging          = []byte("purging")      // userID → highest message ID: accounts whose messages an administrator is removing
 
+	// model.EmailSkeleton(email)‖0x00‖userID → nil: see skeletonKey
+	bucketUsersBySkeleton = []byte("users_by_skeleton")
+
 	allBuckets = [][]byte{
-		bucketUsers, bucketUsersByEmail, bucketAdmins,
+		bucketUsers, bucketUsersByEmail, bucketUsersBySkeleton, bucketAdmins,
 		bucketTokens, bucketTokensByUser,
 		bucketMessages, bucketPostings, bucketTermsTail,
 		bucketMeta, bucketDeleting, bucketPurging, bucketChanges, bucketChangesByMessage,

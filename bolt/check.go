@@ -120,18 +120,19 @@ func (c *checker) addf(format string, args ...any) {
 // an upgrade left unfinished; it returns false for any of them, as the
 // current layout's rules cannot be checked on a file not yet in it.
 func (c *checker) layout() bool {
-	// The version first: an older layout lacks the buckets of newer ones,
-	// and its problem is only that it has not been upgraded.
+	// An upgrade's marker or the version first: an older layout lacks the
+	// buckets of newer ones, and its problem is only that it has not been
+	// upgraded, or not wholly.
 	if meta := c.tx.Bucket(bucketMeta); meta != nil {
-		if v := meta.Get(metaLayout); len(v) != 8 || btoi(v) != currentLayout {
-			c.addf("meta/layout is %x, want %d (a database of an older Herald: start herald once to upgrade it)", v, currentLayout)
-			return false
-		}
 		for _, marker := range [][]byte{metaUpgradeNext, metaOwnerTermsNext, metaUsersNext, metaChangesNext} {
 			if meta.Get(marker) != nil {
 				c.addf("meta/%s is set: a layout upgrade was interrupted; start herald once to finish it", marker)
 				return false
 			}
+		}
+		if v := meta.Get(metaLayout); len(v) != 8 || btoi(v) != currentLayout {
+			c.addf("meta/layout is %x, want %d (a database of an older Herald: start herald once to upgrade it)", v, currentLayout)
+			return false
 		}
 	}
 	complete := true
@@ -154,8 +155,9 @@ func (c *checker) sequenceAhead(name []byte) {
 
 func (c *checker) users() {
 	users, byEmail := c.tx.Bucket(bucketUsers), c.tx.Bucket(bucketUsersByEmail)
+	bySkeleton := c.tx.Bucket(bucketUsersBySkeleton)
 	c.sequenceAhead(bucketUsers)
-	missing := false
+	missing, skeletonMissing := false, false
 	_ = c.tx.Bucket(bucketDeleting).ForEach(func(k, _ []byte) error {
 		if users.Get(k) != nil {
 			c.addf("account %d is marked as being deleted but still exists", btoi(k))
@@ -178,8 +180,31 @@ func (c *checker) users() {
 			missing = true
 			c.addf("user %d: users_by_email[%q] is %x, not this user", u.ID, emailKey(u.Email), got)
 		}
+		if bySkeleton.Get(skeletonKey(emailSkeleton(u.Email), u.ID)) == nil {
+			skeletonMissing = true
+			c.addf("user %d: not in users_by_skeleton under %q", u.ID, emailSkeleton(u.Email))
+		}
 		return nil
 	})
+	if got := bySkeleton.Stats().KeyN; skeletonMissing || got != n {
+		// Each user accounts for one entry above; any other is dangling.
+		_ = bySkeleton.ForEach(func(k, _ []byte) error {
+			if len(k) < 9 || k[len(k)-9] != 0 {
+				c.addf("users_by_skeleton: key %x is not skeleton‖0‖ID", k)
+				return nil
+			}
+			id, skeleton := btoi(k[len(k)-8:]), k[:len(k)-9]
+			b := users.Get(itob(id))
+			if b == nil {
+				c.addf("users_by_skeleton[%q] points at missing user %d", skeleton, id)
+				return nil
+			}
+			if u, err := decodeUser(id, b); err == nil && !bytes.Equal(emailSkeleton(u.Email), skeleton) {
+				c.addf("users_by_skeleton[%q] holds user %d, whose e-mail is %q", skeleton, u.ID, u.Email)
+			}
+			return nil
+		})
+	}
 	if got := byEmail.Stats().KeyN; missing || got != n {
 		// Each user accounts for one entry above; any other is dangling.
 		_ = byEmail.ForEach(func(k, v []byte) error {

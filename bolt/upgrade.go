@@ -45,12 +45,16 @@ import (
 //	   (model.TokensRevoked), so that live streams learn of it from the
 //	   log as of messages. An older Herald could read none of it, so it
 //	   must refuse the file.
-//	8  the change log keeps a message's content in its newest change only:
-//	   the write that edits or deletes a message scrubs it from the one
-//	   before (change records version 2, which also drop the content an
-//	   update replaced), and changes_by_message finds that change. An
-//	   older Herald would log without scrubbing, so it must refuse the
-//	   file.
+//	8  accounts are indexed by the skeleton of their e-mail
+//	   (users_by_skeleton, see skeletonKey), so that an address that looks
+//	   like an account's is taken; accounts that already looked alike are
+//	   kept, each indexed, and logged by the upgrade. And the change log
+//	   keeps a message's content in its newest change only: the write that
+//	   edits or deletes a message scrubs it from the one before (change
+//	   records version 2, which also drop the content an update replaced),
+//	   and changes_by_message finds that change. An older Herald would
+//	   register accounts the index does not know and log without
+//	   scrubbing, so it must refuse the file.
 const currentLayout = 8
 
 // Buckets of older layouts, which only upgrades read or write:
@@ -141,10 +145,12 @@ func (db *DB) prepareLayout(legacyAdmins []string, keep bool) error {
 	if err != nil {
 		return err
 	}
+	// Administrators named by configuration are made by the upgrade from
+	// layout 6 alone, once.
+	if layout >= 7 && !usersPending && len(legacyAdmins) > 0 {
+		return ErrLegacyAdmins
+	}
 	if layout == currentLayout && !ownerTermsPending && !usersPending && !changesPending {
-		if len(legacyAdmins) > 0 {
-			return ErrLegacyAdmins
-		}
 		return nil
 	}
 	if layout == 1 {
@@ -176,23 +182,15 @@ func (db *DB) prepareLayout(legacyAdmins []string, keep bool) error {
 	return db.upgradeFrom7()
 }
 
-// upgradeFrom7 raises the layout to 8 and does what that layout asks of
-// what earlier layouts wrote.
+// upgradeFrom7 brings a file of layout 7 to layout 8: its accounts indexed
+// by the skeleton of their e-mail (indexEmailSkeletons), its change log
+// scrubbed (scrubChangeLog). Its first transaction raises the layout to 8
+// and sets meta/changes_next, so from then on an older Herald refuses the
+// file; while that is set the upgrade is unfinished, and the next Open
+// builds the index again and goes on scrubbing from there.
 func (db *DB) upgradeFrom7() error {
-	return db.scrubChangeLog()
-}
-
-// scrubChangeLog rewrites every change record in version 2: a change is
-// kept whole when it is the newest of a message that still exists, and
-// indexed as such in changes_by_message; every other change of a message
-// loses its content, and an update the content it replaced. Its first
-// transaction raises the layout to 8; meta/changes_next records how far
-// the rewrite got. Which change is a message's newest is read from the
-// whole log first, in memory: the log holds at most --changes-max
-// changes, a few MiB of IDs.
-func (db *DB) scrubChangeLog() error {
 	start := time.Now()
-	next := uint64(0) // 0: nothing to do
+	next := uint64(0) // the first change not yet rewritten; 0: nothing to do
 	err := db.bolt.Update(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if v := meta.Get(metaChangesNext); v != nil {
@@ -214,7 +212,31 @@ func (db *DB) scrubChangeLog() error {
 	if err != nil || next == 0 {
 		return err
 	}
-	db.log.Info("upgrading database layout 7 to 8: the change log keeps no deleted or edited-away content; this runs once")
+	db.log.Info("upgrading database layout 7 to 8: accounts indexed by the look of their e-mail, and the change log keeping only what messages hold now; this runs once")
+	users, pairs, err := db.indexEmailSkeletons()
+	if err != nil {
+		return fmt.Errorf("upgrading to layout 8: %w", err)
+	}
+	changes, scrubbed, err := db.scrubChangeLog(next)
+	if err != nil {
+		return fmt.Errorf("upgrading to layout 8: %w", err)
+	}
+	db.log.Info("database upgraded to layout 8: an address that looks like an account's is taken, and the change log keeps only what messages hold now",
+		"users", users, "look_alikes", len(pairs), "changes", changes, "scrubbed", scrubbed, "took", time.Since(start).Round(time.Millisecond).String())
+	db.logLookAlikes(pairs)
+	return nil
+}
+
+// scrubChangeLog rewrites every change record from position next on in
+// version 2: a change is kept whole when it is the newest of a message
+// that still exists, and indexed as such in changes_by_message; every
+// other change of a message loses its content, and an update the content
+// it replaced. meta/changes_next records how far it got, and is deleted by
+// its last transaction. Which change is a message's newest is read from
+// the whole log first, in memory: the log holds at most --changes-max
+// changes, a few MiB of IDs. It returns how many changes it rewrote and
+// how many of them it scrubbed.
+func (db *DB) scrubChangeLog(next uint64) (changes, scrubbed int, err error) {
 	newest := make(map[uint64]uint64) // message ID → its newest change
 	err = db.bolt.View(func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketChanges).ForEach(func(k, v []byte) error {
@@ -229,9 +251,8 @@ func (db *DB) scrubChangeLog() error {
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("upgrading to layout 8: %w", err)
+		return 0, 0, err
 	}
-	changes, scrubbed := 0, 0
 	for next != 0 {
 		err := db.bolt.Update(func(tx *bbolt.Tx) error {
 			log, msgs, byMessage := tx.Bucket(bucketChanges), tx.Bucket(bucketMessages), tx.Bucket(bucketChangesByMessage)
@@ -277,12 +298,10 @@ func (db *DB) scrubChangeLog() error {
 			return meta.Delete(metaChangesNext)
 		})
 		if err != nil {
-			return fmt.Errorf("upgrading to layout 8: %w", err)
+			return changes, scrubbed, err
 		}
 	}
-	db.log.Info("database upgraded to layout 8: the change log keeps only what messages hold now",
-		"changes", changes, "scrubbed", scrubbed, "took", time.Since(start).Round(time.Millisecond).String())
-	return nil
+	return changes, scrubbed, nil
 }
 
 // upgradedChange decodes change seq as the upgrade to layout 8 finds it,

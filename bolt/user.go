@@ -200,12 +200,17 @@ func (db *DB) CreateAdministrator(_ context.Context, u *model.User) error {
 
 // insertUser stores u as a new account holding roles, with its e-mail
 // indexed, and sets its ID, Roles, CreatedAt and LastSeenAt. Errors:
-// model.ErrConflict when the e-mail is taken (in any letter case).
+// model.ErrConflict when the e-mail is taken (in any letter case) or
+// looks like a taken one (model.EmailSkeleton).
 func (db *DB) insertUser(tx *bbolt.Tx, u *model.User, roles []string) error {
 	byEmail := tx.Bucket(bucketUsersByEmail)
 	key := emailKey(u.Email)
 	if byEmail.Get(key) != nil {
-		return model.Errorf(model.ErrConflict, "the e-mail %s is already registered", u.Email)
+		return model.EmailTaken(u.Email)
+	}
+	skeleton := emailSkeleton(u.Email)
+	if len(skeletonHolders(tx, skeleton)) > 0 {
+		return model.EmailLookAlike(u.Email)
 	}
 	id, err := tx.Bucket(bucketUsers).NextSequence()
 	if err != nil {
@@ -214,6 +219,9 @@ func (db *DB) insertUser(tx *bbolt.Tx, u *model.User, roles []string) error {
 	created := db.clock()
 	u.ID, u.Roles, u.CreatedAt, u.LastSeenAt, u.Suspended = id, roles, created, created, false
 	if err := db.putUser(tx, u); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketUsersBySkeleton).Put(skeletonKey(skeleton, id), nil); err != nil {
 		return err
 	}
 	return byEmail.Put(key, itob(id))

@@ -985,6 +985,14 @@ func (r *agreeRun) bootstrap() {
 		r.users[0].admin = true
 		r.register("Ada@Example.com", pw, "json", -1, "")
 		r.register("straße@example.com", pw, "form", -1, "")
+		// Look-alikes of root's address: one taken (409), one refused as
+		// an address (422).
+		for _, email := range []string{lookAlike(root), "\uff52oot@example.com"} {
+			r.exchange("register a look-alike of "+root, "", func(*agreeServer) request {
+				return request{Method: "POST", Path: "/api/register", ContentType: "application/json",
+					Body: fmt.Sprintf(`{"email":%q,"password":%q}`, email, pw)}
+			})
+		}
 		return
 	}
 	// Registration needs an invitation, or is closed: the accounts are
@@ -1078,6 +1086,12 @@ func (r *agreeRun) caseVariant(s string) string {
 		return b.String()
 	}
 	return s
+}
+
+// lookAlike is s drawn alike in other letters: Latin small capital o
+// for o, the digit 1 for l (s itself when it has neither).
+func lookAlike(s string) string {
+	return strings.NewReplacer("o", "\u1d0f", "l", "1").Replace(s)
 }
 
 func (r *agreeRun) newEmail() string {
@@ -1205,18 +1219,25 @@ func (r *agreeRun) opRegisterBad() {
 		if len(taken) == 0 {
 			return
 		}
-		e := r.caseVariant(r.users[taken[r.pick(len(taken))]].email)
+		e := r.users[taken[r.pick(len(taken))]].email
+		if r.pick(2) == 0 {
+			e = r.caseVariant(e)
+		} else {
+			e = lookAlike(e)
+		}
 		if r.c.mode == heraldhttp.RegistrationInvite && len(r.invites) > 0 {
 			// A taken e-mail with a good invitation: refused, and the
 			// invitation's use not taken.
 			r.register(e, pw, "json", r.pick(len(r.invites)), "")
 			return
 		}
-		desc, ct, body = "register a taken e-mail in another spelling", "application/json", fmt.Sprintf(`{"email":%q,"password":%q}`, e, pw)
+		desc, ct, body = "register a taken e-mail in another spelling, or a look-alike", "application/json", fmt.Sprintf(`{"email":%q,"password":%q}`, e, pw)
 	case 2:
 		desc, ct, body = "register without an e-mail", "application/json", fmt.Sprintf(`{"password":%q}`, pw)
 	case 3:
-		bad := []string{"no-at-sign", "a@@b.c", "@example.com", "a@", "a b@example.com", "ada\u200b@example.com", "\u202eada@example.com", "a@b\x01"}[r.pick(8)]
+		bads := []string{"no-at-sign", "a@@b.c", "@example.com", "a@", "a b@example.com", "ada\u200b@example.com", "\u202eada@example.com", "a@b\x01",
+			"\uff52oot@example.com", "root@example\u3002com", "ro\u2c9ft@example.com"}
+		bad := bads[r.pick(len(bads))]
 		desc, ct, body = "register a bad address", "application/json", fmt.Sprintf(`{"email":%q,"password":%q}`, bad, pw)
 	case 4:
 		p := []string{"short", "          ", strings.Repeat("p", 1025), "1234567"}[r.pick(4)]

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -30,7 +31,7 @@ const (
 // leaves the server.
 type User struct {
 	ID           uint64
-	Email        string // as registered, trimmed; unique case-insensitively
+	Email        string // as registered, trimmed; unique case-insensitively and by its look (EmailSkeleton)
 	PasswordHash string
 	Roles        []string
 	CreatedAt    time.Time
@@ -118,9 +119,26 @@ func EmailKey(email string) string {
 	return Fold(norm.NFC.String(NormalizeEmail(email)))
 }
 
+// EmailTaken is the refusal of an account whose e-mail another account
+// has, in any letter case (the same EmailKey).
+func EmailTaken(email string) error {
+	return Errorf(ErrConflict, "the e-mail %s is already registered", email)
+}
+
+// EmailLookAlike is the refusal of an account whose e-mail looks like
+// another account's (the same EmailSkeleton): shown beside a message, one
+// could pass for the other.
+func EmailLookAlike(email string) error {
+	return Errorf(ErrConflict, "the e-mail %s looks like the address of an existing account (the same letters drawn alike); register with another address", email)
+}
+
 // CheckEmail adds to v a violation naming field unless email is a
 // plausible address: one '@' with something on each side, no spaces or
-// control characters. Deliverability is not ours to judge.
+// control characters. Deliverability is not ours to judge; whether the
+// address could pass for another is: invisible characters, styled forms,
+// an ideographic full stop in the domain and scripts mixed within one
+// part are refused (an address like an account's is the stores' to
+// refuse, see EmailSkeleton).
 func (v *ValidationError) CheckEmail(field, email string) {
 	switch {
 	case email == "":
@@ -149,12 +167,34 @@ func (v *ValidationError) CheckEmail(field, email string) {
 		v.Add(field, fmt.Sprintf("must not contain invisible characters (U+%04X)", r))
 		return
 	}
+	// Styled forms (fullwidth, mathematical, small Roman numerals...) draw
+	// an ordinary letter in another code point, which is all a forger
+	// needs; NFKC maps each to the letter it stands for.
+	if i := strings.IndexFunc(email, isCompatibilityForm); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(email[i:])
+		v.Add(field, fmt.Sprintf("must not contain styled forms of characters, such as fullwidth or mathematical letters (U+%04X is %q styled); type the plain characters instead", r, norm.NFKC.String(string(r))))
+		return
+	}
+	if strings.Contains(domain, ideographicFullStop) {
+		v.Add(field, "must separate the parts of the domain with '.', not with the ideographic full stop (U+3002)")
+		return
+	}
 	for _, part := range append([]string{local}, strings.Split(domain, ".")...) {
 		if a, b, mixed := mixedScripts(part); mixed {
 			v.Add(field, fmt.Sprintf("must not mix %s and %s letters in one part (%q), a common way to imitate another address", a, b, part))
 			return
 		}
 	}
+}
+
+// isCompatibilityForm reports runes that NFKC maps to other characters
+// than NFC does: the styled and compatibility forms of plain characters.
+func isCompatibilityForm(r rune) bool {
+	if r < utf8.RuneSelf {
+		return false
+	}
+	s := string(r)
+	return norm.NFKC.String(s) != norm.NFC.String(s)
 }
 
 // isInvisible reports runes that render as nothing or as blank space, the
@@ -177,35 +217,68 @@ func isInvisible(r rune) bool {
 	return false
 }
 
-// confusableScripts are the scripts whose letters imitate each other most
-// (Latin a, Cyrillic а, Greek α); one part of an address may use only one
-// of them. Other scripts may mix freely: Japanese mixes Han, Hiragana and
-// Katakana by design, and a whole-script look-alike (every letter
-// Cyrillic) cannot be told from a real Cyrillic address by any simple rule.
-var confusableScripts = []struct {
-	name  string
-	table *unicode.RangeTable
-}{
-	{"Latin", unicode.Latin},
-	{"Cyrillic", unicode.Cyrillic},
-	{"Greek", unicode.Greek},
-}
-
-// mixedScripts reports whether part has letters from two confusable
-// scripts, and which.
+// mixedScripts reports whether the letters of part belong to more than
+// one script, and names two of them, unless they are a mix a language is
+// written in: Han with Hiragana and Katakana (Japanese), with Hangul
+// (Korean) or with Bopomofo (Chinese), any of these with Latin too (UTS
+// #39's "highly restrictive" level). Digits, punctuation and combining
+// marks belong to every script. A look-alike written wholly in another
+// script (every letter Cyrillic) passes: EmailSkeleton finds it, but only
+// once the address it imitates is registered, where this rule refuses the
+// forgery before the real owner comes.
 func mixedScripts(part string) (first, second string, mixed bool) {
+	var used []string
 	for _, r := range part {
-		for _, s := range confusableScripts {
-			if !unicode.Is(s.table, r) {
-				continue
-			}
-			switch {
-			case first == "":
-				first = s.name
-			case first != s.name:
-				return first, s.name, true
-			}
+		name := scriptOf(r)
+		if name == "" || slices.Contains(used, name) {
+			continue
+		}
+		used = append(used, name)
+		if len(used) > 1 && !writtenTogether(used) {
+			return used[0], name, true
 		}
 	}
 	return "", "", false
+}
+
+// scriptsWrittenTogether are the sets of scripts one language mixes.
+var scriptsWrittenTogether = [][]string{
+	{"Latin", "Han", "Hiragana", "Katakana"},
+	{"Latin", "Han", "Hangul"},
+	{"Latin", "Han", "Bopomofo"},
+}
+
+// writtenTogether reports whether every script of used belongs to one of
+// scriptsWrittenTogether.
+func writtenTogether(used []string) bool {
+	for _, set := range scriptsWrittenTogether {
+		all := true
+		for _, s := range used {
+			all = all && slices.Contains(set, s)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// scriptOf is the name of r's script (Unicode's Script property), or ""
+// for the Common and Inherited scripts, which every script uses.
+func scriptOf(r rune) string {
+	if r < utf8.RuneSelf {
+		if 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' {
+			return "Latin"
+		}
+		return ""
+	}
+	if unicode.In(r, unicode.Common, unicode.Inherited) {
+		return ""
+	}
+	for name, table := range unicode.Scripts {
+		if unicode.Is(table, r) {
+			return name
+		}
+	}
+	return ""
 }

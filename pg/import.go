@@ -125,8 +125,8 @@ func (db *DB) BeginImport(ctx context.Context) (*Importer, error) {
 	}
 	im := &Importer{
 		db: db, ctx: ctx, tx: tx,
-		users: &copyBuffer{table: "users", columns: []string{"id", "email", "email_key", "password_hash", "roles", "created_at",
-			"suspended", "last_seen_at"}},
+		users: &copyBuffer{table: "users", columns: []string{"id", "email", "email_key", "email_skeleton", "skeleton_twin", "password_hash",
+			"roles", "created_at", "suspended", "last_seen_at"}},
 		tokens:   &copyBuffer{table: "tokens", columns: []string{"hash", "handle", "user_id", "created_at", "expires_at", "last_used_at"}},
 		messages: &copyBuffer{table: "messages", columns: []string{"id", "owner_id", "content", "terms", "created_at", "updated_at", "revision"}},
 		changes: &copyBuffer{table: "changes", columns: []string{"seq", "kind", "at", "user_id", "message_id", "owner_email", "content",
@@ -178,8 +178,11 @@ func (im *Importer) User(u *model.User) error {
 		seen = u.LastSeenAt
 	}
 	im.counts.Users++
-	return im.add(im.users, []any{int64(u.ID), u.Email, model.EmailKey(u.Email), u.PasswordHash, u.Roles, u.CreatedAt,
-		u.Suspended, seen})
+	// A twin of its own until Finish settles the skeletons: the source
+	// may hold accounts that look alike, kept from before they were
+	// refused.
+	return im.add(im.users, []any{int64(u.ID), u.Email, model.EmailKey(u.Email), model.EmailSkeleton(u.Email), int64(u.ID),
+		u.PasswordHash, u.Roles, u.CreatedAt, u.Suspended, seen})
 }
 
 // Token adds a token by its hash, with its handle, account and times.
@@ -245,6 +248,9 @@ func (im *Importer) Finish(st ImportState) (ImportCounts, error) {
 		if err := im.flush(b); err != nil {
 			return ImportCounts{}, err
 		}
+	}
+	if err := settleSkeletonTwins(im.ctx, im.tx); err != nil {
+		return ImportCounts{}, err
 	}
 	var created any
 	if !im.newestCreated.IsZero() {

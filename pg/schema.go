@@ -187,11 +187,25 @@ ALTER INDEX messages_by_terms SET (fastupdate = on, gin_pending_list_limit = 256
 -- ANALYZE (autovacuum's, in time) applies it to a filled table.
 ALTER TABLE messages ALTER COLUMN terms SET STATISTICS 10000;
 `,
-	// 3: the change log keeps a message's content in its newest change
-	// only (see changes.go): every other change of a message, and every
-	// deletion, loses its content, and no change keeps the content an
-	// update replaced.
+	// 3: an address that looks like an account's is taken, and the change
+	// log keeps a message's content in its newest change only (see
+	// changes.go): every other change of a message, and every deletion,
+	// loses its content, and no change keeps the content an update
+	// replaced. Herald fills email_skeleton in, in this migration's
+	// transaction, right after it (fillEmailSkeletons): SQL cannot compute
+	// a skeleton.
 	`
+-- model.EmailSkeleton(email): the address's look (UTS #39's skeleton after
+-- NFKC and case folding). NOT NULL once filled in.
+ALTER TABLE users ADD COLUMN email_skeleton text COLLATE "C";
+-- 0, except for an account kept beside an older one whose e-mail it
+-- looks like, both registered before look-alikes were refused: its own
+-- ID. So the constraint holds one skeleton to one account for every new
+-- account, keeps both of such a pair, and finds every holder of a
+-- skeleton by its first column.
+ALTER TABLE users ADD COLUMN skeleton_twin bigint NOT NULL DEFAULT 0;
+ALTER TABLE users ADD CONSTRAINT users_email_skeleton_unique UNIQUE (email_skeleton, skeleton_twin);
+
 ALTER TABLE changes ALTER COLUMN content DROP NOT NULL;
 WITH newest AS (
 	SELECT message_id, max(seq) AS seq FROM changes WHERE kind IN (1, 2, 3) GROUP BY message_id
@@ -206,6 +220,10 @@ ALTER TABLE changes DROP COLUMN before;
 CREATE INDEX changes_holding_content ON changes (message_id) WHERE content IS NOT NULL;
 `,
 }
+
+// skeletonsVersion is the migration that adds users.email_skeleton, which
+// fillEmailSkeletons fills in right after it.
+const skeletonsVersion = 3
 
 // SchemaVersion is the schema version this Herald writes.
 var SchemaVersion = len(migrations)
@@ -241,9 +259,15 @@ func (db *DB) migrate(ctx context.Context) error {
 			return err
 		}
 	}
+	var lookAlikes []lookAlike
 	for v := have; v < len(migrations); v++ {
 		if _, err := tx.Exec(ctx, migrations[v]); err != nil {
 			return fmt.Errorf("applying schema version %d: %w", v+1, err)
+		}
+		if v+1 == skeletonsVersion {
+			if lookAlikes, err = fillEmailSkeletons(ctx, tx); err != nil {
+				return fmt.Errorf("applying schema version %d: %w", v+1, err)
+			}
 		}
 		if _, err := tx.Exec(ctx, "INSERT INTO schema_version (version) VALUES ($1)", v+1); err != nil {
 			return err
@@ -252,6 +276,7 @@ func (db *DB) migrate(ctx context.Context) error {
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("applying the schema: %w", err)
 	}
+	db.logLookAlikes(lookAlikes)
 	if have == 0 {
 		db.log.Info("created Herald's schema in the PostgreSQL database", "version", len(migrations))
 	} else {

@@ -109,25 +109,41 @@ func (db *DB) CreateAdministrator(ctx context.Context, u *model.User) error {
 
 // insertUser stores u as a new account holding roles, created at now, and
 // sets its ID, Roles, CreatedAt and LastSeenAt. Errors: model.ErrConflict
-// when the e-mail is taken (in any letter case).
+// when the e-mail is taken (in any letter case) or looks like a taken one
+// (model.EmailSkeleton).
 func (w *writeTx) insertUser(ctx context.Context, u *model.User, roles []string, now time.Time) error {
 	// An address already taken is found before the insert, not by the
-	// unique constraint alone: an insert the constraint refuses has drawn
+	// unique constraints alone: an insert a constraint refuses has drawn
 	// its ID already, and the next account would show the gap, where
-	// bbolt's shows none. The constraint still settles two registrations
-	// of one address racing, and those draw an ID, as does a registration
-	// its transaction refuses after the insert (a token hash already
-	// issued).
+	// bbolt's shows none. The constraints still settle two registrations
+	// of one address, or of two that look alike, racing, and those draw
+	// an ID, as does a registration its transaction refuses after the
+	// insert (a token hash already issued). Every holder of a skeleton,
+	// twins included, is found by the skeleton constraint's index.
+	key, skeleton := model.EmailKey(u.Email), model.EmailSkeleton(u.Email)
 	var id int64
-	err := w.QueryRow(ctx, `INSERT INTO users (email, email_key, password_hash, roles, created_at, last_seen_at)
-		SELECT $1::text, $2::text, $3::text, $4::text[], $5::timestamptz, $5::timestamptz
+	err := w.QueryRow(ctx, `INSERT INTO users (email, email_key, email_skeleton, password_hash, roles, created_at, last_seen_at)
+		SELECT $1::text, $2::text, $3::text, $4::text, $5::text[], $6::timestamptz, $6::timestamptz
 		WHERE NOT EXISTS (SELECT 1 FROM users WHERE email_key = $2::text)
+			AND NOT EXISTS (SELECT 1 FROM users WHERE email_skeleton = $3::text)
 		RETURNING id`,
-		u.Email, model.EmailKey(u.Email), u.PasswordHash, roles, now).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) || uniqueViolation(err, "users_email_key_unique") {
-		return model.Errorf(model.ErrConflict, "the e-mail %s is already registered", u.Email)
-	}
-	if err != nil {
+		u.Email, key, skeleton, u.PasswordHash, roles, now).Scan(&id)
+	switch {
+	case uniqueViolation(err, "users_email_key_unique"):
+		return model.EmailTaken(u.Email)
+	case uniqueViolation(err, "users_email_skeleton_unique"):
+		return model.EmailLookAlike(u.Email)
+	case errors.Is(err, pgx.ErrNoRows):
+		// Which of the two: the same address is the plainer answer.
+		var taken bool
+		if err := w.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE email_key = $1::text)`, key).Scan(&taken); err != nil {
+			return err
+		}
+		if taken {
+			return model.EmailTaken(u.Email)
+		}
+		return model.EmailLookAlike(u.Email)
+	case err != nil:
 		return err
 	}
 	u.ID, u.Roles, u.CreatedAt, u.LastSeenAt, u.Suspended = uint64(id), roles, now, now, false

@@ -99,6 +99,8 @@ func Run(t *testing.T, open Opener) {
 		run  func(e *env)
 	}{
 		{"Accounts", testAccounts},
+		{"LookAlikes", testLookAlikes},
+		{"LookAlikeRace", testLookAlikeRace},
 		{"PasswordHash", testPasswordHash},
 		{"Tokens", testTokens},
 		{"TokenCap", testTokenCap},
