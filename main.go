@@ -29,6 +29,7 @@ import (
 	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/http/connlimit"
 	"herald/http/netquirk"
 	"herald/http/stream"
 )
@@ -70,6 +71,7 @@ type config struct {
 	loginPerAccount auth.Rate
 	loginPerAddress auth.Rate
 	registerPerAddr auth.Rate
+	connsPerAddr    int
 }
 
 // parseConfig reads flags, falling back to HERALD_* variables, falling back
@@ -96,6 +98,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.IntVar(&c.memoryLimitMiB, "memory-limit", 0, "soft limit on the Go heap in MiB; 0 means 24 + 24 per hashing slot; GOMEMLIMIT, when set, wins (`MIB`)")
 	fs.IntVar(&c.procs, "procs", 0, "goroutines the Go runtime runs at once (its GOMAXPROCS); 0 means twice the CPUs available; GOMAXPROCS, when set, wins (`N`)")
 	fs.IntVar(&c.streamsPerUser, "max-streams-per-user", stream.DefaultPerUser, "live streams one account may hold open at once (`N`)")
+	fs.IntVar(&c.connsPerAddr, "max-conns-per-address", connlimit.DefaultPerAddress, "connections one client address (an IPv6 /64) may hold open at once, live streams aside; more are closed unanswered; --trusted-proxies are not limited; 0 means no limit (`N`)")
 	fs.IntVar(&c.streams, "max-streams", stream.DefaultTotal, "live streams open at once in all; each costs a connection, so raise the file limit (ulimit -n) with it (`N`)")
 	c.changesKeepFor = 7 * 24 * time.Hour
 	fs.Var(durationFlag{&c.changesKeepFor}, "changes-keep", "how long the change log keeps changes for streams resuming with Last-Event-ID; older positions get a reset event (`DURATION`)")
@@ -191,6 +194,8 @@ func (c *config) validate() error {
 		return configError("max-streams-per-user", "must be at least 1")
 	case c.streams < 1:
 		return configError("max-streams", "must be at least 1")
+	case c.connsPerAddr < 0:
+		return configError("max-conns-per-address", "must not be negative")
 	case c.changesKeepFor <= 0:
 		return configError("changes-keep", "must be positive")
 	case c.changesKeepMax < 1:
@@ -621,8 +626,16 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	build := currentBuild()
 	logger.Info("listening", "addr", ln.Addr().String(), "db", db.name, "version", build.Version, "commit", build.Commit)
 
+	var onRefuse func()
+	if set != nil {
+		onRefuse = set.NewCounter("herald_connections_refused_total").Inc
+	}
+	// The trusted proxies' connections carry many clients' requests; the
+	// limit is for clients that reach Herald themselves.
+	limited := connlimit.Limit(srv, ln, connlimit.Options{
+		PerAddress: cfg.connsPerAddr, Exempt: proxies, Logger: logger, OnRefuse: onRefuse})
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(netquirk.CoalesceWrites(srv, ln)) }()
+	go func() { serveErr <- srv.Serve(netquirk.CoalesceWrites(srv, limited)) }()
 	select {
 	case err := <-serveErr:
 		return err

@@ -463,6 +463,7 @@ func TestParseConfig(t *testing.T) {
 		auditKeepFor:    365 * 24 * time.Hour,
 		auditKeepMax:    100000,
 		writesPerAcct:   auth.WritesPerAccount(),
+		connsPerAddr:    512,
 	}
 	with := func(f func(*config)) config {
 		c := defaults
@@ -531,6 +532,9 @@ func TestParseConfig(t *testing.T) {
 		{name: "Retain", args: []string{"--retain", "30d"}, want: with(func(c *config) { c.retain = 720 * time.Hour })},
 		{name: "RetainNegative", vars: map[string]string{"HERALD_RETAIN": "-1h"}, wantErr: "retain"},
 		{name: "Streams", args: []string{"--max-streams", "50000", "--max-streams-per-user", "4"}, want: with(func(c *config) { c.streams, c.streamsPerUser = 50000, 4 })},
+		{name: "ConnsPerAddress", args: []string{"--max-conns-per-address", "16"}, want: with(func(c *config) { c.connsPerAddr = 16 })},
+		{name: "ConnsPerAddressOff", vars: map[string]string{"HERALD_MAX_CONNS_PER_ADDRESS": "0"}, want: with(func(c *config) { c.connsPerAddr = 0 })},
+		{name: "ConnsPerAddressNegative", args: []string{"--max-conns-per-address=-1"}, wantErr: "--max-conns-per-address (HERALD_MAX_CONNS_PER_ADDRESS) must not be negative"},
 		{name: "ChangeLog", vars: map[string]string{"HERALD_CHANGES_KEEP": "1d", "HERALD_CHANGES_MAX": "500"}, want: with(func(c *config) { c.changesKeepFor, c.changesKeepMax = 24*time.Hour, 500 })},
 		{name: "StreamsZero", args: []string{"--max-streams", "0"}, wantErr: "max-streams"},
 		{name: "StreamsPerUserZero", vars: map[string]string{"HERALD_MAX_STREAMS_PER_USER": "0"}, wantErr: "max-streams-per-user"},

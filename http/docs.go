@@ -1,15 +1,16 @@
 package http
 
 import (
-	_ "embed"
+	"embed"
 	"io/fs"
+	"mime"
 	"net/http"
+	"path"
 	"strings"
 
 	"github.com/julienschmidt/httprouter"
-	"github.com/swaggest/swgui"
 	swaggerui "github.com/swaggest/swgui/v5/static"
-	"github.com/swaggest/swgui/v5emb"
+	"github.com/vearutop/statigz"
 )
 
 // openAPIDocument is the API description served at /api/docs.json. It is
@@ -28,9 +29,12 @@ const (
 
 // docsCSP keeps the documentation page to this origin whatever its scripts
 // try: the page must work offline, so any outside request is a bug, and the
-// browser refuses it instead of hanging on it. Swagger UI needs inline
-// styles, its bootstrap script is inline, and its icons are data: URIs.
-const docsCSP = "default-src 'none'; script-src 'self' 'unsafe-inline'; " +
+// browser refuses it instead of hanging on it. Scripts come from this
+// origin's files alone, never from the page itself: the web client, on the
+// same origin, keeps its token in the browser's storage, where any script
+// the page ran could read it. Swagger UI sets styles inline, and its icons
+// are data: URIs.
+const docsCSP = "default-src 'none'; script-src 'self'; " +
 	"style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; " +
 	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
@@ -40,59 +44,81 @@ func serveOpenAPI(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) e
 	return nil
 }
 
+// docsPageFiles are the page at /api/docs and the files of its own beside
+// Swagger UI's: the script that starts Swagger UI and the page's style.
+//
+//go:embed docspage
+var docsPageFiles embed.FS
+
 // docsUI serves Swagger UI from assets compiled into the binary, so the page
 // works with no internet access (on a Raspberry Pi behind no uplink, say).
 type docsUI struct {
-	ui http.Handler
+	index []byte // the page itself
+	// own are the page's files other than Swagger UI's, by name.
+	own map[string][]byte
+	// swagger serves Swagger UI's files, stored gzip-compressed: a client
+	// that takes gzip gets them as stored, any other decompressed.
+	swagger http.Handler
 }
 
 func newDocsUI() *docsUI {
-	return &docsUI{ui: v5emb.NewHandlerWithConfig(swgui.Config{
-		Title:       "Herald API",
-		SwaggerJSON: docsJSONPath,
-		// Assets live under /api/docs/; the page itself is /api/docs, which
-		// swgui also answers, since the router never redirects.
-		BasePath: docsPagePath + "/",
-		SettingsUI: map[string]string{
-			// A pasted token survives a reload, so trying several
-			// operations does not mean pasting it again each time.
-			"persistAuthorization": "true",
-			// Swagger UI would send the document to validator.swagger.io
-			// for a badge; the page must not talk to any outside host.
-			"validatorUrl": "null",
-			// Show the schemas section: it is the reference for the bodies.
-			"defaultModelsExpandDepth": "1",
-			"displayRequestDuration":   "true",
-		},
-	})}
+	files, err := fs.Sub(docsPageFiles, "docspage")
+	if err != nil {
+		panic(err) // the embed pattern guarantees the directory
+	}
+	entries, err := fs.ReadDir(files, ".")
+	if err != nil {
+		panic(err)
+	}
+	d := &docsUI{
+		own:     make(map[string][]byte),
+		swagger: http.StripPrefix(docsPagePath+"/", statigz.FileServer(swaggerui.FS)),
+	}
+	for _, e := range entries {
+		b, err := fs.ReadFile(files, e.Name())
+		if err != nil {
+			panic(err)
+		}
+		if e.Name() == "index.html" {
+			d.index = b
+			continue
+		}
+		d.own[e.Name()] = b
+	}
+	return d
 }
 
 // page answers GET /api/docs.
-func (d *docsUI) page(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (d *docsUI) page(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) error {
 	w.Header().Set("Content-Security-Policy", docsCSP)
-	d.ui.ServeHTTP(w, r)
+	writeBody(w, "text/html; charset=utf-8", http.StatusOK, d.index)
 	return nil
 }
 
-// asset answers GET /api/docs/:asset with one of Swagger UI's files. Unknown
+// asset answers GET /api/docs/:asset with one of the page's files. Unknown
 // names get the API's own 404 rather than the file server's plain text.
 func (d *docsUI) asset(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
 	name := ps.ByName("asset")
-	if !docsAssetExists(name) {
+	own, isOwn := d.own[name]
+	if !isOwn && !swaggerAssetExists(name) {
 		return routeNotFound(r)
 	}
 	w.Header().Set("Content-Security-Policy", docsCSP)
 	// The assets change only with the binary; a day's caching spares a
 	// Raspberry Pi from sending megabytes of JavaScript on every visit.
 	w.Header().Set("Cache-Control", "public, max-age=86400")
-	d.ui.ServeHTTP(w, r)
+	if isOwn {
+		writeBody(w, mime.TypeByExtension(path.Ext(name)), http.StatusOK, own)
+		return nil
+	}
+	d.swagger.ServeHTTP(w, r)
 	return nil
 }
 
-// docsAssetExists reports whether Swagger UI ships name. Most files are
+// swaggerAssetExists reports whether Swagger UI ships name. Most files are
 // stored gzip-compressed (the file server decompresses for clients that need
 // it); the stored .gz names are not themselves names the page asks for.
-func docsAssetExists(name string) bool {
+func swaggerAssetExists(name string) bool {
 	if strings.HasSuffix(name, ".gz") {
 		return false
 	}

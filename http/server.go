@@ -74,6 +74,10 @@ type Server struct {
 	streams  *stream.Hub
 	router   *httprouter.Router
 
+	// methodLabels are the methods the metrics name; any other is counted
+	// as "other".
+	methodLabels map[string]bool
+
 	// pages recycles the buffers search pages are written into (*[]byte).
 	// A page was the largest allocation of a search, 8 of the 22 KiB it
 	// allocated under load, and bytes allocated are what set how often
@@ -118,6 +122,7 @@ func NewServer(store Store, hasher *auth.Hasher, cfg Config) *Server {
 		s.writeError(w, r, routeNotFound(r))
 	})
 	routes := s.routes()
+	s.methodLabels = methodLabels(routes)
 	statics := staticsBesideWildcards(routes)
 	rt.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// httprouter has set Allow already, to the wildcard route's methods
