@@ -45,7 +45,12 @@ import (
 //	   (model.TokensRevoked), so that live streams learn of it from the
 //	   log as of messages. An older Herald could read none of it, so it
 //	   must refuse the file.
-const currentLayout = 7
+//	8  - creates made with an Idempotency-Key are recorded in the
+//	     idempotency buckets (see idempotency.go), which an account's
+//	     deletion empties of its records. An older Herald would leave a
+//	     deleted account's records behind and create again on a retry,
+//	     so it must refuse the file.
+const currentLayout = 8
 
 // Buckets of older layouts, which only upgrades read or write:
 //
@@ -160,7 +165,37 @@ func (db *DB) prepareLayout(legacyAdmins []string, keep bool) error {
 	if err := db.upgradeFrom5(); err != nil {
 		return err
 	}
-	return db.upgradeFrom6(legacyAdmins)
+	if err := db.upgradeFrom6(legacyAdmins); err != nil {
+		return err
+	}
+	if layout < 8 {
+		return db.raiseLayoutTo8()
+	}
+	return nil
+}
+
+// raiseLayoutTo8 records layout 8 once the steps of the upgrade to it
+// are done. Of the changes layout 8 brings, the idempotency buckets need
+// no step of their own: prepareLayout creates every bucket of
+// allBuckets, empty, before any upgrade runs, and a database of an older
+// layout has no record to carry over.
+func (db *DB) raiseLayoutTo8() error {
+	raised := false
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if btoi(meta.Get(metaLayout)) >= 8 {
+			return nil
+		}
+		raised = true
+		return meta.Put(metaLayout, itob(8))
+	})
+	if err != nil {
+		return fmt.Errorf("upgrading to layout 8: %w", err)
+	}
+	if raised {
+		db.log.Info("database upgraded to layout 8: creates made with an Idempotency-Key are recorded")
+	}
+	return nil
 }
 
 // upgradeFrom6 rewrites every user record in version 2, with the time
