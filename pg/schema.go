@@ -187,6 +187,23 @@ ALTER INDEX messages_by_terms SET (fastupdate = on, gin_pending_list_limit = 256
 -- ANALYZE (autovacuum's, in time) applies it to a filled table.
 ALTER TABLE messages ALTER COLUMN terms SET STATISTICS 10000;
 `,
+	// 3: creates made with an Idempotency-Key.
+	`
+-- A create made with an Idempotency-Key, inserted by the create's own
+-- statement: a retry with the key finds it and gets the first answer
+-- (see idempotency.go). No content: a retry sends it again, and nothing
+-- of a message deleted or edited since survives here. Rows go with their
+-- account, and the sweep deletes them after model.IdempotencyWindow.
+CREATE TABLE idempotency_keys (
+	user_id     bigint NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+	key         bytea NOT NULL,   -- SHA-256 of the key as sent, never the key
+	fingerprint bytea NOT NULL,   -- the request's, keyed with the key
+	message_id  bigint NOT NULL,  -- what the create made; no foreign key: the row outlives the message
+	created_at  timestamptz NOT NULL,
+	CONSTRAINT idempotency_keys_pkey PRIMARY KEY (user_id, key)
+);
+CREATE INDEX idempotency_keys_by_time ON idempotency_keys (created_at);
+`,
 }
 
 // SchemaVersion is the schema version this Herald writes.
