@@ -32,7 +32,8 @@ func openForSuite(t *testing.T, now func() time.Time) storetest.Opened {
 			c, err := db.Counts()
 			return storetest.Counts(c), err
 		},
-		FlushTokenUses: func(context.Context) (int, error) { return db.FlushTokenUses() },
+		FlushTokenUses:     func(context.Context) (int, error) { return db.FlushTokenUses() },
+		IdempotencyRecords: func(context.Context) ([][]byte, error) { return db.IdempotencyRecords() },
 	}
 }
 

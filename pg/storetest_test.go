@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"herald/bolt"
 	"herald/pg"
 	"herald/storetest"
@@ -15,15 +17,35 @@ import (
 // conformance suite, closed at cleanup.
 func openForSuite(t *testing.T, now func() time.Time) storetest.Opened {
 	t.Helper()
-	db, _ := open(t, pg.Options{Now: now})
+	db, url := open(t, pg.Options{Now: now})
 	return storetest.Opened{
 		Store: db,
 		Counts: func(ctx context.Context) (storetest.Counts, error) {
 			c, err := db.Counts(ctx)
 			return storetest.Counts(c), err
 		},
-		FlushTokenUses: db.FlushTokenUses,
+		FlushTokenUses:     db.FlushTokenUses,
+		IdempotencyRecords: func(ctx context.Context) ([][]byte, error) { return idempotencyRows(ctx, url) },
 	}
+}
+
+// idempotencyRows returns every row of idempotency_keys, its columns end
+// to end as the server sends them in text.
+func idempotencyRows(ctx context.Context, url string) ([][]byte, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT concat_ws(' ', user_id, key, fingerprint, message_id, created_at) FROM idempotency_keys`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) ([]byte, error) {
+		var b []byte
+		err := row.Scan(&b)
+		return b, err
+	})
 }
 
 func openBolt(t *testing.T, now func() time.Time) storetest.Opened {
