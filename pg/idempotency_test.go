@@ -3,6 +3,7 @@ package pg_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"herald/model"
 	"herald/pg"
+	"herald/pg/pgtest"
 	"herald/storetest"
 )
 
@@ -149,5 +151,48 @@ func TestKeyedCreatesOnTwoInstances(t *testing.T) {
 	}
 	if c, _ := a.Counts(ctx); c.Messages != 1 {
 		t.Errorf("%d messages, want 1", c.Messages)
+	}
+}
+
+// TestSchemaUpgradeFrom2: a database at schema version 2, as the landed
+// release left it with an account, its token and a message, gains the
+// idempotency table once; the account's token creates with a key, its
+// retry gets the first answer, and the account's deletion takes its rows.
+func TestSchemaUpgradeFrom2(t *testing.T) {
+	cluster.Require(t)
+	ctx := context.Background()
+	url := cluster.Database(t)
+	tok := storetest.TokenHash("ada before the upgrade")
+	v2 := `CREATE TABLE schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());` +
+		pg.Migrations[0] + pg.Migrations[1] + fmt.Sprintf(`
+INSERT INTO schema_version (version) VALUES (1), (2);
+INSERT INTO users (id, email, email_key, password_hash, roles, created_at) VALUES
+	(1, 'ada@example.com', 'ada@example.com', 'hash', '{ROLE_USER}', now());
+SELECT setval(pg_get_serial_sequence('users', 'id'), 1);
+INSERT INTO tokens (hash, handle, user_id, created_at, expires_at, last_used_at) VALUES
+	('\x%x', '\x0102030405060708', 1, now(), now() + interval '1 day', now());
+INSERT INTO messages (id, owner_id, content, terms, created_at, updated_at, revision) VALUES
+	(1, 1, 'before', '{before}', now(), now(), 1);
+UPDATE change_counter SET message_id = 1, message_created = now();`, tok[:])
+	if err := pgtest.Exec(ctx, url, v2); err != nil {
+		t.Fatal(err)
+	}
+	db := openURL(t, url, pg.Options{})
+	if got, err := pgtest.QueryInt(ctx, url, "SELECT max(version) FROM schema_version"); err != nil || got != 3 {
+		t.Fatalf("schema version after the upgrade = %d, %v; want 3", got, err)
+	}
+	key := storetest.Key("after", "after the upgrade")
+	first, err := db.CreateMessageWithKey(ctx, model.ByToken(tok), "after the upgrade", key)
+	if err != nil || first.ID != 2 {
+		t.Fatalf("a create with a key after the upgrade = %+v, %v; want message 2", first, err)
+	}
+	if again, err := db.CreateMessageWithKey(ctx, model.ByToken(tok), "after the upgrade", key); err != nil || *again != *first {
+		t.Errorf("its retry = %+v, %v; want %+v", again, err, first)
+	}
+	if err := db.DeleteAccount(ctx, model.ByToken(tok)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := pgtest.QueryInt(ctx, url, "SELECT count(*) FROM idempotency_keys"); err != nil || got != 0 {
+		t.Errorf("idempotency rows after the account's deletion = %d, %v; want none", got, err)
 	}
 }
