@@ -140,33 +140,25 @@ func deleteIdempotencyOf(tx *bbolt.Tx, userID uint64) error {
 // record in one transaction. Errors: as CreateMessage, and
 // model.ErrKeyReused when the record is of another request.
 func (db *DB) CreateMessageWithKey(_ context.Context, by model.Caller, content string, key model.IdempotencyKey) (*model.Message, error) {
-	if err := (&model.Message{Content: content}).Validate(); err != nil {
-		return nil, err
-	}
-	terms := model.SortedTerms(content)
-	var out *model.Message
-	err := db.writes.update(func(tx *bbolt.Tx) error {
-		owner, err := db.caller(tx, by)
-		if err != nil {
-			return err
-		}
-		r, err := db.liveIdempotency(tx, owner.ID, &key)
-		if err != nil {
-			return err
-		}
-		if r != nil {
-			out, err = r.Replay(key, owner, content)
-			return err
-		}
-		if out, err = db.insertMessage(tx, owner, content, terms); err != nil {
-			return err
-		}
-		return putIdempotency(tx, &model.IdempotencyRecord{UserID: owner.ID, Key: key, ResourceID: out.ID, CreatedAt: out.CreatedAt})
-	})
+	return db.create(by, content, &key)
+}
+
+// insertMessageOnce is insertMessage for a create made with key: the
+// first answer rebuilt when owner's live record of key says the create
+// was made, else the message inserted with the key's record.
+func (db *DB) insertMessageOnce(tx *bbolt.Tx, owner *model.User, content string, terms []string, key *model.IdempotencyKey) (*model.Message, error) {
+	r, err := db.liveIdempotency(tx, owner.ID, key)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	if r != nil {
+		return r.Replay(*key, owner, content)
+	}
+	m, err := db.insertMessage(tx, owner, content, terms)
+	if err != nil {
+		return nil, err
+	}
+	return m, putIdempotency(tx, &model.IdempotencyRecord{UserID: owner.ID, Key: *key, ResourceID: m.ID, CreatedAt: m.CreatedAt})
 }
 
 // SweepIdempotencyKeys deletes the records no longer live, oldest first,
