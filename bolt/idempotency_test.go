@@ -30,8 +30,9 @@ func (db *DB) IdempotencyRecords() ([][]byte, error) {
 	return recs, err
 }
 
-// layout7Written is when bolt/testdata/layout7.db was written, and the
-// token of ada's in it (see /tmp/fx/facts.txt's source, the release's API).
+// layout7Written is when bolt/testdata/layout7.db was written through
+// the landed release's API, and layout7Ada the hash of a token ada got
+// then, valid for 30 days.
 var (
 	layout7Written = time.Date(2026, 11, 28, 1, 10, 20, 0, time.UTC)
 	layout7Ada     = model.TokenHash(sha256.Sum256([]byte("herald_aYkc0Raok8WZsB4Owvl8B9V4dw8KpVTVjLxGCMOdBucwSYg5w")))
