@@ -23,9 +23,10 @@ running Herald on PostgreSQL: accounts with their password hashes, roles
 and suspensions, tokens (by hash; every token keeps working), messages
 with their IDs, times and revisions, the change log as it was kept (live
 streams resume with the Last-Event-ID they had), invitations with their
-uses, outstanding password resets (their codes keep working), and the
-audit log with its IDs and times. The guessing and write limits start
-afresh. It creates Herald's schema if the database has none, refuses a
+uses, outstanding password resets (their codes keep working), the
+audit log with its IDs and times, and the records of creates made with an
+Idempotency-Key (a retry still gets its first answer). The guessing and
+write limits start afresh. It creates Herald's schema if the database has none, refuses a
 database that holds any Herald data, copies everything in one transaction
 (all or nothing), and ends by comparing the counts.
 
@@ -106,7 +107,7 @@ func migrate(ctx context.Context, from, to string, stdout io.Writer) error {
 		return err
 	}
 	exported, err := snap.Export(bolt.Visitor{User: im.User, Token: im.Token, Message: im.Message, Change: im.Change,
-		Invite: im.Invite, Reset: im.Reset, Audit: im.Audit})
+		Invite: im.Invite, Reset: im.Reset, Audit: im.Audit, IdempotencyKey: im.IdempotencyKey})
 	if err != nil {
 		im.Abort()
 		if errors.Is(err, bolt.ErrNotExportable) {
@@ -141,6 +142,7 @@ func migrate(ctx context.Context, from, to string, stdout io.Writer) error {
 		{"invitations", exported.Invites, after.Invites},
 		{"password resets", exported.Resets, after.Resets},
 		{"audit entries", exported.Audit, after.Audit},
+		{"idempotency keys", exported.IdempotencyKeys, after.IdempotencyKeys},
 	}
 	mismatch := false
 	for _, r := range rows {
@@ -152,7 +154,7 @@ func migrate(ctx context.Context, from, to string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "  change log positions %d to %d; next message ID %d\n", exported.ChangesFloor+1, exported.ChangesHead, exported.MessagesSeq+1)
 	if mismatch || copied.Changes != exported.Changes || copied.Invites != exported.Invites ||
-		copied.Resets != exported.Resets || copied.Audit != exported.Audit {
+		copied.Resets != exported.Resets || copied.Audit != exported.Audit || copied.IdempotencyKeys != exported.IdempotencyKeys {
 		return errors.New("the counts differ; the PostgreSQL database is not a faithful copy")
 	}
 	fmt.Fprintln(stdout, "  every count agrees")

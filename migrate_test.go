@@ -251,7 +251,10 @@ func TestMigrateAdministration(t *testing.T) {
 	if n, err := file.RemoveMessagesOf(ctx, byRoot, carol.ID); err != nil || n != 2 {
 		t.Fatalf("RemoveMessagesOf = %d, %v", n, err)
 	}
-	if _, err := file.CreateMessage(ctx, model.ByUser(ada.ID), "hello after the spam"); err != nil {
+	// Made with an Idempotency-Key, whose record the copy keeps: a retry
+	// on PostgreSQL gets the answer the file gave.
+	hello, err := file.CreateMessageWithKey(ctx, model.ByUser(ada.ID), "hello after the spam", storetest.Key("hello", "hello after the spam"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	resetCode := storetest.TokenHash("reset code")
@@ -266,7 +269,7 @@ func TestMigrateAdministration(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("migrate = %d\n%s%s", code, out, errOut)
 	}
-	for name, n := range map[string]int{"users": 4, "invitations": 1, "password resets": 1, "audit entries": 7} {
+	for name, n := range map[string]int{"users": 4, "invitations": 1, "password resets": 1, "audit entries": 7, "idempotency keys": 1} {
 		if !regexp.MustCompile(`(?m)^  ` + name + ` +` + fmt.Sprint(n) + ` +` + fmt.Sprint(n) + `$`).MatchString(out) {
 			t.Errorf("migrate's report lacks %d %s in both:\n%s", n, name, out)
 		}
@@ -322,6 +325,10 @@ func TestMigrateAdministration(t *testing.T) {
 			if _, err := register(s, "frank@example.com", &c); !errors.Is(err, model.ErrInvalid) {
 				t.Errorf("store %d: registering with a used-up or revoked invitation: %v, want refused", i, err)
 			}
+		}
+
+		if m, err := s.CreateMessageWithKey(ctx, model.ByUser(ada.ID), "hello after the spam", storetest.Key("hello", "hello after the spam")); err != nil || *m != *hello {
+			t.Errorf("store %d: the retry of a create made with a key = %+v, %v; want the file's first answer %+v", i, m, err, hello)
 		}
 
 		if r, err := s.PasswordReset(ctx, resetCode); err != nil || r.UserID != ada.ID {

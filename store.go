@@ -58,6 +58,7 @@ type sweeper interface {
 	TrimChanges(ctx context.Context, keepFor time.Duration, keepMax int) (int, error)
 	TrimAudit(ctx context.Context, keepFor time.Duration, keepMax int) (int, error)
 	SweepExpiredCodes(ctx context.Context) (int, error)
+	SweepIdempotencyKeys(ctx context.Context) (int, error)
 }
 
 // sweep runs the service's sweeps on s as of now, the store's clock: what
@@ -81,6 +82,7 @@ func (c storeChores) sweep(ctx context.Context, s sweeper, now time.Time, report
 		run("trimming the audit log", func() (int, error) { return s.TrimAudit(ctx, c.auditKeepFor, c.auditKeepMax) })
 	}
 	run("sweeping expired invitations and password resets", func() (int, error) { return s.SweepExpiredCodes(ctx) })
+	run("sweeping idempotency keys past their 24 hours", func() (int, error) { return s.SweepIdempotencyKeys(ctx) })
 }
 
 // openStore opens the store --db names: PostgreSQL for a postgres:// or

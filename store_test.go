@@ -53,6 +53,11 @@ func (s *sweepRecorder) SweepExpiredCodes(ctx context.Context) (int, error) {
 	return s.DB.SweepExpiredCodes(ctx)
 }
 
+func (s *sweepRecorder) SweepIdempotencyKeys(ctx context.Context) (int, error) {
+	s.ran = append(s.ran, "keys")
+	return s.DB.SweepIdempotencyKeys(ctx)
+}
+
 // TestSweep: a sweep runs each chore the flags turn on, with what they
 // keep, by the clock it is given; a chore that fails is reported and the
 // others still run.
@@ -66,15 +71,15 @@ func TestSweep(t *testing.T) {
 		wantReport []string
 	}{
 		{name: "defaults", chores: storeChores{changesKeepFor: 168 * time.Hour, changesKeepMax: 100000},
-			want: []string{"tokens", "changes 168h0m0s 100000", "codes"}},
+			want: []string{"tokens", "changes 168h0m0s 100000", "codes", "keys"}},
 		{name: "everything kept for a while", chores: storeChores{retain: 720 * time.Hour, changesKeepFor: time.Hour, changesKeepMax: 10,
 			auditKeepFor: 2160 * time.Hour, auditKeepMax: 5000},
-			want: []string{"tokens", "messages before 2026-10-27T12:00:00Z", "changes 1h0m0s 10", "audit 2160h0m0s 5000", "codes"}},
+			want: []string{"tokens", "messages before 2026-10-27T12:00:00Z", "changes 1h0m0s 10", "audit 2160h0m0s 5000", "codes", "keys"}},
 		{name: "bounds by count alone", chores: storeChores{changesKeepMax: 7, auditKeepMax: 3},
-			want: []string{"tokens", "changes 0s 7", "audit 0s 3", "codes"}},
-		{name: "nothing bounded", want: []string{"tokens", "codes"}},
+			want: []string{"tokens", "changes 0s 7", "audit 0s 3", "codes", "keys"}},
+		{name: "nothing bounded", want: []string{"tokens", "codes", "keys"}},
 		{name: "a chore fails", chores: storeChores{changesKeepMax: 7, auditKeepMax: 3}, trimFails: true,
-			want: []string{"tokens", "changes 0s 7", "audit 0s 3", "codes"}, wantReport: []string{"trimming the change log: the disk is on fire"}},
+			want: []string{"tokens", "changes 0s 7", "audit 0s 3", "codes", "keys"}, wantReport: []string{"trimming the change log: the disk is on fire"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{})

@@ -57,13 +57,16 @@ func (db *DB) DeleteAccount(_ context.Context, by model.Caller) error {
 }
 
 // removeAccount is the first transaction of an account's deletion: the
-// account, its tokens and its password reset go, and its messages are
-// marked for the purge.
+// account, its tokens, its password reset and its idempotency records go,
+// and its messages are marked for the purge.
 func (db *DB) removeAccount(tx *bbolt.Tx, u *model.User) error {
 	if err := db.revokeTokensExcept(tx, u.ID, model.TokenHash{}); err != nil {
 		return err
 	}
 	if err := deleteUserReset(tx, u.ID); err != nil {
+		return err
+	}
+	if err := deleteIdempotencyOf(tx, u.ID); err != nil {
 		return err
 	}
 	if err := tx.Bucket(bucketUsersByEmail).Delete(emailKey(u.Email)); err != nil {

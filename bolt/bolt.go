@@ -54,6 +54,7 @@ var (
 		bucketMessages, bucketPostings, bucketTermsTail,
 		bucketMeta, bucketDeleting, bucketPurging, bucketChanges, bucketChangesByMessage,
 		bucketInvites, bucketInviteCodes, bucketResets, bucketUserResets, bucketAudit,
+		bucketIdempotency, bucketIdempotencyByTime,
 	}
 
 	// Buckets whose keys only rise, so new keys land at the very end, and

@@ -32,6 +32,7 @@ func (db *DB) CheckInvariants() ([]string, error) {
 		c.messages()
 		c.changes()
 		c.administration()
+		c.idempotency()
 		return nil
 	})
 	return c.problems, err

@@ -13,8 +13,10 @@ import (
 // to copy into another store: accounts with their password hashes, roles,
 // suspensions and last sightings, tokens by hash with their handles and
 // times, messages as stored, the change log as trimming left it,
-// invitations with their uses, outstanding password resets and the audit
-// log, with the counters that say where IDs and positions go on. It reads
+// invitations with their uses, outstanding password resets, the audit
+// log and the records of creates made with an Idempotency-Key (so a
+// client retrying across the copy still gets its first answer), with the
+// counters that say where IDs and positions go on. It reads
 // in one read transaction, so what it hands over is one consistent state,
 // and it never writes. The other buckets are indexes of these (by e-mail,
 // token owner, role, invitation code, word), which the copy's store keeps
@@ -23,8 +25,9 @@ import (
 // Visitor receives what Export reads, in that order: every user, every
 // token, every message by ascending ID, every change by ascending
 // position, every invitation by ascending ID, every password reset, and
-// every audit entry by ascending ID. Accounts come first, so a reset
-// comes after the account it is for. A function that returns an error
+// every audit entry by ascending ID, and every idempotency record.
+// Accounts come first, so a reset or a record comes after the account it
+// is for. A function that returns an error
 // ends the export with it.
 type Visitor struct {
 	User    func(*model.User) error
@@ -34,6 +37,9 @@ type Visitor struct {
 	Invite  func(*model.Invite) error
 	Reset   func(*model.PasswordReset) error
 	Audit   func(*model.AuditEntry) error
+	// IdempotencyKey receives records live or not: the copy's store
+	// tells them apart by their time, as this one does.
+	IdempotencyKey func(*model.IdempotencyRecord) error
 }
 
 // Exported is where the database's counters stand, and how many records
@@ -48,8 +54,8 @@ type Exported struct {
 	ChangesHead, ChangesFloor uint64
 	// Changes is how many changes the log holds, Invites how many
 	// invitations, Resets how many password resets, Audit how many audit
-	// entries.
-	Changes, Invites, Resets, Audit int
+	// entries, IdempotencyKeys how many idempotency records.
+	Changes, Invites, Resets, Audit, IdempotencyKeys int
 }
 
 // ErrNotExportable: the file must be opened by this Herald once before it
@@ -160,13 +166,23 @@ func (s *Snapshot) Export(v Visitor) (Exported, error) {
 		}
 		audit := tx.Bucket(bucketAudit)
 		out.AuditSeq = audit.Sequence()
-		return audit.ForEach(func(k, b []byte) error {
+		if err := audit.ForEach(func(k, b []byte) error {
 			e, err := decodeAudit(btoi(k), b)
 			if err != nil {
 				return err
 			}
 			out.Audit++
 			return v.Audit(e)
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketIdempotency).ForEach(func(k, b []byte) error {
+			r, err := decodeIdempotency(k, b)
+			if err != nil {
+				return err
+			}
+			out.IdempotencyKeys++
+			return v.IdempotencyKey(r)
 		})
 	})
 	return out, err

@@ -181,6 +181,12 @@ func (db *DB) reader(tx *bbolt.Tx, by model.Caller) (*model.User, error) {
 // returns it as stored. Errors: model.ErrInvalid for bad content, model.ErrUnauthorized
 // or model.ErrNotFound when the caller does not resolve to a user.
 func (db *DB) CreateMessage(_ context.Context, by model.Caller, content string) (*model.Message, error) {
+	return db.create(by, content, nil)
+}
+
+// create stores content as a new message of the caller's, made with key
+// or without (nil): see CreateMessageWithKey.
+func (db *DB) create(by model.Caller, content string, key *model.IdempotencyKey) (*model.Message, error) {
 	if err := (&model.Message{Content: content}).Validate(); err != nil {
 		return nil, err
 	}
@@ -191,7 +197,11 @@ func (db *DB) CreateMessage(_ context.Context, by model.Caller, content string) 
 		if err != nil {
 			return err
 		}
-		out, err = db.insertMessage(tx, owner, content, terms)
+		if key == nil {
+			out, err = db.insertMessage(tx, owner, content, terms)
+			return err
+		}
+		out, err = db.insertMessageOnce(tx, owner, content, terms, key)
 		return err
 	})
 	if err != nil {

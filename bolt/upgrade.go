@@ -52,9 +52,12 @@ import (
 //	   keeps a message's content in its newest change only: the write that
 //	   edits or deletes a message scrubs it from the one before (change
 //	   records version 2, which also drop the content an update replaced),
-//	   and changes_by_message finds that change. An older Herald would
-//	   register accounts the index does not know and log without
-//	   scrubbing, so it must refuse the file.
+//	   and changes_by_message finds that change. And creates made with an
+//	   Idempotency-Key are recorded in the idempotency buckets (see
+//	   idempotency.go), which an account's deletion empties of its
+//	   records. An older Herald would register accounts the index does not
+//	   know, log without scrubbing, leave a deleted account's records
+//	   behind and create again on a retry, so it must refuse the file.
 const currentLayout = 8
 
 // Buckets of older layouts, which only upgrades read or write:

@@ -485,6 +485,8 @@ type agreeRun struct {
 	invites []*agreeInvite
 	resets  []*agreeReset
 	times   []time.Time // creation times of messages, for since and until
+	keyed   [4]string   // the content first sent with each Idempotency-Key opPostKeyed uses
+	retry   func()      // sends opPostKeyed's last create again
 
 	search, accounts, audit *agreeQuery // the last listing of each with a next page
 	emailSerial             int
@@ -637,6 +639,7 @@ func (r *agreeRun) ops() []agreeOp {
 		{2, r.opChangePassword},
 		{1, r.opDeleteMe},
 		{16, r.opPost},
+		{6, r.opPostKeyed},
 		{3, r.opPostBad},
 		{7, r.opGet},
 		{7, r.opPatch},
@@ -1467,13 +1470,43 @@ func (r *agreeRun) opPost() {
 	r.post(r.anyToken(), r.content(), r.format(), path)
 }
 
+// opPostKeyed sends its last create again (a retry, in another body
+// format), or creates with one of a few Idempotency-Keys, mostly with the
+// content the key first came with (a retry when the account made it),
+// else with new content (a 422 when it did).
+func (r *agreeRun) opPostKeyed() {
+	if r.retry != nil && r.chance(0.5) {
+		r.retry()
+		return
+	}
+	k := r.pick(len(r.keyed))
+	if r.keyed[k] == "" || r.chance(0.2) {
+		r.keyed[k] = r.content()
+	}
+	lt, content, key := r.anyToken(), r.keyed[k], fmt.Sprintf(`"agree-%d"`, k)
+	r.retry = func() { r.postWith(lt, content, r.format(), "/api/message", key) }
+	r.postWith(lt, content, r.format(), "/api/messages", key)
+}
+
 func (r *agreeRun) post(lt int, content, format, path string) {
+	r.postWith(lt, content, format, path, "")
+}
+
+// postWith is post with the Idempotency-Key key ("" for none).
+func (r *agreeRun) postWith(lt int, content, format, path, key string) {
 	ct, body := agreeBody(format, [][2]string{{"content", content}})
-	res := r.exchange(fmt.Sprintf("post %.60q (%s, %s) with %s", content, format, path, r.tokenName(lt)), "", func(s *agreeServer) request {
-		return request{Method: "POST", Path: path, Token: s.token(lt, r.unknown), ContentType: ct, Body: body}
+	desc := fmt.Sprintf("post %.60q (%s, %s) with %s", content, format, path, r.tokenName(lt))
+	if key != "" {
+		desc += " and key " + key
+	}
+	res := r.exchange(desc, "", func(s *agreeServer) request {
+		return request{Method: "POST", Path: path, Token: s.token(lt, r.unknown), ContentType: ct, Body: body, Header: withKey(key)}
 	})
 	if res[0].Status != http.StatusCreated || lt < 0 {
 		return
+	}
+	if key != "" && slices.Contains(slices.Collect(maps.Values(r.srv[0].msgs)), agreeAnswerID(res[0])) {
+		return // the first answer again: no message made
 	}
 	m := len(r.msgs)
 	r.msgs = append(r.msgs, &agreeMsg{owner: r.tokens[lt].user, content: content})
@@ -1496,6 +1529,16 @@ func (r *agreeRun) post(lt int, content, format, path string) {
 			}
 		}
 	}
+}
+
+// agreeAnswerID is the ID of the message in a create's answer; 0 when
+// there is none.
+func agreeAnswerID(res *response) uint64 {
+	var msg struct {
+		ID uint64 `json:"id"`
+	}
+	_ = json.Unmarshal(res.Body, &msg)
+	return msg.ID
 }
 
 func (r *agreeRun) opPostBad() {

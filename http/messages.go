@@ -32,8 +32,13 @@ var (
 )
 
 // createMessage stores a message owned by the caller; the client cannot
-// choose the owner.
+// choose the owner. With an Idempotency-Key, a retry gets the first
+// answer (see idempotency.go).
 func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
 	f, err := decodeBody(w, r, s.maxBody, messageFields)
 	if err != nil {
 		return err
@@ -42,7 +47,13 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, _ httprou
 	if err != nil {
 		return err
 	}
-	m, err := s.store.CreateMessage(r.Context(), model.ByToken(caller(r).tokenHash), f.str("content"))
+	by := model.ByToken(caller(r).tokenHash)
+	var m *model.Message
+	if key == "" {
+		m, err = s.store.CreateMessage(r.Context(), by, f.str("content"))
+	} else {
+		m, err = s.store.CreateMessageWithKey(r.Context(), by, f.str("content"), idempotencyFor(key, "message", f))
+	}
 	attempt.done(err)
 	if err != nil {
 		return err

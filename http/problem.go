@@ -159,6 +159,9 @@ func problemFor(err error) (problem, http.Header, bool) {
 		for _, v := range valErr.Violations {
 			p.Violations = append(p.Violations, violation{PropertyPath: v.Field, Message: v.Message})
 		}
+	case errors.Is(err, model.ErrKeyReused):
+		p.Status, p.Detail = http.StatusUnprocessableEntity, clientDetail(err, "this Idempotency-Key came with another request")
+		p.Violations = []violation{{PropertyPath: idempotencyKeyHeader, Message: p.Detail}}
 	case errors.As(err, &tooLarge):
 		p.Status, p.Detail = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit)
 	case errors.Is(err, model.ErrUnauthorized):

@@ -315,6 +315,10 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		info := requestInfoFrom(r.Context())
 		info.route = rt.path
+		if err := refuseUntakenKey(r, rt); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		switch rt.access {
 		case public:
 		case bearer:

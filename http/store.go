@@ -80,6 +80,15 @@ type Messages interface {
 	// CreateMessage stores content as a new message of the caller's.
 	// Errors: model.ErrInvalid, model.ErrUnauthorized.
 	CreateMessage(ctx context.Context, by model.Caller, content string) (*model.Message, error)
+	// CreateMessageWithKey is CreateMessage made with an Idempotency-Key:
+	// when the caller's record of key, written by a create within
+	// model.IdempotencyWindow, matches key's fingerprint, it returns the
+	// message that create made as its answer showed it (with content,
+	// which the fingerprint shows is the same) and writes nothing;
+	// otherwise it creates the message and the key's record in one
+	// transaction. Errors: as CreateMessage, and model.ErrKeyReused when
+	// the record's fingerprint is another request's.
+	CreateMessageWithKey(ctx context.Context, by model.Caller, content string, key model.IdempotencyKey) (*model.Message, error)
 	// Message reads a message for the caller and returns the caller's
 	// account with it. Errors: model.ErrUnauthorized, model.ErrNotFound.
 	Message(ctx context.Context, by model.Caller, id uint64) (*model.User, *model.Message, error)

@@ -33,6 +33,9 @@ var (
 	// ErrNoSpace: a write failed because the storage is full. Nothing of
 	// it was kept; the same write succeeds once space is freed.
 	ErrNoSpace = errors.New("out of storage")
+	// ErrKeyReused: an Idempotency-Key came back with another request
+	// than the one it first came with (see IdempotencyRecord).
+	ErrKeyReused = errors.New("idempotency key reused")
 )
 
 // Violation names one field and what is wrong with it.

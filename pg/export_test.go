@@ -211,3 +211,18 @@ func (db *DB) CommitBatch(by []model.Caller, contents []string) ([]*model.Messag
 	}
 	return answers(results)
 }
+
+// CommitKeyed writes creates as the group committer writes one batch,
+// each with its key (nil for none), and returns each create's answer.
+func (db *DB) CommitKeyed(by []model.Caller, contents []string, keys []*model.IdempotencyKey) ([]*model.Message, []error) {
+	ops := createOps(by, contents)
+	for i, op := range ops {
+		op.key = keys[i]
+	}
+	db.commitBatch(ops)
+	results := make([]createResult, len(ops))
+	for i, op := range ops {
+		results[i] = <-op.done
+	}
+	return answers(results)
+}

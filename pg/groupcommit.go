@@ -31,6 +31,7 @@ type createOp struct {
 	by      model.Caller
 	content string
 	terms   []string
+	key     *model.IdempotencyKey // nil: made without one
 	done    chan createResult
 }
 
@@ -43,13 +44,24 @@ type createResult struct {
 // waiting for it.
 const createTimeout = 30 * time.Second
 
-// commitBatch writes one batch and answers each of its creates.
+// commitBatch writes one batch and answers each of its creates; creates
+// that carry the Idempotency-Key of an earlier one go after it has
+// committed, so that they find its record (see apartByKey).
 func (db *DB) commitBatch(batch []*createOp) {
+	for len(batch) > 0 {
+		var now []*createOp
+		now, batch = apartByKey(batch)
+		db.commitDistinct(now)
+	}
+}
+
+// commitDistinct writes a batch whose creates carry distinct keys.
+func (db *DB) commitDistinct(batch []*createOp) {
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
 	defer cancel()
 	if len(batch) == 1 {
 		op := batch[0]
-		m, err := db.createMessage(ctx, op.by, op.content, op.terms)
+		m, err := db.createMessage(ctx, op)
 		op.done <- createResult{m, err}
 		return
 	}
@@ -74,7 +86,7 @@ func (db *DB) commitBatch(batch []*createOp) {
 				op.done <- createResult{nil, err}
 				continue
 			}
-			m, err := db.createMessage(ctx, op.by, op.content, op.terms)
+			m, err := db.createMessage(ctx, op)
 			op.done <- createResult{m, err}
 		}
 		return
@@ -87,14 +99,17 @@ func (db *DB) commitBatch(batch []*createOp) {
 // createBatchSQL is createSQL for many creates: $1 the token hashes (NULL
 // for a create by account ID), $2 the account IDs (0 for one by token),
 // $3 the contents, $4 and $5 where each create's terms start and end in
-// $7, all its terms end to end; $6 the time. Creates are numbered in the
-// order given, and those that resolve get consecutive IDs and positions
-// in that order. It answers one row per create, in order: the caller as
-// found, and what was created.
+// $7, all its terms end to end; $6 the time; $8 and $9 the hashes of the
+// Idempotency-Keys (NULL for a create without one) and the fingerprints,
+// $10 the oldest time a live record of a key has. The keys are distinct
+// (see apartByKey). Creates are numbered in the order given, and those
+// that resolve and find no record of their key get consecutive IDs and
+// positions in that order. It answers one row per create, in order: the
+// caller as found, what was created, and the record found.
 var createBatchSQL = `
 WITH x AS (
-	SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bytea[], $4::int[], $5::int[])
-		WITH ORDINALITY AS x(hash, account, content, lo, hi, n)
+	SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bytea[], $4::int[], $5::int[], $8::bytea[], $9::bytea[])
+		WITH ORDINALITY AS x(hash, account, content, lo, hi, key, fingerprint, n)
 ), t AS (
 	SELECT x.n, t.user_id, t.expires_at, t.last_used_at, u.email
 	FROM x JOIN tokens t ON t.hash = x.hash JOIN users u ON u.id = t.user_id
@@ -106,9 +121,15 @@ WITH x AS (
 	FOR KEY SHARE OF u
 ), who AS (
 	SELECT * FROM t UNION ALL SELECT * FROM a
+), valid AS (
+	SELECT who.n, who.user_id, who.email FROM who WHERE who.expires_at IS NULL OR who.expires_at > $6
+), r AS (
+	SELECT valid.n, r.fingerprint, r.message_id, r.created_at
+	FROM valid JOIN x ON x.n = valid.n
+	JOIN idempotency_keys r ON r.user_id = valid.user_id AND r.key = x.key AND r.created_at > $10
 ), ok AS (
-	SELECT who.n, who.user_id, who.email, row_number() OVER (ORDER BY who.n) AS k
-	FROM who WHERE who.expires_at IS NULL OR who.expires_at > $6
+	SELECT valid.n, valid.user_id, valid.email, row_number() OVER (ORDER BY valid.n) AS k
+	FROM valid WHERE NOT EXISTS (SELECT 1 FROM r WHERE r.n = valid.n)
 ), k AS (
 	SELECT count(*) AS cnt FROM ok
 ), c AS (
@@ -125,16 +146,23 @@ WITH x AS (
 	SELECT c.seq - k.cnt + ok.k, ` + strconv.Itoa(int(model.MessageCreated)) + `, $6, ok.user_id, c.message_id - k.cnt + ok.k,
 		ok.email, x.content, c.message_created, c.message_created, 1
 	FROM c, k, ok JOIN x ON x.n = ok.n
+), ik AS (
+	INSERT INTO idempotency_keys (user_id, key, fingerprint, message_id, created_at)
+	SELECT ok.user_id, x.key, x.fingerprint, c.message_id - k.cnt + ok.k, c.message_created
+	FROM c, k, ok JOIN x ON x.n = ok.n
+	WHERE x.key IS NOT NULL
 ), nt AS (
 	SELECT pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) FROM c
 )
 SELECT x.n, who.user_id, who.expires_at, who.last_used_at, who.email,
-	c.seq - k.cnt + ok.k, c.message_id - k.cnt + ok.k, c.message_created, (SELECT count(*) FROM nt)
+	c.seq - k.cnt + ok.k, c.message_id - k.cnt + ok.k, c.message_created, (SELECT count(*) FROM nt),
+	r.fingerprint, r.message_id, r.created_at
 FROM x
 LEFT JOIN who ON who.n = x.n
 LEFT JOIN ok ON ok.n = x.n
 LEFT JOIN k ON ok.n IS NOT NULL
 LEFT JOIN c ON ok.n IS NOT NULL
+LEFT JOIN r ON r.n = x.n
 ORDER BY x.n`
 
 // createBatch writes batch in one statement, in its own transaction.
@@ -146,12 +174,17 @@ func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResul
 	contents := make([][]byte, n)
 	los := make([]int32, n)
 	his := make([]int32, n)
+	keys := make([][]byte, n)
+	fingerprints := make([][]byte, n)
 	var terms []string
 	for i, op := range batch {
 		if hash, ok := op.by.Token(); ok {
 			hashes[i] = hash[:]
 		} else {
 			accounts[i] = int64(op.by.UserID())
+		}
+		if op.key != nil {
+			keys[i], fingerprints[i] = op.key.ID[:], op.key.Fingerprint[:]
 		}
 		contents[i] = []byte(op.content)
 		los[i] = int32(len(terms) + 1)
@@ -162,7 +195,8 @@ func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResul
 		terms = []string{}
 	}
 	start := time.Now()
-	rows, err := db.pool.Query(ctx, createBatchSQL, hashes, accounts, contents, los, his, now, terms)
+	rows, err := db.pool.Query(ctx, createBatchSQL, hashes, accounts, contents, los, his, now, terms,
+		keys, fingerprints, now.Add(-model.IdempotencyWindow))
 	if err != nil {
 		return nil, err
 	}
@@ -177,8 +211,10 @@ func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResul
 			expires, used, at *time.Time
 			email             *string
 			notified          int64
+			found             foundKey
 		)
-		if err := rows.Scan(&i, &userID, &expires, &used, &email, &seq, &id, &at, &notified); err != nil {
+		if err := rows.Scan(&i, &userID, &expires, &used, &email, &seq, &id, &at, &notified,
+			&found.fingerprint, &found.messageID, &found.createdAt); err != nil {
 			return nil, err
 		}
 		op := batch[i-1]
@@ -188,6 +224,11 @@ func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResul
 			results[i-1].err = model.Errorf(model.ErrUnauthorized, "the bearer token is unknown or was revoked")
 		case userID == nil:
 			results[i-1].err = model.Errorf(model.ErrNotFound, "account %d does not exist", op.by.UserID())
+		case found.messageID != nil:
+			if byToken {
+				db.uses.Note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)
+			}
+			results[i-1].m, results[i-1].err = found.replay(op, uint64(*userID), *email)
 		case seq == nil:
 			results[i-1].err = model.Errorf(model.ErrUnauthorized, "the bearer token has expired; log in again")
 		default:

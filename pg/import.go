@@ -13,8 +13,8 @@ import (
 
 // Import copies a whole Herald database, read from another store, into an
 // empty PostgreSQL database, in one transaction: accounts, tokens,
-// messages, the change log, invitations, password resets and the audit
-// log keep their IDs, hashes, handles, times and positions, so every
+// messages, the change log, invitations, password resets, the audit log
+// and the records of creates made with an Idempotency-Key keep their IDs, hashes, handles, times and positions, so every
 // token and every invitation or reset code still works, every cursor
 // still points where it did and a stream resumes with the Last-Event-ID
 // it had. Either all of it is copied or none of it. The limits table is
@@ -22,9 +22,9 @@ import (
 // full again.
 
 // Importer is an import in progress. Feed it users, tokens, messages,
-// changes, invitations, password resets and audit entries, in that order
-// (an account before anything that refers to it), then Finish it, or
-// Abort it.
+// changes, invitations, password resets, audit entries and idempotency
+// records, in that order (an account before anything that refers to it),
+// then Finish it, or Abort it.
 type Importer struct {
 	db  *DB
 	ctx context.Context
@@ -32,10 +32,10 @@ type Importer struct {
 
 	// One buffer per table; ordered lists them in the order the foreign
 	// keys need: a table's rows are copied before the next table's first.
-	users, tokens, messages, changes, invites, resets, audit *copyBuffer
-	ordered                                                  []*copyBuffer
-	newestCreated                                            time.Time
-	counts                                                   ImportCounts
+	users, tokens, messages, changes, invites, resets, audit, keys *copyBuffer
+	ordered                                                        []*copyBuffer
+	newestCreated                                                  time.Time
+	counts                                                         ImportCounts
 }
 
 // copyBuffer holds rows for one table until a COPY sends them.
@@ -48,7 +48,7 @@ type copyBuffer struct {
 // ImportCounts is how many records of each kind an import copied, or a
 // database holds.
 type ImportCounts struct {
-	Users, Tokens, Messages, Changes, Invites, Resets, Audit int
+	Users, Tokens, Messages, Changes, Invites, Resets, Audit, IdempotencyKeys int
 }
 
 // ImportState is where the source's counters stand: the last user,
@@ -73,6 +73,7 @@ func (e *ErrNotEmpty) Error() string {
 		{e.Messages, "message", "messages"}, {e.Changes, "change", "changes"},
 		{e.Invites, "invitation", "invitations"}, {e.Resets, "password reset", "password resets"},
 		{e.Audit, "audit entry", "audit entries"},
+		{e.IdempotencyKeys, "idempotency key", "idempotency keys"},
 	} {
 		switch {
 		case c.n == 1:
@@ -107,7 +108,7 @@ func (db *DB) BeginImport(ctx context.Context) (*Importer, error) {
 		return nil, err
 	}
 	if _, err := tx.Exec(ctx, `LOCK TABLE users, tokens, messages, changes, change_counter, change_floor,
-		invites, password_resets, audit IN EXCLUSIVE MODE`); err != nil {
+		invites, password_resets, audit, idempotency_keys IN EXCLUSIVE MODE`); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, err
 	}
@@ -135,8 +136,9 @@ func (db *DB) BeginImport(ctx context.Context) (*Importer, error) {
 		resets:  &copyBuffer{table: "password_resets", columns: []string{"code_hash", "user_id", "created_at", "expires_at"}},
 		audit: &copyBuffer{table: "audit", columns: []string{"id", "at", "action", "actor_id", "actor_email", "user_id", "user_email",
 			"message_id", "invite_id", "count"}},
+		keys: &copyBuffer{table: "idempotency_keys", columns: []string{"user_id", "key", "fingerprint", "message_id", "created_at"}},
 	}
-	im.ordered = []*copyBuffer{im.users, im.tokens, im.messages, im.changes, im.invites, im.resets, im.audit}
+	im.ordered = []*copyBuffer{im.users, im.tokens, im.messages, im.changes, im.invites, im.resets, im.audit, im.keys}
 	return im, nil
 }
 
@@ -240,6 +242,14 @@ func (im *Importer) Audit(e *model.AuditEntry) error {
 		int64(e.MessageID), int64(e.InviteID), int32(e.Count)})
 }
 
+// IdempotencyKey adds the record of a create made with an
+// Idempotency-Key, live or not: a record past its window is ignored and
+// swept here as in the source.
+func (im *Importer) IdempotencyKey(r *model.IdempotencyRecord) error {
+	im.counts.IdempotencyKeys++
+	return im.add(im.keys, []any{int64(r.UserID), r.Key.ID[:], r.Key.Fingerprint[:], int64(r.ResourceID), r.CreatedAt})
+}
+
 // Finish copies what is buffered, sets the counters where the source's
 // stood, and commits. It returns how many records it copied.
 func (im *Importer) Finish(st ImportState) (ImportCounts, error) {
@@ -307,7 +317,8 @@ func (db *DB) TableCounts(ctx context.Context) (ImportCounts, error) {
 func tableCounts(ctx context.Context, q querier) (ImportCounts, error) {
 	var n ImportCounts
 	err := q.QueryRow(ctx, `SELECT (SELECT count(*) FROM users), (SELECT count(*) FROM tokens), (SELECT count(*) FROM messages),
-		(SELECT count(*) FROM changes), (SELECT count(*) FROM invites), (SELECT count(*) FROM password_resets), (SELECT count(*) FROM audit)`).
-		Scan(&n.Users, &n.Tokens, &n.Messages, &n.Changes, &n.Invites, &n.Resets, &n.Audit)
+		(SELECT count(*) FROM changes), (SELECT count(*) FROM invites), (SELECT count(*) FROM password_resets), (SELECT count(*) FROM audit),
+		(SELECT count(*) FROM idempotency_keys)`).
+		Scan(&n.Users, &n.Tokens, &n.Messages, &n.Changes, &n.Invites, &n.Resets, &n.Audit, &n.IdempotencyKeys)
 	return n, err
 }

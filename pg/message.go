@@ -35,6 +35,21 @@ func scanMessage(row pgx.Row) (*model.Message, error) {
 // model.ErrUnauthorized or model.ErrNotFound when the caller does not
 // resolve to a user.
 func (db *DB) CreateMessage(ctx context.Context, by model.Caller, content string) (*model.Message, error) {
+	return db.create(ctx, by, content, nil)
+}
+
+// CreateMessageWithKey is CreateMessage made with an Idempotency-Key:
+// when the caller's live record of key says a create made a message, it
+// returns that message as the first answer showed it, rebuilt with
+// content, and writes nothing; otherwise it creates the message and the
+// record in one statement (see idempotency.go). Errors: as CreateMessage,
+// and model.ErrKeyReused when the record is of another request.
+func (db *DB) CreateMessageWithKey(ctx context.Context, by model.Caller, content string, key model.IdempotencyKey) (*model.Message, error) {
+	return db.create(ctx, by, content, &key)
+}
+
+// create queues a create, with key or without (nil), for the next batch.
+func (db *DB) create(ctx context.Context, by model.Caller, content string, key *model.IdempotencyKey) (*model.Message, error) {
 	if err := (&model.Message{Content: content}).Validate(); err != nil {
 		return nil, err
 	}
@@ -43,7 +58,7 @@ func (db *DB) CreateMessage(ctx context.Context, by model.Caller, content string
 	}
 	// Computed before the create queues, on the caller's goroutine: the
 	// costliest part of indexing, and none of it needs the database.
-	op := &createOp{by: by, content: content, terms: model.SortedTerms(content), done: make(chan createResult, 1)}
+	op := &createOp{by: by, content: content, terms: model.SortedTerms(content), key: key, done: make(chan createResult, 1)}
 	if !db.creates.add(op) {
 		return nil, errClosed
 	}
@@ -54,11 +69,13 @@ func (db *DB) CreateMessage(ctx context.Context, by model.Caller, content string
 // createSQL is a create in one statement, so in one round trip and one
 // transaction of its own: the caller resolved (a token locked as every
 // write locks it, and checked unexpired at $2; an account by ID has no
-// expiry), then, as the last step,
+// expiry), the caller's record of Idempotency-Key $5 looked for among
+// those created after $7, then, unless one was found, as the last step,
 // the counter's next position, message ID and creation time taken, the
-// message and its change inserted, and the other instances notified. It
-// always answers one row: the caller as found (all NULL when not), and
-// what was created (NULL when nothing was).
+// message, its change and the key's record (fingerprint $6) inserted,
+// and the other instances notified. It always answers one row: the
+// caller as found (all NULL when not), what was created (NULL when
+// nothing was), and the record found (NULL when none was).
 func createSQL(byToken bool) string {
 	caller := `SELECT t.user_id, t.expires_at, t.last_used_at, u.email FROM tokens t JOIN users u ON u.id = t.user_id
 		WHERE t.hash = $1 FOR NO KEY UPDATE OF t`
@@ -68,8 +85,13 @@ func createSQL(byToken bool) string {
 	}
 	return `
 WITH t AS (` + caller + `
-), ok AS (
+), valid AS (
 	SELECT user_id, email FROM t WHERE expires_at IS NULL OR expires_at > $2
+), r AS (
+	SELECT r.fingerprint, r.message_id, r.created_at
+	FROM valid JOIN idempotency_keys r ON r.user_id = valid.user_id AND r.key = $5::bytea AND r.created_at > $7
+), ok AS (
+	SELECT user_id, email FROM valid WHERE NOT EXISTS (SELECT 1 FROM r)
 ), c AS (
 	UPDATE change_counter SET seq = seq + 1, message_id = message_id + 1, message_created = greatest(message_created, $2)
 	WHERE EXISTS (SELECT 1 FROM ok)
@@ -81,10 +103,14 @@ WITH t AS (` + caller + `
 	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, created_at, updated_at, revision)
 	SELECT c.seq, ` + strconv.Itoa(int(model.MessageCreated)) + `, $2, ok.user_id, c.message_id, ok.email, $3,
 		c.message_created, c.message_created, 1 FROM c, ok
+), ik AS (
+	INSERT INTO idempotency_keys (user_id, key, fingerprint, message_id, created_at)
+	SELECT ok.user_id, $5, $6::bytea, c.message_id, c.message_created FROM c, ok WHERE $5 IS NOT NULL
 )
 SELECT t.user_id, t.expires_at, t.last_used_at, t.email, c.seq, c.message_id, c.message_created,
-	CASE WHEN c.seq IS NOT NULL THEN pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) END
-FROM (SELECT 1) one LEFT JOIN t ON true LEFT JOIN c ON true`
+	CASE WHEN c.seq IS NOT NULL THEN pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) END,
+	r.fingerprint, r.message_id, r.created_at
+FROM (SELECT 1) one LEFT JOIN t ON true LEFT JOIN c ON true LEFT JOIN r ON true`
 }
 
 var (
@@ -92,12 +118,20 @@ var (
 	createByUserSQL  = createSQL(false)
 )
 
-// createMessage runs createSQL, again after a deadlock.
-func (db *DB) createMessage(ctx context.Context, by model.Caller, content string, terms []string) (*model.Message, error) {
+// createMessage runs createSQL, again after a deadlock, and again after
+// its Idempotency-Key's record was in the way (see keyInTheWay).
+func (db *DB) createMessage(ctx context.Context, op *createOp) (*model.Message, error) {
 	var err error
 	for attempt := 1; attempt <= maxWriteAttempts; attempt++ {
 		var m *model.Message
-		if m, err = db.createOnce(ctx, by, content, terms); !retryable(err) {
+		m, err = db.createOnce(ctx, op)
+		if keyInTheWay(op, err) {
+			if err = db.dropDeadKey(ctx, op.key); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if !retryable(err) {
 			return m, err
 		}
 	}
@@ -105,20 +139,27 @@ func (db *DB) createMessage(ctx context.Context, by model.Caller, content string
 }
 
 // createOnce runs createSQL once.
-func (db *DB) createOnce(ctx context.Context, by model.Caller, content string, terms []string) (*model.Message, error) {
+func (db *DB) createOnce(ctx context.Context, op *createOp) (*model.Message, error) {
 	now := db.clock()
+	by := op.by
 	hash, byToken := by.Token()
-	sql, key := createByUserSQL, any(int64(by.UserID()))
+	sql, who := createByUserSQL, any(int64(by.UserID()))
 	if byToken {
-		sql, key = createByTokenSQL, hash[:]
+		sql, who = createByTokenSQL, hash[:]
+	}
+	var keyID, fingerprint []byte // NULL: no key
+	if op.key != nil {
+		keyID, fingerprint = op.key.ID[:], op.key.Fingerprint[:]
 	}
 	var (
 		userID, seq, id   *int64
 		expires, used, at *time.Time
 		email             *string
+		found             foundKey
 	)
 	start := time.Now()
-	err := db.pool.QueryRow(ctx, sql, key, now, []byte(content), terms).Scan(&userID, &expires, &used, &email, &seq, &id, &at, nil)
+	err := db.pool.QueryRow(ctx, sql, who, now, []byte(op.content), op.terms, keyID, fingerprint, now.Add(-model.IdempotencyWindow)).
+		Scan(&userID, &expires, &used, &email, &seq, &id, &at, nil, &found.fingerprint, &found.messageID, &found.createdAt)
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +168,11 @@ func (db *DB) createOnce(ctx context.Context, by model.Caller, content string, t
 		return nil, model.Errorf(model.ErrUnauthorized, "the bearer token is unknown or was revoked")
 	case userID == nil:
 		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", by.UserID())
+	case found.messageID != nil:
+		if byToken {
+			db.uses.Note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)
+		}
+		return found.replay(op, uint64(*userID), *email)
 	case seq == nil:
 		return nil, model.Errorf(model.ErrUnauthorized, "the bearer token has expired; log in again")
 	}
@@ -137,7 +183,7 @@ func (db *DB) createOnce(ctx context.Context, by model.Caller, content string, t
 		db.onCommit(time.Since(start), 1)
 	}
 	created := at.UTC()
-	m := &model.Message{ID: uint64(*id), OwnerID: uint64(*userID), OwnerEmail: *email, Content: content,
+	m := &model.Message{ID: uint64(*id), OwnerID: uint64(*userID), OwnerEmail: *email, Content: op.content,
 		CreatedAt: created, UpdatedAt: created, Revision: 1}
 	db.feed.sawMessage(m.ID)
 	db.feed.keep(&model.Change{Seq: uint64(*seq), Kind: model.MessageCreated, At: now, Message: *m})

@@ -191,9 +191,9 @@ ALTER TABLE messages ALTER COLUMN terms SET STATISTICS 10000;
 	// log keeps a message's content in its newest change only (see
 	// changes.go): every other change of a message, and every deletion,
 	// loses its content, and no change keeps the content an update
-	// replaced. Herald fills email_skeleton in, in this migration's
-	// transaction, right after it (fillEmailSkeletons): SQL cannot compute
-	// a skeleton.
+	// replaced; and creates made with an Idempotency-Key are kept. Herald
+	// fills email_skeleton in, in this migration's transaction, right
+	// after it (fillEmailSkeletons): SQL cannot compute a skeleton.
 	`
 -- model.EmailSkeleton(email): the address's look (UTS #39's skeleton after
 -- NFKC and case folding). NOT NULL once filled in.
@@ -218,6 +218,21 @@ ALTER TABLE changes DROP COLUMN before;
 -- The changes that hold content: one a message at most, the one an edit
 -- or a deletion of the message scrubs.
 CREATE INDEX changes_holding_content ON changes (message_id) WHERE content IS NOT NULL;
+
+-- A create made with an Idempotency-Key, inserted by the create's own
+-- statement: a retry with the key finds it and gets the first answer
+-- (see idempotency.go). No content: a retry sends it again, and nothing
+-- of a message deleted or edited since survives here. Rows go with their
+-- account, and the sweep deletes them after model.IdempotencyWindow.
+CREATE TABLE idempotency_keys (
+	user_id     bigint NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+	key         bytea NOT NULL,   -- SHA-256 of the key as sent, never the key
+	fingerprint bytea NOT NULL,   -- the request's, keyed with the key
+	message_id  bigint NOT NULL,  -- what the create made; no foreign key: the row outlives the message
+	created_at  timestamptz NOT NULL,
+	CONSTRAINT idempotency_keys_pkey PRIMARY KEY (user_id, key)
+);
+CREATE INDEX idempotency_keys_by_time ON idempotency_keys (created_at);
 `,
 }
 

@@ -25,9 +25,29 @@ func openForSuite(t *testing.T, now func() time.Time) storetest.Opened {
 			c, err := db.Counts(ctx)
 			return storetest.Counts(c), err
 		},
-		FlushTokenUses: db.FlushTokenUses,
-		Copy:           func(ctx context.Context) ([]byte, error) { return dump(ctx, url) },
+		FlushTokenUses:     db.FlushTokenUses,
+		Copy:               func(ctx context.Context) ([]byte, error) { return dump(ctx, url) },
+		IdempotencyRecords: func(ctx context.Context) ([][]byte, error) { return idempotencyRows(ctx, url) },
 	}
+}
+
+// idempotencyRows returns every row of idempotency_keys, its columns end
+// to end as the server sends them in text.
+func idempotencyRows(ctx context.Context, url string) ([][]byte, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT concat_ws(' ', user_id, key, fingerprint, message_id, created_at) FROM idempotency_keys`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) ([]byte, error) {
+		var b []byte
+		err := row.Scan(&b)
+		return b, err
+	})
 }
 
 // dump returns the rows of every table of the database at url, as COPY

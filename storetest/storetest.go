@@ -35,6 +35,7 @@ type Store interface {
 	CreateAdministrator(ctx context.Context, u *model.User) error
 	TrimAudit(ctx context.Context, keepFor time.Duration, keepMax int) (int, error)
 	SweepExpiredCodes(ctx context.Context) (int, error)
+	SweepIdempotencyKeys(ctx context.Context) (int, error)
 }
 
 // Counts is how many records of each kind a store holds.
@@ -51,6 +52,10 @@ type Opened struct {
 	// an operator's copy would hold them: a compacted copy of a bbolt
 	// file, the rows of a PostgreSQL dump.
 	Copy func(ctx context.Context) ([]byte, error)
+	// IdempotencyRecords returns every stored idempotency record as the
+	// store holds it: a bbolt record's key and value, a PostgreSQL row's
+	// columns as the server sends them.
+	IdempotencyRecords func(ctx context.Context) ([][]byte, error)
 }
 
 // Opener opens a fresh, empty store whose clock is now, closed at t's
@@ -128,6 +133,7 @@ func Run(t *testing.T, open Opener) {
 		{"Invites", testInvites},
 		{"PasswordResets", testPasswordResets},
 		{"LastSeen", testLastSeen},
+		{"Idempotency", testIdempotency},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
