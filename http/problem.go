@@ -138,6 +138,11 @@ var errNoHotBackup = &requestError{status: http.StatusNotImplemented, msg: "this
 var errUnavailable = &requestError{status: http.StatusServiceUnavailable, msg: "database is unavailable",
 	header: http.Header{"Retry-After": {"2"}}}
 
+// errNotAnswering: the database did not answer the health check in time
+// (healthWait): it hangs, or is too busy to serve.
+var errNotAnswering = &requestError{status: http.StatusServiceUnavailable, msg: "the database is not answering",
+	header: http.Header{"Retry-After": {"2"}}}
+
 // problemFor maps err to a problem document and any headers it needs. Errors
 // it does not recognise become a bare 500; their text never reaches the body.
 func problemFor(err error) (problem, http.Header, bool) {
