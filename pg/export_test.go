@@ -211,3 +211,7 @@ func (db *DB) CommitBatch(by []model.Caller, contents []string) ([]*model.Messag
 	}
 	return answers(results)
 }
+
+// Classify is classify: how the store's calls report a failure of
+// PostgreSQL's.
+func Classify(err error) error { return classify(err) }

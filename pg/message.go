@@ -34,19 +34,31 @@ func scanMessage(row pgx.Row) (*model.Message, error) {
 // returns it as stored. Errors: model.ErrInvalid for bad content,
 // model.ErrUnauthorized or model.ErrNotFound when the caller does not
 // resolve to a user.
-func (db *DB) CreateMessage(ctx context.Context, by model.Caller, content string) (*model.Message, error) {
+func (db *DB) CreateMessage(ctx context.Context, by model.Caller, content string) (_ *model.Message, err error) {
 	if err := (&model.Message{Content: content}).Validate(); err != nil {
 		return nil, err
 	}
 	if by.Server() {
 		return nil, model.Errorf(model.ErrUnauthorized, "this needs an account")
 	}
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	// Computed before the create queues, on the caller's goroutine: the
 	// costliest part of indexing, and none of it needs the database.
-	op := &createOp{by: by, content: content, terms: model.SortedTerms(content), done: make(chan createResult, 1)}
+	op := &createOp{ctx: ctx, by: by, content: content, terms: model.SortedTerms(content), done: make(chan createResult, 1)}
 	if !db.creates.add(op) {
 		return nil, errClosed
 	}
+	select {
+	case r := <-op.done:
+		return r.m, db.writeOutcome(r.err)
+	case <-ctx.Done():
+	}
+	if op.state.CompareAndSwap(createQueued, createAbandoned) {
+		return nil, ctx.Err() // never sent
+	}
+	// In a batch already, which ends by this create's deadline at the
+	// latest.
 	r := <-op.done
 	return r.m, db.writeOutcome(r.err)
 }
@@ -117,10 +129,17 @@ func (db *DB) createOnce(ctx context.Context, by model.Caller, content string, t
 		expires, used, at *time.Time
 		email             *string
 	)
-	start := time.Now()
-	err := db.pool.QueryRow(ctx, sql, key, now, []byte(content), terms).Scan(&userID, &expires, &used, &email, &seq, &id, &at, nil)
+	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
+	}
+	defer conn.Release()
+	start := time.Now()
+	// The statement commits by itself: once it may have been sent, a
+	// failure leaves the create in doubt unless it proves otherwise.
+	err = conn.QueryRow(ctx, sql, key, now, []byte(content), terms).Scan(&userID, &expires, &used, &email, &seq, &id, &at, nil)
+	if err != nil {
+		return nil, sentCommit(err)
 	}
 	switch {
 	case userID == nil && byToken:
@@ -175,13 +194,15 @@ func (db *DB) queueCaller(b *pgx.Batch, by model.Caller) resolver {
 // Message reads message id for the caller, whose account it returns,
 // resolved in the same round trip, sent together with other reads
 // (readbatch.go). Errors: model.ErrUnauthorized, model.ErrNotFound.
-func (db *DB) Message(ctx context.Context, by model.Caller, id uint64) (*model.User, *model.Message, error) {
+func (db *DB) Message(ctx context.Context, by model.Caller, id uint64) (_ *model.User, _ *model.Message, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	var (
 		resolve resolver
 		u       *model.User
 		m       *model.Message
 	)
-	err := db.readTogether(ctx, func(b *pgx.Batch) {
+	err = db.readTogether(ctx, func(b *pgx.Batch) {
 		resolve = db.queueCaller(b, by)
 		b.Queue(`SELECT `+messageColumns+` FROM messages m JOIN users u ON u.id = m.owner_id WHERE m.id = $1`, int64(id))
 	}, func(br pgx.BatchResults) error {
@@ -240,7 +261,9 @@ func (w *writeTx) ownedMessage(ctx context.Context, id uint64, by model.Caller, 
 // message, its UpdatedAt and its Revision alone. Errors: model.ErrInvalid,
 // model.ErrUnauthorized, model.ErrNotFound, model.ErrForbidden (not the
 // owner), model.ErrPrecondition (pre refused).
-func (db *DB) UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd model.MessageUpdate, pre model.Precondition) (*model.Message, error) {
+func (db *DB) UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd model.MessageUpdate, pre model.Precondition) (_ *model.Message, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	var newTerms []string
 	if upd.Content != nil {
 		var v model.ValidationError
@@ -251,7 +274,7 @@ func (db *DB) UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd
 		newTerms = model.SortedTerms(*upd.Content)
 	}
 	var out *model.Message
-	err := db.write(ctx, func(w *writeTx) error {
+	err = db.write(ctx, func(w *writeTx) error {
 		_, m, err := w.ownedMessage(ctx, id, by, pre, false)
 		if err != nil {
 			return err
@@ -281,9 +304,11 @@ func (db *DB) UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd
 // as it was. An administrator may delete anyone's, which the audit log
 // records in the same transaction. Errors: model.ErrUnauthorized,
 // model.ErrNotFound, model.ErrForbidden, model.ErrPrecondition.
-func (db *DB) DeleteMessage(ctx context.Context, id uint64, by model.Caller, pre model.Precondition) (*model.Message, error) {
+func (db *DB) DeleteMessage(ctx context.Context, id uint64, by model.Caller, pre model.Precondition) (_ *model.Message, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	var out *model.Message
-	err := db.write(ctx, func(w *writeTx) error {
+	err = db.write(ctx, func(w *writeTx) error {
 		u, m, err := w.ownedMessage(ctx, id, by, pre, true)
 		if err != nil {
 			return err
