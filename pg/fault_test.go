@@ -3,6 +3,7 @@ package pg_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,8 +23,8 @@ import (
 // The tests here fail PostgreSQL under requests as it fails in
 // production: a backend killed (kill -9, as the OOM killer does), the
 // whole server paused (SIGSTOP, as a machine that hangs looks from
-// outside). Each waits for what it needs by asking PostgreSQL
-// (pg_stat_activity), never by sleeping.
+// outside), writes piling up behind a lock. Each waits for what it needs
+// by asking PostgreSQL (pg_stat_activity), never by sleeping.
 
 // rig is an HTTP server over a PostgreSQL store holding an account and
 // its message 1, "hello".
@@ -333,5 +334,49 @@ func TestPausedDatabase(t *testing.T) {
 	a := r.send("GET", "/api/messages", "")
 	if !strings.Contains(a.body, `"hello"`) || !strings.Contains(a.body, `"after"`) {
 		t.Errorf("after PostgreSQL went on, the messages are %s, want hello and after among them", a.body)
+	}
+}
+
+// TestWritesLeaveRoomForReads: with every write transaction waiting for
+// a lock, and more waiting for a turn, the writes hold at most their share
+// of the pool: reads and /healthz still get connections and answer; once
+// the lock is released every write goes through.
+func TestWritesLeaveRoomForReads(t *testing.T) {
+	cluster.Require(t)
+	r := newRig(t, cluster.Database(t), pg.Options{PoolSize: 8})
+	lock := r.lock("SELECT 1 FROM messages WHERE id = 1 FOR UPDATE")
+	watch := r.watcher()
+	const edits = 16
+	turns := r.db.WriteTurns()
+	if turns >= 8 {
+		t.Fatalf("writes may take %d of a pool of 8", turns)
+	}
+	answers := make([]<-chan answer, edits)
+	for i := range answers {
+		answers[i] = r.sendAsync("PATCH", "/api/messages/1", fmt.Sprintf(`{"content":"edit %d"}`, i))
+	}
+	// Those with a turn wait for a lock (the message's, or the token's
+	// behind the first), the others for a turn.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		waiting, queued := len(lockWaiters(t, watch, "%")), r.db.WritesWaiting()
+		if waiting == turns && queued == edits-turns {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s, %d writes wait for a lock and %d for a turn, want %d and %d", waiting, queued, turns, edits-turns)
+		}
+	}
+	for _, path := range []string{"/api/messages/1", "/api/messages", "/api/messages?q=hello", "/api/me", "/healthz"} {
+		if a := r.send("GET", path, ""); a.status != http.StatusOK {
+			t.Errorf("GET %s with %d writes waiting for a lock = %d %s %v, want 200", path, edits, a.status, a.body, a.err)
+		}
+	}
+	if _, err := lock.Exec(context.Background(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range answers {
+		if a := <-a; a.status != http.StatusOK {
+			t.Errorf("edit %d after the lock was released = %d %s %v", i, a.status, a.body, a.err)
+		}
 	}
 }

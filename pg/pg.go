@@ -152,6 +152,13 @@ type DB struct {
 	// so searches, however many clients send them, leave connections for
 	// everything else.
 	wordSearches chan struct{}
+	// writeTurns holds a token for each write transaction (tx.go): with
+	// the committer of creates, at most half the pool's connections, so
+	// writes waiting on a lock, however many, leave connections for
+	// reads and health checks. writesWaiting counts those waiting for a
+	// turn.
+	writeTurns    chan struct{}
+	writesWaiting atomic.Int32
 	// timeout bounds each call's database work (Options.Timeout).
 	timeout time.Duration
 	// owners is the addresses of the messages' owners this instance has
@@ -247,6 +254,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		db.log = slog.New(slog.DiscardHandler)
 	}
 	db.wordSearches = make(chan struct{}, max(1, int(cfg.MaxConns)/2-db.searches.limit))
+	db.writeTurns = make(chan struct{}, max(1, int(cfg.MaxConns)/2-db.creates.limit))
 	db.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)

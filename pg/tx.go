@@ -72,6 +72,17 @@ func (db *DB) upkeep(ctx context.Context, fn func(w *writeTx) error) error {
 }
 
 func (db *DB) writeRetried(ctx context.Context, fn func(w *writeTx) error) error {
+	// A turn first, so that writes waiting on locks hold at most their
+	// share of the pool (DB.writeTurns).
+	db.writesWaiting.Add(1)
+	select {
+	case db.writeTurns <- struct{}{}:
+		db.writesWaiting.Add(-1)
+	case <-ctx.Done():
+		db.writesWaiting.Add(-1)
+		return ctx.Err()
+	}
+	defer func() { <-db.writeTurns }()
 	var err error
 	for attempt := 1; attempt <= maxWriteAttempts; attempt++ {
 		if err = db.writeOnce(ctx, fn); !retryable(err) {
