@@ -6,6 +6,7 @@ package http
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -526,12 +527,13 @@ type pingCall struct {
 }
 
 // ping asks the store whether it can serve, and returns its answer, or
-// errNotAnswering when none came within healthWait. The store's ping runs
-// on a goroutine of its own, bounded by healthWait through its context,
-// so that a store that does not honour the context (a disk that hangs
-// under bbolt's read) cannot hold the health check; and one ping runs at
-// a time, shared by the checks that come while it runs, so a database
-// that hangs holds one goroutine and one connection, not one a check.
+// errNotAnswering when none came within healthWait, or the store gave up
+// itself at the end of its context, which healthWait bounds. The store's
+// ping runs on a goroutine of its own, so that a store that does not
+// honour the context (a disk that hangs under bbolt's read) cannot hold
+// the health check; and one ping runs at a time, shared by the checks
+// that come while it runs, so a database that hangs holds one goroutine
+// and one connection, not one a check.
 func (s *Server) ping(ctx context.Context) error {
 	s.pingMu.Lock()
 	c := s.pinging
@@ -553,6 +555,9 @@ func (s *Server) ping(ctx context.Context) error {
 	defer timer.Stop()
 	select {
 	case <-c.done:
+		if errors.Is(c.err, context.DeadlineExceeded) {
+			return errNotAnswering // the store's own bound came first
+		}
 		return c.err
 	case <-timer.C:
 		return errNotAnswering
