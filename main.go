@@ -32,6 +32,7 @@ import (
 	"herald/http/connlimit"
 	"herald/http/netquirk"
 	"herald/http/stream"
+	"herald/pg"
 )
 
 func main() {
@@ -46,6 +47,7 @@ type config struct {
 	addr            string
 	dbPath          string // a bbolt file, or a PostgreSQL URL
 	dbPool          int
+	dbTimeout       time.Duration
 	tokenTTL        time.Duration
 	maxBody         int64
 	hashConcurrency int
@@ -85,6 +87,8 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on; :0 picks a free port (`HOST:PORT`)")
 	fs.StringVar(&c.dbPath, "db", "herald.db", "database: a bbolt file, created on first start, or a PostgreSQL URL (postgres://... or postgresql://..., pgx syntax; a Unix socket as postgres:///herald?host=/run/postgresql) for more than one instance (`FILE|URL`)")
 	fs.IntVar(&c.dbPool, "db-pool", 0, "with a PostgreSQL --db, the most connections this instance opens; 0 means the URL's pool_max_conns, else four per CPU, at least eight (`N`)")
+	c.dbTimeout = pg.DefaultTimeout
+	fs.Var(durationFlag{&c.dbTimeout}, "db-timeout", "how long the database work of each call a request makes may take before the request answers 503; a write whose commit was under way then answers that its outcome is unknown (`DURATION`)")
 	c.tokenTTL, c.shutdownTimeout = heraldhttp.DefaultTokenTTL, 10*time.Second
 	fs.Var(durationFlag{&c.tokenTTL}, "token-ttl", "lifetime of issued tokens, such as 720h or 30d (`DURATION`)")
 	fs.Int64Var(&c.maxBody, "max-body", heraldhttp.DefaultMaxBodyBytes, "largest accepted request body in bytes (`BYTES`)")
@@ -172,6 +176,8 @@ func (c *config) validate() error {
 		return configError("db", "must not be empty")
 	case c.dbPool < 0:
 		return configError("db-pool", "must not be negative")
+	case c.dbTimeout <= 0:
+		return configError("db-timeout", "must be positive")
 	case c.tokenTTL <= 0:
 		return configError("token-ttl", "must be positive")
 	case c.maxBody < 1024:

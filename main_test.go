@@ -447,6 +447,7 @@ func TestParseConfig(t *testing.T) {
 	defaults := config{
 		addr:            "127.0.0.1:8080",
 		dbPath:          "herald.db",
+		dbTimeout:       10 * time.Second,
 		tokenTTL:        720 * time.Hour,
 		maxBody:         65536,
 		hashConcurrency: runtime.NumCPU(),
@@ -529,6 +530,8 @@ func TestParseConfig(t *testing.T) {
 			vars: map[string]string{"HERALD_TOKEN_TTL": "soon"},
 			want: with(func(c *config) { c.tokenTTL = time.Hour }),
 		},
+		{name: "DBTimeout", vars: map[string]string{"HERALD_DB_TIMEOUT": "30s"}, want: with(func(c *config) { c.dbTimeout = 30 * time.Second })},
+		{name: "DBTimeoutZero", args: []string{"--db-timeout", "0"}, wantErr: "--db-timeout (HERALD_DB_TIMEOUT) must be positive"},
 		{name: "Retain", args: []string{"--retain", "30d"}, want: with(func(c *config) { c.retain = 720 * time.Hour })},
 		{name: "RetainNegative", vars: map[string]string{"HERALD_RETAIN": "-1h"}, wantErr: "retain"},
 		{name: "Streams", args: []string{"--max-streams", "50000", "--max-streams-per-user", "4"}, want: with(func(c *config) { c.streams, c.streamsPerUser = 50000, 4 })},

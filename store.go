@@ -97,6 +97,7 @@ func openStore(ctx context.Context, cfg *config, cpus int, logger *slog.Logger, 
 		return openPostgres(ctx, cfg, logger, set)
 	}
 	opts := storeOptions(cpus, logger, set)
+	opts.WriteTimeout = cfg.dbTimeout
 	if opts.LegacyAdmins = splitList(cfg.admins); len(opts.LegacyAdmins) > 0 {
 		// A new database has no administrators to carry over, and must
 		// not be created by a start that fails.
@@ -132,7 +133,7 @@ func openStore(ctx context.Context, cfg *config, cpus int, logger *slog.Logger, 
 
 // openPostgres opens the PostgreSQL store at the URL --db gives.
 func openPostgres(ctx context.Context, cfg *config, logger *slog.Logger, set *metrics.Set) (*servedStore, error) {
-	opts := pg.Options{Logger: logger, PoolSize: cfg.dbPool}
+	opts := pg.Options{Logger: logger, PoolSize: cfg.dbPool, Timeout: cfg.dbTimeout}
 	if set != nil {
 		commitTime := set.NewHistogram("herald_db_commit_duration_seconds")
 		opts.OnCommit = func(took time.Duration, writes int) { commitTime.Update(took.Seconds()) }

@@ -133,6 +133,9 @@ type Options struct {
 	// older layout rather than upgrade it: for tools that must not make an
 	// upgrade that a start of the server should make with its settings.
 	KeepLayout bool
+	// WriteTimeout bounds a client's write's wait for its commit (see
+	// committer.overdue); zero means DefaultWriteTimeout.
+	WriteTimeout time.Duration
 
 	// mergeChunk, for tests, overrides mergeChunkPostings. It is an
 	// option because the merger starts in Open: a merge a crash cut short
@@ -269,6 +272,9 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	db.writes = newCommitter(db)
 	db.writes.onCommit = opts.OnCommit
+	if db.writes.timeout = opts.WriteTimeout; db.writes.timeout <= 0 {
+		db.writes.timeout = DefaultWriteTimeout
+	}
 	db.merge.stop, db.merge.done = make(chan struct{}), make(chan struct{})
 	db.merge.chunk = opts.mergeChunk
 	go db.runMerger()

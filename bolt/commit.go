@@ -57,6 +57,9 @@ type committer struct {
 	ops     atomic.Uint64 // write functions committed
 
 	onCommit func(took time.Duration, writes int) // nil: nobody asked
+	// timeout bounds a client's write's wait for its commit (overdue);
+	// set before the first write.
+	timeout time.Duration
 
 	// pending collects the changes the running transaction appended to the
 	// change log; feed gets them once it is on disk. Only the committer
@@ -99,7 +102,59 @@ func (c *committer) queueWrite(op *writeOp) error {
 	default: // the committer is already due to look at the queue
 	}
 	c.mu.Unlock()
-	return <-op.done
+	if op.upkeep {
+		return <-op.done // the server's own work waits as long as it takes
+	}
+	timer := time.NewTimer(c.timeout)
+	defer timer.Stop()
+	select {
+	case err := <-op.done:
+		return err
+	case <-timer.C:
+		return c.overdue(op)
+	}
+}
+
+// DefaultWriteTimeout is Options.WriteTimeout's default: far above what a
+// commit takes on a disk that works (its fsync included, milliseconds on
+// an SD card), as the PostgreSQL store's deadline of a call is.
+const DefaultWriteTimeout = 10 * time.Second
+
+// errWriteNotTaken refuses a write still queued when its time ran out:
+// the commits before it had not ended, and it was never run.
+var errWriteNotTaken = &model.Error{Kind: model.ErrUnavailable, RetryAfter: 2 * time.Second,
+	Detail: "the database is not completing writes in time; nothing was written; try again shortly"}
+
+// errCommitOverdue answers a write whose commit had begun and not ended
+// when its time ran out.
+var errCommitOverdue = &model.Error{Kind: model.ErrOutcomeUnknown, RetryAfter: 2 * time.Second,
+	Detail: "the commit of the write did not end in time"}
+
+// overdue answers a client's write whose commit has not ended within the
+// committer's timeout. bbolt's reads do not wait for a commit, so a disk
+// that hangs under one (its fsync not returning) leaves reads and
+// /healthz answering, and the writes waiting. Still queued, the write is
+// taken out of the queue: never run, it is refused as unavailable. In the
+// commit under way, it is neither done nor undone until that commit ends,
+// which the disk decides: its outcome is unknown. A commit cannot be
+// abandoned, so the committer, and the writes queued behind it, still
+// wait for the disk.
+func (c *committer) overdue(op *writeOp) error {
+	c.mu.Lock()
+	i := slices.Index(c.queue, op)
+	if i >= 0 {
+		c.queue = slices.Delete(c.queue, i, i+1)
+	}
+	c.mu.Unlock()
+	if i >= 0 {
+		return errWriteNotTaken
+	}
+	select {
+	case err := <-op.done: // its commit ended just now
+		return err
+	default:
+		return errCommitOverdue
+	}
 }
 
 // close commits what is queued and stops the committer.

@@ -592,7 +592,7 @@ func openAgreePostgres(t *testing.T, path string, now func() time.Time) (*pg.DB,
 	}
 	url, _ := pgDatabases.Load(path)
 	db, err := pg.Open(context.Background(), url.(string), pg.Options{Now: now, PoolSize: 6, PollEvery: 100 * time.Millisecond,
-		TermStatsEvery: 50 * time.Millisecond})
+		TermStatsEvery: 50 * time.Millisecond, Timeout: time.Minute}) // as openTestStore's
 	if err != nil {
 		t.Fatal(err)
 	}

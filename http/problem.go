@@ -138,6 +138,24 @@ var errNoHotBackup = &requestError{status: http.StatusNotImplemented, msg: "this
 var errUnavailable = &requestError{status: http.StatusServiceUnavailable, msg: "database is unavailable",
 	header: http.Header{"Retry-After": {"2"}}}
 
+// errNotAnswering: the database did not answer the health check in time
+// (healthWait): it hangs, or is too busy to serve.
+var errNotAnswering = &requestError{status: http.StatusServiceUnavailable, msg: "the database is not answering",
+	header: http.Header{"Retry-After": {"2"}}}
+
+// outcomeUnknownType is the problem type of a write whose outcome is
+// unknown (model.ErrOutcomeUnknown): a reference to the API's own
+// documentation, which every server serves and which describes it.
+const outcomeUnknownType = "/api/docs#outcome-unknown"
+
+// outcomeUnknownTitle is its title, the same for every occurrence.
+const outcomeUnknownTitle = "Write Outcome Unknown"
+
+// outcomeUnknownDetail is what a client is told of a write whose outcome
+// is unknown, by every store.
+const outcomeUnknownDetail = "the database did not confirm this write: it may or may not have been done. " +
+	"Read what it would have changed before sending it again, or send it again with the same Idempotency-Key"
+
 // problemFor maps err to a problem document and any headers it needs. Errors
 // it does not recognise become a bare 500; their text never reaches the body.
 func problemFor(err error) (problem, http.Header, bool) {
@@ -183,6 +201,17 @@ func problemFor(err error) (problem, http.Header, bool) {
 	case errors.Is(err, model.ErrUnavailable):
 		p.Status, p.Detail = http.StatusServiceUnavailable, clientDetail(err, "the server cannot do this now; try again later")
 		header = retryAfterHeader(err)
+	case errors.Is(err, model.ErrOutcomeUnknown):
+		// 503: the database failed, for the moment, under the write; but
+		// a problem of its own type, not about:blank, since retrying
+		// blindly, as a 503 invites, could do the write twice.
+		p.Type, p.Title = outcomeUnknownType, outcomeUnknownTitle
+		p.Status, p.Detail = http.StatusServiceUnavailable, outcomeUnknownDetail
+		header = retryAfterHeader(err)
+		if header == nil {
+			header = http.Header{"Retry-After": {"2"}}
+		}
+		return p, header, true
 	case errors.Is(err, auth.ErrBusy):
 		// Every hashing slot is taken and the queue is full: a burst of
 		// logins; a second later the queue has moved.
@@ -203,18 +232,18 @@ func problemFor(err error) (problem, http.Header, bool) {
 }
 
 // writeError writes err as a problem document. Unrecognised errors are logged
-// with their full text and answered with a bare 500; a database out of
-// reach is logged as a warning and answered 503.
+// with their full text and answered with a bare 500; a refusal caused by
+// a failure underneath (the database out of reach, say), and every write
+// whose outcome is unknown, are logged as warnings.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	if u, ok := s.store.(Unreachable); ok {
-		if unavailable := u.Unreachable(err); unavailable != nil {
-			s.log.WarnContext(r.Context(), "database unreachable", "method", r.Method, "path", r.URL.Path, "err", err)
-			err = unavailable
-		}
-	}
 	p, header, known := problemFor(err)
-	if !known {
+	var refusal *model.Error
+	switch {
+	case !known:
 		s.log.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+	case errors.As(err, &refusal) && (refusal.Cause != nil || errors.Is(err, model.ErrOutcomeUnknown)):
+		s.log.WarnContext(r.Context(), "database failure", "method", r.Method, "path", r.URL.Path,
+			"status", p.Status, "kind", refusal.Kind.Error(), "err", err)
 	}
 	for k, v := range header {
 		w.Header()[k] = v

@@ -6,6 +6,7 @@ package http
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -77,6 +78,10 @@ type Server struct {
 	// methodLabels are the methods the metrics name; any other is counted
 	// as "other".
 	methodLabels map[string]bool
+
+	// pinging is the health check's ping in flight, nil when none is.
+	pingMu  sync.Mutex
+	pinging *pingCall
 
 	// pages recycles the buffers search pages are written into (*[]byte).
 	// A page was the largest allocation of a search, 8 of the 22 KiB it
@@ -493,9 +498,17 @@ func (rec *statusRecorder) Unwrap() http.ResponseWriter { return rec.ResponseWri
 // health answers 200 while the database can serve a read, and says when
 // writes are failing for lack of storage: reads, logins and streams go on
 // then, so a liveness check must not restart the server, but whoever
-// watches it should know.
+// watches it should know. It answers within healthWait and a moment,
+// whatever the database does: 503 when the database does not answer.
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	if err := s.store.Ping(r.Context()); err != nil {
+	if err := s.ping(r.Context()); err != nil {
+		switch {
+		case err == errNotAnswering:
+			s.log.WarnContext(r.Context(), "health check: the database did not answer", "within", healthWait)
+			return err
+		case r.Context().Err() != nil:
+			return err // the client left
+		}
 		s.log.WarnContext(r.Context(), "health check failed", "err", err)
 		return errUnavailable
 	}
@@ -509,4 +522,55 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	}
 	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 	return nil
+}
+
+// healthWait is how long a health check waits for the database's answer,
+// so that /healthz answers within 2 seconds whatever the database does.
+const healthWait = 1500 * time.Millisecond
+
+// pingCall is a ping of the store's in flight, and its answer once done
+// is closed.
+type pingCall struct {
+	done chan struct{}
+	err  error
+}
+
+// ping asks the store whether it can serve, and returns its answer, or
+// errNotAnswering when none came within healthWait, or the store gave up
+// itself at the end of its context, which healthWait bounds. The store's
+// ping runs on a goroutine of its own, so that a store that does not
+// honour the context (a disk that hangs under bbolt's read) cannot hold
+// the health check; and one ping runs at a time, shared by the checks
+// that come while it runs, so a database that hangs holds one goroutine
+// and one connection, not one a check.
+func (s *Server) ping(ctx context.Context) error {
+	s.pingMu.Lock()
+	c := s.pinging
+	if c == nil {
+		c = &pingCall{done: make(chan struct{})}
+		s.pinging = c
+		go func() {
+			pctx, cancel := context.WithTimeout(context.Background(), healthWait)
+			c.err = s.store.Ping(pctx)
+			cancel()
+			s.pingMu.Lock()
+			s.pinging = nil
+			s.pingMu.Unlock()
+			close(c.done)
+		}()
+	}
+	s.pingMu.Unlock()
+	timer := time.NewTimer(healthWait)
+	defer timer.Stop()
+	select {
+	case <-c.done:
+		if errors.Is(c.err, context.DeadlineExceeded) {
+			return errNotAnswering // the store's own bound came first
+		}
+		return c.err
+	case <-timer.C:
+		return errNotAnswering
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

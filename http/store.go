@@ -14,6 +14,12 @@ import (
 // imports none. Every method takes the request's context, and every
 // operation made for a client takes the model.Caller it is made for, which
 // the store resolves inside the operation's own transaction.
+//
+// A store says itself when its database fails under a call, as one of
+// model's kinds: model.ErrUnavailable when nothing was done (the database
+// out of reach, or not answering within the store's deadline), and
+// model.ErrOutcomeUnknown for a write that may have been done, its answer
+// lost. Nothing here guesses at a driver's errors.
 
 // Store is every interface the handlers use.
 type Store interface {
@@ -154,18 +160,6 @@ type Health interface {
 	// WritesFailing returns why writes fail now, an error of kind
 	// model.ErrNoSpace, or nil once a write has succeeded since.
 	WritesFailing(ctx context.Context) error
-}
-
-// Unreachable is offered by a store kept by a database server, whose
-// errors include the server being out of reach: stopped, restarting, out
-// of connections, or a connection cut mid-request. Those come from any of
-// its calls, from the driver rather than from Herald's rules, so the store
-// names them in one place: Unreachable returns err as an error of kind
-// model.ErrUnavailable (a 503 with Retry-After: a condition of the
-// moment, which a client or a balancer may retry) when it is one, and
-// nil otherwise.
-type Unreachable interface {
-	Unreachable(err error) error
 }
 
 // HotBackup is offered by a store that can copy itself, consistently,

@@ -104,7 +104,10 @@ func openTestStore(t *testing.T, path string, now func() time.Time) testStore {
 		})
 		url, _ = pgDatabases.LoadOrStore(path, cluster.DatabaseFrom(t, template))
 	}
-	db, err := pg.Open(context.Background(), url.(string), pg.Options{Now: now, PoolSize: 6, PollEvery: 100 * time.Millisecond})
+	// A minute for a call, not the ten seconds a server gives it: under
+	// the race detector, on a machine other work shares, a statement has
+	// taken seconds.
+	db, err := pg.Open(context.Background(), url.(string), pg.Options{Now: now, PoolSize: 6, PollEvery: 100 * time.Millisecond, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

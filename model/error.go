@@ -28,8 +28,14 @@ var (
 	// *Error of this kind says in RetryAfter when to try again.
 	ErrLimited = errors.New("limited")
 	// ErrUnavailable: the service cannot do this now (it is shutting
-	// down, say), through no fault of the caller's.
+	// down, say, or its database is out of reach or not answering),
+	// through no fault of the caller's. Nothing of the request was done.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrOutcomeUnknown: a write went to the storage and its answer never
+	// came (the connection was lost, or the time ran out, after the
+	// statement or the commit that could make it durable was sent): it
+	// may or may not have been done, and only a later read can tell.
+	ErrOutcomeUnknown = errors.New("write outcome unknown")
 	// ErrNoSpace: a write failed because the storage is full. Nothing of
 	// it was kept; the same write succeeds once space is freed.
 	ErrNoSpace = errors.New("out of storage")
@@ -83,14 +89,28 @@ type Error struct {
 	Kind   error
 	Detail string
 	// RetryAfter, when positive, is how long the caller should wait before
-	// trying again (ErrLimited, ErrUnavailable).
+	// trying again (ErrLimited, ErrUnavailable, ErrOutcomeUnknown).
 	RetryAfter time.Duration
+	// Cause, when set, is the failure behind the refusal (a connection
+	// reset, say), for the log: Error includes it, Detail never does.
+	Cause error
 }
 
-func (e *Error) Error() string { return e.Detail }
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return e.Detail + ": " + e.Cause.Error()
+	}
+	return e.Detail
+}
 
-// Unwrap makes errors.Is(err, e.Kind) true.
-func (e *Error) Unwrap() error { return e.Kind }
+// Unwrap makes errors.Is(err, e.Kind) true, and errors.Is and errors.As
+// reach the cause.
+func (e *Error) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{e.Kind, e.Cause}
+	}
+	return []error{e.Kind}
+}
 
 // Errorf returns an *Error of kind with a detail built like fmt.Sprintf.
 func Errorf(kind error, format string, args ...any) error {

@@ -31,7 +31,9 @@ type purge struct {
 // the account end. Errors: model.ErrUnauthorized, model.ErrNotFound,
 // model.ErrConflict when the caller is the last account able to
 // administer.
-func (db *DB) DeleteAccount(ctx context.Context, by model.Caller) error {
+func (db *DB) DeleteAccount(ctx context.Context, by model.Caller) (err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	return db.write(ctx, func(w *writeTx) error {
 		u, err := w.caller(ctx, by)
 		if err != nil {

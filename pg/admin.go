@@ -182,11 +182,13 @@ func idsBelow(cursor uint64) int64 {
 
 // ListAccounts pages through the accounts, newest first, those whose
 // e-mail holds q.Match. Errors: model.ErrForbidden.
-func (db *DB) ListAccounts(ctx context.Context, by model.Caller, q model.AccountQuery) (*model.AccountPage, error) {
+func (db *DB) ListAccounts(ctx context.Context, by model.Caller, q model.AccountQuery) (_ *model.AccountPage, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	limit := q.PageLimit()
 	before := idsBelow(q.BeforeID)
 	page := &model.AccountPage{}
-	err := db.adminRead(ctx, by, func(tx pgx.Tx) error {
+	err = db.adminRead(ctx, by, func(tx pgx.Tx) error {
 		// strpos, not LIKE: the match is any text, % and _ included, and
 		// email_key is compared byte for byte, as model.EmailKey made it.
 		match := model.EmailKey(q.Match)
@@ -215,9 +217,11 @@ func (db *DB) ListAccounts(ctx context.Context, by model.Caller, q model.Account
 
 // Account reads one account. Errors: model.ErrForbidden,
 // model.ErrNotFound.
-func (db *DB) Account(ctx context.Context, by model.Caller, id uint64) (*model.Account, error) {
+func (db *DB) Account(ctx context.Context, by model.Caller, id uint64) (_ *model.Account, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	var a *model.Account
-	err := db.adminRead(ctx, by, func(tx pgx.Tx) error {
+	err = db.adminRead(ctx, by, func(tx pgx.Tx) error {
 		var err error
 		a, err = account(ctx, tx, id)
 		return err
@@ -231,9 +235,11 @@ func (db *DB) Account(ctx context.Context, by model.Caller, id uint64) (*model.A
 // on every instance) and its outstanding password reset. Errors:
 // model.ErrForbidden, model.ErrNotFound, model.ErrConflict when the
 // change would leave no account able to administer.
-func (db *DB) UpdateAccount(ctx context.Context, by model.Caller, id uint64, upd model.AccountUpdate) (*model.Account, error) {
+func (db *DB) UpdateAccount(ctx context.Context, by model.Caller, id uint64, upd model.AccountUpdate) (_ *model.Account, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	var out *model.Account
-	err := db.write(ctx, func(w *writeTx) error {
+	err = db.write(ctx, func(w *writeTx) error {
 		actor, err := w.admin(ctx, by)
 		if err != nil {
 			return err
@@ -281,7 +287,9 @@ func (db *DB) UpdateAccount(ctx context.Context, by model.Caller, id uint64, upd
 // audit log, in one transaction. Errors: model.ErrForbidden,
 // model.ErrNotFound, model.ErrConflict for the last account able to
 // administer.
-func (db *DB) RemoveAccount(ctx context.Context, by model.Caller, id uint64) error {
+func (db *DB) RemoveAccount(ctx context.Context, by model.Caller, id uint64) (err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	return db.write(ctx, func(w *writeTx) error {
 		actor, err := w.admin(ctx, by)
 		if err != nil {
@@ -306,9 +314,11 @@ func (db *DB) RemoveAccount(ctx context.Context, by model.Caller, id uint64) err
 // also writes the act to the audit log, and returns how many. Messages
 // the account writes after the act are kept. Errors: model.ErrForbidden,
 // model.ErrNotFound.
-func (db *DB) RemoveMessagesOf(ctx context.Context, by model.Caller, id uint64) (int, error) {
+func (db *DB) RemoveMessagesOf(ctx context.Context, by model.Caller, id uint64) (_ int, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	var count int
-	err := db.write(ctx, func(w *writeTx) error {
+	err = db.write(ctx, func(w *writeTx) error {
 		actor, err := w.admin(ctx, by)
 		if err != nil {
 			return err
@@ -349,9 +359,11 @@ func (db *DB) RemoveMessagesOf(ctx context.Context, by model.Caller, id uint64) 
 // code hashes to code, valid for ttl, replacing any the account had, and
 // writes the act to the audit log. Errors: model.ErrForbidden,
 // model.ErrNotFound, model.ErrConflict for a code already in use.
-func (db *DB) CreatePasswordReset(ctx context.Context, by model.Caller, userID uint64, code model.TokenHash, ttl time.Duration) (*model.PasswordReset, error) {
+func (db *DB) CreatePasswordReset(ctx context.Context, by model.Caller, userID uint64, code model.TokenHash, ttl time.Duration) (_ *model.PasswordReset, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	var out *model.PasswordReset
-	err := db.write(ctx, func(w *writeTx) error {
+	err = db.write(ctx, func(w *writeTx) error {
 		actor, err := w.admin(ctx, by)
 		if err != nil {
 			return err
@@ -407,14 +419,18 @@ func usableReset(ctx context.Context, q querier, code model.TokenHash, now time.
 
 // PasswordReset finds the reset a code's hash belongs to. Errors:
 // model.ResetCodeRefused (unknown, used or expired).
-func (db *DB) PasswordReset(ctx context.Context, code model.TokenHash) (*model.PasswordReset, error) {
+func (db *DB) PasswordReset(ctx context.Context, code model.TokenHash) (_ *model.PasswordReset, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	return usableReset(ctx, db.pool, code, db.clock(), false)
 }
 
 // ResetPassword stores hash as the password of the account a reset code
 // is for, uses the code up and deletes every token of the account, in one
 // transaction. Errors: model.ResetCodeRefused.
-func (db *DB) ResetPassword(ctx context.Context, code model.TokenHash, hash string) error {
+func (db *DB) ResetPassword(ctx context.Context, code model.TokenHash, hash string) (err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	if hash == "" {
 		return errors.New("reset password: empty password hash")
 	}
@@ -454,13 +470,15 @@ func scanInvite(row pgx.Row) (*model.Invite, error) {
 // and sets its ID, Uses, CreatedAt and CreatedBy. Errors:
 // model.ErrForbidden, model.ErrInvalid, model.ErrConflict for a code
 // already in use.
-func (db *DB) CreateInvite(ctx context.Context, by model.Caller, inv *model.Invite) error {
+func (db *DB) CreateInvite(ctx context.Context, by model.Caller, inv *model.Invite) (err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	now := db.clock()
 	if err := inv.Validate(now); err != nil {
 		return err
 	}
 	stored := *inv
-	err := db.write(ctx, func(w *writeTx) error {
+	err = db.write(ctx, func(w *writeTx) error {
 		actor, err := w.admin(ctx, by)
 		if err != nil {
 			return err
@@ -491,9 +509,11 @@ func (db *DB) CreateInvite(ctx context.Context, by model.Caller, inv *model.Invi
 
 // Invites lists the invitations, newest first, expired ones until the
 // sweep removes them. Errors: model.ErrForbidden.
-func (db *DB) Invites(ctx context.Context, by model.Caller) ([]*model.Invite, error) {
+func (db *DB) Invites(ctx context.Context, by model.Caller) (_ []*model.Invite, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	var out []*model.Invite
-	err := db.adminRead(ctx, by, func(tx pgx.Tx) error {
+	err = db.adminRead(ctx, by, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT `+inviteColumns+` FROM invites ORDER BY id DESC`)
 		if err != nil {
 			return err
@@ -506,7 +526,9 @@ func (db *DB) Invites(ctx context.Context, by model.Caller) ([]*model.Invite, er
 
 // RevokeInvite deletes invitation id. Errors: model.ErrForbidden,
 // model.ErrNotFound.
-func (db *DB) RevokeInvite(ctx context.Context, by model.Caller, id uint64) error {
+func (db *DB) RevokeInvite(ctx context.Context, by model.Caller, id uint64) (err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	return db.write(ctx, func(w *writeTx) error {
 		actor, err := w.admin(ctx, by)
 		if err != nil {
@@ -525,11 +547,13 @@ func (db *DB) RevokeInvite(ctx context.Context, by model.Caller, id uint64) erro
 
 // AuditLog pages through the audit log, newest first. Errors:
 // model.ErrForbidden for a caller who is not an administrator.
-func (db *DB) AuditLog(ctx context.Context, by model.Caller, q model.AuditQuery) (*model.AuditPage, error) {
+func (db *DB) AuditLog(ctx context.Context, by model.Caller, q model.AuditQuery) (_ *model.AuditPage, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	limit := q.PageLimit()
 	before := idsBelow(q.BeforeID)
 	page := &model.AuditPage{}
-	err := db.adminRead(ctx, by, func(tx pgx.Tx) error {
+	err = db.adminRead(ctx, by, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT id, at, action, actor_id, actor_email, user_id, user_email, message_id, invite_id, count
 			FROM audit WHERE id < $1 ORDER BY id DESC LIMIT $2`, before, limit+1)
 		if err != nil {
@@ -563,7 +587,9 @@ func (db *DB) AuditLog(ctx context.Context, by model.Caller, q model.AuditQuery)
 // RecordBackup writes to the audit log that the caller downloads a
 // backup. A PostgreSQL store offers no download (its backups are
 // PostgreSQL's), so only a server answering 501 after the check calls it.
-func (db *DB) RecordBackup(ctx context.Context, by model.Caller) error {
+func (db *DB) RecordBackup(ctx context.Context, by model.Caller) (err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	return db.write(ctx, func(w *writeTx) error {
 		actor, err := w.admin(ctx, by)
 		if err != nil {

@@ -188,7 +188,7 @@ func (db *DB) listen() {
 		<-db.stop
 		cancel()
 	}()
-	cfg := db.pool.Config().ConnConfig.Copy()
+	cfg := db.ownConnConfig()
 	for ctx.Err() == nil {
 		err := db.listenOnce(ctx, cfg)
 		if ctx.Err() != nil {
@@ -239,7 +239,9 @@ func (db *DB) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) error {
 // instance. The position is read from the database, not only from what
 // this instance has heard: a client resuming here with a position another
 // instance gave it must not be told that position does not exist.
-func (db *DB) ChangeHead(ctx context.Context) (uint64, <-chan struct{}, error) {
+func (db *DB) ChangeHead(ctx context.Context) (_ uint64, _ <-chan struct{}, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	var head, message int64
 	if err := db.pool.QueryRow(ctx, "SELECT seq, message_id FROM change_counter").Scan(&head, &message); err != nil {
 		h, wait := db.feed.current()
@@ -283,7 +285,9 @@ ORDER BY c.seq`
 // scrubbed, with the message as it is now or Gone. Errors:
 // model.ErrChangeUnknown for a position the log no longer holds (trimmed
 // away) or never held (beyond the head).
-func (db *DB) ChangesAfter(ctx context.Context, after uint64, max int) ([]*model.Change, uint64, error) {
+func (db *DB) ChangesAfter(ctx context.Context, after uint64, max int) (_ []*model.Change, _ uint64, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	if max <= 0 {
 		max = 1
 	}

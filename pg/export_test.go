@@ -226,3 +226,12 @@ func (db *DB) CommitKeyed(by []model.Caller, contents []string, keys []*model.Id
 	}
 	return answers(results)
 }
+
+// Classify is classify: how the store's calls report a failure of
+// PostgreSQL's.
+func Classify(err error) error { return classify(err) }
+
+// WriteTurns is how many write transactions may hold a connection at
+// once, and WritesWaiting how many wait for a turn.
+func (db *DB) WriteTurns() int    { return cap(db.writeTurns) }
+func (db *DB) WritesWaiting() int { return int(db.writesWaiting.Load()) }

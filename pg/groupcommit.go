@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"herald/model"
@@ -28,37 +29,69 @@ const maxCreateBatch = 256
 
 // createOp is one create waiting for its batch.
 type createOp struct {
+	// ctx is its call's: a batch ends by the earliest deadline of its
+	// creates, and a create whose caller stopped waiting before its
+	// batch took it is never sent.
+	ctx     context.Context
 	by      model.Caller
 	content string
 	terms   []string
 	key     *model.IdempotencyKey // nil: made without one
-	done    chan createResult
+	// state is createQueued until a batch takes the create (createTaken)
+	// or its caller stops waiting for it first (createAbandoned).
+	state atomic.Int32
+	done  chan createResult
 }
+
+// A create's states: queued, then taken by its batch or abandoned by its
+// caller, whichever comes first.
+const (
+	createQueued int32 = iota
+	createTaken
+	createAbandoned
+)
 
 type createResult struct {
 	m   *model.Message
 	err error
 }
 
-// createTimeout bounds a batch's statement; the requests it carries are
-// waiting for it.
-const createTimeout = 30 * time.Second
-
-// commitBatch writes one batch and answers each of its creates; creates
-// that carry the Idempotency-Key of an earlier one go after it has
-// committed, so that they find its record (see apartByKey).
+// commitBatch writes one batch and answers each of its creates, but for
+// those whose callers stopped waiting before the batch took them: those
+// are dropped, never sent. Creates that carry the Idempotency-Key of an
+// earlier one go after it has committed, so that they find its record
+// (see apartByKey). The batch's statements, and any create sent again
+// alone, end by the earliest deadline of its creates.
 func (db *DB) commitBatch(batch []*createOp) {
+	taken := batch[:0:0]
+	deadline := time.Now().Add(db.timeout)
+	for _, op := range batch {
+		if !op.state.CompareAndSwap(createQueued, createTaken) {
+			continue
+		}
+		taken = append(taken, op)
+		if op.ctx == nil {
+			continue
+		}
+		if d, ok := op.ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+	}
+	batch = taken
+	if len(batch) == 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
 	for len(batch) > 0 {
 		var now []*createOp
 		now, batch = apartByKey(batch)
-		db.commitDistinct(now)
+		db.commitDistinct(ctx, now)
 	}
 }
 
 // commitDistinct writes a batch whose creates carry distinct keys.
-func (db *DB) commitDistinct(batch []*createOp) {
-	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
-	defer cancel()
+func (db *DB) commitDistinct(ctx context.Context, batch []*createOp) {
 	if len(batch) == 1 {
 		op := batch[0]
 		m, err := db.createMessage(ctx, op)
@@ -78,8 +111,8 @@ func (db *DB) commitDistinct(batch []*createOp) {
 		// Rolled back, one of them or none is at fault: each goes on its
 		// own. Otherwise the connection failed, or the time ran out, when
 		// the batch may have committed: sent again, its messages could be
-		// stored twice, so each create gets the error, as it would have
-		// alone.
+		// stored twice, so each create gets the error, its outcome
+		// unknown, as it would have alone.
 		sendAgain := rolledBack(err)
 		for _, op := range batch {
 			if !sendAgain {
@@ -194,11 +227,19 @@ func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResul
 	if terms == nil {
 		terms = []string{}
 	}
-	start := time.Now()
-	rows, err := db.pool.Query(ctx, createBatchSQL, hashes, accounts, contents, los, his, now, terms,
-		keys, fingerprints, now.Add(-model.IdempotencyWindow))
+	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
+	}
+	defer conn.Release()
+	// From here on the statement, which commits by itself, may have been
+	// sent: a failure leaves the batch in doubt unless it proves
+	// otherwise (sentCommit).
+	start := time.Now()
+	rows, err := conn.Query(ctx, createBatchSQL, hashes, accounts, contents, los, his, now, terms,
+		keys, fingerprints, now.Add(-model.IdempotencyWindow))
+	if err != nil {
+		return nil, sentCommit(err)
 	}
 	defer rows.Close()
 	results := make([]createResult, n)
@@ -215,7 +256,7 @@ func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResul
 		)
 		if err := rows.Scan(&i, &userID, &expires, &used, &email, &seq, &id, &at, &notified,
 			&found.fingerprint, &found.messageID, &found.createdAt); err != nil {
-			return nil, err
+			return nil, sentCommit(err)
 		}
 		op := batch[i-1]
 		hash, byToken := op.by.Token()
@@ -245,7 +286,7 @@ func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResul
 	// Closing reads to the end of the statement, its commit included.
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, sentCommit(err)
 	}
 	if newestSeq > 0 {
 		if db.onCommit != nil {

@@ -3,6 +3,7 @@ package pg_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"path/filepath"
@@ -113,14 +114,17 @@ func (p *cutProxy) serve(client net.Conn) {
 
 // A batch of creates that committed, its answer lost with the connection,
 // is not sent again one create at a time, which would store every message
-// twice: each create gets the error, as one sent alone would.
+// twice: each create gets the error, as one sent alone would, and it says
+// the create's outcome is unknown.
 func TestBatchLostAfterItsCommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url := cluster.Database(t)
 	socket, at := serverSocket(t, url)
 	p := startCutProxy(t, socket)
-	db := openURL(t, at(p.dir), pg.Options{})
+	// No poll of the log's head: its one row would answer the proxy's
+	// watch for a statement's completion in the create's place.
+	db := openURL(t, at(p.dir), pg.Options{PollEvery: time.Hour})
 	u := &model.User{Email: "ada@example.com", PasswordHash: storetest.FakePasswordHash}
 	if _, err := db.CreateUser(ctx, u, storetest.TokenHash("ada"), time.Hour, nil); err != nil {
 		t.Fatal(err)
@@ -135,6 +139,8 @@ func TestBatchLostAfterItsCommit(t *testing.T) {
 	for k := range msgs {
 		if errs[k] == nil {
 			t.Errorf("create %d answered message %d, though its batch's outcome was lost", k, msgs[k].ID)
+		} else if err := pg.Classify(errs[k]); !errors.Is(err, model.ErrOutcomeUnknown) {
+			t.Errorf("create %d answered %v, want its outcome unknown", k, err)
 		}
 	}
 	n, err := pgtest.QueryInt(ctx, url, "SELECT count(*) FROM messages")
@@ -143,5 +149,39 @@ func TestBatchLostAfterItsCommit(t *testing.T) {
 	}
 	if n != 3 {
 		t.Errorf("3 creates stored %d messages", n)
+	}
+}
+
+// A create alone that committed, its answer lost with the connection, is
+// answered with its outcome unknown, not as the database out of reach,
+// which would invite sending it again: the message is stored.
+func TestCreateLostAfterItsCommit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := cluster.Database(t)
+	socket, at := serverSocket(t, url)
+	p := startCutProxy(t, socket)
+	// No poll of the log's head: its one row would answer the proxy's
+	// watch for a statement's completion in the create's place.
+	db := openURL(t, at(p.dir), pg.Options{PollEvery: time.Hour})
+	u := &model.User{Email: "ada@example.com", PasswordHash: storetest.FakePasswordHash}
+	if _, err := db.CreateUser(ctx, u, storetest.TokenHash("ada"), time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	tag := "SELECT 1" // the create statement's completion: one row
+	p.arm.Store(&tag)
+	m, err := db.CreateMessage(ctx, model.ByUser(u.ID), "one")
+	if p.cuts.Load() != 1 {
+		t.Fatalf("the connection was cut %d times, want once", p.cuts.Load())
+	}
+	if !errors.Is(err, model.ErrOutcomeUnknown) {
+		t.Errorf("a create whose answer was lost after its commit = %v, %v; want its outcome unknown", m, err)
+	}
+	n, err := pgtest.QueryInt(ctx, url, "SELECT count(*) FROM messages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("the create stored %d messages, want 1", n)
 	}
 }

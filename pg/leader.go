@@ -108,7 +108,7 @@ func (db *DB) keepLead(ctx context.Context) {
 		cancel()
 		l.conn = nil
 	}
-	conn, err := pgx.ConnectConfig(ctx, leadConnConfig(db.pool.Config().ConnConfig))
+	conn, err := pgx.ConnectConfig(ctx, leadConnConfig(db.ownConnConfig()))
 	if err != nil {
 		return
 	}

@@ -173,22 +173,25 @@ func (db *DB) spendBucket(ops []*spendOp) *readOp {
 
 // Spend takes one event from key's bucket when it has one; when it has
 // none it records nothing and reports how long until one is back. When
-// the database cannot be reached the event passes, and the log says so:
-// a limiter must not lock everyone out.
+// the database cannot be reached, or does not answer within the store's
+// deadline of a call, the event passes, and the log says so: a limiter
+// must not lock everyone out.
 func (l *Limiter) Spend(ctx context.Context, key string) (bool, time.Duration) {
 	if l.every <= 0 {
 		return true, 0
 	}
 	hash := l.hash(key)
+	bounded, cancel := context.WithTimeout(ctx, l.db.timeout)
+	defer cancel()
 	for attempt := 1; ; attempt++ {
-		op := &spendOp{ctx: ctx, l: l, hash: hash, now: l.db.limitsClock(), done: make(chan struct{})}
+		op := &spendOp{ctx: bounded, l: l, hash: hash, now: l.db.limitsClock(), done: make(chan struct{})}
 		err := errClosed
 		if l.db.spends.add(op) {
 			select {
 			case <-op.done:
 				err = op.err
-			case <-ctx.Done():
-				err = ctx.Err()
+			case <-bounded.Done():
+				err = bounded.Err()
 			}
 		}
 		switch {
@@ -214,7 +217,9 @@ func (l *Limiter) Refund(ctx context.Context, key string) {
 		return
 	}
 	hash := l.hash(key)
-	_, err := l.db.pool.Exec(ctx, `UPDATE limits SET tat = tat - $3::bigint * interval '1 microsecond' WHERE name = $1 AND key = $2`,
+	bounded, cancel := context.WithTimeout(ctx, l.db.timeout)
+	defer cancel()
+	_, err := l.db.pool.Exec(bounded, `UPDATE limits SET tat = tat - $3::bigint * interval '1 microsecond' WHERE name = $1 AND key = $2`,
 		l.name, hash[:], l.every.Microseconds())
 	if err != nil && ctx.Err() == nil {
 		l.db.log.Warn("a shared limit could not be refunded", "limit", l.name, "err", err)

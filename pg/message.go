@@ -49,19 +49,31 @@ func (db *DB) CreateMessageWithKey(ctx context.Context, by model.Caller, content
 }
 
 // create queues a create, with key or without (nil), for the next batch.
-func (db *DB) create(ctx context.Context, by model.Caller, content string, key *model.IdempotencyKey) (*model.Message, error) {
+func (db *DB) create(ctx context.Context, by model.Caller, content string, key *model.IdempotencyKey) (_ *model.Message, err error) {
 	if err := (&model.Message{Content: content}).Validate(); err != nil {
 		return nil, err
 	}
 	if by.Server() {
 		return nil, model.Errorf(model.ErrUnauthorized, "this needs an account")
 	}
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	// Computed before the create queues, on the caller's goroutine: the
 	// costliest part of indexing, and none of it needs the database.
-	op := &createOp{by: by, content: content, terms: model.SortedTerms(content), key: key, done: make(chan createResult, 1)}
+	op := &createOp{ctx: ctx, by: by, content: content, terms: model.SortedTerms(content), key: key, done: make(chan createResult, 1)}
 	if !db.creates.add(op) {
 		return nil, errClosed
 	}
+	select {
+	case r := <-op.done:
+		return r.m, db.writeOutcome(r.err)
+	case <-ctx.Done():
+	}
+	if op.state.CompareAndSwap(createQueued, createAbandoned) {
+		return nil, ctx.Err() // never sent
+	}
+	// In a batch already, which ends by this create's deadline at the
+	// latest.
 	r := <-op.done
 	return r.m, db.writeOutcome(r.err)
 }
@@ -157,11 +169,18 @@ func (db *DB) createOnce(ctx context.Context, op *createOp) (*model.Message, err
 		email             *string
 		found             foundKey
 	)
-	start := time.Now()
-	err := db.pool.QueryRow(ctx, sql, who, now, []byte(op.content), op.terms, keyID, fingerprint, now.Add(-model.IdempotencyWindow)).
-		Scan(&userID, &expires, &used, &email, &seq, &id, &at, nil, &found.fingerprint, &found.messageID, &found.createdAt)
+	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
+	}
+	defer conn.Release()
+	start := time.Now()
+	// The statement commits by itself: once it may have been sent, a
+	// failure leaves the create in doubt unless it proves otherwise.
+	err = conn.QueryRow(ctx, sql, who, now, []byte(op.content), op.terms, keyID, fingerprint, now.Add(-model.IdempotencyWindow)).
+		Scan(&userID, &expires, &used, &email, &seq, &id, &at, nil, &found.fingerprint, &found.messageID, &found.createdAt)
+	if err != nil {
+		return nil, sentCommit(err)
 	}
 	switch {
 	case userID == nil && byToken:
@@ -223,13 +242,15 @@ func (db *DB) queueCaller(b *pgx.Batch, by model.Caller) resolver {
 // Message reads message id for the caller, whose account it returns,
 // resolved in the same round trip, sent together with other reads
 // (readbatch.go). Errors: model.ErrUnauthorized, model.ErrNotFound.
-func (db *DB) Message(ctx context.Context, by model.Caller, id uint64) (*model.User, *model.Message, error) {
+func (db *DB) Message(ctx context.Context, by model.Caller, id uint64) (_ *model.User, _ *model.Message, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	var (
 		resolve resolver
 		u       *model.User
 		m       *model.Message
 	)
-	err := db.readTogether(ctx, func(b *pgx.Batch) {
+	err = db.readTogether(ctx, func(b *pgx.Batch) {
 		resolve = db.queueCaller(b, by)
 		b.Queue(`SELECT `+messageColumns+` FROM messages m JOIN users u ON u.id = m.owner_id WHERE m.id = $1`, int64(id))
 	}, func(br pgx.BatchResults) error {
@@ -288,7 +309,9 @@ func (w *writeTx) ownedMessage(ctx context.Context, id uint64, by model.Caller, 
 // message, its UpdatedAt and its Revision alone. Errors: model.ErrInvalid,
 // model.ErrUnauthorized, model.ErrNotFound, model.ErrForbidden (not the
 // owner), model.ErrPrecondition (pre refused).
-func (db *DB) UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd model.MessageUpdate, pre model.Precondition) (*model.Message, error) {
+func (db *DB) UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd model.MessageUpdate, pre model.Precondition) (_ *model.Message, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	var newTerms []string
 	if upd.Content != nil {
 		var v model.ValidationError
@@ -299,7 +322,7 @@ func (db *DB) UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd
 		newTerms = model.SortedTerms(*upd.Content)
 	}
 	var out *model.Message
-	err := db.write(ctx, func(w *writeTx) error {
+	err = db.write(ctx, func(w *writeTx) error {
 		_, m, err := w.ownedMessage(ctx, id, by, pre, false)
 		if err != nil {
 			return err
@@ -328,9 +351,11 @@ func (db *DB) UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd
 // as it was. An administrator may delete anyone's, which the audit log
 // records in the same transaction. Errors: model.ErrUnauthorized,
 // model.ErrNotFound, model.ErrForbidden, model.ErrPrecondition.
-func (db *DB) DeleteMessage(ctx context.Context, id uint64, by model.Caller, pre model.Precondition) (*model.Message, error) {
+func (db *DB) DeleteMessage(ctx context.Context, id uint64, by model.Caller, pre model.Precondition) (_ *model.Message, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	var out *model.Message
-	err := db.write(ctx, func(w *writeTx) error {
+	err = db.write(ctx, func(w *writeTx) error {
 		u, m, err := w.ownedMessage(ctx, id, by, pre, true)
 		if err != nil {
 			return err

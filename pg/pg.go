@@ -22,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"herald/model"
@@ -110,6 +111,12 @@ type Options struct {
 	// and the login included; zero means the URL's connect_timeout (or
 	// PGCONNECT_TIMEOUT), else DefaultConnectTimeout.
 	ConnectTimeout time.Duration
+	// Timeout bounds the database work of each call a request makes:
+	// waiting for a connection, its statements, a write's retries, a
+	// create's wait in the queue; zero means DefaultTimeout. A call out
+	// of time is refused as the database not answering, or, for a write
+	// whose commit was sent, with its outcome unknown (fault.go).
+	Timeout time.Duration
 }
 
 // DefaultConnectTimeout bounds a connection attempt when nothing else
@@ -145,6 +152,15 @@ type DB struct {
 	// so searches, however many clients send them, leave connections for
 	// everything else.
 	wordSearches chan struct{}
+	// writeTurns holds a token for each write transaction (tx.go): with
+	// the committer of creates, at most half the pool's connections, so
+	// writes waiting on a lock, however many, leave connections for
+	// reads and health checks. writesWaiting counts those waiting for a
+	// turn.
+	writeTurns    chan struct{}
+	writesWaiting atomic.Int32
+	// timeout bounds each call's database work (Options.Timeout).
+	timeout time.Duration
 	// owners is the addresses of the messages' owners this instance has
 	// read (owners.go).
 	owners ownerEmails
@@ -188,6 +204,16 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	} else if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
+	// A statement whose context ends is cancelled by PostgreSQL, at pgx's
+	// request: it stops, rolled back (a write waiting on a lock holds its
+	// locks no longer), and the connection stays usable. pgx's default
+	// closes the connection at once instead, and PostgreSQL, which does
+	// not look at a connection while a statement waits, would keep the
+	// backend and its locks until the wait ended. A server that answers
+	// nothing has its connection closed after cancelGrace.
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
+	}
 	params := cfg.ConnConfig.RuntimeParams
 	if params["application_name"] == "" {
 		params["application_name"] = "herald"
@@ -212,7 +238,10 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		params["plan_cache_mode"] = "force_generic_plan"
 	}
 	params["timezone"] = "UTC"
-	db := &DB{now: opts.Now, log: opts.Logger, onCommit: opts.OnCommit, stop: make(chan struct{})}
+	db := &DB{now: opts.Now, log: opts.Logger, onCommit: opts.OnCommit, timeout: opts.Timeout, stop: make(chan struct{})}
+	if db.timeout <= 0 {
+		db.timeout = DefaultTimeout
+	}
 	db.life, db.endLife = context.WithCancel(context.Background())
 	db.creates = batches[*createOp]{limit: 1, size: maxCreateBatch, run: db.commitBatch, workers: &db.workers}
 	db.reads = batches[*readOp]{limit: readConcurrency(), size: maxReadBatch, run: db.sendReadBatch, workers: &db.workers}
@@ -225,6 +254,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		db.log = slog.New(slog.DiscardHandler)
 	}
 	db.wordSearches = make(chan struct{}, max(1, int(cfg.MaxConns)/2-db.searches.limit))
+	db.writeTurns = make(chan struct{}, max(1, int(cfg.MaxConns)/2-db.creates.limit))
 	db.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
@@ -248,6 +278,19 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	db.workers.Add(1)
 	go db.followTermStats(statsEvery)
 	return db, nil
+}
+
+// ownConnConfig is the pool's connection settings for a connection of the
+// store's own, the listener's or the leader's, which waits on purpose
+// (for a notification, or holding a lock) until the store closes: the end
+// of its context closes it at once, pgx's default, rather than asking
+// PostgreSQL to cancel a statement, which an idle connection has none of.
+func (db *DB) ownConnConfig() *pgx.ConnConfig {
+	cfg := db.pool.Config().ConnConfig.Copy()
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
+	return cfg
 }
 
 // prepare checks the server and applies the schema.
@@ -287,7 +330,9 @@ func (db *DB) Close() error {
 }
 
 // Ping reports whether the database can still serve a read.
-func (db *DB) Ping(ctx context.Context) error {
+func (db *DB) Ping(ctx context.Context) (err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	var one int
 	return db.pool.QueryRow(ctx, "SELECT 1").Scan(&one)
 }

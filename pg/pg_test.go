@@ -28,12 +28,36 @@ var _ heraldhttp.Store = (*pg.DB)(nil)
 
 var cluster *pgtest.Cluster
 
+// faults is a cluster of its own for the tests that kill PostgreSQL's
+// processes or pause them, started by the first of them: a backend
+// killed makes the server restart every other, which would cut the
+// connections of every test on its cluster.
+var faults struct {
+	once    sync.Once
+	cluster *pgtest.Cluster
+}
+
+func faultCluster(t *testing.T) *pgtest.Cluster {
+	t.Helper()
+	faults.once.Do(func() { faults.cluster = pgtest.Start() })
+	faults.cluster.Require(t)
+	return faults.cluster
+}
+
 func TestMain(m *testing.M) {
 	cluster = pgtest.Start()
 	code := m.Run()
 	cluster.Stop()
+	if faults.cluster != nil {
+		faults.cluster.Stop()
+	}
 	os.Exit(code)
 }
+
+// testTimeout is the deadline of a call in tests that do not test it:
+// under the race detector, on a machine other work shares, a statement
+// has taken seconds.
+const testTimeout = time.Minute
 
 // open opens a store on a fresh database and returns it with the
 // database's URL.
@@ -46,6 +70,9 @@ func open(t testing.TB, opts pg.Options) (*pg.DB, string) {
 // openURL opens another store on the database at url, closed at cleanup.
 func openURL(t testing.TB, url string, opts pg.Options) *pg.DB {
 	t.Helper()
+	if opts.Timeout == 0 {
+		opts.Timeout = testTimeout
+	}
 	db, err := pg.Open(context.Background(), url, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -33,9 +32,11 @@ import (
 // reaches only the read it belongs to. Reads are retried safely: they
 // write nothing (a token's use is noted in memory, twice at worst).
 //
-// A read whose client goes away stops waiting at once; its statements
-// still go with the batch unless the batch is not yet formed, then they
-// are dropped.
+// A read whose client goes away, or whose call's deadline passes, stops
+// waiting at once; its statements still go with the batch unless the
+// batch is not yet formed, then they are dropped. A batch, and each read
+// sent again alone, has the store's deadline of a call (Options.Timeout)
+// of its own.
 //
 // Searches with words that fill a page early by the terms' statistics
 // are sent together too, in batches of their own (search.go); the others
@@ -43,9 +44,6 @@ import (
 
 // maxReadBatch bounds the reads of one pipeline.
 const maxReadBatch = 64
-
-// readTimeout bounds a batch, and each read sent again alone.
-const readTimeout = 30 * time.Second
 
 // readOp is one read waiting for its batch. queue adds its statements to
 // a batch; read reads their results, every one of them, in order, keeping
@@ -116,7 +114,7 @@ func (db *DB) sendReadBatch(batch []*readOp) {
 
 // sendReadAlone runs one read in a round trip of its own.
 func (db *DB) sendReadAlone(op *readOp) {
-	ctx, cancel := context.WithTimeout(db.life, readTimeout)
+	ctx, cancel := context.WithTimeout(db.life, db.timeout)
 	defer cancel()
 	op.err = db.sendAlone(ctx, op.queue, func(br pgx.BatchResults) error { return db.readOwn(op, br) })
 }
@@ -140,7 +138,7 @@ func (db *DB) sendAlone(ctx context.Context, queue func(b *pgx.Batch), read func
 // the connection was lost or the batch ran out of time, so every read's
 // outcome is in doubt.
 func (db *DB) sendReadsTogether(batch []*readOp) error {
-	ctx, cancel := context.WithTimeout(db.life, readTimeout)
+	ctx, cancel := context.WithTimeout(db.life, db.timeout)
 	defer cancel()
 	b := &pgx.Batch{}
 	for _, op := range batch {

@@ -113,7 +113,9 @@ var searchSpan = func() int64 {
 // the caller's account, resolved in the same round trip. Errors:
 // model.ErrInvalid for too many terms, model.ErrUnauthorized, the
 // context's error when it ends.
-func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.SearchQuery) (*model.User, *model.SearchPage, error) {
+func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.SearchQuery) (_ *model.User, _ *model.SearchPage, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	if len(q.Terms) > model.MaxQueryTerms {
 		var v model.ValidationError
 		v.Add("q", fmt.Sprintf("must have at most %d distinct words", model.MaxQueryTerms))
@@ -210,7 +212,6 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		}
 		return nil
 	}
-	var err error
 	switch {
 	case !words:
 		// A page without words walks an index for at most its own rows.

@@ -76,7 +76,9 @@ func (db *DB) authenticate(ctx context.Context, q querier, hash model.TokenHash,
 
 // Authenticate finds the user a token belongs to. Errors:
 // model.ErrUnauthorized when the token is unknown, revoked or expired.
-func (db *DB) Authenticate(ctx context.Context, hash model.TokenHash) (*model.User, *model.Token, error) {
+func (db *DB) Authenticate(ctx context.Context, hash model.TokenHash) (_ *model.User, _ *model.Token, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	return db.authenticate(ctx, db.pool, hash, false)
 }
 
@@ -118,9 +120,11 @@ func (w *writeTx) issueToken(ctx context.Context, hash model.TokenHash, userID u
 // raced a password change or a deletion gets nothing. It notes the login
 // as the account's last sight. Errors: model.ErrUnauthorized,
 // model.ErrForbidden for a suspended account.
-func (db *DB) IssueLoginToken(ctx context.Context, userID uint64, checkedHash string, hash model.TokenHash, ttl time.Duration) (*model.Token, error) {
+func (db *DB) IssueLoginToken(ctx context.Context, userID uint64, checkedHash string, hash model.TokenHash, ttl time.Duration) (_ *model.Token, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	var tok *model.Token
-	err := db.write(ctx, func(w *writeTx) error {
+	err = db.write(ctx, func(w *writeTx) error {
 		var (
 			stored    string
 			suspended bool
@@ -153,7 +157,9 @@ var errSuspended = model.Errorf(model.ErrForbidden, "this account is suspended; 
 
 // RevokeToken deletes a token so it stops working at once. Errors:
 // model.ErrNotFound when no such token exists.
-func (db *DB) RevokeToken(ctx context.Context, hash model.TokenHash) error {
+func (db *DB) RevokeToken(ctx context.Context, hash model.TokenHash) (err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	return db.write(ctx, func(w *writeTx) error {
 		var userID int64
 		err := w.QueryRow(ctx, `DELETE FROM tokens WHERE hash = $1 RETURNING user_id`, hash[:]).Scan(&userID)
@@ -172,7 +178,9 @@ func (db *DB) RevokeToken(ctx context.Context, hash model.TokenHash) error {
 // may be the one making the request. Errors: model.ErrUnauthorized,
 // model.ErrNotFound when the caller holds no token with that handle
 // (another user's included).
-func (db *DB) RevokeTokenByID(ctx context.Context, by model.Caller, id model.TokenID) error {
+func (db *DB) RevokeTokenByID(ctx context.Context, by model.Caller, id model.TokenID) (err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	return db.write(ctx, func(w *writeTx) error {
 		u, err := w.caller(ctx, by)
 		if err != nil {
@@ -193,7 +201,9 @@ func (db *DB) RevokeTokenByID(ctx context.Context, by model.Caller, id model.Tok
 // RevokeAllTokens logs the caller out everywhere: every token of theirs
 // stops working, the one making the request included. Errors:
 // model.ErrUnauthorized, model.ErrNotFound.
-func (db *DB) RevokeAllTokens(ctx context.Context, by model.Caller) error {
+func (db *DB) RevokeAllTokens(ctx context.Context, by model.Caller) (err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	return db.write(ctx, func(w *writeTx) error {
 		u, err := w.caller(ctx, by)
 		if err != nil {
@@ -219,7 +229,9 @@ func (w *writeTx) revokeTokensExcept(ctx context.Context, userID uint64, keep mo
 
 // Tokens lists the tokens a user holds that still work, newest first,
 // with uses this instance has noted but not yet written.
-func (db *DB) Tokens(ctx context.Context, userID uint64) ([]*model.Token, error) {
+func (db *DB) Tokens(ctx context.Context, userID uint64) (_ []*model.Token, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	rows, err := db.pool.Query(ctx, `SELECT hash, handle, created_at, expires_at, last_used_at FROM tokens
 		WHERE user_id = $1 AND expires_at > $2 ORDER BY created_at DESC, hash`, int64(userID), db.clock())
 	if err != nil {

@@ -30,6 +30,12 @@ import (
 // and the write is then run again from the start. Functions must
 // therefore recompute everything they report from the transaction they
 // are given.
+//
+// Sending COMMIT is a write's point of no return. A connection lost, or a
+// deadline passed, before it leaves nothing behind: PostgreSQL rolls the
+// transaction back. After it, and before its answer, the write may have
+// committed (sentCommit, fault.go): it is then neither run again nor
+// reported as not done.
 
 // writeTx is one write transaction on a connection of its own, and the
 // changes it will log.
@@ -66,6 +72,17 @@ func (db *DB) upkeep(ctx context.Context, fn func(w *writeTx) error) error {
 }
 
 func (db *DB) writeRetried(ctx context.Context, fn func(w *writeTx) error) error {
+	// A turn first, so that writes waiting on locks hold at most their
+	// share of the pool (DB.writeTurns).
+	db.writesWaiting.Add(1)
+	select {
+	case db.writeTurns <- struct{}{}:
+		db.writesWaiting.Add(-1)
+	case <-ctx.Done():
+		db.writesWaiting.Add(-1)
+		return ctx.Err()
+	}
+	defer func() { <-db.writeTurns }()
 	var err error
 	for attempt := 1; attempt <= maxWriteAttempts; attempt++ {
 		if err = db.writeOnce(ctx, fn); !retryable(err) {
@@ -101,22 +118,18 @@ func (db *DB) writeOnce(ctx context.Context, fn func(w *writeTx) error) (err err
 }
 
 // release ends the transaction, if one is open (a write that failed), and
-// gives the connection back; a connection in a state it cannot vouch for
-// is closed instead.
+// gives the connection back. It rolls back only on a server that answered
+// the failure, a refusal of Herald's or of PostgreSQL's: after a lost
+// connection or a deadline, the write's answer must not wait for a
+// server that may not answer; the pool closes a connection still in a
+// transaction instead, and PostgreSQL rolls the transaction back.
 func (w *writeTx) release(failed error) {
-	conn := w.conn.Conn()
-	if failed != nil && conn.PgConn().TxStatus() != 'I' {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := conn.Exec(ctx, "ROLLBACK")
+	conn := w.conn.Conn().PgConn()
+	if failed != nil && conn.TxStatus() != 'I' && !conn.IsClosed() && !lost(failed) &&
+		!errors.Is(failed, context.DeadlineExceeded) {
+		ctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
+		_, _ = w.conn.Exec(ctx, "ROLLBACK")
 		cancel()
-		if err != nil {
-			_ = w.conn.Hijack().Close(context.Background())
-			return
-		}
-	}
-	if conn.PgConn().TxStatus() != 'I' || conn.PgConn().IsBusy() {
-		_ = w.conn.Hijack().Close(context.Background())
-		return
 	}
 	w.conn.Release()
 }
@@ -186,21 +199,13 @@ func (w *writeTx) sendWithBegin(ctx context.Context, sql string, args []any) pgx
 }
 
 // retryable reports the errors after which PostgreSQL expects the
-// transaction to be tried again.
+// transaction to be tried again: never one met after its commit was sent.
 func retryable(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
-}
-
-// rolledBack reports whether a statement that failed with err, alone in
-// its transaction, certainly wrote nothing: PostgreSQL answered with an
-// error, which ends the transaction before any commit, or the statement
-// was never sent. Any other error (the connection lost, the time out
-// while waiting for the answer) leaves the outcome unknown: the commit
-// may have happened, its answer lost.
-func rolledBack(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) || pgconn.SafeToRetry(err)
+	var (
+		pe    *pgconn.PgError
+		doubt *inDoubt
+	)
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001") && !errors.As(err, &doubt)
 }
 
 // uniqueViolation reports whether err is a unique violation of constraint.
@@ -298,7 +303,7 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 			return 0, nil
 		}
 		_, err := w.conn.Exec(ctx, "COMMIT")
-		return 0, err
+		return 0, sentCommit(err)
 	}
 	n := len(w.changes)
 	kinds := make([]int16, n)
@@ -357,11 +362,11 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 		_, err := br.Exec()
 		return err
 	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	// Once COMMIT has answered, the write is durable, whatever Close
+	// meets after it (the connection lost before its ReadyForQuery).
+	_ = br.Close()
 	if err != nil {
-		return 0, err
+		return 0, sentCommit(err)
 	}
 	if w.purged != nil {
 		*w.purged = int(purged)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -170,40 +169,6 @@ func TestDatabaseUnreachableIs503(t *testing.T) {
 	}
 }
 
-// TestUnreachableNamesOnlyTheDatabaseOutOfReach: errors of Herald's own
-// rules, PostgreSQL's refusals of a statement, a client that left, and
-// network errors that did not come through pgconn are not taken for the
-// database out of reach. (Errors of a connection really cut are in
-// TestDatabaseUnreachableIs503: pgconn's own types cannot be made here.)
-func TestUnreachableNamesOnlyTheDatabaseOutOfReach(t *testing.T) {
-	var db pg.DB
-	for _, tt := range []struct {
-		err  error
-		want bool
-	}{
-		{&pgconn.PgError{Code: "57P01"}, true}, // admin_shutdown
-		{&pgconn.PgError{Code: "57P03"}, true}, // cannot_connect_now
-		{&pgconn.PgError{Code: "08006"}, true}, // connection_failure
-		{&pgconn.PgError{Code: "53300"}, true}, // too_many_connections
-		{&pgconn.PgError{Code: "25006"}, true}, // read_only_sql_transaction
-		// Not through pgconn: a request body cut short, the client's
-		// connection reset.
-		{fmt.Errorf("reading the body: %w", io.ErrUnexpectedEOF), false},
-		{&net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}, false},
-		{&pgconn.PgError{Code: "23505"}, false}, // unique_violation
-		{&pgconn.PgError{Code: "53100"}, false}, // disk_full: a 507 of its own
-		{model.Errorf(model.ErrNotFound, "message 7 does not exist"), false},
-		{context.Canceled, false},
-		{fmt.Errorf("query: %w", context.DeadlineExceeded), false},
-		{errors.New("something else"), false},
-	} {
-		got := db.Unreachable(tt.err)
-		if (got != nil) != tt.want || (got != nil && !errors.Is(got, model.ErrUnavailable)) {
-			t.Errorf("Unreachable(%#v) = %v, want unavailable %v", tt.err, got, tt.want)
-		}
-	}
-}
-
 // TestConnectTimeout: a server that takes connections and never answers,
 // as a machine whose packets are dropped looks once the connect timeout is
 // all that is left, fails Open within the connect timeout, the default's
@@ -239,11 +204,10 @@ func TestConnectTimeout(t *testing.T) {
 			}()
 			select {
 			case err := <-done:
-				var db pg.DB
 				if err == nil {
 					t.Fatal("Open against a server that never answers succeeded")
 				}
-				if !errors.Is(db.Unreachable(err), model.ErrUnavailable) {
+				if !errors.Is(pg.Classify(err), model.ErrUnavailable) {
 					t.Errorf("Open's error %q is not taken for the database out of reach", err)
 				}
 			case <-time.After(tt.within):
@@ -278,8 +242,7 @@ func TestConnectRefusedIsUnreachable(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != "28P01" {
 		t.Fatalf("Open's error %q does not hold the server's refusal", err)
 	}
-	var none pg.DB
-	if !errors.Is(none.Unreachable(err), model.ErrUnavailable) {
+	if !errors.Is(pg.Classify(err), model.ErrUnavailable) {
 		t.Errorf("Open's error %q is not taken for the database out of reach", err)
 	}
 }

@@ -46,7 +46,9 @@ func scanUser(row pgx.Row) (*model.User, error) {
 // that transaction. It sets u.ID, u.Roles, u.CreatedAt and u.LastSeenAt.
 // Errors: model.ErrInvalid for a bad e-mail, or model.InviteRefused;
 // model.ErrConflict when the e-mail is taken (in any letter case).
-func (db *DB) CreateUser(ctx context.Context, u *model.User, tokenHash model.TokenHash, ttl time.Duration, invite *model.TokenHash) (*model.Token, error) {
+func (db *DB) CreateUser(ctx context.Context, u *model.User, tokenHash model.TokenHash, ttl time.Duration, invite *model.TokenHash) (_ *model.Token, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	nu, err := model.NewAccount(u)
 	if err != nil {
 		return nil, err
@@ -89,7 +91,9 @@ func (db *DB) CreateUser(ctx context.Context, u *model.User, tokenHash model.Tok
 // machine, in one transaction: herald admin create. It sets u's ID,
 // Roles, CreatedAt and LastSeenAt. Errors: model.ErrInvalid,
 // model.ErrConflict.
-func (db *DB) CreateAdministrator(ctx context.Context, u *model.User) error {
+func (db *DB) CreateAdministrator(ctx context.Context, u *model.User) (err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	nu, err := model.NewAccount(u)
 	if err != nil {
 		return err
@@ -152,7 +156,9 @@ func (w *writeTx) insertUser(ctx context.Context, u *model.User, roles []string,
 
 // UserByEmail finds an account by e-mail, in any letter case and with
 // surrounding spaces ignored. Errors: model.ErrNotFound.
-func (db *DB) UserByEmail(ctx context.Context, email string) (*model.User, error) {
+func (db *DB) UserByEmail(ctx context.Context, email string) (_ *model.User, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	key := model.EmailKey(email)
 	if holdsNUL(key) {
 		return nil, model.Errorf(model.ErrNotFound, "no account has this e-mail")
@@ -171,7 +177,9 @@ func (db *DB) UserByEmail(ctx context.Context, email string) (*model.User, error
 func holdsNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 
 // UserByID finds an account by ID. Errors: model.ErrNotFound.
-func (db *DB) UserByID(ctx context.Context, id uint64) (*model.User, error) {
+func (db *DB) UserByID(ctx context.Context, id uint64) (_ *model.User, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	return userByID(ctx, db.pool, id)
 }
 
@@ -179,7 +187,9 @@ func (db *DB) UserByID(ctx context.Context, id uint64) (*model.User, error) {
 // given, in one read sent with others: a stream catching up asks it for
 // every author of the changes it replays, and after an instance stops
 // every stream it served catches up at once on the others.
-func (db *DB) MissingUsers(ctx context.Context, ids []uint64) ([]uint64, error) {
+func (db *DB) MissingUsers(ctx context.Context, ids []uint64) (_ []uint64, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -188,7 +198,7 @@ func (db *DB) MissingUsers(ctx context.Context, ids []uint64) ([]uint64, error) 
 		asked[i] = int64(id) // beyond int64, a negative ID: no account has one either
 	}
 	found := make(map[int64]bool, len(ids))
-	err := db.readTogether(ctx, func(b *pgx.Batch) {
+	err = db.readTogether(ctx, func(b *pgx.Batch) {
 		b.Queue(`SELECT id FROM users WHERE id = ANY($1)`, asked)
 	}, func(br pgx.BatchResults) error {
 		clear(found)
@@ -230,13 +240,20 @@ func userByID(ctx context.Context, q querier, id uint64) (*model.User, error) {
 // hashing parameters on login. It changes nothing unless the stored hash
 // is still oldHash: a password changed meanwhile must not be put back.
 // Errors: model.ErrNotFound.
-func (db *DB) SetPasswordHash(ctx context.Context, id uint64, oldHash, hash string) error {
+func (db *DB) SetPasswordHash(ctx context.Context, id uint64, oldHash, hash string) (err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	var exists bool
-	err := db.pool.QueryRow(ctx, `WITH u AS (
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	err = conn.QueryRow(ctx, `WITH u AS (
 			UPDATE users SET password_hash = $3 WHERE id = $1 AND password_hash = $2
 		) SELECT EXISTS (SELECT 1 FROM users WHERE id = $1)`, int64(id), oldHash, hash).Scan(&exists)
 	if err != nil {
-		return err
+		return sentCommit(err) // the statement commits by itself
 	}
 	if !exists {
 		return model.Errorf(model.ErrNotFound, "account %d does not exist", id)
@@ -248,7 +265,9 @@ func (db *DB) SetPasswordHash(ctx context.Context, id uint64, oldHash, hash stri
 // other token of theirs, in one transaction: whoever else held a session
 // loses it the moment the new password is in force. The token making the
 // request keeps working. Errors: model.ErrUnauthorized, model.ErrNotFound.
-func (db *DB) ChangePassword(ctx context.Context, by model.Caller, hash string) error {
+func (db *DB) ChangePassword(ctx context.Context, by model.Caller, hash string) (err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
 	if hash == "" {
 		return fmt.Errorf("change password: empty password hash")
 	}

@@ -344,3 +344,86 @@ func Name(url string) string {
 	name, _, _ := strings.Cut(rest, "?")
 	return name
 }
+
+// PID is the process ID of the cluster's server (the postmaster), for
+// tests that signal it; 0 when the cluster does not run.
+func (c *Cluster) PID() int {
+	if c.err != nil || c.cmd == nil || c.cmd.Process == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
+}
+
+// Pause stops the whole server, the postmaster and every process it
+// started, with SIGSTOP, as a machine that hangs or a process paused by
+// a debugger looks from outside: connections stay open, and nothing
+// answers on them; new connections are taken by the kernel and never
+// greeted. resume sends SIGCONT to the same processes. Linux only (it
+// finds the server's processes in /proc).
+func (c *Cluster) Pause(tb testing.TB) (resume func()) {
+	tb.Helper()
+	c.Require(tb)
+	pids := append(children(c.PID()), c.PID())
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			tb.Fatalf("stopping PostgreSQL process %d: %v", pid, err)
+		}
+	}
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			for _, pid := range pids {
+				_ = syscall.Kill(pid, syscall.SIGCONT)
+			}
+		})
+	}
+	tb.Cleanup(resume)
+	return resume
+}
+
+// children lists the processes whose parent is pid, from /proc.
+func children(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		fields := strings.Fields(rest)
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// WaitReady waits until the server accepts connections again, after a
+// backend was killed and the server restarted all of them (a crash
+// restart: every connection is cut, and new ones are refused until the
+// server has recovered).
+func (c *Cluster) WaitReady(tb testing.TB) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	for {
+		conn, err := pgx.Connect(ctx, c.url("postgres"))
+		if err == nil {
+			_ = conn.Close(ctx)
+			return
+		}
+		select {
+		case <-c.exited:
+			tb.Fatalf("PostgreSQL exited: %v", err)
+		case <-ctx.Done():
+			tb.Fatalf("PostgreSQL did not accept connections again within %v: %v", startTimeout, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
