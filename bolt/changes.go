@@ -375,11 +375,11 @@ func (db *DB) changesAfter(after uint64, max int, resolve bool) ([]*model.Change
 		var out []*model.Change
 		bytes := 0
 		for _, ch := range f.recent[i:] {
-			if len(out) == max || len(out) > 0 && bytes+model.ChangeBytes(ch) > model.ChangeBatchBytes {
-				break
-			}
 			if resolve {
 				ch = f.resolve(ch)
+			}
+			if len(out) == max || len(out) > 0 && bytes+model.ChangeBytes(ch) > model.ChangeBatchBytes {
+				break
 			}
 			bytes += model.ChangeBytes(ch)
 			out = append(out, ch)

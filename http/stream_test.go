@@ -1201,3 +1201,60 @@ func TestStreamResumeReplaysAsNow(t *testing.T) {
 
 // id is the ID in a message's JSON.
 func id(m map[string]any) float64 { return m["id"].(float64) }
+
+// TestStreamCatchUpsLeaveLiveStreamsAlone: 48 streams of three accounts
+// that resume from before 180 large messages and never read hold all the
+// memory the hub lets catch-ups hold, and more wait for it; a live stream
+// of another account is not held up by them: its own change reaches it
+// long before the stalled streams' writes time out (a minute here).
+func TestStreamCatchUpsLeaveLiveStreamsAlone(t *testing.T) {
+	e := newEnv(t, withStreams(stream.Limits{WriteTimeout: time.Minute}))
+	ctx := context.Background()
+	bystander := e.register("bystander@example.com", "correct horse battery")
+	from, _, err := e.DB.ChangeHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := strings.Repeat("\x01", model.MaxContentChars)
+	var tokens []string
+	for i := range 3 {
+		token := e.register(fmt.Sprintf("stalled%d@example.com", i), "correct horse battery")
+		tokens = append(tokens, token)
+		u, _, err := e.DB.Authenticate(ctx, auth.HashToken(token))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 60 {
+			if _, err := e.DB.CreateMessage(ctx, model.ByUser(u.ID), content); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	live := e.openStream(bystander, "", "")
+	<-live.events // the opening block: the stream is live
+	host := strings.TrimPrefix(e.URL, "http://")
+	var stalled []net.Conn
+	defer func() {
+		for _, c := range stalled {
+			c.Close()
+		}
+	}()
+	for _, token := range tokens {
+		for range 16 {
+			c, err := net.Dial("tcp", host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+			stalled = append(stalled, c)
+			fmt.Fprintf(c, "GET /api/messages/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nLast-Event-ID: %d\r\n\r\n", host, token, from)
+		}
+	}
+	// The stalled streams' catch-ups have taken what they may, and their
+	// writes wait on clients that do not read.
+	time.Sleep(time.Second)
+	e.post(bystander, "the bystander's own message")
+	if ev, ok := live.tryNext(30 * time.Second); !ok || ev.Event != "message.created" || !strings.Contains(ev.Data, "the bystander's own message") {
+		t.Fatalf("the live stream got %+v (ok %v) while stalled catch-ups held the budget; want its own message", ev, ok)
+	}
+}

@@ -350,12 +350,16 @@ func (db *DB) ChangesAfter(ctx context.Context, after uint64, max int) (_ []*mod
 // edited or deleted before they rendered it.)
 func (db *DB) RecentChangesAfter(ctx context.Context, after uint64, max int) ([]*model.Change, uint64, error) {
 	chs, head, err := db.ChangesAfter(ctx, after, max)
+	bytes := 0
 	for i, ch := range chs {
-		if !ch.Scrubbed {
-			continue
+		if ch.Scrubbed {
+			if c := db.feed.asCommitted(ch.Seq); c != nil && c.Kind == ch.Kind && c.Message.ID == ch.Message.ID {
+				chs[i] = c
+			}
 		}
-		if c := db.feed.asCommitted(ch.Seq); c != nil && c.Kind == ch.Kind && c.Message.ID == ch.Message.ID {
-			chs[i] = c
+		// The content as committed may be more than the read counted.
+		if bytes += model.ChangeBytes(chs[i]); i > 0 && bytes > model.ChangeBatchBytes {
+			return chs[:i], head, err
 		}
 	}
 	return chs, head, err

@@ -13,51 +13,95 @@ import (
 
 // start catches sub up from the position it resumes from (or from head,
 // the log's head when its status went out), then hands it to the
-// dispatcher, all on the request's goroutine. The stream is cut if it
-// falls further behind while catching up.
-//
-// Each batch of the catch-up is one write of at most catchUpWriteBytes of
-// events, whose bytes it holds from the hub's budget until the write
-// returns: the events themselves are the window's, or a replay's shared
-// with other streams, never copied for the stream. A catch-up that finds
-// the budget spent waits, holding nothing, for up to WriteTimeout.
+// dispatcher, all on the request's goroutine.
 func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uint64) {
-	last := head
-	allowedLag := uint64(h.limits.MaxLag)
-	// The changes up to the head as the status went out are what a
-	// resuming client missed, replayed as the messages are now; the rest
-	// are live (see filter.gather).
-	var replayedUpTo uint64
+	c := catchUp{last: head, allowedLag: uint64(h.limits.MaxLag)}
 	if from != nil {
-		last = *from
-		if last < head {
-			allowedLag += head - last
-			replayedUpTo = head
+		c.last = *from
+		if c.last < head {
+			c.allowedLag += head - c.last
+			c.replayedUpTo = head
 		}
+		// Whether a position can be resumed is the log's to say: the
+		// window may still hold changes the log has trimmed, and another
+		// instance, or this one after a restart, would answer the same
+		// position with a reset.
+		c.askLog = true
 	}
-	// pre is what goes out before the next batch's events: the stream's
-	// own few bytes, never an event's.
-	pre := appendRetry(nil)
+	c.pre = appendRetry(nil)
 	if from == nil {
 		// The position the stream starts from, so a client whose
 		// connection drops before the first event resumes from here
 		// rather than from whatever is newest when it reconnects. (A
 		// resuming client already holds its position.)
-		pre = append(pre, "id: "...)
-		pre = strconv.AppendUint(pre, last, 10)
-		pre = append(pre, '\n')
+		c.pre = append(c.pre, "id: "...)
+		c.pre = strconv.AppendUint(c.pre, c.last, 10)
+		c.pre = append(c.pre, '\n')
 	}
-	pre = append(pre, connectedText...)
-	// Whether a position can be resumed is the log's to say: the window may
-	// still hold changes the log has trimmed, and another instance, or this
-	// one after a restart, would answer the same position with a reset.
-	askLog := from != nil
-	authorsGone := map[uint64]bool{} // whether each author's account was deleted
+	c.pre = append(c.pre, connectedText...)
+	stop := func(reason endReason, text []byte) { h.finish(sub, reason, text) }
+	if !h.catchUp(ctx, sub, &c, stop) {
+		return
+	}
+	if h.goLive(sub, c.last, stop) {
+		go h.watch(sub)
+	}
+}
+
+// rejoin catches up, from the log, a live stream the dispatcher found
+// behind its window: a client reading more slowly than the changes come,
+// for a while. The stream goes back to the dispatcher once it has caught
+// up. Its watch goes on meanwhile, so it ends as a live stream does.
+func (h *Hub) rejoin(sub *subscriber) {
+	ctx := context.Background() // the request has returned; each wait and read has its own bound
+	stop := func(reason endReason, text []byte) { h.end(sub, reason, text) }
+	head, _, err := h.feed.ChangeHead(ctx)
+	if err != nil {
+		stop(storeFailed, hint(behindText))
+		return
+	}
+	c := catchUp{last: sub.last, allowedLag: uint64(h.limits.MaxLag)}
+	if c.last < head {
+		c.allowedLag += head - c.last
+		c.replayedUpTo = head
+	}
+	if h.catchUp(ctx, sub, &c, stop) {
+		h.goLive(sub, c.last, stop)
+	}
+}
+
+// catchUp is where a catch-up stands.
+type catchUp struct {
+	last uint64 // the position sent up to
+	// replayedUpTo is the last position sent as the messages are now
+	// (see filter.gather); changes after it are live.
+	replayedUpTo uint64
+	allowedLag   uint64 // how far behind the head the stream may fall
+	askLog       bool   // whether the log is still to say it holds last
+	pre          []byte // the stream's own bytes, sent before the next events
+	authorsGone  map[uint64]bool
+}
+
+// catchUp sends sub the changes after c.last until it reaches the head,
+// and reports whether the stream goes on; when it does not, it was ended
+// with stop.
+//
+// Each batch is one write: at most catchUpWriteBytes of the window's
+// events, or one batch of the log behind it. It takes those bytes from
+// its account's share and the hub's catch-up budget before it reads or
+// gathers anything (see budget.go), and gives them back once the write has
+// returned: the events themselves are the window's, or a replay's shared
+// with other streams, never copied for the stream. A catch-up that cannot
+// get its bytes within WriteTimeout is told to reconnect later.
+func (h *Hub) catchUp(ctx context.Context, sub *subscriber, c *catchUp, stop func(endReason, []byte)) bool {
+	if c.authorsGone == nil {
+		c.authorsGone = map[uint64]bool{} // whether each author's account was deleted
+	}
 	for {
 		select {
 		case <-h.closing:
-			h.finish(sub, shuttingDown, append(pre, hint(shutdownText)...))
-			return
+			stop(shuttingDown, append(c.pre, hint(shutdownText)...))
+			return false
 		default:
 		}
 		head, _, err := h.feed.ChangeHead(ctx)
@@ -68,138 +112,112 @@ func (h *Hub) start(ctx context.Context, sub *subscriber, from *uint64, head uin
 		}
 		switch {
 		case err != nil:
-		case last > head:
+		case c.last > head:
 			err = model.ErrChangeUnknown
 		default:
-			evs, err = eventsAfter(window, last, head)
-			if err == nil && askLog && last < head {
+			evs, err = eventsAfter(window, c.last, head)
+			if err == nil && c.askLog && c.last < head {
 				// Served from the window; a position behind it is read
 				// from the log below, which answers for itself.
-				_, _, err = h.feed.ChangesAfter(ctx, last, 1)
+				_, _, err = h.feed.ChangesAfter(ctx, c.last, 1)
 			}
-			askLog = false
+			c.askLog = false
 		}
-		// held is what this batch holds of the hub's budget: a replay's
-		// render and write, taken before it reads the log; events of the
-		// window, already in memory, only for their write.
-		var held taken
 		waitCtx, cancel := context.WithTimeout(ctx, h.limits.WriteTimeout)
-		if errors.Is(err, errBehind) {
-			err = h.takeReplay(waitCtx, sub.account)
-			if err == nil {
-				held = taken{bytes: replayRenderBytes, replay: true}
-				evs, head, err = h.replays.after(waitCtx, last)
+		var hd held
+		replayed := false
+		switch {
+		case errors.Is(err, errBehind):
+			replayed = true
+			if hd, err = h.takeCatchUp(waitCtx, sub.account, replayRenderBytes); err == nil {
+				evs, head, err = h.replays.after(waitCtx, c.last)
 			}
-			if err == nil && len(evs) == 0 && last < head {
+			if err == nil && len(evs) == 0 && c.last < head {
 				err = model.ErrChangeUnknown // a hole in the log: never wait on it
 			}
+		case err == nil && len(evs) > 0:
+			hd, err = h.takeCatchUp(waitCtx, sub.account, catchUpWriteBytes)
 		}
 		evs = evs[:min(len(evs), streamBatch)]
 		if err == nil {
-			err = h.askAfterAuthors(ctx, sub.filter, evs, authorsGone, replayedUpTo)
+			err = h.askAfterAuthors(ctx, sub.filter, evs, c.authorsGone, c.replayedUpTo)
 		}
 		var out net.Buffers
 		bytes := 0
 		if err == nil {
 			var n int
-			out, bytes, n = sub.filter.gather(net.Buffers{pre}, evs, catchUpWriteBytes, authorsGone, replayedUpTo)
+			out, bytes, n = sub.filter.gather(net.Buffers{c.pre}, evs, catchUpWriteBytes, c.authorsGone, c.replayedUpTo)
 			evs = evs[:n]
-			if held.bytes == 0 && bytes > 0 {
-				if err = h.budget.acquire(waitCtx, bytes); err == nil {
-					held.bytes = bytes
-				}
+			if !replayed {
+				// The window's events are the window's memory: the write
+				// holds only what it sends. A replay's batch is held whole
+				// until the write returns.
+				h.keep(&hd, bytes)
 			}
 		}
 		cancel()
 		switch {
 		case errors.Is(err, model.ErrChangeUnknown):
-			h.giveBack(sub.account, held)
+			h.giveBack(hd)
 			// The client's position was trimmed away, or was never ours:
 			// tell it to reload, and go on from the head.
-			last = head
-			pre = append(pre, "id: "...)
-			pre = strconv.AppendUint(pre, head, 10)
-			pre = append(pre, resetText...)
+			c.last = head
+			c.pre = append(c.pre, "id: "...)
+			c.pre = strconv.AppendUint(c.pre, head, 10)
+			c.pre = append(c.pre, resetText...)
 			continue
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-			h.giveBack(sub.account, held)
-			h.finish(sub, serverBusy, append(pre, hint(busyText)...))
-			return
+			h.giveBack(hd)
+			stop(serverBusy, append(c.pre, hint(busyText)...))
+			return false
 		case err != nil:
-			h.giveBack(sub.account, held)
-			h.finish(sub, storeFailed, nil) // the client reconnects and resumes
-			return
+			h.giveBack(hd)
+			stop(storeFailed, nil) // the client reconnects and resumes
+			return false
 		}
-		if len(pre) > 0 || bytes > 0 {
+		if len(c.pre) > 0 || bytes > 0 {
 			_ = sub.conn.SetWriteDeadline(time.Now().Add(h.limits.WriteTimeout))
 			_, err := out.WriteTo(sub.conn)
-			h.giveBack(sub.account, held)
+			h.giveBack(hd)
 			if err != nil {
 				reason := clientLeft
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					reason = clientStalled
 				}
-				h.finish(sub, reason, nil)
-				return
+				stop(reason, nil)
+				return false
 			}
-			pre = nil
+			c.pre = nil
 		} else {
-			h.giveBack(sub.account, held)
+			h.giveBack(hd)
 		}
 		if len(evs) == 0 {
-			break
+			return true
 		}
-		last = evs[len(evs)-1].seq
-		if newest, _, err := h.feed.ChangeHead(ctx); err == nil && newest-last > allowedLag {
-			h.finish(sub, fellBehind, hint(behindText))
-			return
+		c.last = evs[len(evs)-1].seq
+		if newest, _, err := h.feed.ChangeHead(ctx); err == nil && newest-c.last > c.allowedLag {
+			stop(fellBehind, hint(behindText))
+			return false
 		}
 	}
+}
+
+// goLive hands a caught-up stream at position last to the dispatcher,
+// and reports whether it is live; when it is not, it was ended with stop.
+func (h *Hub) goLive(sub *subscriber, last uint64, stop func(endReason, []byte)) bool {
 	// From here the dispatcher's watchdog bounds writes, not deadlines.
 	_ = sub.conn.SetWriteDeadline(time.Time{})
 	sub.last, sub.lastSend = last, time.Now()
 	if !h.register(sub) {
-		h.finish(sub, shuttingDown, hint(shutdownText))
-		return
+		stop(shuttingDown, hint(shutdownText))
+		return false
 	}
 	// A token revoked before the dispatcher had the stream would otherwise
 	// go unnoticed until the periodic check.
 	if fails, reason := h.tokenFails(sub); fails {
 		h.end(sub, reason, nil)
 	}
-	go h.watch(sub)
-}
-
-// takeReplay waits, until ctx is done, for a turn of acct's to read the
-// log, and for replayRenderBytes of the hub's budget.
-func (h *Hub) takeReplay(ctx context.Context, acct *account) error {
-	select {
-	case acct.replays <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if err := h.budget.acquire(ctx, replayRenderBytes); err != nil {
-		<-acct.replays
-		return err
-	}
-	return nil
-}
-
-// taken is what a batch of a catch-up holds of the hub's budget, and
-// whether it holds a turn of its account's to read the log.
-type taken struct {
-	bytes  int
-	replay bool
-}
-
-// giveBack returns what a batch of acct's stream held.
-func (h *Hub) giveBack(acct *account, held taken) {
-	if held.bytes > 0 {
-		h.budget.release(held.bytes)
-	}
-	if held.replay {
-		<-acct.replays
-	}
+	return true
 }
 
 // askAfterAuthors notes in authorsGone whether the authors of the events

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"net"
+	"slices"
 	"time"
 )
 
@@ -38,11 +39,12 @@ func roundGap(writes int, rate float64) time.Duration {
 const keptPieces = 8
 
 // register hands a caught-up stream to the dispatcher, starting it for the
-// first stream; false once the hub is closing.
+// first stream; false once the hub is closing, or the stream has ended
+// (one that left while catching up again, see rejoin).
 func (h *Hub) register(sub *subscriber) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
+	if h.closed || sub.isEnded() {
 		return false
 	}
 	h.live = append(h.live, sub)
@@ -139,6 +141,14 @@ func (h *Hub) dispatch(since uint64) {
 func (h *Hub) round(ctx context.Context, subs []*subscriber, since, head uint64, now time.Time) (writes int) {
 	window, windowErr := h.window.upTo(ctx, head)
 	revoked, checkAll := revocations(window, since, head)
+	// The writes are planned first and made after: the round takes the
+	// bytes of the events they send from liveMemory once, for all of them.
+	type planned struct {
+		sub        *subscriber
+		out        net.Buffers
+		from, last uint64 // the positions sent: after from, up to last
+	}
+	var plan []planned
 	for _, sub := range subs {
 		if sub.isEnded() {
 			continue
@@ -160,19 +170,19 @@ func (h *Hub) round(ctx context.Context, subs []*subscriber, since, head uint64,
 			}
 			continue
 		}
+		if windowErr != nil {
+			// The client resumes from the log when it reconnects.
+			h.end(sub, storeFailed, hint(behindText))
+			continue
+		}
 		evs, err := eventsAfter(window, sub.last, head)
-		if windowErr != nil || err != nil {
-			// Behind the window, or the store failed: the client resumes
-			// from the log when it reconnects.
-			reason := fellBehind
-			if windowErr != nil {
-				reason = storeFailed
-			}
-			h.end(sub, reason, hint(behindText))
+		if err != nil {
+			// Behind the window: it catches up from the log.
+			h.demote(sub)
 			continue
 		}
 		// The stream is not writing, so its pieces are free to reuse.
-		out, bytes, n := sub.filter.gather(sub.pieces[:0], evs, liveWriteBytes, nil, 0)
+		out, _, n := sub.filter.gather(sub.pieces[:0], evs, liveWriteBytes, nil, 0)
 		// Keep the storage of a few pieces for the next round, not of the
 		// many a filter passing every other event of a busy round needs:
 		// thousands of streams would hold it between rounds.
@@ -180,21 +190,51 @@ func (h *Hub) round(ctx context.Context, subs []*subscriber, since, head uint64,
 		if cap(out) <= keptPieces {
 			sub.pieces = out
 		}
-		if bytes > 0 && !h.budget.tryAcquire(bytes) {
-			// The budget is spent: the stream waits for a round that
-			// finds some free, falling behind meanwhile.
-			continue
-		}
-		sub.last = head
+		last := head
 		if n < len(evs) {
-			sub.last = evs[n-1].seq // the rest next round
+			last = evs[n-1].seq // the rest next round
 		}
-		if len(out) > 0 {
-			h.send(sub, out, bytes, now)
+		plan = append(plan, planned{sub, out, sub.last, last})
+	}
+	if len(plan) == 0 {
+		return 0
+	}
+	from, last := plan[0].from, plan[0].last
+	for _, p := range plan {
+		from, last = min(from, p.from), max(last, p.last)
+	}
+	sent, _ := eventsAfter(window, from, last)
+	hold := &roundHold{h: h}
+	for _, ev := range sent {
+		hold.bytes += len(ev.text)
+	}
+	if !h.lives.tryAcquire(hold.bytes) {
+		// Spent: the streams wait for a round that finds it free (a
+		// release wakes the dispatcher), falling behind meanwhile.
+		return 0
+	}
+	hold.pending.Store(1) // until every write is handed out
+	for _, p := range plan {
+		p.sub.last = p.last
+		if len(p.out) > 0 {
+			hold.pending.Add(1)
+			h.send(p.sub, p.out, hold, now)
 			writes++
 		}
 	}
+	hold.done()
 	return writes
+}
+
+// demote takes sub, behind the window, from the dispatcher, and has it
+// catch up from the log (rejoin).
+func (h *Hub) demote(sub *subscriber) {
+	h.mu.Lock()
+	if i := slices.Index(h.live, sub); i >= 0 {
+		h.live = slices.Delete(h.live, i, i+1)
+	}
+	h.mu.Unlock()
+	go h.rejoin(sub)
 }
 
 // housekeep ends streams whose token expired or stopped working, or whose
@@ -221,7 +261,7 @@ func (h *Hub) housekeep(subs []*subscriber, now time.Time, checkTokens bool) {
 				h.end(sub, clientStalled, nil)
 			}
 		case now.Sub(sub.lastSend) >= h.limits.Heartbeat:
-			h.send(sub, net.Buffers{[]byte(keepAliveText)}, 0, now)
+			h.send(sub, net.Buffers{[]byte(keepAliveText)}, nil, now)
 		}
 	}
 }

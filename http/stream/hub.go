@@ -23,10 +23,10 @@ type Hub struct {
 	now    func() time.Time // the store's clock, which expires tokens
 	log    *slog.Logger     // a line for each stream that ends
 	window window
-	// budget bounds the bytes streams hold in flight (see budget.go);
-	// replays reads the log behind the window for catch-ups.
-	budget  *budget
-	replays *replays
+	// catchUps and lives bound the bytes streams hold in flight (see
+	// budget.go); replays reads the log behind the window for catch-ups.
+	catchUps, lives *budget
+	replays         *replays
 
 	mu      sync.Mutex
 	perUser map[uint64]*account // each account that has streams open
@@ -53,10 +53,10 @@ func New(feed Feed, tokens Tokens, limits Limits, now func() time.Time, log *slo
 	}
 	h := &Hub{
 		feed: feed, tokens: tokens, limits: limits.withDefaults(), now: now, log: log,
-		budget:  newBudget(streamMemory),
+		catchUps: newBudget(catchUpMemory), lives: newBudget(liveMemory),
 		perUser: make(map[uint64]*account), closing: make(chan struct{}), poke: make(chan struct{}, 1),
 	}
-	h.budget.freed = h.wake
+	h.lives.freed = h.wake
 	h.replays = newReplays(feed)
 	h.window.feed, h.window.replays = feed, h.replays
 	// Streams start at the head; nothing before it needs rendering. (If
@@ -68,16 +68,10 @@ func New(feed Feed, tokens Tokens, limits Limits, now func() time.Time, log *slo
 // account is what the streams of one account share.
 type account struct {
 	streams int // open
-	// replays holds a token for each of the account's streams reading
-	// the log behind the window: at most replaysPerAccount at once, so
-	// that one account's streams, however many, leave most of the budget
-	// to others'.
-	replays chan struct{}
+	// share is what the account's catch-ups hold at once (accountMemory):
+	// two batches of the log, or four writes of the window's events.
+	share *budget
 }
-
-// replaysPerAccount bounds the streams of one account reading the log at
-// once; the others wait their turn.
-const replaysPerAccount = 2
 
 // admit counts a new stream of userID against the limits; release undoes
 // it. It returns the account's share of the hub. Beyond a limit it
@@ -101,7 +95,7 @@ func (h *Hub) admit(userID uint64) (release func(), acct *account, err error) {
 			Detail: "this account has " + strconv.Itoa(n) + " live streams open, the most it may; close one first"}
 	}
 	if acct == nil {
-		acct = &account{replays: make(chan struct{}, replaysPerAccount)}
+		acct = &account{share: newBudget(accountMemory)}
 		h.perUser[userID] = acct
 	}
 	acct.streams++

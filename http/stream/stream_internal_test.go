@@ -3,6 +3,7 @@ package stream
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -365,4 +367,44 @@ func resumingHandler(db *bolt.DB, hub *Hub, f Filter, from *uint64) http.Handler
 			http.Error(w, err.Error(), http.StatusTooManyRequests)
 		}
 	})
+}
+
+// TestStreamLiveThroughBursts: a live stream that reads keeps up with
+// bursts of the largest messages three accounts may post at once (their
+// write bursts, 180 messages of 10,000 control characters, about 60 KB of
+// JSON each), which outrun the hub's window of rendered events: it
+// catches up from the log rather than being cut off, and gets every one.
+func TestStreamLiveThroughBursts(t *testing.T) {
+	db, hub := newTestHub(t)
+	_, token := testUser(t, db, "reader@example.com")
+	srv := httptest.NewServer(testHandler(db, hub))
+	t.Cleanup(srv.Close)
+	lines := openStream(t, srv.URL, token, time.Minute)
+	for isLive := false; !isLive; time.Sleep(time.Millisecond) {
+		hub.mu.Lock()
+		isLive = len(hub.live) == 1
+		hub.mu.Unlock()
+	}
+	content := strings.Repeat("\x01", model.MaxContentChars)
+	for i := range 3 {
+		poster, _ := testUser(t, db, fmt.Sprintf("poster%d@example.com", i))
+		var wg sync.WaitGroup
+		for range 60 {
+			wg.Go(func() {
+				if _, err := db.CreateMessage(context.Background(), model.ByUser(poster.ID), content); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	got := 0
+	for got < 180 && lines.Scan() {
+		if lines.Text() == "event: message.created" {
+			got++
+		}
+	}
+	if got < 180 {
+		t.Fatalf("the reading stream got %d of 180 messages (%v)", got, lines.Err())
+	}
 }

@@ -136,15 +136,15 @@ func (h *Hub) watch(sub *subscriber) {
 }
 
 // send hands out to a goroutine that writes it to sub; the dispatcher
-// never waits on a client. The write holds bytes of the hub's budget,
-// given back when it returns.
-func (h *Hub) send(sub *subscriber, out net.Buffers, bytes int, now time.Time) {
+// never waits on a client. A round's write holds its round's bytes of
+// liveMemory (hold), given back when the round's last write returns.
+func (h *Hub) send(sub *subscriber, out net.Buffers, hold *roundHold, now time.Time) {
 	sub.writing.Store(true)
 	sub.lastSend = now
 	go func() {
 		_, err := out.WriteTo(sub.conn)
-		if bytes > 0 {
-			h.budget.release(bytes) // wakes the dispatcher
+		if hold != nil {
+			hold.done() // wakes the dispatcher when it gives bytes back
 		}
 		if err != nil {
 			_ = sub.conn.Close() // watch takes it out of the hub
