@@ -1,7 +1,7 @@
 package http
 
 import (
-	"embed"
+	_ "embed"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -44,11 +44,16 @@ func serveOpenAPI(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) e
 	return nil
 }
 
-// docsPageFiles are the page at /api/docs and the files of its own beside
-// Swagger UI's: the script that starts Swagger UI and the page's style.
-//
-//go:embed docspage
-var docsPageFiles embed.FS
+// The page at /api/docs and the files of its own beside Swagger UI's: the
+// script that starts Swagger UI and the page's style.
+var (
+	//go:embed docspage/index.html
+	docsPage []byte
+	//go:embed docspage/herald-docs.js
+	docsScript []byte
+	//go:embed docspage/herald-docs.css
+	docsStyle []byte
+)
 
 // docsUI serves Swagger UI from assets compiled into the binary, so the page
 // works with no internet access (on a Raspberry Pi behind no uplink, say).
@@ -62,30 +67,11 @@ type docsUI struct {
 }
 
 func newDocsUI() *docsUI {
-	files, err := fs.Sub(docsPageFiles, "docspage")
-	if err != nil {
-		panic(err) // the embed pattern guarantees the directory
-	}
-	entries, err := fs.ReadDir(files, ".")
-	if err != nil {
-		panic(err)
-	}
-	d := &docsUI{
-		own:     make(map[string][]byte),
+	return &docsUI{
+		index:   docsPage,
+		own:     map[string][]byte{"herald-docs.js": docsScript, "herald-docs.css": docsStyle},
 		swagger: http.StripPrefix(docsPagePath+"/", statigz.FileServer(swaggerui.FS)),
 	}
-	for _, e := range entries {
-		b, err := fs.ReadFile(files, e.Name())
-		if err != nil {
-			panic(err)
-		}
-		if e.Name() == "index.html" {
-			d.index = b
-			continue
-		}
-		d.own[e.Name()] = b
-	}
-	return d
 }
 
 // page answers GET /api/docs.
