@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -40,6 +41,52 @@ func TestDocsLinksResolve(t *testing.T) {
 				t.Errorf("%s links to %s, but %s has no heading whose anchor is #%s", page, link, path, fragment)
 			}
 		}
+	}
+}
+
+// TestDocsPagesLinkedBothWays: the README links to every page of docs/,
+// and every page links back to the README, so a reader can go from the
+// front door to any page and home again.
+func TestDocsPagesLinkedBothWays(t *testing.T) {
+	// Pages excused from linking back, by name; each must still exist, so
+	// that the excuse goes with the page.
+	excused := []string{"PERFORMANCE.md"}
+	for _, name := range excused {
+		if _, err := os.Stat(filepath.Join("docs", name)); err != nil {
+			t.Errorf("docs/%s is excused from linking back to the README but is gone: drop the excuse", name)
+		}
+	}
+	fromREADME := make(map[string]bool)
+	for _, link := range markdownLinks(readDoc(t, "README.md")) {
+		target, _, _ := strings.Cut(link, "#")
+		fromREADME[filepath.Clean(target)] = true
+	}
+	for _, page := range docsPages(t) {
+		if page == "README.md" {
+			continue
+		}
+		if !fromREADME[page] {
+			t.Errorf("README.md does not link to %s", page)
+		}
+		if slices.Contains(excused, filepath.Base(page)) {
+			continue
+		}
+		back := false
+		for _, link := range markdownLinks(readDoc(t, page)) {
+			target, _, _ := strings.Cut(link, "#")
+			back = back || filepath.Join(filepath.Dir(page), target) == "README.md"
+		}
+		if !back {
+			t.Errorf("%s does not link back to the README", page)
+		}
+	}
+}
+
+// TestREADMEAtMost250Lines: the README is the front door; what a new
+// capability needs said goes to a page of docs/, which the README links.
+func TestREADMEAtMost250Lines(t *testing.T) {
+	if n := strings.Count(readDoc(t, "README.md"), "\n"); n > 250 {
+		t.Errorf("README.md has %d lines, want at most 250: move the detail to a page of docs/", n)
 	}
 }
 
