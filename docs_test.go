@@ -11,12 +11,13 @@ import (
 	"unicode"
 )
 
-// TestDocsLinksResolve: every relative link in README.md and docs/*.md
-// names a file that exists, and a link with a #fragment names a heading of
-// its Markdown file, by GitHub's rule for headings' anchors.
+// TestDocsLinksResolve: every relative link in README.md, docs/*.md and
+// CHANGELOG.md names a file that exists, and a link with a #fragment
+// names a heading of its Markdown file, by GitHub's rule for headings'
+// anchors.
 func TestDocsLinksResolve(t *testing.T) {
 	scheme := regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`)
-	for _, page := range docsPages(t) {
+	for _, page := range append(docsPages(t), "CHANGELOG.md") {
 		for _, link := range markdownLinks(readDoc(t, page)) {
 			if scheme.MatchString(link) {
 				continue // http:, https:, mailto:
