@@ -668,10 +668,10 @@ func TestRunHelp(t *testing.T) {
 	}
 }
 
-// TestREADMEListsEveryFlag: the README's configuration table has a row
-// for every flag --help lists, with the flag's variable.
-func TestREADMEListsEveryFlag(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+// TestConfigurationListsEveryFlag: the table of docs/configuration.md has
+// a row for every flag --help lists, with the flag's variable.
+func TestConfigurationListsEveryFlag(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -684,8 +684,8 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 		t.Fatalf("found %d flags with variables in --help, want every one:\n%s", len(flags), help.String())
 	}
 	for _, f := range flags {
-		if row := fmt.Sprintf("| `--%s` | `%s` |", f[1], f[2]); !strings.Contains(string(readme), row) {
-			t.Errorf("README's configuration table has no row beginning %s", row)
+		if row := fmt.Sprintf("| `--%s` | `%s` |", f[1], f[2]); !strings.Contains(string(page), row) {
+			t.Errorf("docs/configuration.md's table has no row beginning %s", row)
 		}
 	}
 }

@@ -28,9 +28,8 @@
 #
 # Everything listens on 127.0.0.1 (Herald on ports the kernel picks,
 # nginx on a free port found at start; PostgreSQL on a Unix socket only),
-# lives in a temporary directory, and is stopped by PID on exit. The
-# README's "More than one machine" section has the same steps for real
-# machines.
+# lives in a temporary directory, and is stopped by PID on exit.
+# docs/postgresql.md has the same steps for real machines.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

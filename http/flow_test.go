@@ -12,8 +12,8 @@ import (
 	heraldhttp "herald/http"
 )
 
-// TestWalkthrough follows the README's path through the API: register, log
-// in, post, search, edit, delete, log out.
+// TestWalkthrough follows the path through the API of docs/api.md's
+// walkthrough: register, log in, post, search, edit, delete, log out.
 func TestWalkthrough(t *testing.T) {
 	e := newEnv(t)
 	e.register("ada@example.com", "correct horse")

@@ -307,7 +307,7 @@ func TestWebClientAdministration(t *testing.T) {
 	p.click("#tab-users")
 	p.searchUsers("example.com")
 	p.waitFor("root and Ada are listed", `document.querySelectorAll('#users > li').length === 2`)
-	p.do("framing the README's picture",
+	p.do("framing the picture of docs/web-client.md",
 		chromedp.EmulateViewport(1024, 1000),
 		chromedp.Evaluate[chromedp.Void](`document.activeElement.blur(); scrollTo(0, 0)`))
 	p.shoot("web-client-admin.png")

@@ -638,9 +638,9 @@ func TestWebClientBrowser(t *testing.T) {
 	}
 
 	// The main screens, checked and photographed; the desktop timeline is
-	// the README's picture.
+	// the picture of the README and docs/web-client.md.
 	ada.axeCheck("timeline")
-	ada.do("framing the README's picture",
+	ada.do("framing the picture of the README",
 		chromedp.EmulateViewport(1024, 1000),
 		chromedp.Evaluate[chromedp.Void](`document.activeElement.blur(); scrollTo(0, 0)`))
 	ada.shoot("web-client.png")

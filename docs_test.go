@@ -1,0 +1,180 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// TestDocsLinksResolve: every relative link in README.md, docs/*.md and
+// CHANGELOG.md names a file that exists, and a link with a #fragment
+// names a heading of its Markdown file, by GitHub's rule for headings'
+// anchors.
+func TestDocsLinksResolve(t *testing.T) {
+	scheme := regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`)
+	for _, page := range append(docsPages(t), "CHANGELOG.md") {
+		for _, link := range markdownLinks(readDoc(t, page)) {
+			if scheme.MatchString(link) {
+				continue // http:, https:, mailto:
+			}
+			target, fragment, _ := strings.Cut(link, "#")
+			path := page
+			if target != "" {
+				path = filepath.Join(filepath.Dir(page), target)
+			}
+			if _, err := os.Stat(path); err != nil {
+				t.Errorf("%s links to %s, which does not exist", page, link)
+				continue
+			}
+			if fragment == "" {
+				continue
+			}
+			if !strings.HasSuffix(path, ".md") {
+				t.Errorf("%s links to %s: a fragment of a file that is not Markdown", page, link)
+				continue
+			}
+			if anchors := headingAnchors(readDoc(t, path)); !anchors[fragment] {
+				t.Errorf("%s links to %s, but %s has no heading whose anchor is #%s", page, link, path, fragment)
+			}
+		}
+	}
+}
+
+// TestDocsPagesLinkedBothWays: the README links to every page of docs/,
+// and every page links back to the README, so a reader can go from the
+// front door to any page and home again.
+func TestDocsPagesLinkedBothWays(t *testing.T) {
+	// Pages excused from linking back, by name; each must still exist, so
+	// that the excuse goes with the page.
+	excused := []string{"PERFORMANCE.md"}
+	for _, name := range excused {
+		if _, err := os.Stat(filepath.Join("docs", name)); err != nil {
+			t.Errorf("docs/%s is excused from linking back to the README but is gone: drop the excuse", name)
+		}
+	}
+	fromREADME := make(map[string]bool)
+	for _, link := range markdownLinks(readDoc(t, "README.md")) {
+		target, _, _ := strings.Cut(link, "#")
+		fromREADME[filepath.Clean(target)] = true
+	}
+	for _, page := range docsPages(t) {
+		if page == "README.md" {
+			continue
+		}
+		if !fromREADME[page] {
+			t.Errorf("README.md does not link to %s", page)
+		}
+		if slices.Contains(excused, filepath.Base(page)) {
+			continue
+		}
+		back := false
+		for _, link := range markdownLinks(readDoc(t, page)) {
+			target, _, _ := strings.Cut(link, "#")
+			back = back || filepath.Join(filepath.Dir(page), target) == "README.md"
+		}
+		if !back {
+			t.Errorf("%s does not link back to the README", page)
+		}
+	}
+}
+
+// TestREADMEAtMost250Lines: the README is the front door; what a new
+// capability needs said goes to a page of docs/, which the README links.
+func TestREADMEAtMost250Lines(t *testing.T) {
+	if n := strings.Count(readDoc(t, "README.md"), "\n"); n > 250 {
+		t.Errorf("README.md has %d lines, want at most 250: move the detail to a page of docs/", n)
+	}
+}
+
+// docsPages returns README.md and every Markdown page of docs/.
+func docsPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join("docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pages) == 0 {
+		t.Fatal("no pages in docs/")
+	}
+	return append([]string{"README.md"}, pages...)
+}
+
+func readDoc(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// markdownLinks returns the targets of the inline links and images of a
+// Markdown text, leaving out what is code: fenced blocks and code spans.
+func markdownLinks(text string) []string {
+	text = regexp.MustCompile("`[^`]*`").ReplaceAllString(withoutFences(text), "")
+	var links []string
+	for _, m := range regexp.MustCompile(`\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`).FindAllStringSubmatch(text, -1) {
+		links = append(links, m[1])
+	}
+	return links
+}
+
+// withoutFences returns text with its fenced code blocks blanked out.
+func withoutFences(text string) string {
+	var out strings.Builder
+	fenced := false
+	for line := range strings.Lines(text) {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
+			fenced = !fenced
+			out.WriteString("\n")
+			continue
+		}
+		if fenced {
+			out.WriteString("\n")
+			continue
+		}
+		out.WriteString(line)
+	}
+	return out.String()
+}
+
+// headingAnchors returns the anchors GitHub gives the headings of a
+// Markdown text: the heading's text, as rendered, in lower case, without
+// punctuation, spaces turned into hyphens; a repeated one gets -1, -2...
+func headingAnchors(text string) map[string]bool {
+	anchors := make(map[string]bool)
+	seen := make(map[string]int)
+	heading := regexp.MustCompile(`^#{1,6}[ \t]+(.*?)[ \t]*#*[ \t]*$`)
+	link := regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+	for line := range strings.Lines(withoutFences(text)) {
+		m := heading.FindStringSubmatch(strings.TrimRight(line, "\n"))
+		if m == nil {
+			continue
+		}
+		rendered := strings.NewReplacer("`", "", "*", "").Replace(link.ReplaceAllString(m[1], "$1"))
+		var slug strings.Builder
+		for _, r := range strings.ToLower(rendered) {
+			switch {
+			case r == ' ':
+				slug.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r):
+				slug.WriteRune(r)
+			}
+		}
+		anchor := slug.String()
+		if n := seen[anchor]; n > 0 {
+			seen[anchor] = n + 1
+			anchor = fmt.Sprintf("%s-%d", anchor, n)
+		} else {
+			seen[anchor] = 1
+		}
+		anchors[anchor] = true
+	}
+	return anchors
+}
