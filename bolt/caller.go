@@ -1,0 +1,31 @@
+package bolt
+
+import (
+	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
+)
+
+// caller resolves by to its account inside tx, for a write. Errors:
+// model.ErrUnauthorized for a token that no longer works and for
+// model.ByServer, which has no account; model.ErrNotFound for an unknown
+// user ID.
+func (db *DB) caller(tx *bbolt.Tx, by model.Caller) (*model.User, error) {
+	if hash, ok := by.Token(); ok {
+		u, _, err := db.authenticate(tx, hash)
+		return u, err
+	}
+	if by.Server() {
+		return nil, model.Errorf(model.ErrUnauthorized, "this needs an account")
+	}
+	return userByID(tx, by.UserID())
+}
+
+// reader resolves by inside tx, for a read: nil for model.ByServer, which
+// reads without an account. Errors: as caller.
+func (db *DB) reader(tx *bbolt.Tx, by model.Caller) (*model.User, error) {
+	if by.Server() {
+		return nil, nil
+	}
+	return db.caller(tx, by)
+}
