@@ -210,35 +210,6 @@ func (db *DB) createOnce(ctx context.Context, op *createOp) (*model.Message, err
 	return m, nil
 }
 
-// resolver reads the caller's account in the round trip of a read.
-type resolver func(br pgx.BatchResults) (*model.User, error)
-
-// queueCaller queues the query that resolves by for a read and returns
-// how to read its answer: nil for model.ByServer, which reads without an
-// account. Errors, when the answer is read: model.ErrUnauthorized for a
-// token that does not work, model.ErrNotFound for an unknown user ID.
-func (db *DB) queueCaller(b *pgx.Batch, by model.Caller) resolver {
-	if hash, ok := by.Token(); ok {
-		b.Queue(authSQL, hash[:])
-		return func(br pgx.BatchResults) (*model.User, error) {
-			u, _, err := db.scanAuth(br.QueryRow(), hash)
-			return u, err
-		}
-	}
-	if by.Server() {
-		return func(pgx.BatchResults) (*model.User, error) { return nil, nil }
-	}
-	id := by.UserID()
-	b.Queue(`SELECT `+userColumns+` FROM users WHERE id = $1`, int64(id))
-	return func(br pgx.BatchResults) (*model.User, error) {
-		u, err := scanUser(br.QueryRow())
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
-		}
-		return u, err
-	}
-}
-
 // Message reads message id for the caller, whose account it returns,
 // resolved in the same round trip, sent together with other reads
 // (readbatch.go). Errors: model.ErrUnauthorized, model.ErrNotFound.
