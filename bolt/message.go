@@ -95,6 +95,16 @@ func (db *DB) CreateMessage(_ context.Context, by model.Caller, content string) 
 	return db.create(by, content, nil)
 }
 
+// CreateMessageWithKey is CreateMessage made with an Idempotency-Key:
+// when the caller's live record of key says a create made a message, it
+// returns that message as the first answer showed it, rebuilt with
+// content, and writes nothing; otherwise it creates the message and the
+// record in one transaction. Errors: as CreateMessage, and
+// model.ErrKeyReused when the record is of another request.
+func (db *DB) CreateMessageWithKey(_ context.Context, by model.Caller, content string, key model.IdempotencyKey) (*model.Message, error) {
+	return db.create(by, content, &key)
+}
+
 // create stores content as a new message of the caller's, made with key
 // or without (nil): see CreateMessageWithKey.
 func (db *DB) create(by model.Caller, content string, key *model.IdempotencyKey) (*model.Message, error) {
