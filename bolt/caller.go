@@ -6,6 +6,10 @@ import (
 	"herald/model"
 )
 
+// Callers: a request's model.Caller resolved to its account inside the
+// transaction that acts on it, so that what is checked of the caller is
+// what the act sees.
+
 // caller resolves by to its account inside tx, for a write. Errors:
 // model.ErrUnauthorized for a token that no longer works and for
 // model.ByServer, which has no account; model.ErrNotFound for an unknown

@@ -6,6 +6,10 @@ import (
 	"herald/model"
 )
 
+// Owners: every message a store returns carries its owner's e-mail
+// address, read from the owner's record in the transaction that read the
+// message, so a message whose owner is gone is gone too.
+
 // joinOwner fills OwnerEmail. It reports false for a message whose owner
 // is gone: the account was deleted and its messages are being removed (see
 // DeleteAccount), so the message no longer exists for anyone.

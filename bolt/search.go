@@ -47,7 +47,7 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 	s := &searcher{db: db, q: q, limit: q.PageLimit(), page: &model.SearchPage{}}
 	var user *model.User
 	planned := false
-	var release func() // set once the search is long and has its turn (see turns.go)
+	var release func() // set once the search is long and has its turn (see searchturns.go)
 	defer func() {
 		if release != nil {
 			release()
@@ -284,7 +284,7 @@ var errStaleTail = errors.New("the search index's tail moved on; retry in a newe
 
 // postingLists opens one list per term, the owner's included; with none,
 // every message is a candidate. A term's list is its postings up to the
-// merge watermark and its tail candidates above it (see tail.go).
+// merge watermark and its tail candidates above it (see indextail.go).
 func (s *searcher) postingLists(tx *bbolt.Tx) ([]*postingList, error) {
 	s.recs = nil
 	if len(s.terms) == 0 {

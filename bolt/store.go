@@ -116,7 +116,7 @@ type Options struct {
 	// many writes it carried. It runs on the committer; keep it quick.
 	OnCommit func(took time.Duration, writes int)
 	// TailMergePostings is how many postings the search index's tail
-	// gathers before they are merged into the postings bucket (see tail.go);
+	// gathers before they are merged into the postings bucket (see indextail.go);
 	// zero means DefaultTailMergePostings. Tests make it small.
 	TailMergePostings int
 	// LongSearches is how many searches may be past their first read

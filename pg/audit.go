@@ -9,6 +9,10 @@ import (
 	"herald/model"
 )
 
+// The audit log: every administrative act, written in the transaction of
+// the act itself, so an act is in the log if and only if it happened. It
+// is trimmed by age and count, as the change log is.
+
 // audit writes e to the audit log in the act's transaction, with the time
 // and its actor (nil: the server's machine).
 func (w *writeTx) audit(ctx context.Context, actor *model.User, e *model.AuditEntry) error {

@@ -9,6 +9,10 @@ import (
 	"herald/model"
 )
 
+// Callers: a request's model.Caller resolved to its account inside the
+// write transaction that acts on it, or in the round trip of the read it
+// makes, so that what is checked of the caller is what the act sees.
+
 // caller resolves by to its account inside the write transaction, for a
 // write. A token is locked against deletion until the commit, so a
 // logout that committed first wins and one that comes later waits.

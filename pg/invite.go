@@ -8,6 +8,9 @@ import (
 	"herald/model"
 )
 
+// Invitations: while registration needs one, a registration takes one use
+// of an invitation in its own transaction (see CreateUser).
+
 const inviteColumns = `id, code_hash, max_uses, uses, created_at, expires_at, created_by`
 
 func scanInvite(row pgx.Row) (*model.Invite, error) {

@@ -10,6 +10,10 @@ import (
 	"herald/model"
 )
 
+// Password resets: an administrator makes a code for an account and hands
+// it over; its holder sets a new password with it, once, before it
+// expires. An account has at most one outstanding reset.
+
 // CreatePasswordReset stores a reset of account userID's password whose
 // code hashes to code, valid for ttl, replacing any the account had, and
 // writes the act to the audit log. Errors: model.ErrForbidden,

@@ -5,6 +5,9 @@ import (
 	"time"
 )
 
+// Retention: messages older than the operator keeps are deleted by the
+// chores, a chunk at a time, each with its message.deleted change.
+
 // retainChunk is how many old messages one retention transaction deletes:
 // small, so the counter's lock is held for a moment at most.
 const retainChunk = 500
