@@ -29,7 +29,7 @@ func (db *DB) admin(tx *bbolt.Tx, by model.Caller) (*model.User, error) {
 		return nil, err
 	}
 	if !u.CanAdminister() {
-		return nil, model.Errorf(model.ErrForbidden, "this needs an administrator")
+		return nil, model.AdministratorNeeded()
 	}
 	return u, nil
 }

@@ -20,7 +20,7 @@ func (db *DB) caller(tx *bbolt.Tx, by model.Caller) (*model.User, error) {
 		return u, err
 	}
 	if by.Server() {
-		return nil, model.Errorf(model.ErrUnauthorized, "this needs an account")
+		return nil, model.AccountNeeded()
 	}
 	return userByID(tx, by.UserID())
 }

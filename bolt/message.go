@@ -67,14 +67,14 @@ func createdMicros(rec []byte) int64 { return int64(binary.BigEndian.Uint64(rec[
 func messageByID(tx *bbolt.Tx, id uint64) (*model.Message, error) {
 	b := tx.Bucket(bucketMessages).Get(itob(id))
 	if b == nil {
-		return nil, model.Errorf(model.ErrNotFound, "message %d does not exist", id)
+		return nil, model.MessageNotFound(id)
 	}
 	m, err := decodeMessage(id, b)
 	if err != nil {
 		return nil, err
 	}
 	if !joinOwner(tx, m) {
-		return nil, model.Errorf(model.ErrNotFound, "message %d does not exist", id)
+		return nil, model.MessageNotFound(id)
 	}
 	return m, nil
 }
@@ -210,7 +210,7 @@ func (db *DB) ownedMessage(tx *bbolt.Tx, id uint64, by model.Caller, pre model.P
 		return nil, nil, err
 	}
 	if pre != nil && !pre(m) {
-		return nil, nil, model.Errorf(model.ErrPrecondition, "message %d has changed since the version in If-Match; fetch it again for its current ETag", id)
+		return nil, nil, model.MessageChanged(id)
 	}
 	return u, m, nil
 }

@@ -40,9 +40,7 @@ const (
 // model.ErrUnauthorized, the context's error when it ends.
 func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.SearchQuery) (*model.User, *model.SearchPage, error) {
 	if len(q.Terms) > model.MaxQueryTerms {
-		var v model.ValidationError
-		v.Add("q", fmt.Sprintf("must have at most %d distinct words", model.MaxQueryTerms))
-		return nil, nil, v.Err()
+		return nil, nil, model.TooManyTerms()
 	}
 	s := &searcher{db: db, q: q, limit: q.PageLimit(), page: &model.SearchPage{}}
 	var user *model.User

@@ -270,7 +270,7 @@ func (db *DB) UserByEmail(_ context.Context, email string) (*model.User, error) 
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		id := tx.Bucket(bucketUsersByEmail).Get(emailKey(email))
 		if id == nil {
-			return model.Errorf(model.ErrNotFound, "no account has this e-mail")
+			return model.EmailNotFound()
 		}
 		var err error
 		u, err = userByID(tx, btoi(id))
@@ -309,7 +309,7 @@ func (db *DB) MissingUsers(_ context.Context, ids []uint64) ([]uint64, error) {
 func userByID(tx *bbolt.Tx, id uint64) (*model.User, error) {
 	b := tx.Bucket(bucketUsers).Get(itob(id))
 	if b == nil {
-		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+		return nil, model.AccountNotFound(id)
 	}
 	return decodeUser(id, b)
 }

@@ -37,12 +37,10 @@ func (w *writeTx) admin(ctx context.Context, by model.Caller) (*model.User, erro
 		return nil, err
 	}
 	if !u.CanAdminister() {
-		return nil, errNotAdmin
+		return nil, model.AdministratorNeeded()
 	}
 	return u, nil
 }
-
-var errNotAdmin = model.Errorf(model.ErrForbidden, "this needs an administrator")
 
 // lockRoles reads u's roles and suspension again, as last committed, and
 // share-locks its row until the commit. The caller's row read with its
@@ -55,7 +53,7 @@ var errNotAdmin = model.Errorf(model.ErrForbidden, "this needs an administrator"
 func (w *writeTx) lockRoles(ctx context.Context, u *model.User) error {
 	err := w.QueryRow(ctx, `SELECT roles, suspended FROM users WHERE id = $1 FOR SHARE`, int64(u.ID)).Scan(&u.Roles, &u.Suspended)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return model.Errorf(model.ErrUnauthorized, "the account no longer exists")
+		return model.AccountGone()
 	}
 	return err
 }
@@ -73,7 +71,7 @@ func (w *writeTx) lockRoles(ctx context.Context, u *model.User) error {
 func (w *writeTx) lockedUser(ctx context.Context, id uint64) (*model.User, error) {
 	u, err := scanUser(w.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 FOR NO KEY UPDATE`, int64(id)))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+		return nil, model.AccountNotFound(id)
 	}
 	return u, err
 }
@@ -118,7 +116,7 @@ func (db *DB) adminRead(ctx context.Context, by model.Caller, fn func(tx pgx.Tx)
 			return err
 		}
 		if !u.CanAdminister() {
-			return errNotAdmin
+			return model.AdministratorNeeded()
 		}
 	}
 	if err := fn(tx); err != nil {
@@ -153,7 +151,7 @@ func scanAccount(row pgx.Row) (*model.Account, error) {
 func account(ctx context.Context, q querier, id uint64) (*model.Account, error) {
 	a, err := scanAccount(q.QueryRow(ctx, `SELECT `+accountColumns+` FROM users WHERE id = $1`, int64(id)))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+		return nil, model.AccountNotFound(id)
 	}
 	return a, err
 }
@@ -314,7 +312,7 @@ func (db *DB) RemoveMessagesOf(ctx context.Context, by model.Caller, id uint64) 
 		// removal, which would count and audit nothing for a gone account.
 		u, err := scanUser(w.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 FOR KEY SHARE`, int64(id)))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+			return model.AccountNotFound(id)
 		}
 		if err != nil {
 			return err

@@ -25,7 +25,7 @@ func (w *writeTx) caller(ctx context.Context, by model.Caller) (*model.User, err
 		return u, err
 	}
 	if by.Server() {
-		return nil, model.Errorf(model.ErrUnauthorized, "this needs an account")
+		return nil, model.AccountNeeded()
 	}
 	return userByID(ctx, w, by.UserID())
 }
@@ -53,7 +53,7 @@ func (db *DB) queueCaller(b *pgx.Batch, by model.Caller) resolver {
 	return func(br pgx.BatchResults) (*model.User, error) {
 		u, err := scanUser(br.QueryRow())
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+			return nil, model.AccountNotFound(id)
 		}
 		return u, err
 	}

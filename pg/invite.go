@@ -54,7 +54,7 @@ func (db *DB) CreateInvite(ctx context.Context, by model.Caller, inv *model.Invi
 			VALUES ($1, $2, $3, $4, $5) RETURNING id`,
 			stored.CodeHash[:], stored.MaxUses, stored.CreatedAt, stored.ExpiresAt, int64(stored.CreatedBy)).Scan(&id)
 		if uniqueViolation(err, "invites_code_unique") {
-			return model.Errorf(model.ErrConflict, "this invitation code was already issued")
+			return model.InviteCodeAlreadyIssued()
 		}
 		if err != nil {
 			return err
@@ -101,7 +101,7 @@ func (db *DB) RevokeInvite(ctx context.Context, by model.Caller, id uint64) (err
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return model.Errorf(model.ErrNotFound, "invitation %d does not exist", id)
+			return model.InviteNotFound(id)
 		}
 		return w.audit(ctx, actor, &model.AuditEntry{Action: model.AuditRevokeInvite, InviteID: id})
 	})

@@ -39,7 +39,7 @@ func (db *DB) CreatePasswordReset(ctx context.Context, by model.Caller, userID u
 		_, err = w.Exec(ctx, `INSERT INTO password_resets (code_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
 			code[:], int64(userID), r.CreatedAt, r.ExpiresAt)
 		if uniqueViolation(err, "password_resets_code_unique") {
-			return model.Errorf(model.ErrConflict, "this password-reset code was already issued")
+			return model.ResetCodeAlreadyIssued()
 		}
 		if err != nil {
 			return err

@@ -2,7 +2,6 @@ package pg
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -117,9 +116,7 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 	ctx, end := db.call(ctx, &err)
 	defer end()
 	if len(q.Terms) > model.MaxQueryTerms {
-		var v model.ValidationError
-		v.Add("q", fmt.Sprintf("must have at most %d distinct words", model.MaxQueryTerms))
-		return nil, nil, v.Err()
+		return nil, nil, model.TooManyTerms()
 	}
 	limit := q.PageLimit()
 	words := len(q.Terms) > 0
