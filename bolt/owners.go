@@ -20,7 +20,8 @@ func joinOwner(tx *bbolt.Tx, m *model.Message) bool {
 // ownerEmails joins messages to their owners' e-mails within one
 // transaction, reading each owner once. A page has a handful of authors, so
 // a short list scanned in order serves better than a map, whose inserts
-// were a third of the join's cost in a profile of list-newest-20.
+// cost more than the scan
+// (docs/performance.md, "bbolt: reading a page of messages").
 type ownerEmails struct {
 	users idReader
 	seen  []ownerEmail

@@ -311,9 +311,10 @@ func (s *searcher) postingLists(tx *bbolt.Tx) ([]*postingList, error) {
 	return lists, nil
 }
 
-// tailRecords reads tail records for one transaction's search. Through
-// Bucket.Get, whose fresh cursor per call allocated, they were about 5% of
-// a common-word search's CPU under load.
+// tailRecords reads tail records for one transaction's search, through one
+// cursor: Bucket.Get allocates a fresh cursor per call, and a common-word
+// search reads a record per candidate
+// (docs/performance.md, "bbolt: reading a page of messages").
 type tailRecords struct {
 	records idReader
 	reads   int // records read since takeReads
