@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Refusals: the sentences a client reads when a store says no, each
 // written here once, for both stores and the HTTP layer. The agreement
@@ -176,4 +179,53 @@ func ResetCodeRefused() error {
 func KeyReused() error {
 	return &Error{Kind: ErrKeyReused, Detail: "this Idempotency-Key came within the last 24 hours with another request;" +
 		" a retry must repeat its request exactly, and a new request needs a new key"}
+}
+
+// Storage faults: the storage could not do what was asked, through no
+// fault of the caller's. Each says when to try again (retry); those with a
+// cause keep it for the log, never for the client.
+
+// WritesNotCompleting refuses a write still queued when its time ran
+// out: the writes before it had not finished, and it was never run.
+func WritesNotCompleting(retry time.Duration) error {
+	return &Error{Kind: ErrUnavailable, RetryAfter: retry,
+		Detail: "the database is not completing writes in time; nothing was written; try again shortly"}
+}
+
+// CommitOverdue answers a write whose commit had begun and not ended when
+// its time ran out: it may or may not be done.
+func CommitOverdue(retry time.Duration) error {
+	return &Error{Kind: ErrOutcomeUnknown, RetryAfter: retry,
+		Detail: "the commit of the write did not end in time"}
+}
+
+// WriteUnconfirmed answers a write whose commit was sent to the database
+// and whose answer never came, for cause: it may or may not be done.
+func WriteUnconfirmed(cause error, retry time.Duration) error {
+	return &Error{Kind: ErrOutcomeUnknown, RetryAfter: retry, Cause: cause,
+		Detail: "the database did not confirm the write, which may or may not have been done"}
+}
+
+// DatabaseNotAnswering refuses a call the database did not answer in time.
+func DatabaseNotAnswering(cause error, retry time.Duration) error {
+	return &Error{Kind: ErrUnavailable, RetryAfter: retry, Cause: cause,
+		Detail: "the database did not answer in time; try again shortly"}
+}
+
+// DatabaseUnreachable refuses a call while the database cannot be reached.
+func DatabaseUnreachable(cause error, retry time.Duration) error {
+	return &Error{Kind: ErrUnavailable, RetryAfter: retry, Cause: cause,
+		Detail: "the database cannot be reached now; try again shortly"}
+}
+
+// StorageFull refuses a write the server's own storage had no room for
+// (the bbolt store's file).
+func StorageFull() error {
+	return &Error{Kind: ErrNoSpace, Detail: "the server is out of storage, so the write was not kept; try again later"}
+}
+
+// DatabaseFull refuses a write the database server had no room for; its
+// reads go on.
+func DatabaseFull() error {
+	return Errorf(ErrNoSpace, "the database server is out of storage; reads go on, and writes succeed again once space is freed")
 }

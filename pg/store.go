@@ -361,7 +361,7 @@ func (db *DB) writeOutcome(err error) error {
 		}
 		return nil
 	case errors.As(err, &pe) && pe.Code == "53100":
-		refused := model.Errorf(model.ErrNoSpace, "the database server is out of storage; reads go on, and writes succeed again once space is freed")
+		refused := model.DatabaseFull()
 		db.noSpace.Store(&refused)
 		return refused
 	}
