@@ -45,11 +45,12 @@ func RegistrationsPerAddress() Rate { return Rate{Burst: 20, Every: 45 * time.Se
 // 5 seconds.
 func WritesPerAccount() Rate { return Rate{Burst: 60, Every: 5 * time.Second} }
 
-// DefaultMaxKeys bounds the keys one Limiter holds exactly. Keys are kept as
-// 64-bit hashes, so a long key costs no more than a short one: a held key
-// takes about 70 bytes (map slot, heap slot, 24-byte record; measured 2.2
-// MiB for 32768 keys), and the overflow sketch, allocated only if the map
-// ever fills with penalties, 64 bytes a key (2 MiB). So at most ~4.2 MiB.
+// DefaultMaxKeys bounds the keys one Limiter holds exactly. Keys are kept
+// as 64-bit hashes, so a long key costs no more than a short one: a held
+// key takes a map slot, a heap slot and a 24-byte record, and the overflow
+// sketch, allocated only if the map ever fills with penalties, 64 bytes a
+// key: a few MiB in all
+// (docs/performance.md, "Memory of the guessing limits").
 const DefaultMaxKeys = 1 << 15
 
 // Limiter counts events (failed logins, registrations) per key with one

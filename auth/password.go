@@ -45,8 +45,9 @@ var ErrBusy = errors.New("password hashing queue is full")
 
 // DefaultWaitingPerSlot sizes the queue NewHasher gives each hashing slot.
 // Waiters are served in order, so the last one waits for about
-// DefaultWaitingPerSlot hashes (0.8 s at ~25 ms a hash) whatever the
-// concurrency; and 64 logins arriving together on two cores all get in.
+// DefaultWaitingPerSlot hashes whatever the concurrency, under a second at
+// DefaultParams' cost (docs/performance.md, "Logins: hashing passwords");
+// and 64 logins arriving together on two cores all get in.
 const DefaultWaitingPerSlot = 32
 
 // Hasher hashes and verifies passwords. Each computation holds ~19 MiB for

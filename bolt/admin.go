@@ -29,22 +29,9 @@ func (db *DB) admin(tx *bbolt.Tx, by model.Caller) (*model.User, error) {
 		return nil, err
 	}
 	if !u.CanAdminister() {
-		return nil, model.Errorf(model.ErrForbidden, "this needs an administrator")
+		return nil, model.AdministratorNeeded()
 	}
 	return u, nil
-}
-
-// putUser stores u's record and keeps the admins bucket in step with its
-// roles: the one way an account's record is written once it exists.
-func (db *DB) putUser(tx *bbolt.Tx, u *model.User) error {
-	if err := tx.Bucket(bucketUsers).Put(itob(u.ID), encodeUser(u)); err != nil {
-		return err
-	}
-	admins := tx.Bucket(bucketAdmins)
-	if u.HasRole(model.RoleAdmin) {
-		return admins.Put(itob(u.ID), nil)
-	}
-	return admins.Delete(itob(u.ID))
 }
 
 // othersCanAdminister reports whether an account other than userID can

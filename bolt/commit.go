@@ -122,13 +122,11 @@ const DefaultWriteTimeout = 10 * time.Second
 
 // errWriteNotTaken refuses a write still queued when its time ran out:
 // the commits before it had not ended, and it was never run.
-var errWriteNotTaken = &model.Error{Kind: model.ErrUnavailable, RetryAfter: 2 * time.Second,
-	Detail: "the database is not completing writes in time; nothing was written; try again shortly"}
+var errWriteNotTaken = model.WritesNotCompleting(2 * time.Second)
 
 // errCommitOverdue answers a write whose commit had begun and not ended
 // when its time ran out.
-var errCommitOverdue = &model.Error{Kind: model.ErrOutcomeUnknown, RetryAfter: 2 * time.Second,
-	Detail: "the commit of the write did not end in time"}
+var errCommitOverdue = model.CommitOverdue(2 * time.Second)
 
 // overdue answers a client's write whose commit has not ended within the
 // committer's timeout. bbolt's reads do not wait for a commit, so a disk
@@ -281,7 +279,7 @@ func runWrite(fn func(*bbolt.Tx) error, tx *bbolt.Tx) (err error) {
 
 // errNoSpace is what a write that failed for lack of storage returns: a
 // refusal the client may be told of, not an internal error.
-var errNoSpace = &model.Error{Kind: model.ErrNoSpace, Detail: "the server is out of storage, so the write was not kept; try again later"}
+var errNoSpace = model.StorageFull()
 
 // noteCommitFailed tells a commit that failed for lack of storage (the
 // disk, or a quota, is full) from other failures: it returns errNoSpace

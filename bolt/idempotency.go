@@ -133,16 +133,6 @@ func deleteIdempotencyOf(tx *bbolt.Tx, userID uint64) error {
 	return nil
 }
 
-// CreateMessageWithKey is CreateMessage made with an Idempotency-Key:
-// when the caller's live record of key says a create made a message, it
-// returns that message as the first answer showed it, rebuilt with
-// content, and writes nothing; otherwise it creates the message and the
-// record in one transaction. Errors: as CreateMessage, and
-// model.ErrKeyReused when the record is of another request.
-func (db *DB) CreateMessageWithKey(_ context.Context, by model.Caller, content string, key model.IdempotencyKey) (*model.Message, error) {
-	return db.create(by, content, &key)
-}
-
 // insertMessageOnce is insertMessage for a create made with key: the
 // first answer rebuilt when owner's live record of key says the create
 // was made, else the message inserted with the key's record.

@@ -18,7 +18,7 @@ import (
 //   postings       term‖0x00‖firstID →      the inverted index, up to
 //                  a block of IDs           meta/terms_merged (see
 //                                           postings.go)
-//   terms_tail     messageID → terms        the rest of it (see tail.go)
+//   terms_tail     messageID → terms        the rest of it (see indextail.go)
 //
 // A message's terms are the words of its content and its owner's term
 // (see ownerTerm): "who wrote it" is one more posting list, which search
@@ -177,7 +177,7 @@ func (db *DB) ownerMessages(tx *bbolt.Tx, owner, below uint64, limit int) ([]*mo
 
 // indexNewMessage adds every index entry of a new message m; terms are the
 // words of its content (sortedTerms). All of them go to the tail (see
-// tail.go), with the owner's term.
+// indextail.go), with the owner's term.
 func (db *DB) indexNewMessage(tx *bbolt.Tx, m *model.Message, terms []string) error {
 	// IDs only grow and a merge only takes IDs that exist, so a new
 	// message is always above the postings bucket's part.

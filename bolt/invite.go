@@ -82,7 +82,7 @@ func (db *DB) CreateInvite(_ context.Context, by model.Caller, inv *model.Invite
 		}
 		codes, invites := tx.Bucket(bucketInviteCodes), tx.Bucket(bucketInvites)
 		if codes.Get(inv.CodeHash[:]) != nil {
-			return model.Errorf(model.ErrConflict, "this invitation code was already issued")
+			return model.InviteCodeAlreadyIssued()
 		}
 		id, err := invites.NextSequence()
 		if err != nil {
@@ -139,7 +139,7 @@ func (db *DB) RevokeInvite(_ context.Context, by model.Caller, id uint64) error 
 		invites := tx.Bucket(bucketInvites)
 		b := invites.Get(itob(id))
 		if b == nil {
-			return model.Errorf(model.ErrNotFound, "invitation %d does not exist", id)
+			return model.InviteNotFound(id)
 		}
 		inv, err := decodeInvite(id, b)
 		if err != nil {

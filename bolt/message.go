@@ -67,14 +67,14 @@ func createdMicros(rec []byte) int64 { return int64(binary.BigEndian.Uint64(rec[
 func messageByID(tx *bbolt.Tx, id uint64) (*model.Message, error) {
 	b := tx.Bucket(bucketMessages).Get(itob(id))
 	if b == nil {
-		return nil, model.Errorf(model.ErrNotFound, "message %d does not exist", id)
+		return nil, model.MessageNotFound(id)
 	}
 	m, err := decodeMessage(id, b)
 	if err != nil {
 		return nil, err
 	}
 	if !joinOwner(tx, m) {
-		return nil, model.Errorf(model.ErrNotFound, "message %d does not exist", id)
+		return nil, model.MessageNotFound(id)
 	}
 	return m, nil
 }
@@ -88,100 +88,21 @@ func messageRecord(tx *bbolt.Tx, id uint64) (*model.Message, error) {
 	return decodeMessage(id, b)
 }
 
-// joinOwner fills OwnerEmail. It reports false for a message whose owner
-// is gone: the account was deleted and its messages are being removed (see
-// DeleteAccount), so the message no longer exists for anyone.
-func joinOwner(tx *bbolt.Tx, m *model.Message) bool {
-	return newOwnerEmails(tx).join(m)
-}
-
-// ownerEmails joins messages to their owners' e-mails within one
-// transaction, reading each owner once. A page has a handful of authors, so
-// a short list scanned in order serves better than a map, whose inserts
-// were a third of the join's cost in a profile of list-newest-20.
-type ownerEmails struct {
-	users idReader
-	seen  []ownerEmail
-}
-
-type ownerEmail struct {
-	id    uint64
-	email string
-}
-
-func newOwnerEmails(tx *bbolt.Tx) *ownerEmails {
-	return &ownerEmails{users: newIDReader(tx.Bucket(bucketUsers))}
-}
-
-// join is joinOwner for a message read in the transaction o was made in.
-func (o *ownerEmails) join(m *model.Message) bool {
-	for _, seen := range o.seen {
-		if seen.id == m.OwnerID {
-			m.OwnerEmail = seen.email
-			return true
-		}
-	}
-	email, ok := userEmail(o.users.get(m.OwnerID))
-	if !ok {
-		return false
-	}
-	m.OwnerEmail = email
-	o.seen = append(o.seen, ownerEmail{m.OwnerID, email})
-	return true
-}
-
-// userEmail reads the e-mail of a user record. It accepts exactly the
-// records decodeUser accepts, but copies nothing else out: a message needs
-// only its author's e-mail, not the password hash and roles. False for a
-// missing or malformed record.
-func userEmail(b []byte) (string, bool) {
-	r := recordReader{b: b}
-	if len(b) == 0 || r.byte() != userRecordVersion {
-		return "", false
-	}
-	r.uint64() // createdAt
-	email := r.bytes(int(r.uint16()))
-	r.bytes(int(r.uint16())) // password hash
-	for n := r.byte(); n > 0; n-- {
-		r.bytes(int(r.byte())) // a role
-	}
-	flags := r.byte()
-	r.uint64() // lastSeenAt
-	if r.short || len(r.b) != 0 || flags&^userSuspended != 0 {
-		return "", false
-	}
-	return string(email), true
-}
-
-// caller resolves by to its account inside tx, for a write. Errors:
-// model.ErrUnauthorized for a token that no longer works and for
-// model.ByServer, which has no account; model.ErrNotFound for an unknown
-// user ID.
-func (db *DB) caller(tx *bbolt.Tx, by model.Caller) (*model.User, error) {
-	if hash, ok := by.Token(); ok {
-		u, _, err := db.authenticate(tx, hash)
-		return u, err
-	}
-	if by.Server() {
-		return nil, model.Errorf(model.ErrUnauthorized, "this needs an account")
-	}
-	return userByID(tx, by.UserID())
-}
-
-// reader resolves by inside tx, for a read: nil for model.ByServer, which
-// reads without an account. Errors: as caller.
-func (db *DB) reader(tx *bbolt.Tx, by model.Caller) (*model.User, error) {
-	if by.Server() {
-		return nil, nil
-	}
-	return db.caller(tx, by)
-}
-
 // CreateMessage stores content as a new message owned by the caller and
 // returns it as stored. Errors: model.ErrInvalid for bad content, model.ErrUnauthorized
 // or model.ErrNotFound when the caller does not resolve to a user.
 func (db *DB) CreateMessage(_ context.Context, by model.Caller, content string) (*model.Message, error) {
 	return db.create(by, content, nil)
+}
+
+// CreateMessageWithKey is CreateMessage made with an Idempotency-Key:
+// when the caller's live record of key says a create made a message, it
+// returns that message as the first answer showed it, rebuilt with
+// content, and writes nothing; otherwise it creates the message and the
+// record in one transaction. Errors: as CreateMessage, and
+// model.ErrKeyReused when the record is of another request.
+func (db *DB) CreateMessageWithKey(_ context.Context, by model.Caller, content string, key model.IdempotencyKey) (*model.Message, error) {
+	return db.create(by, content, &key)
 }
 
 // create stores content as a new message of the caller's, made with key
@@ -289,7 +210,7 @@ func (db *DB) ownedMessage(tx *bbolt.Tx, id uint64, by model.Caller, pre model.P
 		return nil, nil, err
 	}
 	if pre != nil && !pre(m) {
-		return nil, nil, model.Errorf(model.ErrPrecondition, "message %d has changed since the version in If-Match; fetch it again for its current ETag", id)
+		return nil, nil, model.MessageChanged(id)
 	}
 	return u, m, nil
 }

@@ -17,10 +17,10 @@ import (
 // ID, and the block holding the largest ID at or below some n is the last
 // key at or below term‖0‖n: one seek, as with a key per posting.
 //
-// A key per posting made a merge one Bucket.Put per posting — about a
-// quarter of the committer's CPU under a stream of creates — and left the
-// index several times the size of the messages it indexed. A merge now
-// appends each word's new IDs to its last block and writes it once; a
+// A key per posting would make a merge one Bucket.Put per posting, much of
+// the committer's work under a stream of creates, and the index larger than
+// the messages it indexes (docs/performance.md, "bbolt: posting blocks"). A
+// merge appends each word's new IDs to its last block and writes it once; a
 // common word's IDs are a byte apart.
 
 // maxBlockBytes bounds a block's value. An edit or a delete of an old

@@ -58,7 +58,7 @@ func (db *DB) CreatePasswordReset(_ context.Context, by model.Caller, userID uin
 			return err
 		}
 		if tx.Bucket(bucketResets).Get(code[:]) != nil {
-			return model.Errorf(model.ErrConflict, "this password-reset code was already issued")
+			return model.ResetCodeAlreadyIssued()
 		}
 		if err := deleteUserReset(tx, userID); err != nil {
 			return err

@@ -40,14 +40,12 @@ const (
 // model.ErrUnauthorized, the context's error when it ends.
 func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.SearchQuery) (*model.User, *model.SearchPage, error) {
 	if len(q.Terms) > model.MaxQueryTerms {
-		var v model.ValidationError
-		v.Add("q", fmt.Sprintf("must have at most %d distinct words", model.MaxQueryTerms))
-		return nil, nil, v.Err()
+		return nil, nil, model.TooManyTerms()
 	}
 	s := &searcher{db: db, q: q, limit: q.PageLimit(), page: &model.SearchPage{}}
 	var user *model.User
 	planned := false
-	var release func() // set once the search is long and has its turn (see turns.go)
+	var release func() // set once the search is long and has its turn (see searchturns.go)
 	defer func() {
 		if release != nil {
 			release()
@@ -284,7 +282,7 @@ var errStaleTail = errors.New("the search index's tail moved on; retry in a newe
 
 // postingLists opens one list per term, the owner's included; with none,
 // every message is a candidate. A term's list is its postings up to the
-// merge watermark and its tail candidates above it (see tail.go).
+// merge watermark and its tail candidates above it (see indextail.go).
 func (s *searcher) postingLists(tx *bbolt.Tx) ([]*postingList, error) {
 	s.recs = nil
 	if len(s.terms) == 0 {
@@ -313,9 +311,10 @@ func (s *searcher) postingLists(tx *bbolt.Tx) ([]*postingList, error) {
 	return lists, nil
 }
 
-// tailRecords reads tail records for one transaction's search. Through
-// Bucket.Get, whose fresh cursor per call allocated, they were about 5% of
-// a common-word search's CPU under load.
+// tailRecords reads tail records for one transaction's search, through one
+// cursor: Bucket.Get allocates a fresh cursor per call, and a common-word
+// search reads a record per candidate
+// (docs/performance.md, "bbolt: reading a page of messages").
 type tailRecords struct {
 	records idReader
 	reads   int // records read since takeReads

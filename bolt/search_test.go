@@ -2,9 +2,12 @@ package bolt
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -621,4 +624,190 @@ func setNoSync(tb testing.TB, db *DB, v bool) {
 	if err := db.writes.update(func(*bbolt.Tx) error { db.bolt.NoSync = v; return nil }); err != nil {
 		tb.Fatalf("setting NoSync: %v", err)
 	}
+}
+
+func TestSearchQueryRules(t *testing.T) {
+	db := mustOpen(t)
+	var words []string
+	for i := range model.MaxQueryTerms + 1 {
+		words = append(words, fmt.Sprint("w", i))
+	}
+	if _, _, err := db.SearchMessages(context.Background(), model.ByServer(), model.SearchQuery{Terms: model.Terms(strings.Join(words[:model.MaxQueryTerms], " "))}); err != nil {
+		t.Errorf("search with %d words = %v, want nil", model.MaxQueryTerms, err)
+	}
+	_, _, err := db.SearchMessages(context.Background(), model.ByServer(), model.SearchQuery{Terms: model.Terms(strings.Join(words, " "))})
+	if got, want := violationFields(t, err), []string{"q"}; !slices.Equal(got, want) {
+		t.Errorf("search with %d words: fields = %q, want %q", len(words), got, want)
+	}
+}
+
+// TestSearchAgainstModel pages through random queries over random messages
+// and compares every result with a brute-force filter of the same data: the
+// index, the leapfrog intersection, the ID bounds from time and the paging
+// must together give exactly what reading every message would.
+func TestSearchAgainstModel(t *testing.T) {
+	db := mustOpen(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	vocab := []string{"alpha", "beta", "gamma", "delta", "Épsilon", "epsilon", "zeta", "eta", "theta", "iota"}
+	var users []*model.User
+	for i := range 4 {
+		u, _ := mustCreateUser(t, db, fmt.Sprintf("user%d@example.com", i))
+		users = append(users, u)
+	}
+	var all []*model.Message
+	withoutSync(t, db, func() {
+		for range 600 {
+			db.Clock.Add(time.Duration(rng.IntN(3)) * time.Second)
+			n := 1 + rng.IntN(6)
+			words := make([]string, n)
+			for i := range words {
+				// Skewed: early words are common, late ones rare.
+				words[i] = vocab[min(rng.IntN(len(vocab)), rng.IntN(len(vocab)))]
+			}
+			all = append(all, mustCreateMessage(t, db, users[rng.IntN(len(users))].ID, strings.Join(words, " ")))
+		}
+		for _, m := range all {
+			if rng.IntN(5) == 0 {
+				if _, err := db.DeleteMessage(context.Background(), m.ID, model.ByUser(m.OwnerID), nil); err != nil {
+					t.Fatal(err)
+				}
+				m.ID = 0 // gone
+			}
+		}
+	})
+	first, last := all[0].CreatedAt, all[len(all)-1].CreatedAt
+	span := last.Sub(first)
+	for trial := range 300 {
+		var q model.SearchQuery
+		for range rng.IntN(4) {
+			q.Terms = append(q.Terms, model.Terms(vocab[rng.IntN(len(vocab))])...)
+		}
+		if rng.IntN(3) == 0 {
+			q.OwnerEmail = users[rng.IntN(len(users))].Email
+		}
+		if rng.IntN(3) == 0 {
+			s := first.Add(time.Duration(rng.Int64N(int64(span) + 1)))
+			q.Since = &s
+		}
+		if rng.IntN(3) == 0 {
+			u := first.Add(time.Duration(rng.Int64N(int64(span) + 1)))
+			q.Until = &u
+		}
+		q.Limit = 1 + rng.IntN(30)
+
+		var want []uint64
+		for i := len(all) - 1; i >= 0; i-- {
+			m := all[i]
+			if m.ID == 0 || !model.HasAllTerms(model.ContentTerms(m.Content), q.Terms) ||
+				(q.OwnerEmail != "" && m.OwnerEmail != q.OwnerEmail) ||
+				(q.Since != nil && m.CreatedAt.Before(*q.Since)) ||
+				(q.Until != nil && !m.CreatedAt.Before(*q.Until)) {
+				continue
+			}
+			want = append(want, m.ID)
+		}
+		var got []uint64
+		for pages := 0; ; pages++ {
+			p := mustSearch(t, db, q)
+			if len(p.Messages) > q.Limit {
+				t.Fatalf("trial %d: page of %d, limit %d", trial, len(p.Messages), q.Limit)
+			}
+			got = append(got, pageIDs(p)...)
+			if p.NextBeforeID == 0 {
+				break
+			}
+			if pages > len(all) {
+				t.Fatalf("trial %d: paging does not end", trial)
+			}
+			q.BeforeID = p.NextBeforeID
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d (%+v):\n got %v\nwant %v", trial, q, got, want)
+		}
+	}
+}
+
+// TestSearchBudget builds the worst case for an intersection — two common
+// words that never occur together — and checks that a search gives up after
+// its step budget with a cursor, rather than walking both lists whole, and
+// that following the cursors still finds exactly the matches.
+func TestSearchBudget(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	const n = 3 * stepsPerPage
+	msgs := bulkMessages(t, db, []uint64{ada.ID}, 0, func(i int) string {
+		switch {
+		case i == 7 || i == n-100:
+			return "left right"
+		case i%2 == 1:
+			return "right"
+		}
+		return "left"
+	}, n)
+	var both []uint64
+	for _, m := range msgs {
+		if m.Content == "left right" {
+			both = append([]uint64{m.ID}, both...)
+		}
+	}
+	q := model.SearchQuery{Terms: model.Terms("left right")}
+	var got []uint64
+	pages := 0
+	for {
+		p := mustSearch(t, db, q)
+		pages++
+		got = append(got, pageIDs(p)...)
+		if p.NextBeforeID == 0 {
+			break
+		}
+		q.BeforeID = p.NextBeforeID
+	}
+	if !slices.Equal(got, both) {
+		t.Errorf("matches = %v, want %v", got, both)
+	}
+	if pages < 3 {
+		t.Errorf("found in %d pages; a walk over %d postings within one page's budget of %d steps is not possible", pages, n, stepsPerPage)
+	}
+}
+
+// countdownContext reports itself cancelled after a number of Err calls, so
+// a test can cancel a search at a known point in its walk.
+type countdownContext struct {
+	context.Context
+	left  atomic.Int64
+	calls atomic.Int64
+}
+
+func (c *countdownContext) Err() error {
+	c.calls.Add(1)
+	if c.left.Add(-1) < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+func TestSearchCancellation(t *testing.T) {
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	bulkMessages(t, db, []uint64{ada.ID}, 0, func(i int) string { return []string{"left", "right"}[i%2] }, 4*stepsPerTransaction)
+	t.Run("BeforeStart", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, _, err := db.SearchMessages(ctx, model.ByServer(), model.SearchQuery{}); !errors.Is(err, context.Canceled) {
+			t.Errorf("search with a cancelled context = %v, want context.Canceled", err)
+		}
+	})
+	t.Run("MidWalk", func(t *testing.T) {
+		// Three checks pass, then the client is gone: the search must stop at
+		// the next check instead of finishing its walk.
+		ctx := &countdownContext{Context: context.Background()}
+		ctx.left.Store(3)
+		_, _, err := db.SearchMessages(ctx, model.ByServer(), model.SearchQuery{Terms: model.Terms("left right")})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("search = %v, want context.Canceled", err)
+		}
+		if got, max := ctx.calls.Load(), int64(4); got != max {
+			t.Errorf("context checked %d times, want it to stop at check %d", got, max)
+		}
+	})
 }

@@ -55,7 +55,7 @@ const layout1TokenLen = 24
 func (db *DB) issueToken(tx *bbolt.Tx, hash model.TokenHash, userID uint64, now time.Time, ttl time.Duration) (*model.Token, error) {
 	tokens := tx.Bucket(bucketTokens)
 	if tokens.Get(hash[:]) != nil {
-		return nil, model.Errorf(model.ErrConflict, "this token was already issued")
+		return nil, model.TokenAlreadyIssued()
 	}
 	held, err := userTokens(tx, userID)
 	if err != nil {
@@ -134,10 +134,10 @@ func (db *DB) IssueLoginToken(_ context.Context, userID uint64, checkedHash stri
 	err := db.writes.update(func(tx *bbolt.Tx) error {
 		u, err := userByID(tx, userID)
 		if err != nil || u.PasswordHash != checkedHash {
-			return model.Errorf(model.ErrUnauthorized, "e-mail or password is incorrect")
+			return model.BadCredentials()
 		}
 		if u.Suspended {
-			return errSuspended
+			return model.AccountSuspended()
 		}
 		now := db.clock()
 		// Never earlier than a sighting already kept: a clock stepped
@@ -182,25 +182,25 @@ func (db *DB) authenticate(tx *bbolt.Tx, hash model.TokenHash) (*model.User, *mo
 	now := db.clock()
 	b := tx.Bucket(bucketTokens).Get(hash[:])
 	if b == nil {
-		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token is unknown or was revoked")
+		return nil, nil, model.TokenUnknown()
 	}
 	tok, err := decodeToken(hash, b)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !now.Before(tok.ExpiresAt) {
-		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token has expired; log in again")
+		return nil, nil, model.TokenExpired()
 	}
 	u, err := userByID(tx, tok.UserID)
 	if errors.Is(err, model.ErrNotFound) {
-		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token's account no longer exists")
+		return nil, nil, model.TokenAccountGone()
 	}
 	if err != nil {
 		return nil, nil, err // a record that does not read is the server's fault, not the token's
 	}
 	if u.Suspended {
 		// A suspension deletes the account's tokens; this is a second line.
-		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token's account is suspended")
+		return nil, nil, model.TokenAccountSuspended()
 	}
 	db.uses.Note(tok, now)
 	return u, tok, nil
@@ -212,7 +212,7 @@ func (db *DB) RevokeToken(_ context.Context, hash model.TokenHash) error {
 	return db.writes.update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketTokens).Get(hash[:])
 		if b == nil {
-			return model.Errorf(model.ErrNotFound, "the token does not exist")
+			return model.TokenNotFound()
 		}
 		tok, err := decodeToken(hash, b)
 		if err != nil {
@@ -240,7 +240,7 @@ func (db *DB) RevokeTokenByID(_ context.Context, by model.Caller, id model.Token
 				return db.revoke(tx, u.ID, []*model.Token{t})
 			}
 		}
-		return model.Errorf(model.ErrNotFound, "you hold no token %s", id)
+		return model.TokenNotHeld(id.String())
 	})
 }
 
@@ -349,6 +349,3 @@ func (db *DB) SweepExpiredTokens(ctx context.Context) (int, error) {
 		from = next
 	}
 }
-
-// errSuspended refuses a suspended account's login.
-var errSuspended = model.Errorf(model.ErrForbidden, "this account is suspended; an administrator can lift the suspension")

@@ -410,3 +410,48 @@ func TestTokens(t *testing.T) {
 		}
 	})
 }
+
+// A login checks the password outside any transaction; IssueLoginToken
+// refuses when the password changed or the account went meanwhile.
+func TestIssueLoginToken(t *testing.T) {
+	db := mustOpen(t)
+	ada, reg := mustCreateUser(t, db, "ada@example.com")
+	if _, err := db.IssueLoginToken(context.Background(), ada.ID, fakePasswordHash, tokenHash("ok"), defaultTTL); err != nil {
+		t.Fatalf("IssueLoginToken with the current hash = %v", err)
+	}
+	if err := db.ChangePassword(context.Background(), model.ByToken(reg), "$argon2id$new"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.IssueLoginToken(context.Background(), ada.ID, fakePasswordHash, tokenHash("stale"), defaultTTL); !errors.Is(err, model.ErrUnauthorized) {
+		t.Errorf("IssueLoginToken after a password change = %v, want ErrUnauthorized", err)
+	}
+	if err := db.DeleteAccount(context.Background(), model.ByToken(reg)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.IssueLoginToken(context.Background(), ada.ID, "$argon2id$new", tokenHash("gone"), defaultTTL); !errors.Is(err, model.ErrUnauthorized) {
+		t.Errorf("IssueLoginToken after deletion = %v, want ErrUnauthorized", err)
+	}
+	if got := mustCounts(t, db).Tokens; got != 0 {
+		t.Errorf("tokens = %d, want 0", got)
+	}
+}
+
+func TestTokenRecordRoundTrip(t *testing.T) {
+	tok := &model.Token{Hash: tokenHash("x"), UserID: 42, CreatedAt: testEpoch.Truncate(time.Microsecond), ExpiresAt: testEpoch.Truncate(time.Microsecond).Add(defaultTTL)}
+	b := encodeToken(tok)
+	if got, want := len(b), tokenRecordLen; got != want {
+		t.Fatalf("len(encodeToken) = %d, want %d", got, want)
+	}
+	got, err := decodeToken(tok.Hash, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash != tok.Hash || got.UserID != tok.UserID || !got.CreatedAt.Equal(tok.CreatedAt) || !got.ExpiresAt.Equal(tok.ExpiresAt) {
+		t.Errorf("decodeToken(encodeToken(t)) = %+v, want %+v", got, tok)
+	}
+	for _, n := range []int{0, 1, tokenRecordLen - 1, tokenRecordLen + 1} {
+		if _, err := decodeToken(tok.Hash, make([]byte, n)); err == nil {
+			t.Errorf("decodeToken(%d bytes) = nil error, want an error", n)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -633,4 +634,232 @@ func compactedCopy(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestUpgradeFromLayout1 opens a file written by the first release (see
+// testdata/layout1.db) and checks that it is upgraded once, with a log line,
+// and that everything in it is then found through the new indexes.
+func TestUpgradeFromLayout1(t *testing.T) {
+	path := layout1Copy(t)
+	var log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	db, err := Open(path, Options{Logger: logger})
+	if err != nil {
+		t.Fatalf("Open(layout 1) = %v", err)
+	}
+	if !strings.Contains(log.String(), "upgrading database layout 1 to 2") || !strings.Contains(log.String(), "messages_indexed=5") {
+		t.Errorf("log = %q, want an upgrade line and 5 messages indexed", log.String())
+	}
+	tdb := &testDB{DB: db, Path: path}
+	checkIndexes(t, db)
+
+	// Users were re-encoded and still authenticate with their old tokens.
+	u, _, err := db.Authenticate(context.Background(), tokenHash("ada-2"))
+	if err != nil || u.Email != "Ada@Example.com" || !u.HasRole(model.RoleUser) {
+		t.Fatalf("Authenticate(old token) = %+v, %v", u, err)
+	}
+	search := func(q string) []string {
+		p := mustSearch(t, tdb, model.SearchQuery{Terms: model.Terms(q)})
+		var out []string
+		for _, m := range p.Messages {
+			out = append(out, m.Content)
+		}
+		return out
+	}
+	for q, want := range map[string][]string{
+		"hello":    {"Bob says hello too", "hello world from Ada"},
+		"café":     {"cafe\u0301 au lait, NFD spelling"},
+		"edited":   {"edited text after the change"},
+		"original": nil,
+		"deleted":  nil,
+		"日本語":      {"Ünïcödé 日本語 mixed words"},
+	} {
+		if got := search(q); !slices.Equal(got, want) {
+			t.Errorf("search %q after upgrade = %q, want %q", q, got, want)
+		}
+	}
+	if p := mustSearch(t, tdb, model.SearchQuery{OwnerEmail: "bob@example.org"}); len(p.Messages) != 2 {
+		t.Errorf("owner search after upgrade = %d messages, want 2", len(p.Messages))
+	}
+	// New writes go on from the old sequences.
+	m := mustCreateMessage(t, tdb, u.ID, "after the upgrade")
+	if got, want := m.ID, uint64(7); got != want {
+		t.Errorf("first new message ID = %d, want %d", got, want)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The second open finds layout 2 and does nothing.
+	log.Reset()
+	db, err = Open(path, Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if log.Len() != 0 {
+		t.Errorf("second open logged %q, want nothing", log.String())
+	}
+	checkIndexes(t, db)
+}
+
+// TestUpgradeFromLayout1BegunByAnOlderRelease finishes an upgrade from
+// layout 1 that the previous release (layout 4, a key per posting in the
+// terms bucket) was cut short in after two messages. Finishing it into
+// the postings bucket left the first two in terms, which the upgrade to
+// layout 5 then packed over the rest: every word of the others was lost.
+func TestUpgradeFromLayout1BegunByAnOlderRelease(t *testing.T) {
+	path := layout1Copy(t)
+	updateFile(t, path, func(tx *bbolt.Tx) error {
+		for _, name := range [][]byte{bucketMsgsByOwner, bucketMsgsByTime, bucketTerms, bucketMeta} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		c := tx.Bucket(bucketMessages).Cursor()
+		k, v := c.First()
+		for range 2 {
+			m, err := decodeMessage(btoi(k), v)
+			if err != nil {
+				return err
+			}
+			if err := indexOwnerAndTime(tx, m); err != nil {
+				return err
+			}
+			for _, term := range model.SortedTerms(m.Content) {
+				if err := tx.Bucket(bucketTerms).Put(postingKey([]byte(term), m.ID), nil); err != nil {
+					return err
+				}
+			}
+			k, v = c.Next()
+		}
+		return tx.Bucket(bucketMeta).Put(metaUpgradeNext, bytes.Clone(k))
+	})
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	checkIndexes(t, db)
+	tdb := &testDB{DB: db, Path: path}
+	for q, want := range map[string]int{"hello": 2, "café": 1, "edited": 1, "日本語": 1} {
+		if got := len(mustSearch(t, tdb, model.SearchQuery{Terms: model.Terms(q)}).Messages); got != want {
+			t.Errorf("search %q after the upgrade: %d messages, want %d", q, got, want)
+		}
+	}
+}
+
+func TestOpenRefusesNewerLayout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "future.db")
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(metaLayout, itob(currentLayout+1))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(path, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err == nil || !strings.Contains(err.Error(), "newer Herald") {
+		t.Errorf("Open(layout %d) = %v, want an error naming a newer Herald", currentLayout+1, err)
+	}
+}
+
+// TestUpgradeClampsCreationTimes: a layout-1 file whose clock stepped back
+// (a message created "before" an older one) is upgraded so that creation
+// times never fall as IDs rise, and time-bounded search finds every
+// message; until then, CheckInvariants reports it.
+func TestUpgradeClampsCreationTimes(t *testing.T) {
+	path := layout1Copy(t)
+	// model.Message 3 of the fixture goes back an hour, as a clock step would.
+	var second time.Time
+	updateFile(t, path, func(tx *bbolt.Tx) error {
+		msgs := tx.Bucket(bucketMessages)
+		m2, err := decodeMessage(2, msgs.Get(itob(2)))
+		if err != nil {
+			return err
+		}
+		second = m2.CreatedAt
+		m3, err := decodeMessage(3, msgs.Get(itob(3)))
+		if err != nil {
+			return err
+		}
+		m3.CreatedAt = m3.CreatedAt.Add(-time.Hour)
+		return msgs.Put(itob(3), encodeMessage(m3))
+	})
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	checkIndexes(t, db)
+	_, m3, err := db.Message(context.Background(), model.ByServer(), 3)
+	if err != nil || m3.CreatedAt.Before(second) {
+		t.Fatalf("message 3 after the upgrade: %v, %v; want created no earlier than message 2 (%v)", m3, err, second)
+	}
+	_, page, err := db.SearchMessages(context.Background(), model.ByServer(), model.SearchQuery{Since: &second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pageIDs(page), 3) {
+		t.Errorf("since message 2 = %v, want message 3 among them", pageIDs(page))
+	}
+	// And the checker sees a time that falls.
+	if err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		m3.CreatedAt = second.Add(-time.Minute)
+		return tx.Bucket(bucketMessages).Put(itob(3), encodeMessage(m3))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := db.CheckInvariants()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, "message 3: created at") }) {
+		t.Errorf("CheckInvariants() = %q, want the falling creation time reported", problems)
+	}
+}
+
+// layout1Copy copies testdata/layout1.db, written by the first release, to
+// a temporary file a test may upgrade or damage.
+func layout1Copy(t *testing.T) string { return fixtureCopy(t, "layout1.db") }
+
+// fixtureCopy copies testdata/name to a temporary file a test may change.
+func fixtureCopy(t *testing.T, name string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "old.db")
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// updateFile changes the file at path in one bbolt transaction, below
+// Herald's Open: to write what an older release or a crash left.
+func updateFile(t *testing.T, path string, fn func(*bbolt.Tx) error) {
+	t.Helper()
+	raw, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(raw.Update(fn), raw.Close()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// issueTokenRecord stores t as it is, public ID included, for tests that
+// need a record issueToken would never write.
+func issueTokenRecord(tx *bbolt.Tx, t *model.Token) error {
+	if err := tx.Bucket(bucketTokens).Put(t.Hash[:], encodeToken(t)); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketTokensByUser).Put(compositeKey(t.UserID, t.Hash[:]), nil)
 }

@@ -116,6 +116,29 @@ func (r *recordReader) byte() byte     { return r.bytes(1)[0] }
 func (r *recordReader) uint16() uint16 { return binary.BigEndian.Uint16(r.bytes(2)) }
 func (r *recordReader) uint64() uint64 { return binary.BigEndian.Uint64(r.bytes(8)) }
 
+// userEmail reads the e-mail of a user record. It accepts exactly the
+// records decodeUser accepts, but copies nothing else out: a message needs
+// only its author's e-mail, not the password hash and roles. False for a
+// missing or malformed record.
+func userEmail(b []byte) (string, bool) {
+	r := recordReader{b: b}
+	if len(b) == 0 || r.byte() != userRecordVersion {
+		return "", false
+	}
+	r.uint64() // createdAt
+	email := r.bytes(int(r.uint16()))
+	r.bytes(int(r.uint16())) // password hash
+	for n := r.byte(); n > 0; n-- {
+		r.bytes(int(r.byte())) // a role
+	}
+	flags := r.byte()
+	r.uint64() // lastSeenAt
+	if r.short || len(r.b) != 0 || flags&^userSuspended != 0 {
+		return "", false
+	}
+	return string(email), true
+}
+
 // userRecordJSON is the layout-1 user record, read only to upgrade it.
 type userRecordJSON struct {
 	Email        string   `json:"email"`
@@ -227,6 +250,19 @@ func (db *DB) insertUser(tx *bbolt.Tx, u *model.User, roles []string) error {
 	return byEmail.Put(key, itob(id))
 }
 
+// putUser stores u's record and keeps the admins bucket in step with its
+// roles: the one way an account's record is written once it exists.
+func (db *DB) putUser(tx *bbolt.Tx, u *model.User) error {
+	if err := tx.Bucket(bucketUsers).Put(itob(u.ID), encodeUser(u)); err != nil {
+		return err
+	}
+	admins := tx.Bucket(bucketAdmins)
+	if u.HasRole(model.RoleAdmin) {
+		return admins.Put(itob(u.ID), nil)
+	}
+	return admins.Delete(itob(u.ID))
+}
+
 // UserByEmail finds an account by e-mail, in any letter case and with
 // surrounding spaces ignored. Errors: model.ErrNotFound.
 func (db *DB) UserByEmail(_ context.Context, email string) (*model.User, error) {
@@ -234,7 +270,7 @@ func (db *DB) UserByEmail(_ context.Context, email string) (*model.User, error) 
 	err := db.bolt.View(func(tx *bbolt.Tx) error {
 		id := tx.Bucket(bucketUsersByEmail).Get(emailKey(email))
 		if id == nil {
-			return model.Errorf(model.ErrNotFound, "no account has this e-mail")
+			return model.EmailNotFound()
 		}
 		var err error
 		u, err = userByID(tx, btoi(id))
@@ -273,7 +309,7 @@ func (db *DB) MissingUsers(_ context.Context, ids []uint64) ([]uint64, error) {
 func userByID(tx *bbolt.Tx, id uint64) (*model.User, error) {
 	b := tx.Bucket(bucketUsers).Get(itob(id))
 	if b == nil {
-		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+		return nil, model.AccountNotFound(id)
 	}
 	return decodeUser(id, b)
 }

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"strings"
@@ -302,4 +303,84 @@ func TestSetPasswordHash(t *testing.T) {
 			t.Errorf("Counts() = %+v, want %+v", got, want)
 		}
 	})
+}
+
+func TestChangePassword(t *testing.T) {
+	db := mustOpen(t)
+	ada, adaReg := mustCreateUser(t, db, "ada@example.com")
+	_, bobReg := mustCreateUser(t, db, "bob@example.com")
+	laptop, phone := tokenHash("laptop"), tokenHash("phone")
+	for _, h := range []model.TokenHash{laptop, phone} {
+		if _, err := db.CreateToken(ada.ID, h, defaultTTL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.ChangePassword(context.Background(), model.ByToken(laptop), "$argon2id$new"); err != nil {
+		t.Fatal(err)
+	}
+	u, err := db.UserByID(context.Background(), ada.ID)
+	if err != nil || u.PasswordHash != "$argon2id$new" {
+		t.Errorf("after ChangePassword: %+v, %v", u, err)
+	}
+	if _, _, err := db.Authenticate(context.Background(), laptop); err != nil {
+		t.Errorf("the token that changed the password: %v", err)
+	}
+	for _, h := range []model.TokenHash{adaReg, phone} {
+		if _, _, err := db.Authenticate(context.Background(), h); !errors.Is(err, model.ErrUnauthorized) {
+			t.Errorf("another token after the change = %v, want ErrUnauthorized", err)
+		}
+	}
+	if _, _, err := db.Authenticate(context.Background(), bobReg); err != nil {
+		t.Errorf("bob's token after ada's change: %v", err)
+	}
+	if err := db.ChangePassword(context.Background(), model.ByToken(phone), "$argon2id$again"); !errors.Is(err, model.ErrUnauthorized) {
+		t.Errorf("ChangePassword with a revoked token = %v, want ErrUnauthorized", err)
+	}
+}
+
+func TestUserRecordRoundTrip(t *testing.T) {
+	at := testEpoch.Truncate(time.Microsecond)
+	for _, u := range []*model.User{
+		{ID: 3, Email: "Ünïcödé@Example.com", PasswordHash: fakePasswordHash, Roles: []string{model.RoleUser}, CreatedAt: at},
+		{ID: 4, Email: "root@example.com", PasswordHash: fakePasswordHash, Roles: []string{model.RoleUser, model.RoleAdmin}, CreatedAt: at, Suspended: true, LastSeenAt: at.Add(time.Hour)},
+	} {
+		b := encodeUser(u)
+		got, err := decodeUser(u.ID, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ID != u.ID || got.Email != u.Email || got.PasswordHash != u.PasswordHash || !slices.Equal(got.Roles, u.Roles) ||
+			!got.CreatedAt.Equal(u.CreatedAt) || got.Suspended != u.Suspended || !got.LastSeenAt.Equal(u.LastSeenAt) {
+			t.Errorf("decodeUser(encodeUser(u)) = %+v, want %+v", got, u)
+		}
+		if email, ok := userEmail(b); !ok || email != u.Email {
+			t.Errorf("userEmail = %q, %v; want %q", email, ok, u.Email)
+		}
+		for n := range b {
+			if _, err := decodeUser(1, b[:n]); err == nil {
+				t.Errorf("decodeUser(first %d of %d bytes) = nil error, want an error", n, len(b))
+			}
+			if _, ok := userEmail(b[:n]); ok {
+				t.Errorf("userEmail(first %d of %d bytes) read an e-mail", n, len(b))
+			}
+		}
+		for _, garbage := range []string{"{not json", `{"email":"a@b"}`, string(append(b, 0))} {
+			if _, err := decodeUser(1, []byte(garbage)); err == nil {
+				t.Errorf("decodeUser(%q) = nil error, want an error", garbage)
+			}
+		}
+	}
+	// A record of layouts 2 to 6, which only the upgrade reads.
+	v1 := []byte{userRecordVersionV1}
+	v1 = binary.BigEndian.AppendUint64(v1, uint64(at.UnixMicro()))
+	v1 = append(binary.BigEndian.AppendUint16(v1, 3), "a@b"...)
+	v1 = append(binary.BigEndian.AppendUint16(v1, 4), "hash"...)
+	v1 = append(v1, 1, byte(len(model.RoleUser)))
+	v1 = append(v1, model.RoleUser...)
+	if got, err := decodeUserV1(7, v1); err != nil || got.Email != "a@b" || got.PasswordHash != "hash" || !got.LastSeenAt.IsZero() {
+		t.Errorf("decodeUserV1 = %+v, %v", got, err)
+	}
+	if _, err := decodeUser(7, v1); err == nil {
+		t.Errorf("decodeUser read a version-1 record; only the upgrade should")
+	}
 }

@@ -57,7 +57,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request, _ httprouter
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
 	id, ok := model.ParseTokenID(ps.ByName("id"))
 	if !ok {
-		return &model.Error{Kind: model.ErrNotFound, Detail: "you hold no token " + ps.ByName("id")}
+		return model.TokenNotHeld(ps.ByName("id"))
 	}
 	if err := s.store.RevokeTokenByID(r.Context(), model.ByToken(caller(r).tokenHash), id); err != nil {
 		return err

@@ -59,14 +59,14 @@ func parsePage(params url.Values, def, maxLimit int, fingerprint uint64) (limit 
 	if v := params.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxLimit {
-			return 0, 0, badRequest("limit", "limit must be an integer from 1 to %d", maxLimit)
+			return 0, 0, badLimit(maxLimit)
 		}
 		limit = n
 	}
 	if v := params.Get("cursor"); v != "" {
 		id, got, ok := decodeCursor(v)
 		if !ok {
-			return 0, 0, badRequest("cursor", "cursor is not one this server issued; use the next value of a previous page")
+			return 0, 0, foreignCursor()
 		}
 		if got != fingerprint {
 			return 0, 0, badRequest("cursor", "cursor belongs to a listing with another q; send q unchanged, or drop the cursor to start over")
@@ -87,7 +87,7 @@ func matchFingerprint(match string) uint64 {
 func (s *Server) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	params, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return badRequest("", "query string is malformed")
+		return malformedQuery()
 	}
 	if err := checkParamNames(params, "the listing of accounts", accountParams); err != nil {
 		return err
@@ -274,7 +274,7 @@ func (s *Server) revokeInvite(w http.ResponseWriter, r *http.Request, ps httprou
 func (s *Server) auditLog(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	params, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return badRequest("", "query string is malformed")
+		return malformedQuery()
 	}
 	if err := checkParamNames(params, "the audit log", auditParams); err != nil {
 		return err

@@ -188,7 +188,7 @@ func decodeJSON(body io.Reader, spec fieldSpec) (fields, error) {
 			return nil, malformed(err)
 		}
 		if _, dup := raw[name]; dup {
-			return nil, badRequest(name, "field %q is given more than once", name)
+			return nil, repeatedField(name)
 		}
 		raw[name] = value
 		names = append(names, name)
@@ -270,7 +270,7 @@ func decodeForm(body io.Reader, spec fieldSpec) (fields, error) {
 	f := make(fields, len(values))
 	for name, vs := range values {
 		if len(vs) > 1 {
-			return nil, badRequest(name, "field %q is given more than once", name)
+			return nil, repeatedField(name)
 		}
 		f[name] = &vs[0]
 	}
@@ -302,18 +302,18 @@ func decodeMultipart(body io.Reader, boundary string, spec fieldSpec) (fields, e
 			return f, checkFieldNames(slices.Collect(maps.Keys(f)), spec)
 		}
 		if err != nil {
-			return nil, badRequest("", "request body is not valid multipart/form-data")
+			return nil, badMultipart()
 		}
 		name := part.FormName()
 		if name == "" {
 			return nil, badRequest("", "multipart part has no field name")
 		}
 		if _, dup := f[name]; dup {
-			return nil, badRequest(name, "field %q is given more than once", name)
+			return nil, repeatedField(name)
 		}
 		value, err := io.ReadAll(part)
 		if err != nil {
-			return nil, badRequest("", "request body is not valid multipart/form-data")
+			return nil, badMultipart()
 		}
 		s := string(value)
 		f[name] = &s

@@ -7,13 +7,13 @@ import (
 )
 
 // LogWriter batches log output. Every request writes an access log line,
-// and written straight to stderr that was one write(2) per request, made
-// while slog's handler held its lock: 7% of the server's CPU under load on
-// GET /api/messages/{id}. Lines are kept in memory and written together
-// when the buffer passes logBatchBytes, when the oldest line has waited the
-// flush interval, and on Close — so a line reaches the output within the
-// interval, and only a process killed outright loses the last interval's
-// lines.
+// and written straight to stderr that is one write(2) per request, made
+// while slog's handler holds its lock, which shows in the server's CPU
+// under load (docs/performance.md, "HTTP: where a request's time goes").
+// Lines are kept in memory and written together when the buffer passes
+// logBatchBytes, when the oldest line has waited the flush interval, and on
+// Close — so a line reaches the output within the interval, and only a
+// process killed outright loses the last interval's lines.
 type LogWriter struct {
 	out   io.Writer
 	every time.Duration

@@ -178,7 +178,7 @@ var searchParams = []string{"q", "owner", "since", "until", "limit", "cursor"}
 func (s *Server) searchMessages(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	params, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return badRequest("", "query string is malformed")
+		return malformedQuery()
 	}
 	q, fingerprint, err := parseSearch(params)
 	if err != nil {
@@ -253,14 +253,14 @@ func parseSearch(params url.Values) (q model.SearchQuery, fingerprint uint64, er
 	if v := params.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > model.MaxSearchLimit {
-			return q, 0, badRequest("limit", "limit must be an integer from 1 to %d", model.MaxSearchLimit)
+			return q, 0, badLimit(model.MaxSearchLimit)
 		}
 		q.Limit = n
 	}
 	if v := params.Get("cursor"); v != "" {
 		id, got, ok := decodeCursor(v)
 		if !ok {
-			return q, 0, badRequest("cursor", "cursor is not one this server issued; use the next value of a previous page")
+			return q, 0, foreignCursor()
 		}
 		fingerprint = q.Fingerprint()
 		if got != fingerprint {

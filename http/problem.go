@@ -49,6 +49,27 @@ func badRequest(field, format string, args ...any) error {
 	return &requestError{status: http.StatusBadRequest, field: field, msg: fmt.Sprintf(format, args...)}
 }
 
+// malformedQuery: a query string that cannot be read as one.
+func malformedQuery() error { return badRequest("", "query string is malformed") }
+
+// repeatedField: a field a request body gives more than once.
+func repeatedField(name string) error {
+	return badRequest(name, "field %q is given more than once", name)
+}
+
+// badMultipart: a body sent as multipart/form-data that is not.
+func badMultipart() error { return badRequest("", "request body is not valid multipart/form-data") }
+
+// badLimit: a page size that is not a whole number from 1 to maxLimit.
+func badLimit(maxLimit int) error {
+	return badRequest("limit", "limit must be an integer from 1 to %d", maxLimit)
+}
+
+// foreignCursor: a cursor that no listing of this server gave out.
+func foreignCursor() error {
+	return badRequest("cursor", "cursor is not one this server issued; use the next value of a previous page")
+}
+
 func unsupportedMediaType(format string, args ...any) error {
 	return &requestError{status: http.StatusUnsupportedMediaType, msg: fmt.Sprintf(format, args...)}
 }
@@ -78,12 +99,12 @@ func missingToken() error {
 	}
 }
 
-// badCredentials: login with an unknown e-mail or the wrong password. One
-// message for both, so the answer does not reveal which accounts exist.
+// badCredentials: login with an unknown e-mail or the wrong password
+// (model.BadCredentials), challenged as a request without a token is.
 func badCredentials() error {
 	return &requestError{
 		status: http.StatusUnauthorized,
-		msg:    "e-mail or password is incorrect",
+		msg:    clientDetail(model.BadCredentials(), ""),
 		header: http.Header{"Www-Authenticate": {bearerChallenge}},
 	}
 }
@@ -125,9 +146,6 @@ var errRegistrationClosed = &requestError{status: http.StatusForbidden, msg: "re
 // sent.
 var errInvitationNeeded = &requestError{status: http.StatusForbidden, field: "invite", msg: "registration on this server needs an invitation; ask an administrator for one"}
 
-// errAccountSuspended: the right password of a suspended account.
-var errAccountSuspended = &requestError{status: http.StatusForbidden, msg: "this account is suspended; an administrator can lift the suspension"}
-
 // errNoHotBackup: the store cannot copy itself while it serves; its own
 // tools back it up.
 var errNoHotBackup = &requestError{status: http.StatusNotImplemented, msg: "this server's database is backed up with the database's own tools, not through the API"}
@@ -164,6 +182,9 @@ func problemFor(err error) (problem, http.Header, bool) {
 		valErr   *model.ValidationError
 		tooLarge *http.MaxBytesError
 	)
+	if errors.As(err, &tooLarge) {
+		err = bodyTooLarge(tooLarge.Limit)
+	}
 	p := problem{Type: "about:blank"}
 	var header http.Header
 	switch {
@@ -180,8 +201,6 @@ func problemFor(err error) (problem, http.Header, bool) {
 	case errors.Is(err, model.ErrKeyReused):
 		p.Status, p.Detail = http.StatusUnprocessableEntity, clientDetail(err, "this Idempotency-Key came with another request")
 		p.Violations = []violation{{PropertyPath: idempotencyKeyHeader, Message: p.Detail}}
-	case errors.As(err, &tooLarge):
-		p.Status, p.Detail = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit)
 	case errors.Is(err, model.ErrUnauthorized):
 		p.Status, p.Detail = http.StatusUnauthorized, clientDetail(err, "the bearer token is invalid, expired or revoked")
 		header = http.Header{"Www-Authenticate": {bearerChallenge + `, error="invalid_token", error_description="The access token is invalid, expired or revoked"`}}

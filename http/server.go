@@ -83,10 +83,10 @@ type Server struct {
 	pingMu  sync.Mutex
 	pinging *pingCall
 
-	// pages recycles the buffers search pages are written into (*[]byte).
-	// A page was the largest allocation of a search, 8 of the 22 KiB it
-	// allocated under load, and bytes allocated are what set how often
-	// the collector runs.
+	// pages recycles the buffers search pages are written into (*[]byte). A
+	// page is the largest allocation of a search
+	// (docs/performance.md, "HTTP: where a request's time goes"), and bytes
+	// allocated are what set how often the collector runs.
 	pages sync.Pool
 }
 

@@ -19,7 +19,7 @@ var streamParams = []string{"lastEventId", "owner", "q"}
 func (s *Server) streamMessages(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	params, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return badRequest("", "query string is malformed")
+		return malformedQuery()
 	}
 	if err := checkParamNames(params, "the stream", streamParams); err != nil {
 		return err

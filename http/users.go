@@ -138,7 +138,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	u, err := s.checkCredentials(r, username, password)
 	if err == nil && u.Suspended {
 		// The right password: say why it does not let the account in.
-		err = errAccountSuspended
+		err = model.AccountSuspended()
 	}
 	if err != nil {
 		s.countLogin(loginOutcome(err))
@@ -151,7 +151,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	}
 	tok, err := s.store.IssueLoginToken(r.Context(), u.ID, u.PasswordHash, tokenHash, s.tokenTTL)
 	if errors.Is(err, model.ErrForbidden) {
-		return errAccountSuspended // suspended while the password was checked
+		return model.AccountSuspended() // suspended while the password was checked
 	}
 	if errors.Is(err, model.ErrUnauthorized) {
 		return badCredentials() // the password changed, or the account went, while it was checked

@@ -94,12 +94,6 @@ func StopsAdministering(before, after *User) string {
 	return "suspended"
 }
 
-// LastAdministrator refuses to let u, the last account able to
-// administer, be what (deleted, suspended, stripped of the role).
-func LastAdministrator(u *User, what string) error {
-	return Errorf(ErrConflict, "%s is the last administrator and cannot be %s; make another account an administrator first", u.Email, what)
-}
-
 // CheckWriter refuses u's write to m unless u owns it, or, for a
 // deletion (moderation), can administer. Errors: ErrForbidden.
 func CheckWriter(u *User, m *Message, moderation bool) error {
@@ -154,15 +148,6 @@ func (inv *Invite) Usable(now time.Time) bool {
 	return inv.Uses < inv.MaxUses && now.Before(inv.ExpiresAt)
 }
 
-// InviteRefused is the one answer to a registration whose invitation is
-// unknown, used up, revoked or expired: which of them is nobody's business
-// but the administrator's.
-func InviteRefused() error {
-	var v ValidationError
-	v.Add("invite", "is not a valid invitation: it is unknown, used up, revoked or expired")
-	return &v
-}
-
 // DefaultResetLifetime is how long a password-reset code works.
 const DefaultResetLifetime = 24 * time.Hour
 
@@ -174,14 +159,6 @@ type PasswordReset struct {
 	CodeHash  TokenHash
 	CreatedAt time.Time
 	ExpiresAt time.Time
-}
-
-// ResetCodeRefused is the one answer to a password reset whose code is
-// unknown, used or expired.
-func ResetCodeRefused() error {
-	var v ValidationError
-	v.Add("code", "is not a valid password-reset code: it is unknown, used or expired; ask an administrator for a new one")
-	return &v
 }
 
 // AuditAction names an administrative act.

@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// Error kinds. Storage wraps one of these with a message that is safe to show
-// a client (fmt.Errorf("message %d: %w", id, ErrNotFound)); the HTTP layer
-// maps kinds to status codes with errors.Is. Anything not wrapping a kind is
-// an internal error and must never be shown.
+// Error kinds. A store refuses with one of the refusals of refusal.go: an
+// *Error of one of these kinds with a sentence safe to show a client. The
+// HTTP layer maps kinds to status codes with errors.Is. Anything not
+// wrapping a kind is an internal error and must never be shown.
 var (
 	// ErrNotFound: the record does not exist.
 	ErrNotFound = errors.New("not found")

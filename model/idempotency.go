@@ -44,8 +44,7 @@ func (r *IdempotencyRecord) Live(now time.Time) bool {
 // fingerprint is another request's.
 func (r *IdempotencyRecord) Replay(key IdempotencyKey, owner *User, content string) (*Message, error) {
 	if r.Key.Fingerprint != key.Fingerprint {
-		return nil, &Error{Kind: ErrKeyReused, Detail: "this Idempotency-Key came within the last 24 hours with another request;" +
-			" a retry must repeat its request exactly, and a new request needs a new key"}
+		return nil, KeyReused()
 	}
 	return &Message{ID: r.ResourceID, OwnerID: owner.ID, OwnerEmail: owner.Email, Content: content,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.CreatedAt, Revision: 1}, nil

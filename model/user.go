@@ -119,19 +119,6 @@ func EmailKey(email string) string {
 	return Fold(norm.NFC.String(NormalizeEmail(email)))
 }
 
-// EmailTaken is the refusal of an account whose e-mail another account
-// has, in any letter case (the same EmailKey).
-func EmailTaken(email string) error {
-	return Errorf(ErrConflict, "the e-mail %s is already registered", email)
-}
-
-// EmailLookAlike is the refusal of an account whose e-mail looks like
-// another account's (the same EmailSkeleton): shown beside a message, one
-// could pass for the other.
-func EmailLookAlike(email string) error {
-	return Errorf(ErrConflict, "the e-mail %s looks like the address of an existing account (the same letters drawn alike); register with another address", email)
-}
-
 // CheckEmail adds to v a violation naming field unless email is a
 // plausible address: one '@' with something on each side, no spaces or
 // control characters. Deliverability is not ours to judge; whether the

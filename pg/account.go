@@ -2,7 +2,6 @@ package pg
 
 import (
 	"context"
-	"time"
 
 	"herald/model"
 )
@@ -67,36 +66,4 @@ func (w *writeTx) removeAccount(ctx context.Context, u *model.User) error {
 	}
 	w.purge = &purge{where: "m.owner_id = $14", args: []any{int64(u.ID)}, newestFirst: true, account: u.ID, email: u.Email}
 	return nil
-}
-
-// retainChunk is how many old messages one retention transaction deletes:
-// small, so the counter's lock is held for a moment at most.
-const retainChunk = 500
-
-// DeleteMessagesBefore deletes the messages created before cutoff,
-// retainChunk per transaction, oldest first, and returns how many it
-// deleted. Streams hear of each.
-func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, error) {
-	deleted := 0
-	for {
-		if err := ctx.Err(); err != nil {
-			return deleted, err
-		}
-		var n int
-		err := db.upkeep(ctx, func(w *writeTx) error {
-			w.purge = &purge{
-				where: "m.id IN (SELECT id FROM messages WHERE created_at < $14 ORDER BY created_at, id LIMIT $15)",
-				args:  []any{boundTime(cutoff), retainChunk},
-			}
-			w.purged = &n
-			return nil
-		})
-		if err != nil {
-			return deleted, err
-		}
-		deleted += n
-		if n < retainChunk {
-			return deleted, nil
-		}
-	}
 }

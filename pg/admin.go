@@ -37,12 +37,10 @@ func (w *writeTx) admin(ctx context.Context, by model.Caller) (*model.User, erro
 		return nil, err
 	}
 	if !u.CanAdminister() {
-		return nil, errNotAdmin
+		return nil, model.AdministratorNeeded()
 	}
 	return u, nil
 }
-
-var errNotAdmin = model.Errorf(model.ErrForbidden, "this needs an administrator")
 
 // lockRoles reads u's roles and suspension again, as last committed, and
 // share-locks its row until the commit. The caller's row read with its
@@ -55,7 +53,7 @@ var errNotAdmin = model.Errorf(model.ErrForbidden, "this needs an administrator"
 func (w *writeTx) lockRoles(ctx context.Context, u *model.User) error {
 	err := w.QueryRow(ctx, `SELECT roles, suspended FROM users WHERE id = $1 FOR SHARE`, int64(u.ID)).Scan(&u.Roles, &u.Suspended)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return model.Errorf(model.ErrUnauthorized, "the account no longer exists")
+		return model.AccountGone()
 	}
 	return err
 }
@@ -73,7 +71,7 @@ func (w *writeTx) lockRoles(ctx context.Context, u *model.User) error {
 func (w *writeTx) lockedUser(ctx context.Context, id uint64) (*model.User, error) {
 	u, err := scanUser(w.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 FOR NO KEY UPDATE`, int64(id)))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+		return nil, model.AccountNotFound(id)
 	}
 	return u, err
 }
@@ -99,19 +97,6 @@ func (w *writeTx) keepAnAdministrator(ctx context.Context, u *model.User, what s
 	return nil
 }
 
-// audit writes e to the audit log in the act's transaction, with the time
-// and its actor (nil: the server's machine).
-func (w *writeTx) audit(ctx context.Context, actor *model.User, e *model.AuditEntry) error {
-	e.At = w.db.clock()
-	if actor != nil {
-		e.ActorID, e.ActorEmail = actor.ID, actor.Email
-	}
-	return w.QueryRow(ctx, `INSERT INTO audit (at, action, actor_id, actor_email, user_id, user_email, message_id, invite_id, count)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
-		e.At, string(e.Action), int64(e.ActorID), e.ActorEmail, int64(e.UserID), e.UserEmail,
-		int64(e.MessageID), int64(e.InviteID), e.Count).Scan(&e.ID)
-}
-
 // adminRead runs fn in a read-only transaction, one snapshot, after
 // checking there that by may administer.
 func (db *DB) adminRead(ctx context.Context, by model.Caller, fn func(tx pgx.Tx) error) error {
@@ -131,7 +116,7 @@ func (db *DB) adminRead(ctx context.Context, by model.Caller, fn func(tx pgx.Tx)
 			return err
 		}
 		if !u.CanAdminister() {
-			return errNotAdmin
+			return model.AdministratorNeeded()
 		}
 	}
 	if err := fn(tx); err != nil {
@@ -166,7 +151,7 @@ func scanAccount(row pgx.Row) (*model.Account, error) {
 func account(ctx context.Context, q querier, id uint64) (*model.Account, error) {
 	a, err := scanAccount(q.QueryRow(ctx, `SELECT `+accountColumns+` FROM users WHERE id = $1`, int64(id)))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+		return nil, model.AccountNotFound(id)
 	}
 	return a, err
 }
@@ -327,7 +312,7 @@ func (db *DB) RemoveMessagesOf(ctx context.Context, by model.Caller, id uint64) 
 		// removal, which would count and audit nothing for a gone account.
 		u, err := scanUser(w.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 FOR KEY SHARE`, int64(id)))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+			return model.AccountNotFound(id)
 		}
 		if err != nil {
 			return err
@@ -353,282 +338,4 @@ func (db *DB) RemoveMessagesOf(ctx context.Context, by model.Caller, id uint64) 
 		return 0, err
 	}
 	return count, nil
-}
-
-// CreatePasswordReset stores a reset of account userID's password whose
-// code hashes to code, valid for ttl, replacing any the account had, and
-// writes the act to the audit log. Errors: model.ErrForbidden,
-// model.ErrNotFound, model.ErrConflict for a code already in use.
-func (db *DB) CreatePasswordReset(ctx context.Context, by model.Caller, userID uint64, code model.TokenHash, ttl time.Duration) (_ *model.PasswordReset, err error) {
-	ctx, end := db.call(ctx, &err)
-	defer end()
-	var out *model.PasswordReset
-	err = db.write(ctx, func(w *writeTx) error {
-		actor, err := w.admin(ctx, by)
-		if err != nil {
-			return err
-		}
-		u, err := w.lockedUser(ctx, userID)
-		if err != nil {
-			return err
-		}
-		if _, err := w.Exec(ctx, `DELETE FROM password_resets WHERE user_id = $1`, int64(userID)); err != nil {
-			return err
-		}
-		now := db.clock()
-		r := &model.PasswordReset{UserID: userID, CodeHash: code, CreatedAt: now, ExpiresAt: model.TokenExpiry(now, ttl)}
-		_, err = w.Exec(ctx, `INSERT INTO password_resets (code_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
-			code[:], int64(userID), r.CreatedAt, r.ExpiresAt)
-		if uniqueViolation(err, "password_resets_code_unique") {
-			return model.Errorf(model.ErrConflict, "this password-reset code was already issued")
-		}
-		if err != nil {
-			return err
-		}
-		out = r
-		return w.audit(ctx, actor, &model.AuditEntry{Action: model.AuditPasswordReset, UserID: u.ID, UserEmail: u.Email})
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// usableReset finds the reset a code's hash belongs to, at now. Errors:
-// model.ResetCodeRefused.
-func usableReset(ctx context.Context, q querier, code model.TokenHash, now time.Time, lock bool) (*model.PasswordReset, error) {
-	sql := `SELECT user_id, created_at, expires_at FROM password_resets WHERE code_hash = $1`
-	if lock {
-		sql += ` FOR UPDATE`
-	}
-	r := &model.PasswordReset{CodeHash: code}
-	var userID int64
-	err := q.QueryRow(ctx, sql, code[:]).Scan(&userID, &r.CreatedAt, &r.ExpiresAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, model.ResetCodeRefused()
-	}
-	if err != nil {
-		return nil, err
-	}
-	r.UserID, r.CreatedAt, r.ExpiresAt = uint64(userID), r.CreatedAt.UTC(), r.ExpiresAt.UTC()
-	if !now.Before(r.ExpiresAt) {
-		return nil, model.ResetCodeRefused()
-	}
-	return r, nil
-}
-
-// PasswordReset finds the reset a code's hash belongs to. Errors:
-// model.ResetCodeRefused (unknown, used or expired).
-func (db *DB) PasswordReset(ctx context.Context, code model.TokenHash) (_ *model.PasswordReset, err error) {
-	ctx, end := db.call(ctx, &err)
-	defer end()
-	return usableReset(ctx, db.pool, code, db.clock(), false)
-}
-
-// ResetPassword stores hash as the password of the account a reset code
-// is for, uses the code up and deletes every token of the account, in one
-// transaction. Errors: model.ResetCodeRefused.
-func (db *DB) ResetPassword(ctx context.Context, code model.TokenHash, hash string) (err error) {
-	ctx, end := db.call(ctx, &err)
-	defer end()
-	if hash == "" {
-		return errors.New("reset password: empty password hash")
-	}
-	return db.write(ctx, func(w *writeTx) error {
-		r, err := usableReset(ctx, w, code, db.clock(), true)
-		if err != nil {
-			return err
-		}
-		if _, err := w.Exec(ctx, `UPDATE users SET password_hash = $2 WHERE id = $1`, int64(r.UserID), hash); err != nil {
-			return err
-		}
-		if _, err := w.Exec(ctx, `DELETE FROM password_resets WHERE code_hash = $1`, code[:]); err != nil {
-			return err
-		}
-		return w.revokeTokensExcept(ctx, r.UserID, model.TokenHash{})
-	})
-}
-
-const inviteColumns = `id, code_hash, max_uses, uses, created_at, expires_at, created_by`
-
-func scanInvite(row pgx.Row) (*model.Invite, error) {
-	inv := &model.Invite{}
-	var (
-		id, by int64
-		code   []byte
-	)
-	if err := row.Scan(&id, &code, &inv.MaxUses, &inv.Uses, &inv.CreatedAt, &inv.ExpiresAt, &by); err != nil {
-		return nil, err
-	}
-	inv.ID, inv.CreatedBy = uint64(id), uint64(by)
-	copy(inv.CodeHash[:], code)
-	inv.CreatedAt, inv.ExpiresAt = inv.CreatedAt.UTC(), inv.ExpiresAt.UTC()
-	return inv, nil
-}
-
-// CreateInvite stores inv, whose MaxUses, ExpiresAt and CodeHash are set,
-// and sets its ID, Uses, CreatedAt and CreatedBy. Errors:
-// model.ErrForbidden, model.ErrInvalid, model.ErrConflict for a code
-// already in use.
-func (db *DB) CreateInvite(ctx context.Context, by model.Caller, inv *model.Invite) (err error) {
-	ctx, end := db.call(ctx, &err)
-	defer end()
-	now := db.clock()
-	if err := inv.Validate(now); err != nil {
-		return err
-	}
-	stored := *inv
-	err = db.write(ctx, func(w *writeTx) error {
-		actor, err := w.admin(ctx, by)
-		if err != nil {
-			return err
-		}
-		stored.Uses, stored.CreatedAt, stored.CreatedBy = 0, now, 0
-		if actor != nil {
-			stored.CreatedBy = actor.ID
-		}
-		var id int64
-		err = w.QueryRow(ctx, `INSERT INTO invites (code_hash, max_uses, created_at, expires_at, created_by)
-			VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-			stored.CodeHash[:], stored.MaxUses, stored.CreatedAt, stored.ExpiresAt, int64(stored.CreatedBy)).Scan(&id)
-		if uniqueViolation(err, "invites_code_unique") {
-			return model.Errorf(model.ErrConflict, "this invitation code was already issued")
-		}
-		if err != nil {
-			return err
-		}
-		stored.ID = uint64(id)
-		return w.audit(ctx, actor, &model.AuditEntry{Action: model.AuditCreateInvite, InviteID: stored.ID})
-	})
-	if err != nil {
-		return err
-	}
-	*inv = stored
-	return nil
-}
-
-// Invites lists the invitations, newest first, expired ones until the
-// sweep removes them. Errors: model.ErrForbidden.
-func (db *DB) Invites(ctx context.Context, by model.Caller) (_ []*model.Invite, err error) {
-	ctx, end := db.call(ctx, &err)
-	defer end()
-	var out []*model.Invite
-	err = db.adminRead(ctx, by, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT `+inviteColumns+` FROM invites ORDER BY id DESC`)
-		if err != nil {
-			return err
-		}
-		out, err = collectRows(rows, scanInvite)
-		return err
-	})
-	return out, err
-}
-
-// RevokeInvite deletes invitation id. Errors: model.ErrForbidden,
-// model.ErrNotFound.
-func (db *DB) RevokeInvite(ctx context.Context, by model.Caller, id uint64) (err error) {
-	ctx, end := db.call(ctx, &err)
-	defer end()
-	return db.write(ctx, func(w *writeTx) error {
-		actor, err := w.admin(ctx, by)
-		if err != nil {
-			return err
-		}
-		tag, err := w.Exec(ctx, `DELETE FROM invites WHERE id = $1`, int64(id))
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return model.Errorf(model.ErrNotFound, "invitation %d does not exist", id)
-		}
-		return w.audit(ctx, actor, &model.AuditEntry{Action: model.AuditRevokeInvite, InviteID: id})
-	})
-}
-
-// AuditLog pages through the audit log, newest first. Errors:
-// model.ErrForbidden for a caller who is not an administrator.
-func (db *DB) AuditLog(ctx context.Context, by model.Caller, q model.AuditQuery) (_ *model.AuditPage, err error) {
-	ctx, end := db.call(ctx, &err)
-	defer end()
-	limit := q.PageLimit()
-	before := idsBelow(q.BeforeID)
-	page := &model.AuditPage{}
-	err = db.adminRead(ctx, by, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, at, action, actor_id, actor_email, user_id, user_email, message_id, invite_id, count
-			FROM audit WHERE id < $1 ORDER BY id DESC LIMIT $2`, before, limit+1)
-		if err != nil {
-			return err
-		}
-		page.Entries, err = collectRows(rows, func(row pgx.Row) (*model.AuditEntry, error) {
-			e := &model.AuditEntry{}
-			var (
-				id, actor, user, msg, inv int64
-				action                    string
-			)
-			if err := row.Scan(&id, &e.At, &action, &actor, &e.ActorEmail, &user, &e.UserEmail, &msg, &inv, &e.Count); err != nil {
-				return nil, err
-			}
-			e.ID, e.At, e.Action = uint64(id), e.At.UTC(), model.AuditAction(action)
-			e.ActorID, e.UserID, e.MessageID, e.InviteID = uint64(actor), uint64(user), uint64(msg), uint64(inv)
-			return e, nil
-		})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(page.Entries) > limit {
-		page.Entries = page.Entries[:limit]
-		page.NextBeforeID = page.Entries[limit-1].ID
-	}
-	return page, nil
-}
-
-// RecordBackup writes to the audit log that the caller downloads a
-// backup. A PostgreSQL store offers no download (its backups are
-// PostgreSQL's), so only a server answering 501 after the check calls it.
-func (db *DB) RecordBackup(ctx context.Context, by model.Caller) (err error) {
-	ctx, end := db.call(ctx, &err)
-	defer end()
-	return db.write(ctx, func(w *writeTx) error {
-		actor, err := w.admin(ctx, by)
-		if err != nil {
-			return err
-		}
-		return w.audit(ctx, actor, &model.AuditEntry{Action: model.AuditDownloadBackup})
-	})
-}
-
-// TrimAudit removes audit entries older than keepFor, and the oldest
-// beyond the newest keepMax, and returns how many it removed. A zero
-// keepFor or keepMax leaves that bound off.
-func (db *DB) TrimAudit(ctx context.Context, keepFor time.Duration, keepMax int) (int, error) {
-	removed := 0
-	if keepFor > 0 {
-		tag, err := db.pool.Exec(ctx, `DELETE FROM audit WHERE at < $1`, db.clock().Add(-keepFor))
-		if err != nil {
-			return removed, err
-		}
-		removed += rowsAffected(tag)
-	}
-	if keepMax > 0 {
-		tag, err := db.pool.Exec(ctx, `DELETE FROM audit WHERE id <= (
-			SELECT id FROM audit ORDER BY id DESC OFFSET $1 LIMIT 1)`, keepMax)
-		if err != nil {
-			return removed, err
-		}
-		removed += rowsAffected(tag)
-	}
-	return removed, nil
-}
-
-// SweepExpiredCodes deletes the invitations and password resets that have
-// expired, and returns how many. They are refused anyway; the sweep keeps
-// them from piling up.
-func (db *DB) SweepExpiredCodes(ctx context.Context) (int, error) {
-	var n int
-	err := db.pool.QueryRow(ctx, `WITH i AS (DELETE FROM invites WHERE expires_at <= $1 RETURNING 1),
-		r AS (DELETE FROM password_resets WHERE expires_at <= $1 RETURNING 1)
-		SELECT (SELECT count(*) FROM i) + (SELECT count(*) FROM r)`, db.clock()).Scan(&n)
-	return n, err
 }

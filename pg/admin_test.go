@@ -3,6 +3,9 @@ package pg_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,5 +141,73 @@ func TestAdministratorsRoleTakenAwayMidAct(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSuspendWhilePosting: an administrator suspends, or removes, an
+// account whose devices keep posting through another instance. The
+// administrator's write and the creates must not wait for each other:
+// with deadlock_timeout raised to a minute, a deadlock between them would
+// hold both, and every write waiting on the change log's counter, past
+// the test's patience.
+func TestSuspendWhilePosting(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	url := cluster.Database(t)
+	if err := pgtest.Exec(ctx, cluster.URL("postgres"), "ALTER DATABASE "+pgtest.Name(url)+" SET deadlock_timeout = '1min'"); err != nil {
+		t.Fatal(err)
+	}
+	a := openURL(t, url, pg.Options{})
+	b := openURL(t, url, pg.Options{})
+	root := &model.User{Email: "root@example.com", PasswordHash: storetest.FakePasswordHash}
+	if err := a.CreateAdministrator(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 6 {
+		u := &model.User{Email: fmt.Sprintf("spam%d@example.com", round), PasswordHash: storetest.FakePasswordHash}
+		tokens := []model.TokenHash{storetest.TokenHash(fmt.Sprint("spam ", round))}
+		if _, err := a.CreateUser(ctx, u, tokens[0], time.Hour, nil); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			h := storetest.TokenHash(fmt.Sprint("spam ", round, " device ", i))
+			if _, err := a.IssueLoginToken(ctx, u.ID, u.PasswordHash, h, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			tokens = append(tokens, h)
+		}
+		var posted atomic.Int64
+		var wg sync.WaitGroup
+		for _, tok := range tokens {
+			for range 2 {
+				wg.Go(func() {
+					for {
+						_, err := b.CreateMessage(ctx, model.ByToken(tok), "spam, spam, spam")
+						switch {
+						case errors.Is(err, model.ErrUnauthorized):
+							return // suspended or removed: the token is gone
+						case err != nil:
+							t.Errorf("a create beside the administrator's write: %v", err)
+							return
+						}
+						posted.Add(1)
+					}
+				})
+			}
+		}
+		for posted.Load() < 50 {
+			time.Sleep(time.Millisecond)
+		}
+		var err error
+		if round%2 == 0 {
+			suspend := true
+			_, err = a.UpdateAccount(ctx, model.ByServer(), u.ID, model.AccountUpdate{Suspended: &suspend})
+		} else {
+			err = a.RemoveAccount(ctx, model.ByServer(), u.ID)
+		}
+		if err != nil {
+			t.Fatalf("round %d: the administrator's write beside a flood of creates: %v", round, err)
+		}
+		wg.Wait()
 	}
 }

@@ -138,14 +138,11 @@ func classify(err error) error {
 	var doubt *inDoubt
 	switch {
 	case errors.As(err, &doubt):
-		return &model.Error{Kind: model.ErrOutcomeUnknown, RetryAfter: retryAfter, Cause: err,
-			Detail: "the database did not confirm the write, which may or may not have been done"}
+		return model.WriteUnconfirmed(err, retryAfter)
 	case late:
-		return &model.Error{Kind: model.ErrUnavailable, RetryAfter: retryAfter, Cause: err,
-			Detail: "the database did not answer in time; try again shortly"}
+		return model.DatabaseNotAnswering(err, retryAfter)
 	}
-	return &model.Error{Kind: model.ErrUnavailable, RetryAfter: retryAfter, Cause: err,
-		Detail: "the database cannot be reached now; try again shortly"}
+	return model.DatabaseUnreachable(err, retryAfter)
 }
 
 // queryCanceled reports whether PostgreSQL cancelled the statement: at

@@ -262,16 +262,16 @@ func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResul
 		hash, byToken := op.by.Token()
 		switch {
 		case userID == nil && byToken:
-			results[i-1].err = model.Errorf(model.ErrUnauthorized, "the bearer token is unknown or was revoked")
+			results[i-1].err = model.TokenUnknown()
 		case userID == nil:
-			results[i-1].err = model.Errorf(model.ErrNotFound, "account %d does not exist", op.by.UserID())
+			results[i-1].err = model.AccountNotFound(op.by.UserID())
 		case found.messageID != nil:
 			if byToken {
 				db.uses.Note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)
 			}
 			results[i-1].m, results[i-1].err = found.replay(op, uint64(*userID), *email)
 		case seq == nil:
-			results[i-1].err = model.Errorf(model.ErrUnauthorized, "the bearer token has expired; log in again")
+			results[i-1].err = model.TokenExpired()
 		default:
 			if byToken {
 				db.uses.Note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)

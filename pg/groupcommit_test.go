@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -183,5 +184,79 @@ func TestCreateLostAfterItsCommit(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("the create stored %d messages, want 1", n)
+	}
+}
+
+// TestCreateBatch: creates written as one group commit are each checked on
+// their own — a working token, one revoked, one expired, an account by
+// ID, an unknown one — and those that pass get consecutive IDs and
+// positions in the order given, with one change each.
+func TestCreateBatch(t *testing.T) {
+	clock := storetest.NewClock()
+	db, _ := open(t, pg.Options{Now: clock.Now})
+	ctx := context.Background()
+	users := make([]*model.User, 3)
+	for i := range users {
+		users[i] = &model.User{Email: fmt.Sprintf("u%d@example.com", i), PasswordHash: storetest.FakePasswordHash}
+		ttl := time.Hour
+		if i == 2 {
+			ttl = time.Minute
+		}
+		if _, err := db.CreateUser(ctx, users[i], storetest.TokenHash(fmt.Sprint("u", i)), ttl, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.RevokeToken(ctx, storetest.TokenHash("u1")); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(2 * time.Minute) // u2's token has expired
+	head, _, _ := db.ChangeHead(ctx)
+	by := []model.Caller{
+		model.ByToken(storetest.TokenHash("u0")),
+		model.ByToken(storetest.TokenHash("u1")),
+		model.ByUser(users[1].ID),
+		model.ByToken(storetest.TokenHash("u2")),
+		model.ByUser(999),
+		model.ByToken(storetest.TokenHash("u0")),
+		model.ByToken(storetest.TokenHash("never")),
+	}
+	contents := []string{"first words", "revoked", "by account", "expired", "nobody", "second NFC café", "unknown"}
+	msgs, errs, err := db.CreateBatch(ctx, by, contents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr := []error{nil, model.ErrUnauthorized, nil, model.ErrUnauthorized, model.ErrNotFound, nil, model.ErrUnauthorized}
+	var created []*model.Message
+	for i := range by {
+		if !errors.Is(errs[i], wantErr[i]) || (wantErr[i] == nil && errs[i] != nil) {
+			t.Errorf("create %d (%q): %v, want %v", i, contents[i], errs[i], wantErr[i])
+		}
+		if errs[i] == nil {
+			created = append(created, msgs[i])
+		}
+	}
+	if len(created) != 3 {
+		t.Fatalf("%d created, want 3", len(created))
+	}
+	for i, m := range created {
+		if i > 0 && m.ID != created[i-1].ID+1 {
+			t.Errorf("IDs %d then %d: not consecutive", created[i-1].ID, m.ID)
+		}
+		if _, got, err := db.Message(ctx, model.ByServer(), m.ID); err != nil || *got != *m {
+			t.Errorf("message %d as stored: %+v, %v; created %+v", m.ID, got, err, m)
+		}
+	}
+	chs, now, err := db.ChangesAfter(ctx, head, 100)
+	if err != nil || len(chs) != 3 || now != head+3 {
+		t.Fatalf("changes after the batch: %d, head %d, %v", len(chs), now, err)
+	}
+	for i, ch := range chs {
+		if ch.Message != *created[i] || ch.Seq != head+uint64(i)+1 {
+			t.Errorf("change %d: %s, want the creation of %+v", ch.Seq, storetest.ChangeString(ch), created[i])
+		}
+	}
+	_, page, err := db.SearchMessages(ctx, model.ByServer(), model.SearchQuery{Terms: model.Terms("CAFE\u0301 second")})
+	if err != nil || len(page.Messages) != 1 || page.Messages[0].ID != created[2].ID {
+		t.Errorf("search for the batch's words: %v, %v", page, err)
 	}
 }

@@ -63,16 +63,15 @@ const spendSQL = `WITH old AS (
 SELECT p.passes, coalesce((SELECT tat FROM up), (SELECT tat FROM old))
 FROM p WHERE p.passes = 0 OR EXISTS (SELECT 1 FROM up)`
 
-// Spends are sent together: every write spends from the write limit
-// before it is made, and a spend sent on its own was a round trip and a
-// commit of its own for each one — as much of PostgreSQL's time as the
-// create it let through (creates from one account, 64 connections: 2,526
-// and 2,580 a second with the shared limit, 4,109 and 4,756 with no
-// limit; docs/PERFORMANCE.md). A batch's spends on one key are one
-// statement, which takes as many events as the bucket has for them (one
-// statement a spend, the row updated again and again in one
-// transaction, left most of the cost), and a batch is one pipeline, so
-// one transaction and one commit.
+// Spends are sent together: every write spends from the write limit before
+// it is made, and a spend sent on its own is a round trip and a commit of
+// its own for each one, as much of PostgreSQL's time as the create it lets
+// through
+// (docs/performance.md, "PostgreSQL: the shared limit's spends sent together").
+// A batch's spends on one key are one statement, which takes as many events
+// as the bucket has for them (one statement a spend, the row updated again
+// and again in one transaction, left most of the cost), and a batch is one
+// pipeline, so one transaction and one commit.
 
 // spendOp is one Spend waiting for its batch.
 type spendOp struct {

@@ -54,7 +54,7 @@ func (db *DB) create(ctx context.Context, by model.Caller, content string, key *
 		return nil, err
 	}
 	if by.Server() {
-		return nil, model.Errorf(model.ErrUnauthorized, "this needs an account")
+		return nil, model.AccountNeeded()
 	}
 	ctx, end := db.call(ctx, &err)
 	defer end()
@@ -184,16 +184,16 @@ func (db *DB) createOnce(ctx context.Context, op *createOp) (*model.Message, err
 	}
 	switch {
 	case userID == nil && byToken:
-		return nil, model.Errorf(model.ErrUnauthorized, "the bearer token is unknown or was revoked")
+		return nil, model.TokenUnknown()
 	case userID == nil:
-		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", by.UserID())
+		return nil, model.AccountNotFound(by.UserID())
 	case found.messageID != nil:
 		if byToken {
 			db.uses.Note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)
 		}
 		return found.replay(op, uint64(*userID), *email)
 	case seq == nil:
-		return nil, model.Errorf(model.ErrUnauthorized, "the bearer token has expired; log in again")
+		return nil, model.TokenExpired()
 	}
 	if byToken {
 		db.uses.Note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)
@@ -208,35 +208,6 @@ func (db *DB) createOnce(ctx context.Context, op *createOp) (*model.Message, err
 	db.feed.keep(&model.Change{Seq: uint64(*seq), Kind: model.MessageCreated, At: now, Message: *m})
 	db.feed.advance(uint64(*seq))
 	return m, nil
-}
-
-// resolver reads the caller's account in the round trip of a read.
-type resolver func(br pgx.BatchResults) (*model.User, error)
-
-// queueCaller queues the query that resolves by for a read and returns
-// how to read its answer: nil for model.ByServer, which reads without an
-// account. Errors, when the answer is read: model.ErrUnauthorized for a
-// token that does not work, model.ErrNotFound for an unknown user ID.
-func (db *DB) queueCaller(b *pgx.Batch, by model.Caller) resolver {
-	if hash, ok := by.Token(); ok {
-		b.Queue(authSQL, hash[:])
-		return func(br pgx.BatchResults) (*model.User, error) {
-			u, _, err := db.scanAuth(br.QueryRow(), hash)
-			return u, err
-		}
-	}
-	if by.Server() {
-		return func(pgx.BatchResults) (*model.User, error) { return nil, nil }
-	}
-	id := by.UserID()
-	b.Queue(`SELECT `+userColumns+` FROM users WHERE id = $1`, int64(id))
-	return func(br pgx.BatchResults) (*model.User, error) {
-		u, err := scanUser(br.QueryRow())
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
-		}
-		return u, err
-	}
 }
 
 // Message reads message id for the caller, whose account it returns,
@@ -260,7 +231,7 @@ func (db *DB) Message(ctx context.Context, by model.Caller, id uint64) (_ *model
 		}
 		m, err = scanMessage(br.QueryRow())
 		if errors.Is(err, pgx.ErrNoRows) {
-			return model.Errorf(model.ErrNotFound, "message %d does not exist", id)
+			return model.MessageNotFound(id)
 		}
 		return err
 	})
@@ -284,7 +255,7 @@ func (w *writeTx) ownedMessage(ctx context.Context, id uint64, by model.Caller, 
 	m, err := scanMessage(w.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages m JOIN users u ON u.id = m.owner_id
 		WHERE m.id = $1 FOR UPDATE OF m`, int64(id)))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, model.Errorf(model.ErrNotFound, "message %d does not exist", id)
+		return nil, nil, model.MessageNotFound(id)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -299,7 +270,7 @@ func (w *writeTx) ownedMessage(ctx context.Context, id uint64, by model.Caller, 
 		return nil, nil, err
 	}
 	if pre != nil && !pre(m) {
-		return nil, nil, model.Errorf(model.ErrPrecondition, "message %d has changed since the version in If-Match; fetch it again for its current ETag", id)
+		return nil, nil, model.MessageChanged(id)
 	}
 	return u, m, nil
 }

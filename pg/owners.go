@@ -9,18 +9,15 @@ import (
 	"herald/model"
 )
 
-// Pages of messages carry their owners' e-mail addresses, and joining
-// users to every row of a page was as much of PostgreSQL's work as the
-// page itself: pgbench on list_newest_20's statement (20,000 messages,
-// eight clients, two cores) ran 15,368 and 18,359 pages a second with the
-// join, 27,670 and 30,390 without; through Herald, list_newest_20 went
-// from 7,282 to 9,362 requests a second and PostgreSQL's time from 78 to
-// 57 µs a request (docs/PERFORMANCE.md). A message read by its ID keeps
-// the join: one row's lookup measured no dearer than this. An account's
-// address never changes and its ID is never given to another account, so
-// an address once read is true for as long as the account lives: each
-// instance keeps the addresses it has read, and a page reads from users
-// only the owners it does not know, in a second statement.
+// Pages of messages carry their owners' e-mail addresses, and joining users
+// to every row of a page is as much of PostgreSQL's work as the page itself
+// (docs/performance.md, "PostgreSQL: owners' addresses kept"). A message
+// read by its ID keeps the join, which for one row costs no more than the
+// addresses kept would save. An account's address never changes and its ID
+// is never given to another account, so an address once read is true for as
+// long as the account lives: each instance keeps the addresses it has read,
+// and a page reads from users only the owners it does not know, in a second
+// statement.
 
 // ownerEmailsKept bounds the addresses an instance keeps (at most a few
 // megabytes); when it is full, an eighth of them make room.

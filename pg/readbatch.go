@@ -11,15 +11,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Reads sent together. A read on PostgreSQL is a round trip: Herald
-// writes its statements to a connection, PostgreSQL's backend wakes, runs
-// them and answers, Herald wakes and reads. On a few cores the wake-ups,
-// not the statements, are most of the cost: on two cores an HTTP server
-// that reads one row by primary key per request, and nothing else, served
-// about 8,500 requests a second, and 17,700 when the reads of concurrent
-// requests went to PostgreSQL together, one pipeline of many reads on one
-// connection (bench/pgbaseline, docs/PERFORMANCE.md). So the short reads
-// of the hot paths (a message by ID, a page without words) are queued
+// Reads sent together. A read on PostgreSQL is a round trip: Herald writes
+// its statements to a connection, PostgreSQL's backend wakes, runs them and
+// answers, Herald wakes and reads. On a few cores the wake-ups, not the
+// statements, are most of the cost: an HTTP server that reads one row by
+// primary key per request serves about twice the requests when the reads of
+// concurrent requests go to PostgreSQL together, one pipeline of many reads
+// on one connection, as bench/pgbaseline shows
+// (docs/performance.md, "PostgreSQL: reads sent together"). So the short
+// reads of the hot paths (a message by ID, a page without words) are queued
 // and sent in batches, as creates are (batches.go), with up to
 // readConcurrency batches in flight.
 //

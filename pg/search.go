@@ -2,7 +2,6 @@ package pg
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -67,19 +66,18 @@ import (
 // for at most its own rows, is sent together with other reads
 // (readbatch.go): a client that goes away stops waiting for it, and the
 // batch still runs it. So is a search with words that, by the statistics,
-// fills its page within the first window (termstats.go's choose): it
-// costs little more than a page without words, and a round trip of its
-// own would cost more than the search (100,000 messages, 64 clients, two
-// cores: rare and common words alone 5,376 and 4,972 requests a second,
-// together 7,958 and 6,372; docs/PERFORMANCE.md). Those
-// go in batches of their own, so no read waits behind a search. Any other
-// search with words — expected to spend its windows, or planned for its
-// values — is sent on its own: when the client goes away its context
-// ends, and pgx asks PostgreSQL to cancel the statement. Those and the
-// batches of searches together run on at most half the pool's
-// connections; the rest wait their turn, so clients sending costly
-// searches cannot take every connection from the short reads and writes
-// of everyone else (bench/scale.sh's list_beside_costly).
+// fills its page within the first window (termstats.go's choose): it costs
+// little more than a page without words, and a round trip of its own would
+// cost more than the search
+// (docs/performance.md, "PostgreSQL: searches sent together"). Those go in
+// batches of their own, so no read waits behind a search. Any other search
+// with words — expected to spend its windows, or planned for its values —
+// is sent on its own: when the client goes away its context ends, and pgx
+// asks PostgreSQL to cancel the statement. Those and the batches of
+// searches together run on at most half the pool's connections; the rest
+// wait their turn, so clients sending costly searches cannot take every
+// connection from the short reads and writes of everyone else
+// (bench/scale.sh's list_beside_costly).
 
 // searchPlan is how a search with words is planned (termstats.go).
 type searchPlan int
@@ -117,9 +115,7 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 	ctx, end := db.call(ctx, &err)
 	defer end()
 	if len(q.Terms) > model.MaxQueryTerms {
-		var v model.ValidationError
-		v.Add("q", fmt.Sprintf("must have at most %d distinct words", model.MaxQueryTerms))
-		return nil, nil, v.Err()
+		return nil, nil, model.TooManyTerms()
 	}
 	limit := q.PageLimit()
 	words := len(q.Terms) > 0

@@ -2,6 +2,7 @@ package pg_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -318,5 +319,77 @@ func TestSearchFindsOldMatchesAsBboltDoes(t *testing.T) {
 		if got[0] != got[1] {
 			t.Errorf("%s: bbolt %s, PostgreSQL %s", name, got[0], got[1])
 		}
+	}
+}
+
+// TestSearchBudget builds the worst case for an intersection — two common
+// words that never occur together but twice — on more messages than a
+// page's windows span, and checks that a page gives up with a cursor
+// rather than read every message, and that following the cursors still
+// finds exactly the two.
+func TestSearchBudget(t *testing.T) {
+	db, url := open(t, pg.Options{})
+	ctx := context.Background()
+	u := &model.User{Email: "ada@example.com", PasswordHash: storetest.FakePasswordHash}
+	if _, err := db.CreateUser(ctx, u, storetest.TokenHash("ada"), time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	n := 3 * pg.SearchSpan
+	// Filled in SQL: a hundred thousand creates through the store would
+	// take minutes. Terms as model.SortedTerms would give them.
+	both := []int64{7, n - 100}
+	if err := pgtest.Exec(ctx, url, `INSERT INTO messages (id, owner_id, content, terms, created_at, updated_at, revision)
+		SELECT i, $1, convert_to(CASE WHEN i = ANY($3) THEN 'left right' WHEN i % 2 = 1 THEN 'right' ELSE 'left' END, 'UTF8'),
+			CASE WHEN i = ANY($3) THEN ARRAY['left', 'right'] WHEN i % 2 = 1 THEN ARRAY['right'] ELSE ARRAY['left'] END,
+			now(), now(), 1
+		FROM generate_series(1, $2::bigint) i;
+		`, int64(u.ID), n, both); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgtest.Exec(ctx, url, `UPDATE change_counter SET message_id = $1, message_created = now()`, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgtest.Exec(ctx, url, `ANALYZE messages`); err != nil {
+		t.Fatal(err)
+	}
+	// Written behind the store's back: it hears of the new messages as it
+	// would of another instance's, when it next reads the head.
+	if _, _, err := db.ChangeHead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q := model.SearchQuery{Terms: model.Terms("left right")}
+	var got []uint64
+	pages := 0
+	for {
+		_, p, err := db.SearchMessages(ctx, model.ByServer(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, m := range p.Messages {
+			got = append(got, m.ID)
+		}
+		if p.NextBeforeID == 0 {
+			break
+		}
+		if pages > 10 {
+			t.Fatal("paging does not end")
+		}
+		q.BeforeID = p.NextBeforeID
+	}
+	if want := []uint64{uint64(n - 100), 7}; !slices.Equal(got, want) {
+		t.Errorf("matches = %v, want %v", got, want)
+	}
+	if pages < 3 {
+		t.Errorf("found in %d pages: one page read more than its %d IDs", pages, pg.SearchSpan)
+	}
+	// A client that goes away ends its search.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := db.SearchMessages(gone, model.ByServer(), model.SearchQuery{Terms: model.Terms("left right")}); !errors.Is(err, context.Canceled) {
+		t.Errorf("search with its client gone = %v, want context.Canceled", err)
+	}
+	if _, _, err := db.SearchMessages(ctx, model.ByServer(), model.SearchQuery{Terms: model.Terms("left")}); err != nil {
+		t.Errorf("search after a cancelled one = %v", err)
 	}
 }

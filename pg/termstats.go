@@ -6,16 +6,17 @@ import (
 )
 
 // Term statistics. The right plan for a search with words depends on how
-// common its words are: walk the newest messages when they are common,
-// read the rarest word's postings when it is rare (search.go). PostgreSQL
-// can choose per request, but planning the search anew each time cost
-// three times as much as running it (0.35 to 0.48 ms against 0.13, with
-// 20,000 messages). So Herald chooses itself, from the statistics
-// PostgreSQL's ANALYZE (autovacuum's, on every instance's database alike)
-// keeps of the terms column: the most common terms and the share of
-// messages holding each. Each plan is then prepared once, generic, and
-// written so that PostgreSQL has one way to run it. Without statistics (a
-// database not yet analysed) searches are planned per request, as before.
+// common its words are: walk the newest messages when they are common, read
+// the rarest word's postings when it is rare (search.go). PostgreSQL can
+// choose per request, but planning the search anew each time costs more
+// than running it
+// (docs/performance.md, "PostgreSQL: statements planned once"). So Herald
+// chooses itself, from the statistics PostgreSQL's ANALYZE (autovacuum's,
+// on every instance's database alike) keeps of the terms column: the most
+// common terms and the share of messages holding each. Each plan is then
+// prepared once, generic, and written so that PostgreSQL has one way to run
+// it. Without statistics (a database not yet analysed) searches are planned
+// per request.
 
 // DefaultTermStatsEvery is how often an instance reads the statistics
 // again: they change when the table is analysed (by autovacuum, minutes
@@ -112,13 +113,13 @@ func (db *DB) followTermStats(every time.Duration) {
 // The plan: by its values when there are no statistics; else the terms'
 // postings when the rarest term's cost no more than walking the first
 // window, and the messages they lead to (those holding every term: the
-// index intersects the terms' postings before any message is read) are
-// no more than the walk is expected to read before its page is full (n
-// over the share of messages holding every term); else the walk. The
-// second bound matters in a small table, where a word every third
-// message holds has fewer postings than a window: among 2,000 messages,
-// reading its 600 to keep 21 cost PostgreSQL four to five times a walk
-// of 70 (614–761 µs a search against 134–157).
+// index intersects the terms' postings before any message is read) are no
+// more than the walk is expected to read before its page is full (n over
+// the share of messages holding every term); else the walk. The second
+// bound matters in a small table, where a word every third message holds
+// has fewer postings than a window: reading all of them to keep a page
+// costs PostgreSQL several times the short walk that finds the same page
+// (docs/performance.md, "PostgreSQL: choosing a search's plan").
 //
 // Together, when by the statistics the search costs little more than a
 // page without words and is planned once (one planned for its values sets

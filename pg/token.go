@@ -40,7 +40,7 @@ func (db *DB) scanAuth(row pgx.Row, hash model.TokenHash) (*model.User, *model.T
 	)
 	err := row.Scan(&userID, &handle, &created, &expires, &used, &u.Email, &u.PasswordHash, &u.Roles, &uAt, &u.Suspended, &seen)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token is unknown or was revoked")
+		return nil, nil, model.TokenUnknown()
 	}
 	if err != nil {
 		return nil, nil, err
@@ -54,11 +54,11 @@ func (db *DB) scanAuth(row pgx.Row, hash model.TokenHash) (*model.User, *model.T
 	tok.CreatedAt, tok.ExpiresAt, tok.LastUsedAt = created.UTC(), expires.UTC(), used.UTC()
 	now := db.clock()
 	if !now.Before(tok.ExpiresAt) {
-		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token has expired; log in again")
+		return nil, nil, model.TokenExpired()
 	}
 	if u.Suspended {
 		// A suspension deletes the account's tokens; this is a second line.
-		return nil, nil, model.Errorf(model.ErrUnauthorized, "the bearer token's account is suspended")
+		return nil, nil, model.TokenAccountSuspended()
 	}
 	db.uses.Note(tok, now)
 	return &u, tok, nil
@@ -105,7 +105,7 @@ func (w *writeTx) issueToken(ctx context.Context, hash model.TokenHash, userID u
 	_, err = w.Exec(ctx, `INSERT INTO tokens (hash, handle, user_id, created_at, expires_at, last_used_at) VALUES ($1, $2, $3, $4, $5, $6)`,
 		hash[:], t.ID[:], int64(userID), t.CreatedAt, t.ExpiresAt, t.LastUsedAt)
 	if uniqueViolation(err, "tokens_hash_unique") {
-		return nil, model.Errorf(model.ErrConflict, "this token was already issued")
+		return nil, model.TokenAlreadyIssued()
 	}
 	if err != nil {
 		return nil, err
@@ -131,13 +131,13 @@ func (db *DB) IssueLoginToken(ctx context.Context, userID uint64, checkedHash st
 		)
 		err := w.QueryRow(ctx, `SELECT password_hash, suspended FROM users WHERE id = $1 FOR NO KEY UPDATE`, int64(userID)).Scan(&stored, &suspended)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && stored != checkedHash) {
-			return model.Errorf(model.ErrUnauthorized, "e-mail or password is incorrect")
+			return model.BadCredentials()
 		}
 		if err != nil {
 			return err
 		}
 		if suspended {
-			return errSuspended
+			return model.AccountSuspended()
 		}
 		now := db.clock()
 		if _, err := w.Exec(ctx, `UPDATE users SET last_seen_at = greatest(last_seen_at, $2) WHERE id = $1`, int64(userID), now); err != nil {
@@ -152,9 +152,6 @@ func (db *DB) IssueLoginToken(ctx context.Context, userID uint64, checkedHash st
 	return tok, nil
 }
 
-// errSuspended refuses a suspended account's login.
-var errSuspended = model.Errorf(model.ErrForbidden, "this account is suspended; an administrator can lift the suspension")
-
 // RevokeToken deletes a token so it stops working at once. Errors:
 // model.ErrNotFound when no such token exists.
 func (db *DB) RevokeToken(ctx context.Context, hash model.TokenHash) (err error) {
@@ -164,7 +161,7 @@ func (db *DB) RevokeToken(ctx context.Context, hash model.TokenHash) (err error)
 		var userID int64
 		err := w.QueryRow(ctx, `DELETE FROM tokens WHERE hash = $1 RETURNING user_id`, hash[:]).Scan(&userID)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return model.Errorf(model.ErrNotFound, "the token does not exist")
+			return model.TokenNotFound()
 		}
 		if err != nil {
 			return err
@@ -191,7 +188,7 @@ func (db *DB) RevokeTokenByID(ctx context.Context, by model.Caller, id model.Tok
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return model.Errorf(model.ErrNotFound, "you hold no token %s", id)
+			return model.TokenNotHeld(id.String())
 		}
 		w.recordRevocation(u.ID)
 		return nil

@@ -379,20 +379,3 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 	w.db.feed.sawMessage(uint64(messageID))
 	return uint64(head), nil
 }
-
-// caller resolves by to its account inside the write transaction, for a
-// write. A token is locked against deletion until the commit, so a
-// logout that committed first wins and one that comes later waits.
-// Errors: model.ErrUnauthorized for a token that no longer works and for
-// model.ByServer, which has no account; model.ErrNotFound for an unknown
-// user ID.
-func (w *writeTx) caller(ctx context.Context, by model.Caller) (*model.User, error) {
-	if hash, ok := by.Token(); ok {
-		u, _, err := w.db.authenticate(ctx, w, hash, true)
-		return u, err
-	}
-	if by.Server() {
-		return nil, model.Errorf(model.ErrUnauthorized, "this needs an account")
-	}
-	return userByID(ctx, w, by.UserID())
-}

@@ -161,11 +161,11 @@ func (db *DB) UserByEmail(ctx context.Context, email string) (_ *model.User, err
 	defer end()
 	key := model.EmailKey(email)
 	if holdsNUL(key) {
-		return nil, model.Errorf(model.ErrNotFound, "no account has this e-mail")
+		return nil, model.EmailNotFound()
 	}
 	u, err := scanUser(db.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE email_key = $1`, key))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, model.Errorf(model.ErrNotFound, "no account has this e-mail")
+		return nil, model.EmailNotFound()
 	}
 	return u, err
 }
@@ -231,7 +231,7 @@ func (db *DB) MissingUsers(ctx context.Context, ids []uint64) (_ []uint64, err e
 func userByID(ctx context.Context, q querier, id uint64) (*model.User, error) {
 	u, err := scanUser(q.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, int64(id)))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+		return nil, model.AccountNotFound(id)
 	}
 	return u, err
 }
@@ -256,7 +256,7 @@ func (db *DB) SetPasswordHash(ctx context.Context, id uint64, oldHash, hash stri
 		return sentCommit(err) // the statement commits by itself
 	}
 	if !exists {
-		return model.Errorf(model.ErrNotFound, "account %d does not exist", id)
+		return model.AccountNotFound(id)
 	}
 	return nil
 }

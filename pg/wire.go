@@ -17,11 +17,12 @@ const pgEpochMicros = 946_684_800_000_000
 
 // scanWire is rows.Scan for the current row, reading the values Herald's
 // reads ask for straight from their binary form on the wire. pgx's Scan
-// finds a plan for every value it reads, and under list_newest_20 (a
-// token's row and 20 messages of seven columns a request) those plans and
-// the variables they made escape were 15% of the instance's CPU
-// (docs/PERFORMANCE.md). In the binary form an int8 or a timestamptz is 8
-// bytes, big-endian, a bool one byte, a text or a bytea its bytes.
+// finds a plan for every value it reads, and a page of messages is a
+// token's row and 20 messages of seven columns: those plans, and the
+// variables they make escape, are a large share of the instance's CPU
+// (docs/performance.md, "PostgreSQL: rows read from their binary form"). In
+// the binary form an int8 or a timestamptz is 8 bytes, big-endian, a bool
+// one byte, a text or a bytea its bytes.
 //
 // Anything else — another destination type, a NULL where the destination
 // cannot hold one, a value in the text form (a connection string that

@@ -22,7 +22,9 @@ const TimeLayout = "2006-01-02T15:04:05.000000Z07:00"
 
 // AppendTime appends t in TimeLayout, as time.Time.AppendFormat does (a
 // test holds them to the same bytes). A page of messages carries 40
-// timestamps, and AppendFormat, which interprets its layout on every call, was 8% of the server's CPU on GET /api/messages; this writes
+// timestamps, and AppendFormat interprets its layout on every call, which
+// shows in the server's CPU on GET /api/messages
+// (docs/performance.md, "HTTP: where a request's time goes"); this writes
 // the one layout directly. Years outside 0–9999, which no stored time has,
 // are left to AppendFormat.
 func AppendTime(b []byte, t time.Time) []byte {
@@ -110,8 +112,9 @@ func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		// Most content is plain ASCII: skip eight such bytes at a time.
-		// The byte loop below was 6% of a search's CPU under load.
+		// Most content is plain ASCII: skip eight such bytes at a time,
+		// since the byte loop below shows in a search's CPU under load
+		// (docs/performance.md, "HTTP: where a request's time goes").
 		for i+8 <= len(s) && plainJSON8(binary.LittleEndian.Uint64([]byte(s[i:i+8]))) {
 			i += 8
 		}

@@ -14,9 +14,9 @@ import (
 // response that does not fit (a page of twenty messages is about 7 KB)
 // leaves in two write(2)s: the full buffer, then the rest when the handler
 // returns. Over loopback each write carries the whole TCP path with it, and
-// profiles of list and search under load put the two writes at about a
-// third of the server's CPU. Sending the two together as one was worth a
-// quarter more pages per second.
+// under load the two writes are much of the server's CPU; sending them
+// together as one serves more pages a second
+// (docs/performance.md, "HTTP: one write per response").
 //
 // A coalescingConn therefore holds back a write of exactly net/http's
 // buffer size and sends it with the write that follows. net/http writes a

@@ -8,17 +8,17 @@ import (
 )
 
 // The time between two of the dispatcher's rounds is at least
-// streamRoundGap, and streamGapPerWrite for each write the last round
-// made, up to streamRoundGapMax, which bounds an event's added delay. A
-// write costs its syscall (on loopback, the receiver's side of TCP too)
-// whatever it carries, about 5 µs here: so with many streams, fewer and
-// fuller writes keep the fan-out to about a fifth of one core, leaving the
-// rest to the writers. Above streamBusyRate changes a second the gap
-// widens in proportion to the rate, since the bytes every stream must be
-// sent grow with it: what the writes cost per call has to shrink to leave
-// the writers their share. Measuring the writes' time instead would count
-// the waits for a CPU of a busy machine as cost, and slow the streams
-// exactly when delay hurts most.
+// streamRoundGap, and streamGapPerWrite for each write the last round made,
+// up to streamRoundGapMax, which bounds an event's added delay. A write
+// costs its syscall (on loopback, the receiver's side of TCP too) whatever
+// it carries: so with many streams, fewer and fuller writes keep the
+// fan-out to a small share of one core, leaving the rest to the writers
+// (docs/performance.md, "Live stream: the dispatcher"). Above
+// streamBusyRate changes a second the gap widens in proportion to the rate,
+// since the bytes every stream must be sent grow with it: what the writes
+// cost per call has to shrink to leave the writers their share. Measuring
+// the writes' time instead would count the waits for a CPU of a busy
+// machine as cost, and slow the streams exactly when delay hurts most.
 const (
 	streamRoundGap    = 10 * time.Millisecond
 	streamGapPerWrite = 25 * time.Microsecond

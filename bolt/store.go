@@ -71,12 +71,12 @@ var (
 // commit, twice the file, twice the pages a read walks.
 //
 // Append-only buckets (sequence numbers only rise; nothing is rewritten)
-// fill pages completely. Messages and tail records are appended too, but
-// an edit rewrites one in place, and the postings bucket takes a merge's
-// blocks at the end of each word's range: these leave a tenth of each
-// page free, so an edit or the next merge finds room before it splits a
-// page (simulated against half-full pages with thousands of merged words:
-// 61–80% of each leaf used against 51–56%).
+// fill pages completely. Messages and tail records are appended too, but an
+// edit rewrites one in place, and the postings bucket takes a merge's
+// blocks at the end of each word's range: these leave a tenth of each page
+// free, so an edit or the next merge finds room before it splits a page:
+// fuller leaves than bbolt's halves leave, with thousands of merged words
+// (docs/performance.md, "bbolt: full pages for growing buckets").
 func fillGrowingBuckets(tx *bbolt.Tx) {
 	for _, name := range appendOnlyBuckets {
 		if b := tx.Bucket(name); b != nil {
@@ -116,7 +116,7 @@ type Options struct {
 	// many writes it carried. It runs on the committer; keep it quick.
 	OnCommit func(took time.Duration, writes int)
 	// TailMergePostings is how many postings the search index's tail
-	// gathers before they are merged into the postings bucket (see tail.go);
+	// gathers before they are merged into the postings bucket (see indextail.go);
 	// zero means DefaultTailMergePostings. Tests make it small.
 	TailMergePostings int
 	// LongSearches is how many searches may be past their first read

@@ -6,10 +6,12 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -506,4 +508,73 @@ func mergeAll(tb testing.TB, db *DB) {
 func testMergePostings() int {
 	n, _ := strconv.Atoi(os.Getenv("HERALD_TEST_MERGE_POSTINGS"))
 	return n
+}
+
+// TestGrowingBucketsFillTheirPages: the buckets that grow at their end
+// keep their leaves nearly full (bbolt's default split leaves them half
+// empty for good), through creates from concurrent writers and a merge of
+// the search index's tail.
+func TestGrowingBucketsFillTheirPages(t *testing.T) {
+	// A merge of a few dozen postings, as CI's second pass makes them,
+	// inserts as good as at random: this is about merges of a full tail,
+	// which the test makes itself.
+	t.Setenv("HERALD_TEST_MERGE_POSTINGS", "")
+	db := mustOpen(t)
+	ada, _ := mustCreateUser(t, db, "ada@example.com")
+	bob, _ := mustCreateUser(t, db, "bob@example.com")
+	words := strings.Fields("apple river stone cloud ember field grove harbor island juniper kettle lantern meadow")
+	create := func(writers, each int) {
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(w), uint64(each)))
+				for range each {
+					var content []string
+					for range 6 {
+						content = append(content, words[rng.IntN(len(words))])
+					}
+					owner := ada.ID
+					if rng.IntN(2) == 0 {
+						owner = bob.ID
+					}
+					if _, err := db.CreateMessage(context.Background(), model.ByUser(owner), strings.Join(content, " ")+fmt.Sprintf(" w%dn%d", w, rng.IntN(1000))); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	create(16, 150)
+	mergeAll(t, db.DB)
+	create(16, 100)
+
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		for _, tc := range []struct {
+			buckets [][]byte
+			least   float64
+		}{{appendOnlyBuckets, 0.9}, {mostlyAppendBuckets, 0.8}} {
+			for _, name := range tc.buckets {
+				st := tx.Bucket(name).Stats()
+				if st.KeyN == 0 {
+					t.Logf("%s: not written by this workload", name)
+					continue
+				}
+				if st.LeafPageN < 4 {
+					t.Errorf("%s: %d leaves, too few to judge", name, st.LeafPageN)
+					continue
+				}
+				used := float64(st.LeafInuse) / float64(st.LeafAlloc)
+				t.Logf("%s: %d leaves, %.0f%% used", name, st.LeafPageN, 100*used)
+				if used < tc.least {
+					t.Errorf("%s: leaves %.0f%% used, want at least %.0f%%", name, 100*used, 100*tc.least)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -222,17 +222,19 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	// and stopping at its limit: a parallel plan would read branches at
 	// once (see search.go).
 	params["max_parallel_workers_per_gather"] = "0"
-	// Herald's statements are short; compiling one (JIT) took a quarter
-	// of a second when the planner misjudged a fresh table's size.
+	// Herald's statements are short; compiling one (JIT) can take longer
+	// than running it many times over when the planner misjudges a fresh
+	// table's size
+	// (docs/performance.md, "PostgreSQL: statements planned once").
 	if params["jit"] == "" {
 		params["jit"] = "off"
 	}
 	// Herald's statements are few and always the same; planning them anew
-	// for every execution cost as much as running them (a list of twenty
-	// messages planned in 0.2 ms, ran in 0.07). They are planned once per
-	// connection; a search with words, whose best plan depends on its
-	// words, is written in the form that suits them, chosen from
-	// PostgreSQL's statistics, and planned each time only without them
+	// for every execution costs more than running them
+	// (docs/performance.md, "PostgreSQL: statements planned once"). They
+	// are planned once per connection; a search with words, whose best plan
+	// depends on its words, is written in the form that suits them, chosen
+	// from PostgreSQL's statistics, and planned each time only without them
 	// (see search.go).
 	if params["plan_cache_mode"] == "" {
 		params["plan_cache_mode"] = "force_generic_plan"
@@ -359,7 +361,7 @@ func (db *DB) writeOutcome(err error) error {
 		}
 		return nil
 	case errors.As(err, &pe) && pe.Code == "53100":
-		refused := model.Errorf(model.ErrNoSpace, "the database server is out of storage; reads go on, and writes succeed again once space is freed")
+		refused := model.DatabaseFull()
 		db.noSpace.Store(&refused)
 		return refused
 	}

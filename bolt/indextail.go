@@ -17,11 +17,12 @@ import (
 
 // The search index in two parts.
 //
-// The postings bucket (see postings.go) is what search reads, but a new message's
-// thirty-odd words land in thirty-odd leaves scattered over the whole
-// bucket, and a commit rewrites every leaf it touched: with 100,000
-// messages a group of 32 creates dirtied about 800 pages, and that write,
-// not the fsync, set the pace of every create.
+// The postings bucket (see postings.go) is what search reads, but a new
+// message's thirty-odd words land in thirty-odd leaves scattered over the
+// whole bucket, and a commit rewrites every leaf it touched: in a large
+// store a group of creates would dirty hundreds of pages, and that write,
+// not the fsync, would set the pace of every create
+// (docs/performance.md, "bbolt: the index tail").
 //
 // So a new message's words go first to the tail: one record per message,
 // id → its sorted terms, in terms_tail. IDs only grow, so a group of
@@ -136,8 +137,9 @@ func tailRecordHas(rec, term []byte) bool {
 		t := rec[w : w+int(n)]
 		rec = rec[w+int(n):]
 		// Terms are sorted, and most differ from the one sought in their
-		// first byte: deciding on it skips bytes.Compare's call, which
-		// was half of this function's time in a two-word search.
+		// first byte: deciding on it spares them bytes.Compare's call,
+		// which would otherwise be most of this function's work
+		// (BenchmarkTailRecordHas).
 		if len(t) > 0 && len(term) > 0 && t[0] != term[0] {
 			if t[0] > term[0] {
 				return false
@@ -183,8 +185,8 @@ func (t *tailIndex) add(id uint64, terms []string) {
 	t.mu.Lock()
 	// A new message's ID is above every ID here, so it goes at the end of
 	// every list without a look at the list's last ID: with thousands of
-	// long lists that look was a cache miss per word, a third of add's
-	// time in the committer. Edits, and writes retried after a rollback,
+	// long lists that look is a cache miss per word, in the committer,
+	// where every write waits. Edits, and writes retried after a rollback,
 	// reuse an ID and take the careful way.
 	appending := id > t.newest
 	t.newest = max(t.newest, id)

@@ -1,0 +1,54 @@
+package bolt
+
+import (
+	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
+)
+
+// Owners: every message a store returns carries its owner's e-mail
+// address, read from the owner's record in the transaction that read the
+// message, so a message whose owner is gone is gone too.
+
+// joinOwner fills OwnerEmail. It reports false for a message whose owner
+// is gone: the account was deleted and its messages are being removed (see
+// DeleteAccount), so the message no longer exists for anyone.
+func joinOwner(tx *bbolt.Tx, m *model.Message) bool {
+	return newOwnerEmails(tx).join(m)
+}
+
+// ownerEmails joins messages to their owners' e-mails within one
+// transaction, reading each owner once. A page has a handful of authors, so
+// a short list scanned in order serves better than a map, whose inserts
+// cost more than the scan
+// (docs/performance.md, "bbolt: reading a page of messages").
+type ownerEmails struct {
+	users idReader
+	seen  []ownerEmail
+}
+
+type ownerEmail struct {
+	id    uint64
+	email string
+}
+
+func newOwnerEmails(tx *bbolt.Tx) *ownerEmails {
+	return &ownerEmails{users: newIDReader(tx.Bucket(bucketUsers))}
+}
+
+// join is joinOwner for a message read in the transaction o was made in.
+func (o *ownerEmails) join(m *model.Message) bool {
+	for _, seen := range o.seen {
+		if seen.id == m.OwnerID {
+			m.OwnerEmail = seen.email
+			return true
+		}
+	}
+	email, ok := userEmail(o.users.get(m.OwnerID))
+	if !ok {
+		return false
+	}
+	m.OwnerEmail = email
+	o.seen = append(o.seen, ownerEmail{m.OwnerID, email})
+	return true
+}
