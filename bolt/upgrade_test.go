@@ -616,6 +616,93 @@ func TestUpgradeFromLayout7Resumed(t *testing.T) {
 	}
 }
 
+// TestUpgradeFromLayout7ResumedMidLog: an upgrade to layout 8 cut short
+// half way through rewriting the change log (the first half of its
+// changes rewritten in version 2 and indexed, the rest still version 1) is
+// finished by the next Open, with the log and its index as a whole upgrade
+// leaves them.
+func TestUpgradeFromLayout7ResumedMidLog(t *testing.T) {
+	ctx := context.Background()
+	whole := fixtureCopy(t, "layout7.db")
+	db, err := Open(whole, Options{Now: (&testClock{now: layout7Written}).Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := db.ChangesAfter(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const half = 8                      // of the fixture's 16 changes
+	upgraded := make(map[string][]byte) // the whole upgrade's records and index entries up to half
+	readFile(t, whole, func(tx *bbolt.Tx) error {
+		for seq := uint64(1); seq <= half; seq++ {
+			upgraded["c"+string(itob(seq))] = bytes.Clone(tx.Bucket(bucketChanges).Get(itob(seq)))
+		}
+		return tx.Bucket(bucketChangesByMessage).ForEach(func(k, v []byte) error {
+			if btoi(v) <= half {
+				upgraded["m"+string(k)] = bytes.Clone(v)
+			}
+			return nil
+		})
+	})
+
+	path := fixtureCopy(t, "layout7.db")
+	updateFile(t, path, func(tx *bbolt.Tx) error {
+		byMessage, err := tx.CreateBucketIfNotExists(bucketChangesByMessage)
+		if err != nil {
+			return err
+		}
+		for k, v := range upgraded {
+			b := tx.Bucket(bucketChanges)
+			if k[0] == 'm' {
+				b = byMessage
+			}
+			if err := b.Put([]byte(k[1:]), v); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Put(metaChangesNext, itob(half+1)); err != nil {
+			return err
+		}
+		return meta.Put(metaLayout, itob(8))
+	})
+	var log bytes.Buffer
+	db, err = Open(path, Options{Now: (&testClock{now: layout7Written}).Now, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got := log.String(); !strings.Contains(got, "upgraded to layout 8") || !strings.Contains(got, "changes=8") {
+		t.Errorf("the resumed upgrade logged %q, want the upgrade to layout 8, with the 8 changes left", got)
+	}
+	checkIndexes(t, db)
+	got, _, err := db.ChangesAfter(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalStrings(changeStrings(got), changeStrings(want)) {
+		t.Errorf("log after a resumed upgrade:\n%s\nwant, as after a whole one:\n%s",
+			strings.Join(changeStrings(got), "\n"), strings.Join(changeStrings(want), "\n"))
+	}
+}
+
+// readFile reads the file at path in one bbolt transaction, below
+// Herald's Open.
+func readFile(t *testing.T, path string, fn func(*bbolt.Tx) error) {
+	t.Helper()
+	raw, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(raw.View(fn), raw.Close()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // compactedCopy returns the bytes of a compacted copy of the file at path,
 // as herald compact writes it.
 func compactedCopy(t *testing.T, path string) []byte {
