@@ -131,6 +131,23 @@ func openStore(ctx context.Context, cfg *config, cpus int, logger *slog.Logger, 
 	}, nil
 }
 
+// storeOptions configures the store for a machine of cpus CPUs, its
+// commits reported to set when metrics are on (set may be nil).
+func storeOptions(cpus int, logger *slog.Logger, set *metrics.Set) bolt.Options {
+	// Long searches are limited by CPUs, not by scheduler slots (see
+	// setProcs): at most half the machine goes to them.
+	opts := bolt.Options{Logger: logger, LongSearches: max(1, cpus/2)}
+	if set != nil {
+		commitTime := set.NewHistogram("herald_db_commit_duration_seconds")
+		commitWrites := set.NewHistogram("herald_db_commit_writes")
+		opts.OnCommit = func(took time.Duration, writes int) {
+			commitTime.Update(took.Seconds())
+			commitWrites.Update(float64(writes))
+		}
+	}
+	return opts
+}
+
 // openPostgres opens the PostgreSQL store at the URL --db gives.
 func openPostgres(ctx context.Context, cfg *config, logger *slog.Logger, set *metrics.Set) (*servedStore, error) {
 	opts := pg.Options{Logger: logger, PoolSize: cfg.dbPool, Timeout: cfg.dbTimeout}
