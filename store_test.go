@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,9 +9,12 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/VictoriaMetrics/metrics"
 
 	"herald/bolt"
 	"herald/model"
@@ -176,5 +180,27 @@ func TestStoresRunTheSweeps(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// TestStoreOptions: long searches get half the CPUs setProcs reports, at
+// least one, and not half the (doubled) scheduler slots.
+func TestStoreOptions(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for cpus, want := range map[int]int{1: 1, 2: 1, 3: 1, 4: 2, 16: 8} {
+		if got := storeOptions(cpus, logger, nil).LongSearches; got != want {
+			t.Errorf("storeOptions(%d CPUs).LongSearches = %d, want %d", cpus, got, want)
+		}
+	}
+	set := metrics.NewSet()
+	opts := storeOptions(2, logger, set)
+	if opts.OnCommit == nil {
+		t.Fatal("storeOptions with metrics on: no OnCommit")
+	}
+	opts.OnCommit(time.Millisecond, 3)
+	var out bytes.Buffer
+	set.WritePrometheus(&out)
+	if !strings.Contains(out.String(), "herald_db_commit_writes_count 1") {
+		t.Errorf("metrics after one commit = %q, want herald_db_commit_writes_count 1", out.String())
 	}
 }
