@@ -202,6 +202,15 @@ func (c *config) validate() error {
 	return nil
 }
 
+// legacyAdmins is the e-mails --admins names.
+func (c *config) legacyAdmins() []string { return splitList(c.admins) }
+
+// proxies is --trusted-proxies, which validate has checked.
+func (c *config) proxies() []netip.Prefix {
+	p, _ := parsePrefixes(c.trustedProxies)
+	return p
+}
+
 // splitList reads a comma-separated list, dropping empty entries.
 func splitList(s string) []string {
 	var out []string

@@ -8,12 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
-
-	heraldhttp "herald/http"
 )
 
 func main() {
@@ -60,17 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprintln(stderr, "herald:", err)
 		return 2
 	}
-	// The log is batched: a write(2) for every request's access log line
-	// was 7% of the server's CPU under load. Lines still reach stderr
-	// within logFlushInterval, and Close writes the rest before run returns.
-	logOut := heraldhttp.NewLogWriter(stderr, logFlushInterval)
-	var logHandler slog.Handler = slog.NewTextHandler(logOut, nil)
-	if cfg.logFormat == "json" {
-		// Durations in milliseconds, which log tools graph, not the
-		// nanosecond integers slog's JSON writes by default.
-		logHandler = slog.NewJSONHandler(logOut, &slog.HandlerOptions{ReplaceAttr: durationsInMillis})
-	}
-	logger := slog.New(logHandler)
+	logger, logOut := newLogger(cfg.logFormat, stderr)
 	err = serve(ctx, cfg, getenv, logger)
 	_ = logOut.Close() // stderr failing leaves nowhere to say so
 	if err != nil {

@@ -126,7 +126,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	defer func() { stopChores(); <-choresDone }()
 
 	setMemoryLimit(cfg, getenv, logger)
-	proxies, _ := parsePrefixes(cfg.trustedProxies) // validated with the flags
+	proxies := cfg.proxies()
 	hashQueue := cfg.hashQueue
 	if hashQueue == 0 {
 		hashQueue = auth.DefaultWaitingPerSlot * cfg.hashConcurrency

@@ -200,9 +200,9 @@ func TestSignalEndsStreams(t *testing.T) {
 	}
 }
 
-// TestSetMemoryLimit: the soft limit follows the hashing slots, and under
-// it the collector lets the heap grow 4x; GOGC and GOMEMLIMIT set by the
-// operator win.
+// TestSetProcs: twice the CPUs by default, --procs when given, and
+// GOMAXPROCS set by the operator wins; a second serve in one process does
+// not double the slots again.
 func TestSetProcs(t *testing.T) {
 	old := runtime.GOMAXPROCS(0)
 	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
@@ -239,6 +239,9 @@ func TestSetProcs(t *testing.T) {
 	}
 }
 
+// TestSetMemoryLimit: the soft limit follows the hashing slots, and under
+// it the collector lets the heap grow 4x; GOGC and GOMEMLIMIT set by the
+// operator win.
 func TestSetMemoryLimit(t *testing.T) {
 	gcPercent := func() int {
 		p := debug.SetGCPercent(100)

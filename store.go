@@ -89,7 +89,7 @@ func (c storeChores) sweep(ctx context.Context, s sweeper, now time.Time, report
 // postgresql:// URL, a bbolt file for anything else.
 func openStore(ctx context.Context, cfg *config, cpus int, logger *slog.Logger, set *metrics.Set) (*servedStore, error) {
 	if pg.IsURL(cfg.dbPath) {
-		if len(splitList(cfg.admins)) > 0 {
+		if len(cfg.legacyAdmins()) > 0 {
 			// Only a bbolt file of an older layout had administrators
 			// named by --admins to carry over.
 			return nil, errLegacyAdmins
@@ -98,7 +98,7 @@ func openStore(ctx context.Context, cfg *config, cpus int, logger *slog.Logger, 
 	}
 	opts := storeOptions(cpus, logger, set)
 	opts.WriteTimeout = cfg.dbTimeout
-	if opts.LegacyAdmins = splitList(cfg.admins); len(opts.LegacyAdmins) > 0 {
+	if opts.LegacyAdmins = cfg.legacyAdmins(); len(opts.LegacyAdmins) > 0 {
 		// A new database has no administrators to carry over, and must
 		// not be created by a start that fails.
 		if _, err := os.Stat(cfg.dbPath); errors.Is(err, os.ErrNotExist) {
