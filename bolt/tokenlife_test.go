@@ -101,7 +101,7 @@ func TestTokenLastUsed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := db.FlushTokenUses(); err != nil || n != 0 {
+	if n, err := db.FlushTokenUses(context.Background()); err != nil || n != 0 {
 		t.Errorf("FlushTokenUses after fresh uses = %d, %v; want 0", n, err)
 	}
 	// A use after it is noted once, shown at once, and written by one flush.
@@ -119,7 +119,7 @@ func TestTokenLastUsed(t *testing.T) {
 	if got := lastUsed(); !got.Equal(want) {
 		t.Errorf("LastUsedAt before the flush = %v, want %v", got, want)
 	}
-	if n, err := db.FlushTokenUses(); err != nil || n != 1 {
+	if n, err := db.FlushTokenUses(context.Background()); err != nil || n != 1 {
 		t.Errorf("FlushTokenUses = %d, %v; want 1", n, err)
 	}
 	if got := db.WriteStats().Commits; got != commits+1 {
@@ -136,7 +136,7 @@ func TestTokenLastUsed(t *testing.T) {
 	if err := db.RevokeToken(context.Background(), reg); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := db.FlushTokenUses(); err != nil || n != 0 {
+	if n, err := db.FlushTokenUses(context.Background()); err != nil || n != 0 {
 		t.Errorf("FlushTokenUses of a revoked token = %d, %v; want 0", n, err)
 	}
 	if c := mustCounts(t, db); c.Tokens != 0 {

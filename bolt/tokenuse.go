@@ -9,7 +9,7 @@ import (
 
 // FlushTokenUses writes the noted token uses to their records, skipping
 // tokens revoked since. It returns how many records it updated.
-func (db *DB) FlushTokenUses() (int, error) {
+func (db *DB) FlushTokenUses(context.Context) (int, error) {
 	pending := db.uses.Take()
 	if len(pending) == 0 {
 		return 0, nil
@@ -80,7 +80,7 @@ func (db *DB) Maintain(ctx context.Context, chores Chores, report func(chore str
 			return
 		case <-tick.C:
 		}
-		if _, err := db.FlushTokenUses(); err != nil {
+		if _, err := db.FlushTokenUses(ctx); err != nil {
 			report("recording token use", err)
 		}
 		if time.Since(lastSweep) >= chores.SweepEvery {
@@ -90,7 +90,7 @@ func (db *DB) Maintain(ctx context.Context, chores Chores, report func(chore str
 			}
 			// A removal of messages cut short by a full disk goes on once
 			// there is room, without waiting for a restart.
-			if err := db.resumePurges(); err != nil && ctx.Err() == nil {
+			if err := db.ResumePurges(ctx); err != nil && ctx.Err() == nil {
 				report("removing messages an account's deletion or an administrator asked to remove", err)
 			}
 		}

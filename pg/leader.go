@@ -51,7 +51,7 @@ func (db *DB) Leading() bool { return db.lead.leading.Load() }
 func (db *DB) Maintain(ctx context.Context, chores Chores, report func(chore string, err error)) {
 	tick := time.NewTicker(chores.Every)
 	defer tick.Stop()
-	defer db.resign()
+	defer db.Resign()
 	lastSweep := time.Now()
 	db.keepLead(ctx)
 	for {
@@ -82,6 +82,15 @@ func (db *DB) leaderChores(ctx context.Context, chores Chores, report func(chore
 	if _, err := db.SweepLimits(ctx); err != nil && ctx.Err() == nil {
 		report("sweeping the shared limits", err)
 	}
+}
+
+// Leads reports whether this instance leads the service's chores, once it
+// has checked that a lead held is still held and, when it holds none,
+// tried to take it. The chores loop calls it before each round of the
+// service's chores, from one goroutine.
+func (db *DB) Leads(ctx context.Context) bool {
+	db.keepLead(ctx)
+	return db.Leading()
 }
 
 // keepLead checks that a lead held is still held (its connection
@@ -144,9 +153,10 @@ func leadConnConfig(pool *pgx.ConnConfig) *pgx.ConnConfig {
 	return cfg
 }
 
-// resign gives up the lead, if held, so another instance takes it at
-// once rather than when this one's connection closes.
-func (db *DB) resign() {
+// Resign gives up the lead, if held, so another instance takes it at
+// once rather than when this one's connection closes. The chores loop
+// calls it when it stops, from the goroutine that calls Leads.
+func (db *DB) Resign() {
 	l := &db.lead
 	if l.conn == nil {
 		return

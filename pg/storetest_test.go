@@ -93,7 +93,7 @@ func openBolt(t *testing.T, now func() time.Time) storetest.Opened {
 			c, err := db.Counts()
 			return storetest.Counts(c), err
 		},
-		FlushTokenUses: func(context.Context) (int, error) { return db.FlushTokenUses() },
+		FlushTokenUses: db.FlushTokenUses,
 	}
 }
 
