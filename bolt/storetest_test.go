@@ -34,7 +34,6 @@ func openForSuite(t *testing.T, now func() time.Time) storetest.Opened {
 			c, err := db.Counts()
 			return storetest.Counts(c), err
 		},
-		FlushTokenUses:     db.FlushTokenUses,
 		IdempotencyRecords: func(context.Context) ([][]byte, error) { return db.IdempotencyRecords() },
 		Copy: func(ctx context.Context) ([]byte, error) {
 			dir := t.TempDir()
