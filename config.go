@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"herald/auth"
+	"herald/chores"
 	heraldhttp "herald/http"
 	"herald/http/connlimit"
 	"herald/http/stream"
@@ -200,6 +201,14 @@ func (c *config) validate() error {
 		return configError("trusted-proxies", err.Error())
 	}
 	return nil
+}
+
+// choresFor says what the chores keep by cfg's flags, run as often as
+// package chores says.
+func choresFor(cfg *config) chores.Config {
+	return chores.Config{FlushEvery: chores.FlushEvery, SweepEvery: chores.SweepEvery, Retain: cfg.retain,
+		ChangesKeepFor: cfg.changesKeepFor, ChangesKeepMax: cfg.changesKeepMax,
+		AuditKeepFor: cfg.auditKeepFor, AuditKeepMax: cfg.auditKeepMax}
 }
 
 // legacyAdmins is the e-mails --admins names.

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"herald/auth"
+	"herald/chores"
 	heraldhttp "herald/http"
 )
 
@@ -182,5 +184,19 @@ func TestParseConfig(t *testing.T) {
 				t.Errorf("parseConfig wrote stdout %q, stderr %q; only --help writes", stdout.String(), stderr.String())
 			}
 		})
+	}
+}
+
+// TestChoresFor: each flag reaches what the chores keep.
+func TestChoresFor(t *testing.T) {
+	cfg, err := parseConfig([]string{"--retain", "30d", "--changes-keep", "48h", "--changes-max", "7",
+		"--audit-keep", "90d", "--audit-max", "5000"}, environ(nil), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := chores.Config{FlushEvery: 30 * time.Second, SweepEvery: time.Minute, Retain: 720 * time.Hour,
+		ChangesKeepFor: 48 * time.Hour, ChangesKeepMax: 7, AuditKeepFor: 2160 * time.Hour, AuditKeepMax: 5000}
+	if got := choresFor(cfg); got != want {
+		t.Errorf("choresFor = %+v, want %+v", got, want)
 	}
 }

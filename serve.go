@@ -16,6 +16,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"herald/auth"
+	"herald/chores"
 	heraldhttp "herald/http"
 	"herald/http/connlimit"
 	"herald/http/netquirk"
@@ -113,13 +114,13 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		}
 	}()
 
-	// The store's background chores: last-use times of tokens, the sweep
-	// of expired ones. They stop before the database closes.
+	// The chores: token uses written, the sweeps. They stop before the
+	// database closes.
 	choresCtx, stopChores := context.WithCancel(context.Background())
 	choresDone := make(chan struct{})
 	go func() {
 		defer close(choresDone)
-		db.maintain(choresCtx, choresFor(cfg), func(chore string, err error) {
+		chores.Run(choresCtx, db.store, choresFor(cfg), func(chore string, err error) {
 			logger.Warn(chore, "err", err)
 		})
 	}()
@@ -162,7 +163,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		defer msrv.Close()
 		logger.Info("metrics listening", "addr", metricsLn.Addr().String())
 	}
-	handler := heraldhttp.NewServer(db.Store, hasher, heraldhttp.Config{
+	handler := heraldhttp.NewServer(db.store, hasher, heraldhttp.Config{
 		Metrics:      set,
 		TokenTTL:     cfg.tokenTTL,
 		MaxBodyBytes: cfg.maxBody,

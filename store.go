@@ -11,78 +11,32 @@ import (
 
 	"herald/auth"
 	"herald/bolt"
+	"herald/chores"
 	heraldhttp "herald/http"
 	"herald/pg"
 )
 
+// store is what serve asks of the store --db opens: what http/ declares,
+// and what every store does for the chores.
+type store interface {
+	heraldhttp.Store
+	chores.Store
+}
+
 // servedStore is the store serve runs on, whichever --db chose, with what
-// serve needs besides the interfaces of http/: its chores, its metrics,
+// serve needs besides the interfaces of http/ and chores: its metrics,
 // how to name it in the log, and how to close it.
 type servedStore struct {
-	heraldhttp.Store
+	store
 	// name is what the log says the database is: a path, or a URL with
 	// any password masked.
 	name string
-	// maintain runs the store's background chores until ctx ends.
-	maintain func(ctx context.Context, chores storeChores, report func(chore string, err error))
 	// gauges adds the store's own metrics to set.
 	gauges func(set *metrics.Set)
 	// limits, when set, keeps the guessing and write limits in the store,
 	// shared by every instance on it.
 	limits func(name string, rate auth.Rate) heraldhttp.Limiter
 	close  func() error
-}
-
-// storeChores says how often the chores run and what they keep.
-type storeChores struct {
-	every, sweepEvery time.Duration
-	retain            time.Duration
-	changesKeepFor    time.Duration
-	changesKeepMax    int
-	auditKeepFor      time.Duration
-	auditKeepMax      int
-}
-
-// choresFor says what the chores keep by cfg's flags: token uses are
-// written every 30 s, and the sweeps run every minute.
-func choresFor(cfg *config) storeChores {
-	return storeChores{every: 30 * time.Second, sweepEvery: time.Minute, retain: cfg.retain,
-		changesKeepFor: cfg.changesKeepFor, changesKeepMax: cfg.changesKeepMax,
-		auditKeepFor: cfg.auditKeepFor, auditKeepMax: cfg.auditKeepMax}
-}
-
-// sweeper is what a sweep asks of a store.
-type sweeper interface {
-	SweepExpiredTokens(ctx context.Context) (int, error)
-	DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, error)
-	TrimChanges(ctx context.Context, keepFor time.Duration, keepMax int) (int, error)
-	TrimAudit(ctx context.Context, keepFor time.Duration, keepMax int) (int, error)
-	SweepExpiredCodes(ctx context.Context) (int, error)
-	SweepIdempotencyKeys(ctx context.Context) (int, error)
-}
-
-// sweep runs the service's sweeps on s as of now, the store's clock: what
-// has expired goes, and what the flags keep stays. Every store runs it
-// every sweepEvery, PostgreSQL's on one instance at a time. A chore that
-// fails is reported and the others still run.
-func (c storeChores) sweep(ctx context.Context, s sweeper, now time.Time, report func(chore string, err error)) {
-	run := func(chore string, do func() (int, error)) {
-		if _, err := do(); err != nil && ctx.Err() == nil {
-			report(chore, err)
-		}
-	}
-	run("sweeping expired tokens", func() (int, error) { return s.SweepExpiredTokens(ctx) })
-	if c.retain > 0 {
-		run("deleting messages past --retain", func() (int, error) { return s.DeleteMessagesBefore(ctx, now.Add(-c.retain)) })
-	}
-	if c.changesKeepFor > 0 || c.changesKeepMax > 0 {
-		run("trimming the change log", func() (int, error) { return s.TrimChanges(ctx, c.changesKeepFor, c.changesKeepMax) })
-	}
-	if c.auditKeepFor > 0 || c.auditKeepMax > 0 {
-		run("trimming the audit log", func() (int, error) { return s.TrimAudit(ctx, c.auditKeepFor, c.auditKeepMax) })
-	}
-	run("sweeping expired invitations and password resets", func() (int, error) { return s.SweepExpiredCodes(ctx) })
-	run("sweeping idempotency keys past their 24 hours", func() (int, error) { return s.SweepIdempotencyKeys(ctx) })
 }
 
 // openStore opens the store --db names: PostgreSQL for a postgres:// or
@@ -110,12 +64,8 @@ func openStore(ctx context.Context, cfg *config, cpus int, logger *slog.Logger, 
 		return nil, err
 	}
 	return &servedStore{
-		Store: db,
+		store: db,
 		name:  cfg.dbPath,
-		maintain: func(ctx context.Context, c storeChores, report func(string, error)) {
-			db.Maintain(ctx, bolt.Chores{Every: c.every, SweepEvery: c.sweepEvery,
-				Sweep: func(ctx context.Context, now time.Time) { c.sweep(ctx, db, now, report) }}, report)
-		},
 		gauges: func(set *metrics.Set) {
 			set.NewGauge("herald_search_costly_running", func() float64 { r, _ := db.LongSearchLoad(); return float64(r) })
 			set.NewGauge("herald_search_costly_waiting", func() float64 { _, w := db.LongSearchLoad(); return float64(w) })
@@ -160,12 +110,8 @@ func openPostgres(ctx context.Context, cfg *config, logger *slog.Logger, set *me
 		return nil, err
 	}
 	return &servedStore{
-		Store: db,
-		name:  pg.Redact(cfg.dbPath),
-		maintain: func(ctx context.Context, c storeChores, report func(string, error)) {
-			db.Maintain(ctx, pg.Chores{Every: c.every, SweepEvery: c.sweepEvery,
-				Sweep: func(ctx context.Context, now time.Time) { c.sweep(ctx, db, now, report) }}, report)
-		},
+		store:  db,
+		name:   pg.Redact(cfg.dbPath),
 		limits: func(name string, rate auth.Rate) heraldhttp.Limiter { return db.Limiter(name, rate) },
 		gauges: func(set *metrics.Set) {
 			set.NewGauge("herald_db_leading_chores", func() float64 {
