@@ -178,7 +178,6 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 			RegistrationsPerAddress: cfg.registerPerAddr,
 			WritesPerAccount:        cfg.writesPerAcct,
 			TrustedProxies:          proxies,
-			Shared:                  db.limits,
 		},
 	})
 	// Every request's context descends from requestsCtx, so cancelling it

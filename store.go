@@ -9,7 +9,6 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
-	"herald/auth"
 	"herald/bolt"
 	"herald/chores"
 	heraldhttp "herald/http"
@@ -33,9 +32,6 @@ type servedStore struct {
 	name string
 	// gauges adds the store's own metrics to set.
 	gauges func(set *metrics.Set)
-	// limits, when set, keeps the guessing and write limits in the store,
-	// shared by every instance on it.
-	limits func(name string, rate auth.Rate) heraldhttp.Limiter
 	close  func() error
 }
 
@@ -110,9 +106,8 @@ func openPostgres(ctx context.Context, cfg *config, logger *slog.Logger, set *me
 		return nil, err
 	}
 	return &servedStore{
-		store:  db,
-		name:   pg.Redact(cfg.dbPath),
-		limits: func(name string, rate auth.Rate) heraldhttp.Limiter { return db.Limiter(name, rate) },
+		store: db,
+		name:  pg.Redact(cfg.dbPath),
 		gauges: func(set *metrics.Set) {
 			set.NewGauge("herald_db_leading_chores", func() float64 {
 				if db.Leading() {

@@ -120,7 +120,6 @@ func newEnvOn(t *testing.T, db testStore, clock *testClock, opts ...envOption) *
 	for _, o := range opts {
 		o(&cfg)
 	}
-	cfg.Limits.Shared = sharedLimits(db)
 	handler := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 4), cfg)
 	// Served as main serves it, so every test goes through CoalesceWrites.
 	srv := httptest.NewUnstartedServer(handler)

@@ -114,7 +114,8 @@ func NewServer(store Store, hasher *auth.Hasher, cfg Config) *Server {
 		now = time.Now
 	}
 	s.now = now
-	s.guard = newGuard(cfg.Limits, now)
+	shared, _ := store.(SharedLimits)
+	s.guard = newGuard(cfg.Limits, shared, now)
 	s.streams = stream.New(store, store, cfg.Streams, now, s.log)
 	s.metrics = cfg.Metrics
 	s.register, s.version, s.public = cfg.Registration, cfg.Version, strings.TrimSuffix(cfg.PublicURL, "/")

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
 	"herald/pg"
@@ -112,15 +111,6 @@ func openTestStore(t *testing.T, path string, now func() time.Time) testStore {
 		t.Fatal(err)
 	}
 	return db
-}
-
-// sharedLimits is how a store shares the guessing and write limits, as
-// main wires it: in PostgreSQL, or (nil) in the server's memory.
-func sharedLimits(s testStore) func(name string, rate auth.Rate) heraldhttp.Limiter {
-	if db, ok := s.(*pg.DB); ok {
-		return func(name string, rate auth.Rate) heraldhttp.Limiter { return db.Limiter(name, rate) }
-	}
-	return nil
 }
 
 // storeCounts is the store's record counts, in bbolt's terms.

@@ -247,9 +247,6 @@ func serveDBOn(t *testing.T, l net.Listener, db testStore, cfg heraldhttp.Config
 	if cfg.Limits.WritesPerAccount == (auth.Rate{}) {
 		cfg.Limits.WritesPerAccount = unlimitedWrites
 	}
-	if cfg.Limits.Shared == nil {
-		cfg.Limits.Shared = sharedLimits(db)
-	}
 	handler := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 2), cfg)
 	srv := httptest.NewUnstartedServer(handler)
 	if l != nil {
