@@ -106,7 +106,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	// Closing waits for transactions in flight; only then is the file
 	// consistent and the stop clean.
 	defer func() {
-		if closeErr := db.close(); closeErr != nil {
+		if closeErr := db.Close(); closeErr != nil {
 			err = errors.Join(err, fmt.Errorf("closing database: %w", closeErr))
 		}
 		if err == nil {
@@ -120,7 +120,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	choresDone := make(chan struct{})
 	go func() {
 		defer close(choresDone)
-		chores.Run(choresCtx, db.store, choresFor(cfg), func(chore string, err error) {
+		chores.Run(choresCtx, db, choresFor(cfg), func(chore string, err error) {
 			logger.Warn(chore, "err", err)
 		})
 	}()
@@ -137,7 +137,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		registerBuildInfo(set, currentBuild())
 		set.NewGauge("herald_hash_computing", func() float64 { c, _ := hasher.Load(); return float64(c) })
 		set.NewGauge("herald_hash_waiting", func() float64 { _, w := hasher.Load(); return float64(w) })
-		db.gauges(set)
+		storeGauges(set, db)
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
@@ -163,7 +163,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		defer msrv.Close()
 		logger.Info("metrics listening", "addr", metricsLn.Addr().String())
 	}
-	handler := heraldhttp.NewServer(db.store, hasher, heraldhttp.Config{
+	handler := heraldhttp.NewServer(db, hasher, heraldhttp.Config{
 		Metrics:      set,
 		TokenTTL:     cfg.tokenTTL,
 		MaxBodyBytes: cfg.maxBody,
@@ -196,7 +196,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	build := currentBuild()
-	logger.Info("listening", "addr", ln.Addr().String(), "db", db.name, "version", build.Version, "commit", build.Commit)
+	logger.Info("listening", "addr", ln.Addr().String(), "db", storeName(cfg.dbPath), "version", build.Version, "commit", build.Commit)
 
 	var onRefuse func()
 	if set != nil {

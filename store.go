@@ -15,29 +15,28 @@ import (
 	"herald/pg"
 )
 
-// store is what serve asks of the store --db opens: what http/ declares,
-// and what every store does for the chores.
+// store is the store serve runs on, whichever --db chose: what http/
+// declares, what every store does for the chores, and closing. What only
+// one store offers (a hot backup, limits shared by instances, the gauges
+// of metrics.go) is checked for where it is used.
 type store interface {
 	heraldhttp.Store
 	chores.Store
+	Close() error
 }
 
-// servedStore is the store serve runs on, whichever --db chose, with what
-// serve needs besides the interfaces of http/ and chores: its metrics,
-// how to name it in the log, and how to close it.
-type servedStore struct {
-	store
-	// name is what the log says the database is: a path, or a URL with
-	// any password masked.
-	name string
-	// gauges adds the store's own metrics to set.
-	gauges func(set *metrics.Set)
-	close  func() error
+// storeName is what the log says the database --db names is: a path, or
+// a URL with any password masked.
+func storeName(dbPath string) string {
+	if pg.IsURL(dbPath) {
+		return pg.Redact(dbPath)
+	}
+	return dbPath
 }
 
 // openStore opens the store --db names: PostgreSQL for a postgres:// or
 // postgresql:// URL, a bbolt file for anything else.
-func openStore(ctx context.Context, cfg *config, cpus int, logger *slog.Logger, set *metrics.Set) (*servedStore, error) {
+func openStore(ctx context.Context, cfg *config, cpus int, logger *slog.Logger, set *metrics.Set) (store, error) {
 	if pg.IsURL(cfg.dbPath) {
 		if len(cfg.legacyAdmins()) > 0 {
 			// Only a bbolt file of an older layout had administrators
@@ -59,22 +58,7 @@ func openStore(ctx context.Context, cfg *config, cpus int, logger *slog.Logger, 
 	if err != nil {
 		return nil, err
 	}
-	return &servedStore{
-		store: db,
-		name:  cfg.dbPath,
-		gauges: func(set *metrics.Set) {
-			set.NewGauge("herald_search_costly_running", func() float64 { r, _ := db.LongSearchLoad(); return float64(r) })
-			set.NewGauge("herald_search_costly_waiting", func() float64 { _, w := db.LongSearchLoad(); return float64(w) })
-			set.NewGauge("herald_db_size_bytes", func() float64 {
-				fi, err := os.Stat(cfg.dbPath)
-				if err != nil {
-					return 0
-				}
-				return float64(fi.Size())
-			})
-		},
-		close: db.Close,
-	}, nil
+	return db, nil
 }
 
 // storeOptions configures the store for a machine of cpus CPUs, its
@@ -95,7 +79,7 @@ func storeOptions(cpus int, logger *slog.Logger, set *metrics.Set) bolt.Options 
 }
 
 // openPostgres opens the PostgreSQL store at the URL --db gives.
-func openPostgres(ctx context.Context, cfg *config, logger *slog.Logger, set *metrics.Set) (*servedStore, error) {
+func openPostgres(ctx context.Context, cfg *config, logger *slog.Logger, set *metrics.Set) (store, error) {
 	opts := pg.Options{Logger: logger, PoolSize: cfg.dbPool, Timeout: cfg.dbTimeout}
 	if set != nil {
 		commitTime := set.NewHistogram("herald_db_commit_duration_seconds")
@@ -105,17 +89,5 @@ func openPostgres(ctx context.Context, cfg *config, logger *slog.Logger, set *me
 	if err != nil {
 		return nil, err
 	}
-	return &servedStore{
-		store: db,
-		name:  pg.Redact(cfg.dbPath),
-		gauges: func(set *metrics.Set) {
-			set.NewGauge("herald_db_leading_chores", func() float64 {
-				if db.Leading() {
-					return 1
-				}
-				return 0
-			})
-		},
-		close: db.Close,
-	}, nil
+	return db, nil
 }

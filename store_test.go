@@ -40,7 +40,7 @@ func TestStoresRunTheSweeps(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() {
-				if err := db.close(); err != nil {
+				if err := db.Close(); err != nil {
 					t.Error(err)
 				}
 			})
@@ -57,7 +57,7 @@ func TestStoresRunTheSweeps(t *testing.T) {
 			choresCtx, stop := context.WithCancel(ctx)
 			var wg sync.WaitGroup
 			wg.Go(func() {
-				chores.Run(choresCtx, db.store, c, func(chore string, err error) { t.Errorf("%s: %v", chore, err) })
+				chores.Run(choresCtx, db, c, func(chore string, err error) { t.Errorf("%s: %v", chore, err) })
 			})
 			defer wg.Wait()
 			defer stop()

@@ -169,6 +169,16 @@ func (db *DB) LongSearchLoad() (running, waiting int) {
 	return len(db.turns.slots), int(db.turns.waiting.Load())
 }
 
+// FileSize is the size of the database file in bytes; 0 when it cannot
+// be read.
+func (db *DB) FileSize() int64 {
+	fi, err := os.Stat(db.bolt.Path())
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
 // ErrLocked is returned by Open when another process holds the database.
 var ErrLocked = errors.New("database is in use by another process")
 
