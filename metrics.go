@@ -1,8 +1,42 @@
 package main
 
 import (
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
 	"github.com/VictoriaMetrics/metrics"
 )
+
+// serveMetrics serves set, and the process's go_* and process_* metrics,
+// at /metrics on ln, a listener of its own; with profiler, Go's profiler
+// too, at /debug/pprof/. It serves until the server it returns is closed.
+func serveMetrics(ln net.Listener, set *metrics.Set, profiler bool) *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		set.WritePrometheus(w)
+		metrics.WriteProcessMetrics(w) // go_* and process_*: memory, GC, open files
+	})
+	if profiler {
+		// On this listener's own mux. (net/http/pprof's init also puts
+		// them on http.DefaultServeMux, which Herald never serves.)
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		// Long enough for a 60 s CPU profile.
+		WriteTimeout: 90 * time.Second,
+	}
+	go func() { _ = srv.Serve(ln) }()
+	return srv
+}
 
 // What a store offers the metrics beyond what every store does, each an
 // interface checked for, as http/ checks for HotBackup.

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -138,28 +137,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		set.NewGauge("herald_hash_computing", func() float64 { c, _ := hasher.Load(); return float64(c) })
 		set.NewGauge("herald_hash_waiting", func() float64 { _, w := hasher.Load(); return float64(w) })
 		storeGauges(set, db)
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-			set.WritePrometheus(w)
-			metrics.WriteProcessMetrics(w) // go_* and process_*: memory, GC, open files
-		})
-		if cfg.pprof {
-			// On this listener's own mux. (net/http/pprof's init also puts
-			// them on http.DefaultServeMux, which Herald never serves.)
-			mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-			mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-			mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-			mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-			mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-		}
-		msrv := &http.Server{
-			Handler:           mux,
-			ReadHeaderTimeout: 5 * time.Second,
-			// Long enough for a 60 s CPU profile.
-			WriteTimeout: 90 * time.Second,
-		}
-		go func() { _ = msrv.Serve(metricsLn) }()
+		msrv := serveMetrics(metricsLn, set, cfg.pprof)
 		defer msrv.Close()
 		logger.Info("metrics listening", "addr", metricsLn.Addr().String())
 	}
