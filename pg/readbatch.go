@@ -18,7 +18,7 @@ import (
 // that reads one row by primary key per request, and nothing else, served
 // about 8,500 requests a second, and 17,700 when the reads of concurrent
 // requests went to PostgreSQL together, one pipeline of many reads on one
-// connection (bench/pgbaseline, docs/PERFORMANCE.md). So the short reads
+// connection (bench/floor/pgbaseline, docs/PERFORMANCE.md). So the short reads
 // of the hot paths (a message by ID, a page without words) are queued
 // and sent in batches, as creates are (batches.go), with up to
 // readConcurrency batches in flight.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/pgfloor.sh: the most this machine's PostgreSQL can answer, without
+# bench/floor/pgfloor.sh: the most this machine's PostgreSQL can answer, without
 # Herald, as a ratio to the HTTP baseline bench/scale.sh divides by. It
 # says what a Herald on PostgreSQL can reach at best: every request of
 # Herald's on PostgreSQL costs at least one statement like these, on the
@@ -18,7 +18,7 @@
 #                     each committed (fsync'd): the least a durable write
 #                     costs
 #   http_select_by_key
-#                     wrk against bench/pgbaseline: an HTTP server built
+#                     wrk against bench/floor/pgbaseline: an HTTP server built
 #                     like the baseline whose handler reads one row of
 #                     pgbench's by primary key through a pgx pool and
 #                     answers it as JSON, a round trip per request: the
@@ -57,14 +57,14 @@
 # the same kind of read: the most a read on PostgreSQL can reach of
 # bbolt's on these cores, each way.
 #
-# Usage: bench/pgfloor.sh                 # about four minutes
+# Usage: bench/floor/pgfloor.sh           # about four minutes
 # Environment: CONNS=64 DURATION=10 (seconds per run) MESSAGES=100000
 # KEEP_WORK=1.
 # Output: the report on stdout and in bench/out/pgfloor-YYYYmmdd-HHMMSS.txt.
 # Only a Unix socket and 127.0.0.1 are used; everything is stopped by PID.
 set -euo pipefail
 
-bench=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+bench=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 repo=$(cd "$bench/.." && pwd)
 # shellcheck source=bench/lib.sh
 . "$bench/lib.sh"
@@ -91,7 +91,7 @@ bin=$REPLY
 
 say_start "PostgreSQL's floor on this machine"
 go_build "$repo" ./bench/baseline "$work/baseline" bench/baseline
-go_build "$repo" ./bench/pgbaseline "$work/pgbaseline" bench/pgbaseline
+go_build "$repo" ./bench/floor/pgbaseline "$work/pgbaseline" bench/floor/pgbaseline
 go_build "$repo" . "$work/herald" herald
 pg_start "$work/pg"
 pg_createdb floor

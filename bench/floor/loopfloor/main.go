@@ -13,9 +13,9 @@
 // receiver's CPU per byte sent, from getrusage, so the figure is the same
 // whatever else the machine runs. Only 127.0.0.1 is used, on a port the kernel picks.
 //
-//	go run ./bench/loopfloor                           # 1,000 streams, 64 KiB pieces
-//	go run ./bench/loopfloor -chunk 117000 -piece 330  # as many iovecs as events
-//	go run ./bench/loopfloor -chunk 262144 -sendfile   # no copy from the process
+//	go run ./bench/floor/loopfloor                           # 1,000 streams, 64 KiB pieces
+//	go run ./bench/floor/loopfloor -chunk 117000 -piece 330  # as many iovecs as events
+//	go run ./bench/floor/loopfloor -chunk 262144 -sendfile   # no copy from the process
 package main
 
 import (

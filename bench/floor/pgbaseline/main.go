@@ -1,4 +1,4 @@
-// Command pgbaseline is bench/pgfloor.sh's yardstick for a read on
+// Command pgbaseline is bench/floor/pgfloor.sh's yardstick for a read on
 // PostgreSQL: bench/baseline's server (net/http, httprouter,
 // encoding/json, Herald's timeouts) whose one handler reads one row by
 // primary key through a pgx pool, prepared and cached as Herald's
@@ -6,7 +6,7 @@
 // no logging: what it serves is the most a server asking PostgreSQL once
 // per request can serve on the same cores.
 //
-// Two ways to ask, as bench/pgfloor.sh compares them: by default each
+// Two ways to ask, as bench/floor/pgfloor.sh compares them: by default each
 // request makes its own round trip; with --together the reads of
 // concurrent requests go in one pipeline, as Herald's store sends its
 // short reads (pg/readbatch.go), with as many pipelines in flight at once
@@ -16,7 +16,7 @@
 // for) from pgbench's table pgbench_accounts (pgbench -i), and GET
 // /api/messages, a page: the 20 rows of highest key, one statement, as
 // Herald's list_newest_20 reads 20 messages. GET /api/search?q=WORDS is a
-// search's floor, on a table of messages bench/pgfloor.sh writes
+// search's floor, on a table of messages bench/floor/pgfloor.sh writes
 // (floor_messages: id, content, terms text[] under a GIN index): the 20
 // newest messages holding every word, Herald's page when none is asked
 // for (and one more, as Herald reads to prove a next page), in the one
