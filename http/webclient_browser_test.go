@@ -18,9 +18,9 @@ import (
 	"github.com/chromedp/chromedp/kb"
 )
 
-// axeFile is axe-core as pinned by testdata/axe/package-lock.json; .ci/run
+// axeFile is axe-core as pinned by tools/package-lock.json; .ci/run
 // installs it with npm ci.
-const axeFile = "testdata/axe/node_modules/axe-core/axe.min.js"
+const axeFile = "../tools/node_modules/axe-core/axe.min.js"
 
 // loadAxe returns axe-core's source, or skips (fails under
 // HERALD_REQUIRE_BROWSER=1) when it is not installed.
@@ -30,7 +30,7 @@ func loadAxe(t *testing.T) string {
 	if err == nil {
 		return string(b)
 	}
-	msg := fmt.Sprintf("%s is missing (cd http/testdata/axe && npm ci)", axeFile)
+	msg := fmt.Sprintf("%s is missing (cd tools && npm ci)", axeFile)
 	if os.Getenv(requireBrowserEnv) == "1" {
 		t.Fatalf("%s, and %s=1 requires the accessibility check", msg, requireBrowserEnv)
 	}
