@@ -14,6 +14,10 @@ import (
 	"herald/model"
 )
 
+// TestStoresAgree's operations on accounts and tokens: registrations,
+// well-formed or not, logins and logouts, the caller's account and
+// tokens, revocations, password changes and an account's own deletion.
+
 // caseVariant spells s in another letter case or normalisation form.
 func (r *agreeRun) caseVariant(s string) string {
 	switch r.pick(5) {

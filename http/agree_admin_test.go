@@ -19,6 +19,10 @@ import (
 	"herald/model"
 )
 
+// TestStoresAgree's administration: the accounts' list and pages, one
+// account read, changed and removed, its messages removed, password
+// resets, invitations and the audit log.
+
 func (r *agreeRun) opAccounts() {
 	lt := r.adminOrNot()
 	if r.accounts != nil && r.chance(0.5) {

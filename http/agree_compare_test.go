@@ -12,6 +12,10 @@ import (
 	"time"
 )
 
+// How TestStoresAgree compares two answers: each server's bindings of the
+// run's logical names to what it gave out, and the normalisation that
+// leaves of an answer only what must be the same on both stores.
+
 // agreeHeaders are the response headers compared, besides the status and
 // the body. Retry-After is compared by presence alone: its value is a
 // rounding of each limiter's own state (a difference is logged).

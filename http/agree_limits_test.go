@@ -8,6 +8,10 @@ import (
 	"herald/model"
 )
 
+// TestStoresAgree's bursts against the limits: failed guesses in a row,
+// registrations past the limit on them, and logins past the most tokens an
+// account may hold.
+
 // opGuessBurst sends failed guesses in a row, past the guessing limits
 // sometimes: wrong passwords for one account, wrong invitation or reset
 // codes, wrong current passwords.

@@ -13,6 +13,10 @@ import (
 	"herald/model"
 )
 
+// TestStoresAgree's operations on messages: the words they are made of,
+// creates (with an Idempotency-Key or not, well-formed or not), reads,
+// edits and deletions with their preconditions, and creates in bulk.
+
 // The words messages and searches are made of: common and rare ones,
 // letter cases, normalisation forms and scripts where folding is subtle.
 var agreeWords = []string{

@@ -11,6 +11,9 @@ import (
 	"time"
 )
 
+// TestStoresAgree's searches: queries, time bounds and owners, and the
+// pages after the first, followed by their cursors.
+
 // timeParam is a bound for since or until: near a message's creation
 // time, or far off, in one of the spellings RFC 3339 allows.
 func (r *agreeRun) timeParam() string {

@@ -10,6 +10,9 @@ import (
 	"time"
 )
 
+// TestStoresAgree's live streams: a stream resumed after an event, with a
+// filter sometimes, and the first events each server sends.
+
 // opStream opens a live stream resuming after an event, with a filter
 // sometimes, on both servers, and compares the first events each sends
 // from its change log. The stream is otherwise left out: only what a
