@@ -12,32 +12,33 @@ import (
 	"time"
 
 	"herald/bolt"
+	"herald/http/internal/apitest"
 	"herald/model"
 )
 
 func TestAdminBackup(t *testing.T) {
-	e := newEnv(t)
-	root := e.register("root@example.com", pw)
-	e.makeAdmin("Root@Example.com")
-	ada := e.register("ada@example.com", pw)
+	e := apitest.New(t)
+	root := e.Register("root@example.com", pw)
+	e.MakeAdmin("Root@Example.com")
+	ada := e.Register("ada@example.com", pw)
 
 	t.Run("roles", func(t *testing.T) {
-		roles := fmt.Sprint(e.do(me(root)).JSON(t)["roles"])
+		roles := fmt.Sprint(e.Do(me(root)).JSON(t)["roles"])
 		if roles != "[ROLE_USER ROLE_ADMIN]" {
 			t.Errorf("admin's roles = %s", roles)
 		}
-		if roles := fmt.Sprint(e.do(me(ada)).JSON(t)["roles"]); roles != "[ROLE_USER]" {
+		if roles := fmt.Sprint(e.Do(me(ada)).JSON(t)["roles"]); roles != "[ROLE_USER]" {
 			t.Errorf("user's roles = %s", roles)
 		}
 	})
 	t.Run("refused", func(t *testing.T) {
-		assertProblem(t, e.do(request{Method: "GET", Path: "/api/admin/backup", Token: ada}), http.StatusForbidden)
-		assertProblem(t, e.do(request{Method: "GET", Path: "/api/admin/backup"}), http.StatusUnauthorized)
+		apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: "/api/admin/backup", Token: ada}), http.StatusForbidden)
+		apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: "/api/admin/backup"}), http.StatusUnauthorized)
 	})
 
-	if onPostgres(t) {
+	if apitest.OnPostgres(t) {
 		// On PostgreSQL, backups are PostgreSQL's own.
-		p := assertProblem(t, e.do(request{Method: "GET", Path: "/api/admin/backup", Token: root}), http.StatusNotImplemented)
+		p := apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: "/api/admin/backup", Token: root}), http.StatusNotImplemented)
 		if p["detail"] == "" {
 			t.Error("the 501 says nothing")
 		}
@@ -62,10 +63,10 @@ func TestAdminBackup(t *testing.T) {
 					return
 				default:
 				}
-				res := e.do(request{Method: "POST", Path: "/api/messages", Token: ada, ContentType: "application/json",
+				res := e.Do(apitest.Request{Method: "POST", Path: "/api/messages", Token: ada, ContentType: "application/json",
 					Body: fmt.Sprintf(`{"content":"writer %d message %d"}`, w, i)})
 				if res.Status == http.StatusCreated {
-					id := msgID(t, res.JSON(t))
+					id := apitest.MsgID(t, res.JSON(t))
 					mu.Lock()
 					acked = append(acked, id)
 					mu.Unlock()
@@ -90,7 +91,7 @@ func TestAdminBackup(t *testing.T) {
 	mu.Lock()
 	before := append([]uint64(nil), acked...)
 	mu.Unlock()
-	res := e.do(request{Method: "GET", Path: "/api/admin/backup", Token: root})
+	res := e.Do(apitest.Request{Method: "GET", Path: "/api/admin/backup", Token: root})
 	close(stop)
 	wg.Wait()
 	if res.Status != http.StatusOK {

@@ -11,6 +11,7 @@ import (
 
 	"herald/auth"
 	heraldhttp "herald/http"
+	"herald/http/internal/apitest"
 	"herald/model"
 )
 
@@ -71,7 +72,7 @@ func (r *agreeRun) register(email, password, format string, invite int, code str
 		desc += fmt.Sprintf(" with invitation code %.20q", code)
 	}
 	r.issue = agreeIssue{user: len(r.users), token: len(r.tokens)}
-	res := r.exchange(desc, "", func(s *agreeServer) request {
+	res := r.exchange(desc, "", func(s *agreeServer) apitest.Request {
 		f := slices.Clone(fields)
 		switch {
 		case invite >= 0:
@@ -84,7 +85,7 @@ func (r *agreeRun) register(email, password, format string, invite int, code str
 			f = append(f, [2]string{"invite", code})
 		}
 		ct, body := agreeBody(format, f)
-		return request{Method: "POST", Path: "/api/register", ContentType: ct, Body: body}
+		return apitest.Request{Method: "POST", Path: "/api/register", ContentType: ct, Body: body}
 	})
 	if res[0].Status != http.StatusCreated {
 		return -1
@@ -104,8 +105,8 @@ func (r *agreeRun) register(email, password, format string, invite int, code str
 func (r *agreeRun) login(u int, email, password, format string) (int, bool) {
 	ct, body := agreeBody(format, [][2]string{{"username", email}, {"password", password}})
 	r.issue = agreeIssue{user: -1, token: len(r.tokens)}
-	res := r.exchange(fmt.Sprintf("login %q (%s, u%d)", email, format, u), "", func(*agreeServer) request {
-		return request{Method: "POST", Path: "/api/login", ContentType: ct, Body: body}
+	res := r.exchange(fmt.Sprintf("login %q (%s, u%d)", email, format, u), "", func(*agreeServer) apitest.Request {
+		return apitest.Request{Method: "POST", Path: "/api/login", ContentType: ct, Body: body}
 	})
 	if res[0].Status != http.StatusOK || u < 0 {
 		return 0, false
@@ -195,8 +196,8 @@ func (r *agreeRun) opRegisterBad() {
 		long := strings.Repeat("a", 250) + "@example.com"
 		desc, ct, body = "register a 262-byte address", "application/json", fmt.Sprintf(`{"email":%q,"password":%q}`, long, pw)
 	}
-	res := r.exchange(desc, "", func(*agreeServer) request {
-		return request{Method: "POST", Path: "/api/register", ContentType: ct, Body: body}
+	res := r.exchange(desc, "", func(*agreeServer) apitest.Request {
+		return apitest.Request{Method: "POST", Path: "/api/register", ContentType: ct, Body: body}
 	})
 	if res[0].Status == http.StatusCreated {
 		r.t.Errorf("seed %d step %d: %s was accepted: %s", r.c.seed, r.step, desc, res[0].Body)
@@ -230,8 +231,8 @@ func (r *agreeRun) opLogin() {
 
 func (r *agreeRun) opLogout() {
 	lt := r.anyToken()
-	res := r.exchange("logout with "+r.tokenName(lt), "", func(s *agreeServer) request {
-		return request{Method: "POST", Path: "/api/logout", Token: s.token(lt, r.unknown)}
+	res := r.exchange("logout with "+r.tokenName(lt), "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "POST", Path: "/api/logout", Token: s.token(lt, r.unknown)}
 	})
 	if res[0].Status == http.StatusNoContent && lt >= 0 {
 		r.tokens[lt].dead = true
@@ -240,8 +241,8 @@ func (r *agreeRun) opLogout() {
 
 func (r *agreeRun) opMe() {
 	lt := r.anyToken()
-	r.exchange("me with "+r.tokenName(lt), "", func(s *agreeServer) request {
-		return request{Method: "GET", Path: "/api/me", Token: s.token(lt, r.unknown)}
+	r.exchange("me with "+r.tokenName(lt), "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "GET", Path: "/api/me", Token: s.token(lt, r.unknown)}
 	})
 }
 
@@ -253,8 +254,8 @@ func (r *agreeRun) opTokens() {
 // listTokens lists the tokens of lt's account with lt, learning lt's
 // handle on each server from the item marked current.
 func (r *agreeRun) listTokens(lt int) {
-	res := r.exchange("list tokens with "+r.tokenName(lt), "tokens", func(s *agreeServer) request {
-		return request{Method: "GET", Path: "/api/me/tokens", Token: s.token(lt, r.unknown)}
+	res := r.exchange("list tokens with "+r.tokenName(lt), "tokens", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "GET", Path: "/api/me/tokens", Token: s.token(lt, r.unknown)}
 	})
 	if lt < 0 {
 		return
@@ -303,13 +304,13 @@ func (r *agreeRun) opRevokeToken() {
 	if bogus != "" {
 		desc = fmt.Sprintf("revoke token %q with %s", bogus, r.tokenName(caller))
 	}
-	res := r.exchange(desc, "", func(s *agreeServer) request {
+	res := r.exchange(desc, "", func(s *agreeServer) apitest.Request {
 		h := bogus
 		if h == "" {
 			h = s.handles[target]
 			s.echo[h] = fmt.Sprintf("<handle of t%d>", target)
 		}
-		return request{Method: "DELETE", Path: "/api/me/tokens/" + h, Token: s.token(caller, r.unknown)}
+		return apitest.Request{Method: "DELETE", Path: "/api/me/tokens/" + h, Token: s.token(caller, r.unknown)}
 	})
 	if res[0].Status == http.StatusNoContent && bogus == "" {
 		r.tokens[target].dead = true
@@ -318,8 +319,8 @@ func (r *agreeRun) opRevokeToken() {
 
 func (r *agreeRun) opRevokeAll() {
 	lt := r.anyToken()
-	res := r.exchange("log out everywhere with "+r.tokenName(lt), "", func(s *agreeServer) request {
-		return request{Method: "DELETE", Path: "/api/me/tokens", Token: s.token(lt, r.unknown)}
+	res := r.exchange("log out everywhere with "+r.tokenName(lt), "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "DELETE", Path: "/api/me/tokens", Token: s.token(lt, r.unknown)}
 	})
 	if res[0].Status == http.StatusNoContent && lt >= 0 {
 		for _, tk := range r.tokens {
@@ -345,8 +346,8 @@ func (r *agreeRun) opChangePassword() {
 		current = ""
 	}
 	ct, body := agreeBody(r.format(), [][2]string{{"currentPassword", current}, {"newPassword", next}})
-	res := r.exchange(fmt.Sprintf("change password with %s to %q", r.tokenName(lt), next), "", func(s *agreeServer) request {
-		return request{Method: "POST", Path: "/api/me/password", Token: s.token(lt, r.unknown), ContentType: ct, Body: body}
+	res := r.exchange(fmt.Sprintf("change password with %s to %q", r.tokenName(lt), next), "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "POST", Path: "/api/me/password", Token: s.token(lt, r.unknown), ContentType: ct, Body: body}
 	})
 	if res[0].Status == http.StatusNoContent && lt >= 0 {
 		u := r.tokens[lt].user
@@ -369,8 +370,8 @@ func (r *agreeRun) opDeleteMe() {
 		password = ""
 	}
 	body := fmt.Sprintf(`{"password":%q}`, password)
-	res := r.exchange(fmt.Sprintf("delete my account with %s, password %q", r.tokenName(lt), password), "", func(s *agreeServer) request {
-		return request{Method: "DELETE", Path: "/api/me", Token: s.token(lt, r.unknown), ContentType: "application/json", Body: body}
+	res := r.exchange(fmt.Sprintf("delete my account with %s, password %q", r.tokenName(lt), password), "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "DELETE", Path: "/api/me", Token: s.token(lt, r.unknown), ContentType: "application/json", Body: body}
 	})
 	if res[0].Status == http.StatusNoContent && lt >= 0 {
 		r.accountGone(r.tokens[lt].user)

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"herald/auth"
+	"herald/http/internal/apitest"
 	"herald/model"
 )
 
@@ -55,8 +56,8 @@ func (r *agreeRun) opAccounts() {
 	if r.chance(0.03) {
 		raw += "&owner=x"
 	}
-	res := r.exchange(fmt.Sprintf("list accounts %s with %s", raw, r.tokenName(lt)), "accounts", func(s *agreeServer) request {
-		return request{Method: "GET", Path: "/api/admin/users?" + raw, Token: s.token(lt, r.unknown)}
+	res := r.exchange(fmt.Sprintf("list accounts %s with %s", raw, r.tokenName(lt)), "accounts", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "GET", Path: "/api/admin/users?" + raw, Token: s.token(lt, r.unknown)}
 	})
 	if p, err := url.ParseQuery(raw); err == nil {
 		r.afterAccounts(res, p)
@@ -100,7 +101,7 @@ func agreeTamper(cursor string, id uint64) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func (r *agreeRun) afterAccounts(res [2]*response, params url.Values) {
+func (r *agreeRun) afterAccounts(res [2]*apitest.Response, params url.Values) {
 	r.accounts = r.follow(res, params, func(s *agreeServer) *string { return &s.listNext })
 }
 
@@ -135,8 +136,8 @@ func (s *agreeServer) accountPath(u int, raw string) string {
 func (r *agreeRun) opAccount() {
 	lt := r.adminOrNot()
 	u, raw, desc := r.account()
-	r.exchange(fmt.Sprintf("get account %s with %s", desc, r.tokenName(lt)), "", func(s *agreeServer) request {
-		return request{Method: "GET", Path: s.accountPath(u, raw), Token: s.token(lt, r.unknown)}
+	r.exchange(fmt.Sprintf("get account %s with %s", desc, r.tokenName(lt)), "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "GET", Path: s.accountPath(u, raw), Token: s.token(lt, r.unknown)}
 	})
 }
 
@@ -177,8 +178,8 @@ func (r *agreeRun) opAccountPatch() {
 	if r.chance(0.2) {
 		ct = "application/json"
 	}
-	res := r.exchange(fmt.Sprintf("PATCH account %s with %s: %s", desc, r.tokenName(lt), body), "", func(s *agreeServer) request {
-		return request{Method: "PATCH", Path: s.accountPath(u, raw), Token: s.token(lt, r.unknown), ContentType: ct, Body: body}
+	res := r.exchange(fmt.Sprintf("PATCH account %s with %s: %s", desc, r.tokenName(lt), body), "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "PATCH", Path: s.accountPath(u, raw), Token: s.token(lt, r.unknown), ContentType: ct, Body: body}
 	})
 	if u < 0 || res[0].Status != http.StatusOK {
 		return
@@ -201,8 +202,8 @@ func (r *agreeRun) opAccountPatch() {
 func (r *agreeRun) opAccountDelete() {
 	lt := r.adminOrNot()
 	u, raw, desc := r.account()
-	res := r.exchange(fmt.Sprintf("delete account %s with %s", desc, r.tokenName(lt)), "", func(s *agreeServer) request {
-		return request{Method: "DELETE", Path: s.accountPath(u, raw), Token: s.token(lt, r.unknown)}
+	res := r.exchange(fmt.Sprintf("delete account %s with %s", desc, r.tokenName(lt)), "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "DELETE", Path: s.accountPath(u, raw), Token: s.token(lt, r.unknown)}
 	})
 	if u >= 0 && res[0].Status == http.StatusNoContent {
 		r.accountGone(u)
@@ -212,8 +213,8 @@ func (r *agreeRun) opAccountDelete() {
 func (r *agreeRun) opAccountMessagesDelete() {
 	lt := r.adminOrNot()
 	u, raw, desc := r.account()
-	res := r.exchange(fmt.Sprintf("delete the messages of %s with %s", desc, r.tokenName(lt)), "", func(s *agreeServer) request {
-		return request{Method: "DELETE", Path: s.accountPath(u, raw) + "/messages", Token: s.token(lt, r.unknown)}
+	res := r.exchange(fmt.Sprintf("delete the messages of %s with %s", desc, r.tokenName(lt)), "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "DELETE", Path: s.accountPath(u, raw) + "/messages", Token: s.token(lt, r.unknown)}
 	})
 	if u >= 0 && res[0].Status == http.StatusNoContent {
 		for _, m := range r.msgs {
@@ -250,8 +251,8 @@ func (r *agreeRun) opReset() {
 // and returns the logical reset, or -1.
 func (r *agreeRun) makeReset(lt, u int, raw, desc string) int {
 	r.issue = agreeIssue{user: -1, token: -1, code: fmt.Sprintf("<reset code r%d>", len(r.resets))}
-	res := r.exchange(fmt.Sprintf("make a password reset for %s with %s", desc, r.tokenName(lt)), "", func(s *agreeServer) request {
-		return request{Method: "POST", Path: s.accountPath(u, raw) + "/password-reset", Token: s.token(lt, r.unknown)}
+	res := r.exchange(fmt.Sprintf("make a password reset for %s with %s", desc, r.tokenName(lt)), "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "POST", Path: s.accountPath(u, raw) + "/password-reset", Token: s.token(lt, r.unknown)}
 	})
 	if u < 0 || res[0].Status != http.StatusCreated {
 		return -1
@@ -275,13 +276,13 @@ func (r *agreeRun) useReset(k int, code, next string) {
 		desc = fmt.Sprintf("reset a password with code %.24q to %q", code, next)
 	}
 	format := r.format()
-	res := r.exchange(desc, "", func(s *agreeServer) request {
+	res := r.exchange(desc, "", func(s *agreeServer) apitest.Request {
 		c := code
 		if c == "" {
 			c = s.resetCodes[k]
 		}
 		ct, body := agreeBody(format, [][2]string{{"code", c}, {"newPassword", next}})
-		return request{Method: "POST", Path: "/api/password-reset", ContentType: ct, Body: body}
+		return apitest.Request{Method: "POST", Path: "/api/password-reset", ContentType: ct, Body: body}
 	})
 	if res[0].Status == http.StatusNoContent && code == "" {
 		u := r.resets[k].user
@@ -296,9 +297,9 @@ func (r *agreeRun) useReset(k int, code, next string) {
 }
 
 // patchAccount has lt send body as a merge patch of account u.
-func (r *agreeRun) patchAccount(lt, u int, body string) *response {
-	res := r.exchange(fmt.Sprintf("PATCH account u%d with %s: %s", u, r.tokenName(lt), body), "", func(s *agreeServer) request {
-		return request{Method: "PATCH", Path: s.accountPath(u, ""), Token: s.token(lt, r.unknown), ContentType: "application/merge-patch+json", Body: body}
+func (r *agreeRun) patchAccount(lt, u int, body string) *apitest.Response {
+	res := r.exchange(fmt.Sprintf("PATCH account u%d with %s: %s", u, r.tokenName(lt), body), "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "PATCH", Path: s.accountPath(u, ""), Token: s.token(lt, r.unknown), ContentType: "application/merge-patch+json", Body: body}
 	})
 	if res[0].Status == http.StatusOK {
 		var a struct {
@@ -348,8 +349,8 @@ func (r *agreeRun) opInvite() {
 			body = `{"maxUses":"2"}`
 		}
 		r.issue = agreeIssue{user: -1, token: -1, code: fmt.Sprintf("<invite code i%d>", len(r.invites))}
-		res := r.exchange(fmt.Sprintf("create an invitation %s with %s", body, r.tokenName(lt)), "", func(s *agreeServer) request {
-			return request{Method: "POST", Path: "/api/admin/invites", Token: s.token(lt, r.unknown), ContentType: "application/json", Body: body}
+		res := r.exchange(fmt.Sprintf("create an invitation %s with %s", body, r.tokenName(lt)), "", func(s *agreeServer) apitest.Request {
+			return apitest.Request{Method: "POST", Path: "/api/admin/invites", Token: s.token(lt, r.unknown), ContentType: "application/json", Body: body}
 		})
 		if res[0].Status != http.StatusCreated {
 			return
@@ -361,8 +362,8 @@ func (r *agreeRun) opInvite() {
 			s.inviteCodes[k] = fmt.Sprint(m["code"])
 		}, http.StatusCreated)
 	case n < 75:
-		r.exchange("list invitations with "+r.tokenName(lt), "", func(s *agreeServer) request {
-			return request{Method: "GET", Path: "/api/admin/invites", Token: s.token(lt, r.unknown)}
+		r.exchange("list invitations with "+r.tokenName(lt), "", func(s *agreeServer) apitest.Request {
+			return apitest.Request{Method: "GET", Path: "/api/admin/invites", Token: s.token(lt, r.unknown)}
 		})
 	default:
 		k, raw := -1, ""
@@ -371,12 +372,12 @@ func (r *agreeRun) opInvite() {
 		} else {
 			k = r.pick(len(r.invites))
 		}
-		res := r.exchange(fmt.Sprintf("revoke invitation i%d %q with %s", k, raw, r.tokenName(lt)), "", func(s *agreeServer) request {
+		res := r.exchange(fmt.Sprintf("revoke invitation i%d %q with %s", k, raw, r.tokenName(lt)), "", func(s *agreeServer) apitest.Request {
 			id := raw
 			if k >= 0 {
 				id = s.inviteID(k)
 			}
-			return request{Method: "DELETE", Path: "/api/admin/invites/" + id, Token: s.token(lt, r.unknown)}
+			return apitest.Request{Method: "DELETE", Path: "/api/admin/invites/" + id, Token: s.token(lt, r.unknown)}
 		})
 		if k >= 0 && res[0].Status == http.StatusNoContent {
 			r.invites[k].gone = true
@@ -400,12 +401,12 @@ func (r *agreeRun) opAudit() {
 		params.Set("cursor", "garbage")
 	}
 	raw := params.Encode()
-	res := r.exchange(fmt.Sprintf("audit log %s with %s", raw, r.tokenName(lt)), "", func(s *agreeServer) request {
-		return request{Method: "GET", Path: "/api/admin/audit?" + raw, Token: s.token(lt, r.unknown)}
+	res := r.exchange(fmt.Sprintf("audit log %s with %s", raw, r.tokenName(lt)), "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "GET", Path: "/api/admin/audit?" + raw, Token: s.token(lt, r.unknown)}
 	})
 	r.afterAudit(res, params)
 }
 
-func (r *agreeRun) afterAudit(res [2]*response, params url.Values) {
+func (r *agreeRun) afterAudit(res [2]*apitest.Response, params url.Values) {
 	r.audit = r.follow(res, params, func(s *agreeServer) *string { return &s.auditNext })
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"herald/http/internal/apitest"
 )
 
 // How TestStoresAgree compares two answers: each server's bindings of the
@@ -28,7 +30,7 @@ var agreeHeaders = []string{"Content-Type", "ETag", "Location", "Link", "Cache-C
 // requests use.
 type agreeServer struct {
 	name string
-	e    *env
+	e    *apitest.Env
 
 	tokens      map[int]string   // logical token -> the token
 	users       map[int]uint64   // logical account -> its ID
@@ -72,7 +74,7 @@ type agreeIssue struct {
 
 var agreeNoIssue = agreeIssue{user: -1, token: -1}
 
-func newAgreeServer(name string, e *env) *agreeServer {
+func newAgreeServer(name string, e *apitest.Env) *agreeServer {
 	return &agreeServer{name: name, e: e,
 		tokens: map[int]string{}, users: map[int]uint64{}, msgs: map[int]uint64{}, etags: map[int][]string{},
 		invites: map[int]uint64{}, inviteCodes: map[int]string{}, resetCodes: map[int]string{}, handles: map[int]string{}, handleOf: map[string]int{},
@@ -162,7 +164,7 @@ var agreeOrigin = regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+`)
 
 // normalise renames what may legitimately differ in res; kind says which
 // listing a "next" cursor belongs to.
-func (s *agreeServer) normalise(kind string, res *response) agreeNorm {
+func (s *agreeServer) normalise(kind string, res *apitest.Response) agreeNorm {
 	out := agreeNorm{status: res.Status}
 	body := string(res.Body)
 	if ct := res.Header.Get("Content-Type"); strings.Contains(ct, "json") && len(res.Body) > 0 {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"herald/auth"
+	"herald/http/internal/apitest"
 	"herald/model"
 )
 
@@ -33,16 +34,16 @@ func (r *agreeRun) opGuessBurst() {
 	case 2:
 		for range n {
 			code := mintCode(r.t, auth.ResetPrefix)
-			r.exchange("guess a reset code", "", func(*agreeServer) request {
-				return request{Method: "POST", Path: "/api/password-reset", ContentType: "application/json",
+			r.exchange("guess a reset code", "", func(*agreeServer) apitest.Request {
+				return apitest.Request{Method: "POST", Path: "/api/password-reset", ContentType: "application/json",
 					Body: fmt.Sprintf(`{"code":%q,"newPassword":"a guessed password"}`, code)}
 			})
 		}
 	default:
 		lt := r.tokenOf(-1)
 		for range n {
-			r.exchange("change password with a wrong current one, with "+r.tokenName(lt), "", func(s *agreeServer) request {
-				return request{Method: "POST", Path: "/api/me/password", Token: s.token(lt, r.unknown), ContentType: "application/json",
+			r.exchange("change password with a wrong current one, with "+r.tokenName(lt), "", func(s *agreeServer) apitest.Request {
+				return apitest.Request{Method: "POST", Path: "/api/me/password", Token: s.token(lt, r.unknown), ContentType: "application/json",
 					Body: `{"currentPassword":"a wrong guess","newPassword":"never stored"}`}
 			})
 		}
@@ -79,8 +80,8 @@ func (r *agreeRun) opManyLogins() {
 	oldest = append(oldest, first)
 	for _, lt := range oldest {
 		if lt < len(r.tokens) {
-			r.exchange("me with the old token "+r.tokenName(lt), "", func(s *agreeServer) request {
-				return request{Method: "GET", Path: "/api/me", Token: s.token(lt, r.unknown)}
+			r.exchange("me with the old token "+r.tokenName(lt), "", func(s *agreeServer) apitest.Request {
+				return apitest.Request{Method: "GET", Path: "/api/me", Token: s.token(lt, r.unknown)}
 			})
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"herald/http/internal/apitest"
 	"herald/model"
 )
 
@@ -96,8 +97,8 @@ func (r *agreeRun) postWith(lt int, content, format, path, key string) {
 	if key != "" {
 		desc += " and key " + key
 	}
-	res := r.exchange(desc, "", func(s *agreeServer) request {
-		return request{Method: "POST", Path: path, Token: s.token(lt, r.unknown), ContentType: ct, Body: body, Header: withKey(key)}
+	res := r.exchange(desc, "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "POST", Path: path, Token: s.token(lt, r.unknown), ContentType: ct, Body: body, Header: withKey(key)}
 	})
 	if res[0].Status != http.StatusCreated || lt < 0 {
 		return
@@ -130,7 +131,7 @@ func (r *agreeRun) postWith(lt int, content, format, path, key string) {
 
 // agreeAnswerID is the ID of the message in a create's answer; 0 when
 // there is none.
-func agreeAnswerID(res *response) uint64 {
+func agreeAnswerID(res *apitest.Response) uint64 {
 	var msg struct {
 		ID uint64 `json:"id"`
 	}
@@ -165,8 +166,8 @@ func (r *agreeRun) opPostBad() {
 	default:
 		desc, ct, body = "post a body over 64 KiB", "application/json", fmt.Sprintf(`{"content":%q}`, strings.Repeat("x", 70000))
 	}
-	res := r.exchange(desc+" with "+r.tokenName(lt), "", func(s *agreeServer) request {
-		return request{Method: "POST", Path: "/api/messages", Token: s.token(lt, r.unknown), ContentType: ct, Body: body}
+	res := r.exchange(desc+" with "+r.tokenName(lt), "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "POST", Path: "/api/messages", Token: s.token(lt, r.unknown), ContentType: ct, Body: body}
 	})
 	if res[0].Status == http.StatusCreated {
 		r.t.Errorf("seed %d step %d: %s was accepted: %s", r.c.seed, r.step, desc, res[0].Body)
@@ -265,8 +266,8 @@ func (r *agreeRun) opGet() {
 	case n < 3:
 		inm = "*"
 	}
-	r.exchange(fmt.Sprintf("%s %s with %s (If-None-Match: %s)", method, desc, r.tokenName(lt), inm), "", func(s *agreeServer) request {
-		req := request{Method: method, Path: s.msgPath(m, raw), Token: s.token(lt, r.unknown)}
+	r.exchange(fmt.Sprintf("%s %s with %s (If-None-Match: %s)", method, desc, r.tokenName(lt), inm), "", func(s *agreeServer) apitest.Request {
+		req := apitest.Request{Method: method, Path: s.msgPath(m, raw), Token: s.token(lt, r.unknown)}
 		switch inm {
 		case "current":
 			req.Header = http.Header{"If-None-Match": {s.etag(m, 0)}}
@@ -295,8 +296,8 @@ func (r *agreeRun) writer(m, owner int) int {
 
 // write is a PATCH or DELETE of message m (or the raw path's) with lt's
 // token and the If-Match chosen.
-func (s *agreeServer) write(method string, m int, raw string, lt int, unknown, im string, back int) request {
-	req := request{Method: method, Path: s.msgPath(m, raw), Token: s.token(lt, unknown)}
+func (s *agreeServer) write(method string, m int, raw string, lt int, unknown, im string, back int) apitest.Request {
+	req := apitest.Request{Method: method, Path: s.msgPath(m, raw), Token: s.token(lt, unknown)}
 	if m >= 0 {
 		req.Header = s.ifMatchHeader(im, m, back)
 	}
@@ -328,7 +329,7 @@ func (r *agreeRun) opPatch() {
 	default:
 		ct, body = agreeBody(format, fields)
 	}
-	res := r.exchange(fmt.Sprintf("PATCH %s with %s, If-Match %s %d, %s %.60q", desc, r.tokenName(lt), im, back, ct, body), "", func(s *agreeServer) request {
+	res := r.exchange(fmt.Sprintf("PATCH %s with %s, If-Match %s %d, %s %.60q", desc, r.tokenName(lt), im, back, ct, body), "", func(s *agreeServer) apitest.Request {
 		req := s.write("PATCH", m, raw, lt, r.unknown, im, back)
 		req.ContentType, req.Body = ct, body
 		return req
@@ -352,7 +353,7 @@ func (r *agreeRun) opDelete() {
 	m, raw, desc := r.messageRef()
 	lt := r.writer(m, 60)
 	im, back := r.ifMatch()
-	res := r.exchange(fmt.Sprintf("DELETE %s with %s, If-Match %s %d", desc, r.tokenName(lt), im, back), "", func(s *agreeServer) request {
+	res := r.exchange(fmt.Sprintf("DELETE %s with %s, If-Match %s %d", desc, r.tokenName(lt), im, back), "", func(s *agreeServer) apitest.Request {
 		return s.write("DELETE", m, raw, lt, r.unknown, im, back)
 	})
 	if m >= 0 && res[0].Status == http.StatusNoContent {

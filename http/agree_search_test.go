@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"herald/http/internal/apitest"
 )
 
 // TestStoresAgree's searches: queries, time bounds and owners, and the
@@ -119,15 +121,15 @@ func (r *agreeRun) opSearch() {
 	case n < 7:
 		raw += "&q=%ff"
 	}
-	res := r.exchange(fmt.Sprintf("search %s with %s", raw, r.tokenName(lt)), "", func(s *agreeServer) request {
-		return request{Method: "GET", Path: "/api/messages?" + raw, Token: s.token(lt, r.unknown)}
+	res := r.exchange(fmt.Sprintf("search %s with %s", raw, r.tokenName(lt)), "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "GET", Path: "/api/messages?" + raw, Token: s.token(lt, r.unknown)}
 	})
 	if p, err := url.ParseQuery(raw); err == nil {
 		r.afterSearch(res, p)
 	}
 }
 
-func (r *agreeRun) afterSearch(res [2]*response, params url.Values) {
+func (r *agreeRun) afterSearch(res [2]*apitest.Response, params url.Values) {
 	r.search = r.follow(res, params, func(s *agreeServer) *string { return &s.searchNext })
 }
 
@@ -136,7 +138,7 @@ func (r *agreeRun) afterSearch(res [2]*response, params url.Values) {
 // "") as q now and then, to see a cursor refused for other filters. It
 // returns the answers, compared as kind says (exchange), and the
 // parameters asked with.
-func (r *agreeRun) nextPage(what string, q *agreeQuery, path, otherQ, kind string, lt int, cursor func(*agreeServer) string) ([2]*response, url.Values) {
+func (r *agreeRun) nextPage(what string, q *agreeQuery, path, otherQ, kind string, lt int, cursor func(*agreeServer) string) ([2]*apitest.Response, url.Values) {
 	params := maps.Clone(q.params)
 	desc := what + ", next page"
 	if otherQ != "" && r.chance(0.1) {
@@ -147,10 +149,10 @@ func (r *agreeRun) nextPage(what string, q *agreeQuery, path, otherQ, kind strin
 	if tamper != 0 {
 		desc += fmt.Sprintf(" with its cursor's ID made %d", tamper)
 	}
-	res := r.exchange(fmt.Sprintf("%s of %s with %s", desc, q.params.Encode(), r.tokenName(lt)), kind, func(s *agreeServer) request {
+	res := r.exchange(fmt.Sprintf("%s of %s with %s", desc, q.params.Encode(), r.tokenName(lt)), kind, func(s *agreeServer) apitest.Request {
 		p := maps.Clone(params)
 		p.Set("cursor", agreeTamper(cursor(s), tamper))
-		return request{Method: "GET", Path: path + "?" + p.Encode(), Token: s.token(lt, r.unknown)}
+		return apitest.Request{Method: "GET", Path: path + "?" + p.Encode(), Token: s.token(lt, r.unknown)}
 	})
 	return res, params
 }
@@ -158,7 +160,7 @@ func (r *agreeRun) nextPage(what string, q *agreeQuery, path, otherQ, kind strin
 // follow is the query whose next page a later step may ask for, nil when
 // bbolt's page was the last; each server's own cursor goes where next
 // says.
-func (r *agreeRun) follow(res [2]*response, params url.Values, next func(s *agreeServer) *string) *agreeQuery {
+func (r *agreeRun) follow(res [2]*apitest.Response, params url.Values, next func(s *agreeServer) *string) *agreeQuery {
 	if pageNext(res[0]) == "" {
 		return nil
 	}
@@ -171,7 +173,7 @@ func (r *agreeRun) follow(res [2]*response, params url.Values, next func(s *agre
 }
 
 // pageNext is a page's next cursor, or "" when it has none.
-func pageNext(res *response) string {
+func pageNext(res *apitest.Response) string {
 	var page struct {
 		Next *string `json:"next"`
 	}

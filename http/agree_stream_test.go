@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"herald/http/internal/apitest"
 )
 
 // TestStoresAgree's live streams: a stream resumed after an event, with a
@@ -31,9 +33,9 @@ func (r *agreeRun) opStream() {
 		if lt, ok = r.login(u, r.users[u].email, r.users[u].password, "json"); !ok {
 			return
 		}
-		defer r.exchange("logout with the stream's token "+r.tokenName(lt), "", func(s *agreeServer) request {
+		defer r.exchange("logout with the stream's token "+r.tokenName(lt), "", func(s *agreeServer) apitest.Request {
 			r.tokens[lt].dead = true
-			return request{Method: "POST", Path: "/api/logout", Token: s.token(lt, r.unknown)}
+			return apitest.Request{Method: "POST", Path: "/api/logout", Token: s.token(lt, r.unknown)}
 		})
 	}
 	last := "0"
@@ -58,7 +60,7 @@ func (r *agreeRun) opStream() {
 	desc := fmt.Sprintf("stream %s after event %s with %s", query, last, r.tokenName(lt))
 	var got [2][]string
 	for i, s := range r.srv {
-		res, st := s.e.tryStream(s.token(lt, r.unknown), query, last)
+		res, st := tryStream(s.e, s.token(lt, r.unknown), query, last)
 		if res != nil {
 			n := s.normalise("", res)
 			got[i] = append(got[i], fmt.Sprintf("refused: %d %v %s", n.status, n.header, n.body))

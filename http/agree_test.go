@@ -23,6 +23,7 @@ import (
 	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/http/internal/apitest"
 	"herald/model"
 	"herald/pg"
 )
@@ -67,10 +68,10 @@ import (
 // and only bbolt's is audited), the docs and the web client (static),
 // HEAD (openapi.json does not describe it), concurrency (requests go one
 // at a time), the background chores (sweeps, trimming, retention), trusted
-// proxies and the per-account write limit (unlimited, as in newEnv).
+// proxies and the per-account write limit (unlimited, as in apitest.New).
 func TestStoresAgree(t *testing.T) {
-	if !onPostgres(t) {
-		t.Skipf("comparing bbolt with PostgreSQL needs PostgreSQL: run with %s=postgres", testStoreEnv)
+	if !apitest.OnPostgres(t) {
+		t.Skipf("comparing bbolt with PostgreSQL needs PostgreSQL: run with %s=postgres", apitest.StoreEnv)
 	}
 	cases := []agreeCase{
 		{seed: 1, mode: heraldhttp.RegistrationOpen, steps: 200},
@@ -158,7 +159,7 @@ type agreeRun struct {
 	t       *testing.T
 	c       agreeCase
 	rng     *rand.Rand
-	clock   *testClock
+	clock   *apitest.Clock
 	srv     [2]*agreeServer
 	step    int
 	reports int
@@ -186,22 +187,22 @@ func runAgree(t *testing.T, c agreeCase) {
 
 // newAgreeRun starts the two servers on one clock, each on a fresh store.
 func newAgreeRun(t *testing.T, c agreeCase) *agreeRun {
-	clock := &testClock{now: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)}
+	clock := apitest.NewClock()
 	dir := t.TempDir()
-	bdb, err := bolt.Open(filepath.Join(dir, "herald.db"), testDBOptions(bolt.Options{Now: clock.Now}))
+	bdb, err := bolt.Open(filepath.Join(dir, "herald.db"), apitest.DBOptions(bolt.Options{Now: clock.Now}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	pdb, pgURL := openAgreePostgres(t, filepath.Join(dir, "herald-pg"), clock.Now)
-	opts := []envOption{withRegistration(c.mode), func(cfg *heraldhttp.Config) { cfg.Version = "agree (test)" }}
+	opts := []apitest.Option{apitest.WithRegistration(c.mode), func(cfg *heraldhttp.Config) { cfg.Version = "agree (test)" }}
 	if c.ttl == 0 {
 		c.ttl = heraldhttp.DefaultTokenTTL
 	}
-	opts = append(opts, withTokenTTL(c.ttl))
+	opts = append(opts, apitest.WithTokenTTL(c.ttl))
 	r := &agreeRun{pgURL: pgURL, issue: agreeNoIssue, seen: map[string]int{}, trace: os.Getenv("HERALD_AGREE_TRACE") != "", t: t, c: c, rng: rand.New(rand.NewPCG(c.seed, c.seed^0x5eed)), clock: clock,
 		unknown: mintCode(t, auth.TokenPrefix)}
-	r.srv[0] = newAgreeServer("bbolt", newEnvOn(t, bdb, clock, opts...))
-	r.srv[1] = newAgreeServer("postgres", newEnvOn(t, pdb, clock, opts...))
+	r.srv[0] = newAgreeServer("bbolt", apitest.NewOn(t, bdb, clock, opts...))
+	r.srv[1] = newAgreeServer("postgres", apitest.NewOn(t, pdb, clock, opts...))
 	return r
 }
 
@@ -255,7 +256,7 @@ func (r *agreeRun) run() {
 	var counts [2]bolt.Counts
 	for i, s := range r.srv {
 		var err error
-		if counts[i], err = storeCounts(s.e.DB); err != nil {
+		if counts[i], err = apitest.StoreCounts(s.e.DB); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -264,24 +265,24 @@ func (r *agreeRun) run() {
 	}
 }
 
-// openAgreePostgres opens the PostgreSQL database openTestStore makes for
-// path, as openTestStore does but reading the statistics of the search
+// openAgreePostgres opens the PostgreSQL database apitest.OpenStore makes for
+// path, as apitest.OpenStore does but reading the statistics of the search
 // terms every 50ms, not every 15s: searches with words are planned
 // from them once the run has analyzed the table (see analyze), so the
 // plans that read postings or walk windows are compared too, not only
 // the one planned per request that a database without statistics uses.
 func openAgreePostgres(t *testing.T, path string, now func() time.Time) (*pg.DB, string) {
 	t.Helper()
-	if err := openTestStore(t, path, now).Close(); err != nil {
+	if err := apitest.OpenStore(t, path, now).Close(); err != nil {
 		t.Fatal(err)
 	}
-	url, _ := pgDatabases.Load(path)
-	db, err := pg.Open(context.Background(), url.(string), pg.Options{Now: now, PoolSize: 6, PollEvery: 100 * time.Millisecond,
-		TermStatsEvery: 50 * time.Millisecond, Timeout: time.Minute}) // as openTestStore's
+	url := apitest.PostgresURL(path)
+	db, err := pg.Open(context.Background(), url, pg.Options{Now: now, PoolSize: 6, PollEvery: 100 * time.Millisecond,
+		TermStatsEvery: 50 * time.Millisecond, Timeout: time.Minute}) // as apitest.OpenStore's
 	if err != nil {
 		t.Fatal(err)
 	}
-	return db, url.(string)
+	return db, url
 }
 
 // analyze has PostgreSQL gather the statistics of the messages' terms
@@ -350,12 +351,12 @@ func (r *agreeRun) ops() []agreeOp {
 // exchange sends one request, built for each server from its own
 // bindings, to both, and compares the answers. build must not draw from
 // the generator: both servers must get the same request.
-func (r *agreeRun) exchange(desc, kind string, build func(s *agreeServer) request) [2]*response {
+func (r *agreeRun) exchange(desc, kind string, build func(s *agreeServer) apitest.Request) [2]*apitest.Response {
 	r.t.Helper()
 	r.step++
 	var (
-		reqs [2]request
-		res  [2]*response
+		reqs [2]apitest.Request
+		res  [2]*apitest.Response
 		got  [2]agreeNorm
 	)
 	for i, s := range r.srv {
@@ -363,7 +364,7 @@ func (r *agreeRun) exchange(desc, kind string, build func(s *agreeServer) reques
 		s.issue = r.issue
 		reqs[i] = build(s)
 		start := time.Now()
-		res[i] = s.e.do(reqs[i])
+		res[i] = s.e.Do(reqs[i])
 		s.spent += time.Since(start)
 		got[i] = s.normalise(kind, res[i])
 		s.issue = agreeNoIssue
@@ -382,7 +383,7 @@ func (r *agreeRun) exchange(desc, kind string, build func(s *agreeServer) reques
 		fmt.Fprintf(&b, "seed %d step %d: the stores disagree on %s\n%s", r.c.seed, r.step, desc, diff)
 		for i, s := range r.srv {
 			fmt.Fprintf(&b, "  %s request:  %s\n", s.name, agreeShowRequest(reqs[i]))
-			fmt.Fprintf(&b, "  %s response: %d %s\n", s.name, res[i].Status, truncate(res[i].Body, 600))
+			fmt.Fprintf(&b, "  %s response: %d %s\n", s.name, res[i].Status, agreeTrunc(string(res[i].Body), 600))
 		}
 		for i, s := range r.srv {
 			body := got[i].body
@@ -416,7 +417,7 @@ func agreeDiff(a, b agreeNorm) string {
 	return d.String()
 }
 
-func agreeShowRequest(req request) string {
+func agreeShowRequest(req apitest.Request) string {
 	s := req.Method + " " + req.Path
 	if req.Token != "" {
 		s += " [Bearer " + agreeTrunc(req.Token, 16) + "]"
@@ -668,7 +669,7 @@ func (r *agreeRun) bootstrap() {
 	if r.c.mode == heraldhttp.RegistrationOpen {
 		r.register(root, pw, "json", -1, "")
 		for _, s := range r.srv {
-			s.e.makeAdmin(root)
+			s.e.MakeAdmin(root)
 		}
 		r.users[0].admin = true
 		r.register("Ada@Example.com", pw, "json", -1, "")
@@ -676,8 +677,8 @@ func (r *agreeRun) bootstrap() {
 		// Look-alikes of root's address: one taken (409), one refused as
 		// an address (422).
 		for _, email := range []string{lookAlike(root), "\uff52oot@example.com"} {
-			r.exchange("register a look-alike of "+root, "", func(*agreeServer) request {
-				return request{Method: "POST", Path: "/api/register", ContentType: "application/json",
+			r.exchange("register a look-alike of "+root, "", func(*agreeServer) apitest.Request {
+				return apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/json",
 					Body: fmt.Sprintf(`{"email":%q,"password":%q}`, email, pw)}
 			})
 		}
@@ -686,14 +687,14 @@ func (r *agreeRun) bootstrap() {
 	// Registration needs an invitation, or is closed: the accounts are
 	// made on the server's machine.
 	emails := []string{root, "Ada@Example.com", "straße@example.com", "ΣΑΣ@example.com"}
-	hash, err := auth.NewHasher(fastParams, 1).Hash(context.Background(), pw)
+	hash, err := auth.NewHasher(apitest.FastParams, 1).Hash(context.Background(), pw)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	for i, email := range emails {
 		for _, s := range r.srv {
 			if i == 0 {
-				s.e.makeFirstAdmin(email)
+				s.e.MakeFirstAdmin(email)
 			} else if _, err := s.e.DB.CreateUser(context.Background(), &model.User{Email: email, PasswordHash: hash}, model.TokenHash{byte(i + 1)}, time.Minute, nil); err != nil {
 				r.t.Fatal(err)
 			}
@@ -712,7 +713,7 @@ func (r *agreeRun) bootstrap() {
 }
 
 // bind calls f with each server's decoded answer, where it has status.
-func (r *agreeRun) bind(res [2]*response, f func(s *agreeServer, m map[string]any), status int) {
+func (r *agreeRun) bind(res [2]*apitest.Response, f func(s *agreeServer, m map[string]any), status int) {
 	for i, s := range r.srv {
 		if res[i].Status != status {
 			continue
@@ -747,8 +748,8 @@ func (r *agreeRun) clockStepsBack(u, story int) {
 		r.clock.Advance(-back)
 		r.login(u, r.users[u].email, r.users[u].password, "json")
 		admin := r.adminToken()
-		r.exchange(fmt.Sprintf("get account u%d with %s", u, r.tokenName(admin)), "", func(s *agreeServer) request {
-			return request{Method: "GET", Path: s.accountPath(u, ""), Token: s.token(admin, r.unknown)}
+		r.exchange(fmt.Sprintf("get account u%d with %s", u, r.tokenName(admin)), "", func(s *agreeServer) apitest.Request {
+			return apitest.Request{Method: "GET", Path: s.accountPath(u, ""), Token: s.token(admin, r.unknown)}
 		})
 	case 1:
 		// The newest message is kept: when it is deleted before the step,
@@ -810,8 +811,8 @@ func (r *agreeRun) opScenario() {
 		k := r.makeReset(r.adminToken(), u, "", desc)
 		lt := r.tokenOf(u)
 		next := r.newPassword()
-		res := r.exchange("change password with "+r.tokenName(lt), "", func(s *agreeServer) request {
-			return request{Method: "POST", Path: "/api/me/password", Token: s.token(lt, r.unknown), ContentType: "application/json",
+		res := r.exchange("change password with "+r.tokenName(lt), "", func(s *agreeServer) apitest.Request {
+			return apitest.Request{Method: "POST", Path: "/api/me/password", Token: s.token(lt, r.unknown), ContentType: "application/json",
 				Body: fmt.Sprintf(`{"currentPassword":%q,"newPassword":%q}`, r.users[u].password, next)}
 		})
 		if res[0].Status == http.StatusNoContent {
@@ -824,18 +825,18 @@ func (r *agreeRun) opScenario() {
 		root := r.adminToken()
 		r.patchAccount(root, u, `{"admin":true}`)
 		lt := r.tokenOf(u)
-		r.exchange("list accounts with the new administrator's "+r.tokenName(lt), "accounts", func(s *agreeServer) request {
-			return request{Method: "GET", Path: "/api/admin/users?limit=2", Token: s.token(lt, r.unknown)}
+		r.exchange("list accounts with the new administrator's "+r.tokenName(lt), "accounts", func(s *agreeServer) apitest.Request {
+			return apitest.Request{Method: "GET", Path: "/api/admin/users?limit=2", Token: s.token(lt, r.unknown)}
 		})
 		r.patchAccount(lt, u, `{"admin":false}`)
-		r.exchange("audit log with "+r.tokenName(lt), "", func(s *agreeServer) request {
-			return request{Method: "GET", Path: "/api/admin/audit?limit=3", Token: s.token(lt, r.unknown)}
+		r.exchange("audit log with "+r.tokenName(lt), "", func(s *agreeServer) apitest.Request {
+			return apitest.Request{Method: "GET", Path: "/api/admin/audit?limit=3", Token: s.token(lt, r.unknown)}
 		})
 	default: // an invitation used up
 		lt := r.adminToken()
 		r.issue = agreeIssue{user: -1, token: -1, code: fmt.Sprintf("<invite code i%d>", len(r.invites))}
-		res := r.exchange("create an invitation for one", "", func(s *agreeServer) request {
-			return request{Method: "POST", Path: "/api/admin/invites", Token: s.token(lt, r.unknown), ContentType: "application/json", Body: `{"maxUses":1}`}
+		res := r.exchange("create an invitation for one", "", func(s *agreeServer) apitest.Request {
+			return apitest.Request{Method: "POST", Path: "/api/admin/invites", Token: s.token(lt, r.unknown), ContentType: "application/json", Body: `{"maxUses":1}`}
 		})
 		if res[0].Status != http.StatusCreated {
 			return
@@ -848,8 +849,8 @@ func (r *agreeRun) opScenario() {
 		}, http.StatusCreated)
 		r.register(r.newEmail(), pw, "json", k, "")
 		r.register(r.newEmail(), pw, "json", k, "")
-		r.exchange("list invitations", "", func(s *agreeServer) request {
-			return request{Method: "GET", Path: "/api/admin/invites", Token: s.token(lt, r.unknown)}
+		r.exchange("list invitations", "", func(s *agreeServer) apitest.Request {
+			return apitest.Request{Method: "GET", Path: "/api/admin/invites", Token: s.token(lt, r.unknown)}
 		})
 	}
 }
@@ -861,31 +862,31 @@ func (r *agreeRun) opMisc() {
 		if r.chance(0.4) {
 			lt = r.adminToken()
 		}
-		r.exchange("info with "+r.tokenName(lt), "", func(s *agreeServer) request {
-			return request{Method: "GET", Path: "/api/info", Token: s.token(lt, r.unknown)}
+		r.exchange("info with "+r.tokenName(lt), "", func(s *agreeServer) apitest.Request {
+			return apitest.Request{Method: "GET", Path: "/api/info", Token: s.token(lt, r.unknown)}
 		})
 	case 2:
-		r.exchange("health", "", func(*agreeServer) request { return request{Method: "GET", Path: "/healthz"} })
+		r.exchange("health", "", func(*agreeServer) apitest.Request { return apitest.Request{Method: "GET", Path: "/healthz"} })
 	case 3:
 		lt := r.anyToken()
-		r.exchange("an unknown route", "", func(s *agreeServer) request {
-			return request{Method: "GET", Path: "/api/nothing/here", Token: s.token(lt, r.unknown)}
+		r.exchange("an unknown route", "", func(s *agreeServer) apitest.Request {
+			return apitest.Request{Method: "GET", Path: "/api/nothing/here", Token: s.token(lt, r.unknown)}
 		})
 	case 4:
 		m, raw, desc := r.messageRef()
 		lt := r.anyToken()
-		r.exchange("PUT "+desc, "", func(s *agreeServer) request {
-			return request{Method: "PUT", Path: s.msgPath(m, raw), Token: s.token(lt, r.unknown), ContentType: "application/json", Body: `{"content":"x"}`}
+		r.exchange("PUT "+desc, "", func(s *agreeServer) apitest.Request {
+			return apitest.Request{Method: "PUT", Path: s.msgPath(m, raw), Token: s.token(lt, r.unknown), ContentType: "application/json", Body: `{"content":"x"}`}
 		})
 	case 5:
 		lt := r.anyToken()
-		r.exchange("POST /api/me", "", func(s *agreeServer) request {
-			return request{Method: "POST", Path: "/api/me", Token: s.token(lt, r.unknown)}
+		r.exchange("POST /api/me", "", func(s *agreeServer) apitest.Request {
+			return apitest.Request{Method: "POST", Path: "/api/me", Token: s.token(lt, r.unknown)}
 		})
 	default:
 		lt := r.anyToken()
-		r.exchange("GET /api/messages/stream/x", "", func(s *agreeServer) request {
-			return request{Method: "GET", Path: "/api/messages/stream/x", Token: s.token(lt, r.unknown)}
+		r.exchange("GET /api/messages/stream/x", "", func(s *agreeServer) apitest.Request {
+			return apitest.Request{Method: "GET", Path: "/api/messages/stream/x", Token: s.token(lt, r.unknown)}
 		})
 	}
 }

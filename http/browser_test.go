@@ -18,6 +18,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"herald/http/internal/apitest"
 )
 
 // requireBrowserEnv names the variable that turns a missing Chromium from a
@@ -122,11 +124,11 @@ func (w *pageWatch) snapshot() (requests, problems []string) {
 // page must not request anything from any other host.
 func TestBrowserTryItOut(t *testing.T) {
 	chromium := findChromium(t)
-	e := newEnv(t)
+	e := apitest.New(t)
 	// The credentials are the login example in openapi.json, so the page's
 	// prefilled body works as it stands, as it should for a reader.
 	const email, password = "ada@example.com", "correct horse battery"
-	e.register(email, password)
+	e.Register(email, password)
 	server, err := url.Parse(e.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +269,7 @@ func TestBrowserTryItOut(t *testing.T) {
 	if got, want := msg.Content, content; got != want {
 		t.Errorf("page shows content %q, want %q", got, want)
 	}
-	if got, want := e.counts().Messages, 1; got != want {
+	if got, want := e.Counts().Messages, 1; got != want {
 		t.Errorf("store holds %d messages, want %d", got, want)
 	}
 

@@ -10,22 +10,23 @@ import (
 	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/http/internal/apitest"
 )
 
 // TestWalkthrough follows the README's path through the API: register, log
 // in, post, search, edit, delete, log out.
 func TestWalkthrough(t *testing.T) {
-	e := newEnv(t)
-	e.register("ada@example.com", "correct horse")
-	token := e.login("ada@example.com", "correct horse")
+	e := apitest.New(t)
+	e.Register("ada@example.com", "correct horse")
+	token := e.Login("ada@example.com", "correct horse")
 
-	msg := e.post(token, "hello world")
+	msg := e.Post(token, "hello world")
 	id := msg["id"].(float64)
 	if got, want := msg["user"].(map[string]any)["email"], "ada@example.com"; got != want {
 		t.Errorf("owner = %v, want %v", got, want)
 	}
 
-	res := e.do(request{Method: "GET", Path: "/api/messages?q=HELLO", Token: token})
+	res := e.Do(apitest.Request{Method: "GET", Path: "/api/messages?q=HELLO", Token: token})
 	if got, want := res.Status, http.StatusOK; got != want {
 		t.Fatalf("search status = %d, want %d: %s", got, want, res.Body)
 	}
@@ -37,7 +38,7 @@ func TestWalkthrough(t *testing.T) {
 		t.Errorf("search found id %v, want %v", got, id)
 	}
 
-	res = e.do(request{Method: "PATCH", Path: "/api/messages/1", Token: token,
+	res = e.Do(apitest.Request{Method: "PATCH", Path: "/api/messages/1", Token: token,
 		ContentType: "application/merge-patch+json", Body: `{"content":"edited"}`})
 	if got, want := res.Status, http.StatusOK; got != want {
 		t.Fatalf("patch status = %d, want %d: %s", got, want, res.Body)
@@ -46,24 +47,24 @@ func TestWalkthrough(t *testing.T) {
 		t.Errorf("content = %v, want %v", got, want)
 	}
 
-	res = e.do(request{Method: "DELETE", Path: "/api/messages/1", Token: token})
+	res = e.Do(apitest.Request{Method: "DELETE", Path: "/api/messages/1", Token: token})
 	if got, want := res.Status, http.StatusNoContent; got != want {
 		t.Fatalf("delete status = %d, want %d: %s", got, want, res.Body)
 	}
-	res = e.do(request{Method: "POST", Path: "/api/logout", Token: token})
+	res = e.Do(apitest.Request{Method: "POST", Path: "/api/logout", Token: token})
 	if got, want := res.Status, http.StatusNoContent; got != want {
 		t.Fatalf("logout status = %d, want %d", got, want)
 	}
-	assertProblem(t, e.do(request{Method: "GET", Path: "/api/me", Token: token}), http.StatusUnauthorized)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: "/api/me", Token: token}), http.StatusUnauthorized)
 }
 
 // TestHead: HEAD is answered wherever GET is (RFC 9110 §9.1), with GET's
 // status and headers and no body, auth included. It is sent with the plain
 // client: HEAD mirrors GET in the router and is not a documented operation.
 func TestHead(t *testing.T) {
-	e := newEnv(t)
-	token := e.register("ada@example.com", "correct horse")
-	e.post(token, "hello")
+	e := apitest.New(t)
+	token := e.Register("ada@example.com", "correct horse")
+	e.Post(token, "hello")
 	tests := []struct {
 		path, token string
 		status      int
@@ -98,16 +99,16 @@ func TestHead(t *testing.T) {
 
 // TestHealthUnavailable: /healthz answers 200 only while the database is
 // usable; once it is closed the answer is a 503 problem, so a supervisor
-// can tell. It builds its own server because newEnv's cleanup needs the
+// can tell. It builds its own server because apitest.New's cleanup needs the
 // database open.
 func TestHealthUnavailable(t *testing.T) {
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(heraldhttp.NewServer(db, auth.NewHasher(fastParams, 1), heraldhttp.Config{}))
+	srv := httptest.NewServer(heraldhttp.NewServer(db, auth.NewHasher(apitest.FastParams, 1), heraldhttp.Config{}))
 	defer srv.Close()
-	get := func() *response {
+	get := func() *apitest.Response {
 		res, err := http.Get(srv.URL + "/healthz")
 		if err != nil {
 			t.Fatal(err)
@@ -117,7 +118,7 @@ func TestHealthUnavailable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &response{Status: res.StatusCode, Header: res.Header, Body: b}
+		return &apitest.Response{Status: res.StatusCode, Header: res.Header, Body: b}
 	}
 	if got, want := get().Status, http.StatusOK; got != want {
 		t.Fatalf("open database: status = %d, want %d", got, want)
@@ -126,7 +127,7 @@ func TestHealthUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := get()
-	assertProblem(t, res, http.StatusServiceUnavailable)
+	apitest.AssertProblem(t, res, http.StatusServiceUnavailable)
 	if res.Header.Get("Retry-After") == "" {
 		t.Errorf("closed database: no Retry-After")
 	}

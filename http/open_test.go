@@ -1,91 +1,39 @@
 package http_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"herald/auth"
 	heraldhttp "herald/http"
-	"herald/model"
+	"herald/http/internal/apitest"
 )
 
 // Running in the open: registration modes, administrators nobody can
 // impersonate, the administration API, moderation, password resets and
 // write limits, each through real HTTP over a real store.
 
-func withRegistration(m heraldhttp.Registration) envOption {
-	return func(c *heraldhttp.Config) { c.Registration = m }
-}
-
-// admin registers email and makes it an administrator on the server's
-// machine, returning its token.
-func (e *env) admin(email string) string {
-	e.t.Helper()
-	token := e.register(email, pw)
-	e.makeAdmin(email)
-	return token
-}
-
-// registerWith registers with an invitation code and returns the answer.
-func (e *env) registerWith(email, invite string) *response {
-	e.t.Helper()
-	fields := map[string]string{"email": email, "password": pw}
-	if invite != "" {
-		fields["invite"] = invite
-	}
-	return e.do(request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: jsonBody(e.t, fields)})
-}
-
-// invite makes an invitation through the API and returns its code.
-func (e *env) invite(admin, body string) map[string]any {
-	e.t.Helper()
-	if body == "" {
-		body = "{}"
-	}
-	res := e.do(request{Method: "POST", Path: "/api/admin/invites", Token: admin, ContentType: "application/json", Body: body})
-	if res.Status != http.StatusCreated {
-		e.t.Fatalf("create invitation: %d %s", res.Status, res.Body)
-	}
-	return res.JSON(e.t)
-}
-
-// accountID finds email's account ID through the administration API.
-func (e *env) accountID(admin, email string) string {
-	e.t.Helper()
-	res := e.do(request{Method: "GET", Path: "/api/admin/users?q=" + url.QueryEscape(email), Token: admin})
-	for _, it := range res.JSON(e.t)["items"].([]any) {
-		u := it.(map[string]any)
-		if strings.EqualFold(u["email"].(string), email) {
-			return strconv.FormatFloat(u["id"].(float64), 'f', 0, 64)
-		}
-	}
-	e.t.Fatalf("no account %s in %s", email, res.Body)
-	return ""
-}
-
 func TestInfo(t *testing.T) {
 	for _, mode := range []heraldhttp.Registration{heraldhttp.RegistrationOpen, heraldhttp.RegistrationInvite, heraldhttp.RegistrationClosed} {
-		e := newEnv(t, withRegistration(mode), func(c *heraldhttp.Config) { c.Version = "9.9.9 (abc, go, linux/amd64)" })
-		e.makeFirstAdmin("root@example.com")
-		root := e.login("root@example.com", pw)
-		if got := e.do(request{Method: "GET", Path: "/api/info"}).JSON(t); got["registration"] != string(mode) || got["version"] != nil {
+		e := apitest.New(t, apitest.WithRegistration(mode), func(c *heraldhttp.Config) { c.Version = "9.9.9 (abc, go, linux/amd64)" })
+		e.MakeFirstAdmin("root@example.com")
+		root := e.Login("root@example.com", pw)
+		if got := e.Do(apitest.Request{Method: "GET", Path: "/api/info"}).JSON(t); got["registration"] != string(mode) || got["version"] != nil {
 			t.Errorf("%s: anonymous info = %v, want the mode and no version", mode, got)
 		}
-		if got := e.do(request{Method: "GET", Path: "/api/info", Token: root}).JSON(t); got["version"] != "9.9.9 (abc, go, linux/amd64)" {
+		if got := e.Do(apitest.Request{Method: "GET", Path: "/api/info", Token: root}).JSON(t); got["version"] != "9.9.9 (abc, go, linux/amd64)" {
 			t.Errorf("%s: an administrator's info = %v, want the version", mode, got)
 		}
 	}
-	e := newEnv(t)
-	user := e.register("ada@example.com", pw)
+	e := apitest.New(t)
+	user := e.Register("ada@example.com", pw)
 	for _, token := range []string{user, "herald_not-a-token", mintCode(t, auth.TokenPrefix)} {
-		if got := e.do(request{Method: "GET", Path: "/api/info", Token: token}).JSON(t); got["version"] != nil || got["registration"] != "open" {
+		if got := e.Do(apitest.Request{Method: "GET", Path: "/api/info", Token: token}).JSON(t); got["version"] != nil || got["registration"] != "open" {
 			t.Errorf("info with token %.12s… = %v, want the public answer", token, got)
 		}
 	}
@@ -97,58 +45,58 @@ func TestInfo(t *testing.T) {
 // login against the address.
 func TestRegistrationModes(t *testing.T) {
 	t.Run("open", func(t *testing.T) {
-		e := newEnv(t)
-		if res := e.registerWith("ada@example.com", "herald_invite_ignored"); res.Status != http.StatusCreated {
+		e := apitest.New(t)
+		if res := e.RegisterWith("ada@example.com", "herald_invite_ignored"); res.Status != http.StatusCreated {
 			t.Errorf("open registration with an invite field: %d %s", res.Status, res.Body)
 		}
 	})
 	t.Run("closed", func(t *testing.T) {
-		e := newEnv(t, withRegistration(heraldhttp.RegistrationClosed))
-		p := assertProblem(t, e.registerWith("ada@example.com", ""), http.StatusForbidden)
+		e := apitest.New(t, apitest.WithRegistration(heraldhttp.RegistrationClosed))
+		p := apitest.AssertProblem(t, e.RegisterWith("ada@example.com", ""), http.StatusForbidden)
 		if !strings.Contains(p["detail"].(string), "closed") {
 			t.Errorf("detail %q does not say registration is closed", p["detail"])
 		}
-		if c := e.counts(); c.Users != 0 {
+		if c := e.Counts(); c.Users != 0 {
 			t.Errorf("%d accounts after a closed registration", c.Users)
 		}
 	})
 	t.Run("invite", func(t *testing.T) {
-		e := newEnv(t, withRegistration(heraldhttp.RegistrationInvite))
-		e.makeFirstAdmin("root@example.com")
-		root := e.login("root@example.com", pw)
-		p := assertProblem(t, e.registerWith("ada@example.com", ""), http.StatusForbidden)
+		e := apitest.New(t, apitest.WithRegistration(heraldhttp.RegistrationInvite))
+		e.MakeFirstAdmin("root@example.com")
+		root := e.Login("root@example.com", pw)
+		p := apitest.AssertProblem(t, e.RegisterWith("ada@example.com", ""), http.StatusForbidden)
 		if !strings.Contains(p["detail"].(string), "invitation") {
 			t.Errorf("detail %q does not say an invitation is needed", p["detail"])
 		}
-		two := e.invite(root, `{"maxUses": 2}`)
+		two := e.Invite(root, `{"maxUses": 2}`)
 		if two["uses"] != 0.0 || two["maxUses"] != 2.0 || !strings.HasPrefix(two["code"].(string), auth.InvitePrefix) ||
 			!strings.HasSuffix(two["url"].(string), "/#invite="+two["code"].(string)) {
 			t.Errorf("invitation = %v", two)
 		}
 		for _, email := range []string{"ada@example.com", "bob@example.com"} {
-			if res := e.registerWith(email, two["code"].(string)); res.Status != http.StatusCreated {
+			if res := e.RegisterWith(email, two["code"].(string)); res.Status != http.StatusCreated {
 				t.Fatalf("%s with an invitation: %d %s", email, res.Status, res.Body)
 			}
 		}
 		bad := func(name, code string) {
 			t.Helper()
-			p := assertProblem(t, e.registerWith("carol@example.com", code), http.StatusUnprocessableEntity)
-			if got := violationPaths(p); !slices.Equal(got, []string{"invite"}) {
+			p := apitest.AssertProblem(t, e.RegisterWith("carol@example.com", code), http.StatusUnprocessableEntity)
+			if got := apitest.ViolationPaths(p); !slices.Equal(got, []string{"invite"}) {
 				t.Errorf("%s: violations %v, want invite", name, got)
 			}
 		}
 		bad("used up", two["code"].(string))
 		bad("unknown", mintCode(t, auth.InvitePrefix))
 		bad("not a code", "come in")
-		revoked := e.invite(root, "")
-		if res := e.do(request{Method: "DELETE", Path: fmt.Sprintf("/api/admin/invites/%v", revoked["id"]), Token: root}); res.Status != http.StatusNoContent {
+		revoked := e.Invite(root, "")
+		if res := e.Do(apitest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/admin/invites/%v", revoked["id"]), Token: root}); res.Status != http.StatusNoContent {
 			t.Fatalf("revoke: %d %s", res.Status, res.Body)
 		}
 		bad("revoked", revoked["code"].(string))
-		soon := e.invite(root, jsonBody(t, map[string]string{"expiresAt": e.Clock.Now().Add(time.Hour).Format(time.RFC3339)}))
+		soon := e.Invite(root, apitest.JSONBody(t, map[string]string{"expiresAt": e.Clock.Now().Add(time.Hour).Format(time.RFC3339)}))
 		e.Clock.Advance(time.Hour)
 		bad("expired", soon["code"].(string))
-		list := e.do(request{Method: "GET", Path: "/api/admin/invites", Token: root}).JSON(t)["items"].([]any)
+		list := e.Do(apitest.Request{Method: "GET", Path: "/api/admin/invites", Token: root}).JSON(t)["items"].([]any)
 		if len(list) != 2 || strings.Contains(fmt.Sprint(list), "herald_invite_") {
 			t.Errorf("invitations %v, want the two left, without codes", list)
 		}
@@ -157,27 +105,11 @@ func TestRegistrationModes(t *testing.T) {
 		for range 19 {
 			bad("guess", mintCode(t, auth.InvitePrefix))
 		}
-		res := e.registerWith("carol@example.com", mintCode(t, auth.InvitePrefix))
-		if p := assertProblem(t, res, http.StatusTooManyRequests); res.Header.Get("Retry-After") == "" {
+		res := e.RegisterWith("carol@example.com", mintCode(t, auth.InvitePrefix))
+		if p := apitest.AssertProblem(t, res, http.StatusTooManyRequests); res.Header.Get("Retry-After") == "" {
 			t.Errorf("guessing invitations: %v without Retry-After", p)
 		}
 	})
-}
-
-// makeFirstAdmin makes email's account, with password pw, and makes it an
-// administrator on the server's machine, as herald admin create does:
-// whatever the registration mode.
-func (e *env) makeFirstAdmin(email string) {
-	e.t.Helper()
-	ctx := context.Background()
-	hash, err := auth.NewHasher(fastParams, 1).Hash(ctx, pw)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := e.DB.CreateUser(ctx, &model.User{Email: email, PasswordHash: hash}, model.TokenHash{1}, time.Minute, nil); err != nil {
-		e.t.Fatal(err)
-	}
-	e.makeAdmin(email)
 }
 
 // mintCode is a well-formed code no store holds, so that a guess reaches
@@ -199,33 +131,33 @@ func messagePath(id uint64) string { return fmt.Sprintf("/api/messages/%d", id) 
 // sending roles, not the administration API, not deleting and registering
 // an administrator's e-mail again.
 func TestNobodyMakesThemselvesAdministrator(t *testing.T) {
-	e := newEnv(t)
-	root := e.admin("root@example.com")
-	mallory := e.register("mallory@example.com", pw)
-	rootID, malloryID := e.accountID(root, "root@example.com"), e.accountID(root, "mallory@example.com")
-	for _, req := range []request{
+	e := apitest.New(t)
+	root := e.Admin("root@example.com")
+	mallory := e.Register("mallory@example.com", pw)
+	rootID, malloryID := e.AccountID(root, "root@example.com"), e.AccountID(root, "mallory@example.com")
+	for _, req := range []apitest.Request{
 		{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: `{"email":"Root2@Example.com","password":"correct horse battery","roles":["ROLE_ADMIN"]}`},
 		{Method: "PATCH", Path: "/api/admin/users/" + malloryID, Token: mallory, ContentType: "application/merge-patch+json", Body: `{"admin":true}`},
 		{Method: "PATCH", Path: "/api/admin/users/" + rootID, Token: mallory, ContentType: "application/merge-patch+json", Body: `{"suspended":true}`},
 		{Method: "GET", Path: "/api/admin/backup", Token: mallory},
 		{Method: "POST", Path: "/api/admin/invites", Token: mallory, ContentType: "application/json", Body: `{}`},
 	} {
-		if res := e.do(req); res.Status < 400 {
+		if res := e.Do(req); res.Status < 400 {
 			t.Errorf("%s %s by a non-administrator: %d", req.Method, req.Path, res.Status)
 		}
 	}
-	if roles := fmt.Sprint(e.do(me(mallory)).JSON(t)["roles"]); roles != "[ROLE_USER]" {
+	if roles := fmt.Sprint(e.Do(me(mallory)).JSON(t)["roles"]); roles != "[ROLE_USER]" {
 		t.Errorf("mallory's roles %s", roles)
 	}
 	// An administrator's e-mail, deleted and registered again, is a new
 	// account with no role.
-	other := e.admin("other@example.com")
-	res := e.do(request{Method: "DELETE", Path: "/api/me", Token: other, ContentType: "application/json", Body: `{"password":"correct horse battery"}`})
+	other := e.Admin("other@example.com")
+	res := e.Do(apitest.Request{Method: "DELETE", Path: "/api/me", Token: other, ContentType: "application/json", Body: `{"password":"correct horse battery"}`})
 	if res.Status != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", res.Status, res.Body)
 	}
-	again := e.register("Other@Example.com", pw)
-	if roles := fmt.Sprint(e.do(me(again)).JSON(t)["roles"]); roles != "[ROLE_USER]" {
+	again := e.Register("Other@Example.com", pw)
+	if roles := fmt.Sprint(e.Do(me(again)).JSON(t)["roles"]); roles != "[ROLE_USER]" {
 		t.Errorf("an administrator's e-mail registered again has roles %s", roles)
 	}
 }
@@ -233,8 +165,8 @@ func TestNobodyMakesThemselvesAdministrator(t *testing.T) {
 // TestAdministrationRoutesRefuse: every administration route answers 401
 // without a token and 403 to an account that is not an administrator.
 func TestAdministrationRoutesRefuse(t *testing.T) {
-	e := newEnv(t)
-	ada := e.register("ada@example.com", pw)
+	e := apitest.New(t)
+	ada := e.Register("ada@example.com", pw)
 	for _, r := range []struct{ method, path string }{
 		{"GET", "/api/admin/users"}, {"GET", "/api/admin/users/1"}, {"PATCH", "/api/admin/users/1"},
 		{"DELETE", "/api/admin/users/1"}, {"DELETE", "/api/admin/users/1/messages"},
@@ -242,8 +174,8 @@ func TestAdministrationRoutesRefuse(t *testing.T) {
 		{"GET", "/api/admin/invites"}, {"DELETE", "/api/admin/invites/1"}, {"GET", "/api/admin/audit"},
 		{"GET", "/api/admin/backup"},
 	} {
-		assertProblem(t, e.do(request{Method: r.method, Path: r.path}), http.StatusUnauthorized)
-		assertProblem(t, e.do(request{Method: r.method, Path: r.path, Token: ada, ContentType: "application/json", Body: "{}"}), http.StatusForbidden)
+		apitest.AssertProblem(t, e.Do(apitest.Request{Method: r.method, Path: r.path}), http.StatusUnauthorized)
+		apitest.AssertProblem(t, e.Do(apitest.Request{Method: r.method, Path: r.path, Token: ada, ContentType: "application/json", Body: "{}"}), http.StatusForbidden)
 	}
 }
 
@@ -252,81 +184,81 @@ func TestAdministrationRoutesRefuse(t *testing.T) {
 // password still 401), lifted; grant and revoke; the last administrator
 // kept; deletion of an account and of its messages; each act audited.
 func TestAccountsAPI(t *testing.T) {
-	e := newEnv(t)
-	root := e.admin("root@example.com")
-	ada := e.register("ada@example.com", pw)
+	e := apitest.New(t)
+	root := e.Admin("root@example.com")
+	ada := e.Register("ada@example.com", pw)
 	for _, email := range []string{"bob@example.org", "adam@example.com", "zoe@example.net"} {
-		e.register(email, pw)
+		e.Register(email, pw)
 	}
-	e.post(ada, "one")
-	e.post(ada, "two")
-	adaID := e.accountID(root, "ada@example.com")
+	e.Post(ada, "one")
+	e.Post(ada, "two")
+	adaID := e.AccountID(root, "ada@example.com")
 
-	res := e.do(request{Method: "GET", Path: "/api/admin/users?q=ADA&limit=1", Token: root})
+	res := e.Do(apitest.Request{Method: "GET", Path: "/api/admin/users?q=ADA&limit=1", Token: root})
 	page := res.JSON(t)
 	items := page["items"].([]any)
 	if len(items) != 1 || items[0].(map[string]any)["email"] != "adam@example.com" || page["next"] == nil || res.Header.Get("Link") == "" {
 		t.Fatalf("first page of q=ADA: %s (Link %q)", res.Body, res.Header.Get("Link"))
 	}
-	res = e.do(request{Method: "GET", Path: "/api/admin/users?q=ADA&limit=1&cursor=" + url.QueryEscape(page["next"].(string)), Token: root})
+	res = e.Do(apitest.Request{Method: "GET", Path: "/api/admin/users?q=ADA&limit=1&cursor=" + url.QueryEscape(page["next"].(string)), Token: root})
 	page = res.JSON(t)
 	got := page["items"].([]any)[0].(map[string]any)
 	if got["email"] != "ada@example.com" || got["messages"] != 2.0 || got["suspended"] != false || got["lastSeenAt"] == nil || page["next"] != nil {
 		t.Errorf("second page of q=ADA: %s", res.Body)
 	}
-	assertProblem(t, e.do(request{Method: "GET", Path: "/api/admin/users?q=bob&cursor=" + url.QueryEscape(page["items"].([]any)[0].(map[string]any)["email"].(string)), Token: root}), http.StatusBadRequest)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: "/api/admin/users?q=bob&cursor=" + url.QueryEscape(page["items"].([]any)[0].(map[string]any)["email"].(string)), Token: root}), http.StatusBadRequest)
 
-	patch := func(id, body string) *response {
-		return e.do(request{Method: "PATCH", Path: "/api/admin/users/" + id, Token: root, ContentType: "application/merge-patch+json", Body: body})
+	patch := func(id, body string) *apitest.Response {
+		return e.Do(apitest.Request{Method: "PATCH", Path: "/api/admin/users/" + id, Token: root, ContentType: "application/merge-patch+json", Body: body})
 	}
 	if res := patch(adaID, `{"suspended":true}`); res.Status != http.StatusOK || res.JSON(t)["suspended"] != true {
 		t.Fatalf("suspend: %d %s", res.Status, res.Body)
 	}
-	assertProblem(t, e.do(me(ada)), http.StatusUnauthorized)
-	assertProblem(t, e.loginAttempt("ada@example.com", pw), http.StatusForbidden)
-	assertProblem(t, e.loginAttempt("ada@example.com", "wrong password!"), http.StatusUnauthorized)
-	assertProblem(t, e.registerWith("ADA@example.com", ""), http.StatusConflict)
+	apitest.AssertProblem(t, e.Do(me(ada)), http.StatusUnauthorized)
+	apitest.AssertProblem(t, e.LoginAttempt("ada@example.com", pw), http.StatusForbidden)
+	apitest.AssertProblem(t, e.LoginAttempt("ada@example.com", "wrong password!"), http.StatusUnauthorized)
+	apitest.AssertProblem(t, e.RegisterWith("ADA@example.com", ""), http.StatusConflict)
 	if res := patch(adaID, `{"suspended":false,"admin":true}`); res.Status != http.StatusOK || fmt.Sprint(res.JSON(t)["roles"]) != "[ROLE_USER ROLE_ADMIN]" {
 		t.Fatalf("lift and grant: %d %s", res.Status, res.Body)
 	}
-	ada = e.login("ada@example.com", pw)
+	ada = e.Login("ada@example.com", pw)
 	for _, bad := range []string{`{"admin":"yes"}`, `{"suspended":null}`, `{"email":"x@y"}`, `{"roles":[]}`} {
 		if res := patch(adaID, bad); res.Status != http.StatusBadRequest && res.Status != http.StatusUnprocessableEntity {
 			t.Errorf("PATCH %s: %d", bad, res.Status)
 		}
 	}
 	// Ada takes the role from root; then she is the last, and keeps it.
-	rootID := e.accountID(ada, "root@example.com")
-	if res := e.do(request{Method: "PATCH", Path: "/api/admin/users/" + rootID, Token: ada, ContentType: "application/json", Body: `{"admin":false}`}); res.Status != http.StatusOK {
+	rootID := e.AccountID(ada, "root@example.com")
+	if res := e.Do(apitest.Request{Method: "PATCH", Path: "/api/admin/users/" + rootID, Token: ada, ContentType: "application/json", Body: `{"admin":false}`}); res.Status != http.StatusOK {
 		t.Fatalf("ada revokes root: %d %s", res.Status, res.Body)
 	}
-	for _, req := range []request{
+	for _, req := range []apitest.Request{
 		{Method: "PATCH", Path: "/api/admin/users/" + adaID, Token: ada, ContentType: "application/json", Body: `{"admin":false}`},
 		{Method: "PATCH", Path: "/api/admin/users/" + adaID, Token: ada, ContentType: "application/json", Body: `{"suspended":true}`},
 		{Method: "DELETE", Path: "/api/admin/users/" + adaID, Token: ada},
 		{Method: "DELETE", Path: "/api/me", Token: ada, ContentType: "application/json", Body: `{"password":"correct horse battery"}`},
 	} {
-		assertProblem(t, e.do(req), http.StatusConflict)
+		apitest.AssertProblem(t, e.Do(req), http.StatusConflict)
 	}
-	bobID := e.accountID(ada, "bob@example.org")
-	bob := e.login("bob@example.org", pw)
-	e.post(bob, "spam one")
-	e.post(bob, "spam two")
-	if res := e.do(request{Method: "DELETE", Path: "/api/admin/users/" + bobID + "/messages", Token: ada}); res.Status != http.StatusNoContent {
+	bobID := e.AccountID(ada, "bob@example.org")
+	bob := e.Login("bob@example.org", pw)
+	e.Post(bob, "spam one")
+	e.Post(bob, "spam two")
+	if res := e.Do(apitest.Request{Method: "DELETE", Path: "/api/admin/users/" + bobID + "/messages", Token: ada}); res.Status != http.StatusNoContent {
 		t.Fatalf("delete bob's messages: %d %s", res.Status, res.Body)
 	}
-	if got := e.do(request{Method: "GET", Path: "/api/admin/users/" + bobID, Token: ada}).JSON(t); got["messages"] != 0.0 {
+	if got := e.Do(apitest.Request{Method: "GET", Path: "/api/admin/users/" + bobID, Token: ada}).JSON(t); got["messages"] != 0.0 {
 		t.Errorf("bob after his messages went: %v", got)
 	}
-	if res := e.do(request{Method: "DELETE", Path: "/api/admin/users/" + bobID, Token: ada}); res.Status != http.StatusNoContent {
+	if res := e.Do(apitest.Request{Method: "DELETE", Path: "/api/admin/users/" + bobID, Token: ada}); res.Status != http.StatusNoContent {
 		t.Fatalf("delete bob: %d %s", res.Status, res.Body)
 	}
-	assertProblem(t, e.do(request{Method: "GET", Path: "/api/admin/users/" + bobID, Token: ada}), http.StatusNotFound)
-	assertProblem(t, e.do(request{Method: "GET", Path: "/api/admin/users/x", Token: ada}), http.StatusNotFound)
-	assertProblem(t, e.do(me(bob)), http.StatusUnauthorized)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: "/api/admin/users/" + bobID, Token: ada}), http.StatusNotFound)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: "/api/admin/users/x", Token: ada}), http.StatusNotFound)
+	apitest.AssertProblem(t, e.Do(me(bob)), http.StatusUnauthorized)
 
 	var actions []string
-	for _, it := range e.do(request{Method: "GET", Path: "/api/admin/audit", Token: ada}).JSON(t)["items"].([]any) {
+	for _, it := range e.Do(apitest.Request{Method: "GET", Path: "/api/admin/audit", Token: ada}).JSON(t)["items"].([]any) {
 		a := it.(map[string]any)
 		actor := "server"
 		if a["actor"] != nil {
@@ -349,28 +281,21 @@ func TestAccountsAPI(t *testing.T) {
 	}
 }
 
-// loginAttempt logs in and returns the whole answer.
-func (e *env) loginAttempt(email, password string) *response {
-	e.t.Helper()
-	return e.do(request{Method: "POST", Path: "/api/login", ContentType: "application/json",
-		Body: jsonBody(e.t, map[string]string{"username": email, "password": password})})
-}
-
 // TestModeration: an administrator deletes anyone's message, and live
 // searches lose it; editing stays the owner's.
 func TestModeration(t *testing.T) {
-	e := newEnv(t)
-	root := e.admin("root@example.com")
-	ada := e.register("ada@example.com", pw)
-	bob := e.register("bob@example.com", pw)
-	path := messagePath(msgID(t, e.post(ada, "buy cheap pills")))
-	assertProblem(t, e.do(request{Method: "DELETE", Path: path, Token: bob}), http.StatusForbidden)
-	assertProblem(t, e.do(request{Method: "PATCH", Path: path, Token: root, ContentType: "application/json", Body: `{"content":"x"}`}), http.StatusForbidden)
-	if res := e.do(request{Method: "DELETE", Path: path, Token: root}); res.Status != http.StatusNoContent {
+	e := apitest.New(t)
+	root := e.Admin("root@example.com")
+	ada := e.Register("ada@example.com", pw)
+	bob := e.Register("bob@example.com", pw)
+	path := messagePath(apitest.MsgID(t, e.Post(ada, "buy cheap pills")))
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "DELETE", Path: path, Token: bob}), http.StatusForbidden)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "PATCH", Path: path, Token: root, ContentType: "application/json", Body: `{"content":"x"}`}), http.StatusForbidden)
+	if res := e.Do(apitest.Request{Method: "DELETE", Path: path, Token: root}); res.Status != http.StatusNoContent {
 		t.Fatalf("an administrator deletes ada's message: %d %s", res.Status, res.Body)
 	}
-	assertProblem(t, e.do(request{Method: "GET", Path: path, Token: ada}), http.StatusNotFound)
-	entry := e.do(request{Method: "GET", Path: "/api/admin/audit?limit=1", Token: root}).JSON(t)["items"].([]any)[0].(map[string]any)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: path, Token: ada}), http.StatusNotFound)
+	entry := e.Do(apitest.Request{Method: "GET", Path: "/api/admin/audit?limit=1", Token: root}).JSON(t)["items"].([]any)[0].(map[string]any)
 	if target := entry["target"].(map[string]any); entry["action"] != "delete-message" || target["type"] != "message" || target["owner"].(map[string]any)["email"] != "ada@example.com" {
 		t.Errorf("audit entry %v", entry)
 	}
@@ -380,25 +305,25 @@ func TestModeration(t *testing.T) {
 // the API, sets a new password once and ends every session; a bad, used
 // or expired code is refused naming code, and guessing is limited.
 func TestPasswordReset(t *testing.T) {
-	e := newEnv(t)
-	root := e.admin("root@example.com")
-	ada := e.register("ada@example.com", pw)
-	adaID := e.accountID(root, "ada@example.com")
+	e := apitest.New(t)
+	root := e.Admin("root@example.com")
+	ada := e.Register("ada@example.com", pw)
+	adaID := e.AccountID(root, "ada@example.com")
 	makeCode := func() map[string]any {
 		t.Helper()
-		res := e.do(request{Method: "POST", Path: "/api/admin/users/" + adaID + "/password-reset", Token: root})
+		res := e.Do(apitest.Request{Method: "POST", Path: "/api/admin/users/" + adaID + "/password-reset", Token: root})
 		if res.Status != http.StatusCreated {
 			t.Fatalf("reset: %d %s", res.Status, res.Body)
 		}
 		return res.JSON(t)
 	}
-	use := func(code, password string) *response {
-		return e.do(request{Method: "POST", Path: "/api/password-reset", ContentType: "application/json",
-			Body: jsonBody(t, map[string]string{"code": code, "newPassword": password})})
+	use := func(code, password string) *apitest.Response {
+		return e.Do(apitest.Request{Method: "POST", Path: "/api/password-reset", ContentType: "application/json",
+			Body: apitest.JSONBody(t, map[string]string{"code": code, "newPassword": password})})
 	}
-	badCode := func(name string, res *response) {
+	badCode := func(name string, res *apitest.Response) {
 		t.Helper()
-		if got := violationPaths(assertProblem(t, res, http.StatusUnprocessableEntity)); !slices.Equal(got, []string{"code"}) {
+		if got := apitest.ViolationPaths(apitest.AssertProblem(t, res, http.StatusUnprocessableEntity)); !slices.Equal(got, []string{"code"}) {
 			t.Errorf("%s: violations %v, want code", name, got)
 		}
 	}
@@ -407,15 +332,15 @@ func TestPasswordReset(t *testing.T) {
 	if !strings.HasPrefix(code, auth.ResetPrefix) || reset["url"] != e.URL+"/#reset="+code || reset["expiresAt"] == nil {
 		t.Errorf("reset = %v", reset)
 	}
-	if got := violationPaths(assertProblem(t, use(code, "short"), http.StatusUnprocessableEntity)); !slices.Equal(got, []string{"newPassword"}) {
+	if got := apitest.ViolationPaths(apitest.AssertProblem(t, use(code, "short"), http.StatusUnprocessableEntity)); !slices.Equal(got, []string{"newPassword"}) {
 		t.Errorf("a short new password: violations %v", got)
 	}
 	if res := use(code, "a brand new password"); res.Status != http.StatusNoContent {
 		t.Fatalf("reset: %d %s", res.Status, res.Body)
 	}
-	assertProblem(t, e.do(me(ada)), http.StatusUnauthorized)
-	assertProblem(t, e.loginAttempt("ada@example.com", pw), http.StatusUnauthorized)
-	e.login("ada@example.com", "a brand new password")
+	apitest.AssertProblem(t, e.Do(me(ada)), http.StatusUnauthorized)
+	apitest.AssertProblem(t, e.LoginAttempt("ada@example.com", pw), http.StatusUnauthorized)
+	e.Login("ada@example.com", "a brand new password")
 	badCode("used", use(code, "another new password"))
 	badCode("not a code", use("let me in", "another new password"))
 	expiring := makeCode()["code"].(string)
@@ -425,51 +350,51 @@ func TestPasswordReset(t *testing.T) {
 	for range 19 {
 		badCode("guess", use(mintCode(t, auth.ResetPrefix), "another new password"))
 	}
-	assertProblem(t, use(mintCode(t, auth.ResetPrefix), "another new password"), http.StatusTooManyRequests)
+	apitest.AssertProblem(t, use(mintCode(t, auth.ResetPrefix), "another new password"), http.StatusTooManyRequests)
 }
 
 // TestWriteLimits: by default an account gets 60 writes at once, then one
 // every 5 seconds; beyond, 429 with Retry-After; administrators are not
 // limited; creates, edits and deletes all count.
 func TestWriteLimits(t *testing.T) {
-	e := newEnv(t, withLimits(heraldhttp.Limits{WritesPerAccount: auth.WritesPerAccount()}))
-	root := e.admin("root@example.com")
-	ada := e.register("ada@example.com", pw)
-	first := e.post(ada, "first")
+	e := apitest.New(t, apitest.WithLimits(heraldhttp.Limits{WritesPerAccount: auth.WritesPerAccount()}))
+	root := e.Admin("root@example.com")
+	ada := e.Register("ada@example.com", pw)
+	first := e.Post(ada, "first")
 	for i := range 58 {
-		e.post(ada, fmt.Sprint("message ", i))
+		e.Post(ada, fmt.Sprint("message ", i))
 	}
-	path := messagePath(msgID(t, first))
-	if res := e.do(request{Method: "PATCH", Path: path, Token: ada, ContentType: "application/json", Body: `{"content":"edited"}`}); res.Status != http.StatusOK {
+	path := messagePath(apitest.MsgID(t, first))
+	if res := e.Do(apitest.Request{Method: "PATCH", Path: path, Token: ada, ContentType: "application/json", Body: `{"content":"edited"}`}); res.Status != http.StatusOK {
 		t.Fatalf("the 60th write: %d %s", res.Status, res.Body)
 	}
-	for _, req := range []request{
+	for _, req := range []apitest.Request{
 		{Method: "POST", Path: "/api/messages", Token: ada, ContentType: "application/json", Body: `{"content":"61st"}`},
 		{Method: "PATCH", Path: path, Token: ada, ContentType: "application/json", Body: `{"content":"again"}`},
 		{Method: "DELETE", Path: path, Token: ada},
 	} {
-		res := e.do(req)
-		assertProblem(t, res, http.StatusTooManyRequests)
+		res := e.Do(req)
+		apitest.AssertProblem(t, res, http.StatusTooManyRequests)
 		if got := res.Header.Get("Retry-After"); got != "5" {
 			t.Errorf("%s: Retry-After %q, want 5", req.Method, got)
 		}
 	}
 	e.Clock.Advance(5 * time.Second)
-	e.post(ada, "one more after 5 s")
+	e.Post(ada, "one more after 5 s")
 	for i := range 100 {
-		e.post(root, fmt.Sprint("an administrator's ", i))
+		e.Post(root, fmt.Sprint("an administrator's ", i))
 	}
 }
 
 // TestBackupIsAudited: downloading a backup is an administrative act. A
 // store that offers no download (PostgreSQL: 501) records none.
 func TestBackupIsAudited(t *testing.T) {
-	e := newEnv(t)
-	root := e.admin("root@example.com")
-	res := e.do(request{Method: "GET", Path: "/api/admin/backup", Token: root})
+	e := apitest.New(t)
+	root := e.Admin("root@example.com")
+	res := e.Do(apitest.Request{Method: "GET", Path: "/api/admin/backup", Token: root})
 	if _, hot := e.DB.(heraldhttp.HotBackup); !hot {
-		assertProblem(t, res, http.StatusNotImplemented)
-		if items := e.do(request{Method: "GET", Path: "/api/admin/audit", Token: root}).JSON(t)["items"].([]any); len(items) != 1 {
+		apitest.AssertProblem(t, res, http.StatusNotImplemented)
+		if items := e.Do(apitest.Request{Method: "GET", Path: "/api/admin/audit", Token: root}).JSON(t)["items"].([]any); len(items) != 1 {
 			t.Errorf("audit log after a refused backup: %v, want the grant alone", items)
 		}
 		return
@@ -477,7 +402,7 @@ func TestBackupIsAudited(t *testing.T) {
 	if res.Status != http.StatusOK {
 		t.Fatalf("backup: %d", res.Status)
 	}
-	entry := e.do(request{Method: "GET", Path: "/api/admin/audit", Token: root}).JSON(t)["items"].([]any)[0].(map[string]any)
+	entry := e.Do(apitest.Request{Method: "GET", Path: "/api/admin/audit", Token: root}).JSON(t)["items"].([]any)[0].(map[string]any)
 	if entry["action"] != "download-backup" || entry["target"] != nil || entry["actor"].(map[string]any)["email"] != "root@example.com" {
 		t.Errorf("audit entry %v", entry)
 	}

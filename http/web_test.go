@@ -11,9 +11,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"herald/http/internal/apitest"
 )
 
-// The web client's requests go through a client of their own: e.do checks
+// The web client's requests go through a client of their own: e.Do checks
 // every exchange against openapi.json, which describes the API, not the
 // page, and Go's default transport would ask for gzip and unpack it behind
 // the test's back.
@@ -84,7 +86,7 @@ func checkWebCSP(t *testing.T, h http.Header) {
 // it that the CSP would block or that reaches for another host, and it is
 // revalidated on each visit.
 func TestWebIndex(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	res := webGet(t, "GET", e.URL+"/", nil)
 	if res.status != http.StatusOK {
 		t.Fatalf("status = %d, want 200: %s", res.status, res.body)
@@ -177,7 +179,7 @@ func webFiles(t *testing.T, base string) []string {
 // client takes it and identity otherwise; HEAD answers like GET without the
 // body. Every file in http/web is reached, so none is dead weight.
 func TestWebAssets(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	urls := webFiles(t, e.URL)
 
 	onDisk, err := os.ReadDir("web")
@@ -278,7 +280,7 @@ func TestWebAssets(t *testing.T) {
 // TestWebEncodingNegotiation: gzip only where Accept-Encoding allows it
 // (RFC 9110 §12.5.3), q=0 being a refusal.
 func TestWebEncodingNegotiation(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	for header, want := range map[string]string{
 		"":                   "",
 		"gzip":               "gzip",
@@ -311,7 +313,7 @@ func TestWebEncodingNegotiation(t *testing.T) {
 // as sent compressed.
 func TestWebWeight(t *testing.T) {
 	const budget = 60 * 1024
-	e := newEnv(t)
+	e := apitest.New(t)
 	total := 0
 	for _, u := range webFiles(t, e.URL) {
 		res := webGet(t, "GET", e.URL+u, http.Header{"Accept-Encoding": {"gzip"}})

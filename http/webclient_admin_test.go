@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"herald/auth"
+	"herald/http/internal/apitest"
 	"herald/model"
 )
 
@@ -60,17 +61,17 @@ func (p *webPerson) grantClipboard() {
 }
 
 // manyAccounts makes n accounts in the store, user00@example.org and on.
-func (e *env) manyAccounts(n int) {
-	e.t.Helper()
+func manyAccounts(e *apitest.Env, n int) {
+	e.T.Helper()
 	ctx := context.Background()
-	hash, err := auth.NewHasher(fastParams, 1).Hash(ctx, pw)
+	hash, err := auth.NewHasher(apitest.FastParams, 1).Hash(ctx, pw)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	for i := range n {
 		u := &model.User{Email: fmt.Sprintf("user%02d@example.org", i), PasswordHash: hash}
 		if _, err := e.DB.CreateUser(ctx, u, model.TokenHash{2, byte(i)}, time.Minute, nil); err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 	}
 }
@@ -84,16 +85,16 @@ func (e *env) manyAccounts(n int) {
 // it; and reads all of it in the audit log. The tabs work from the
 // keyboard, and axe checks each.
 func TestWebClientAdministration(t *testing.T) {
-	e := newEnv(t)
-	e.makeFirstAdmin("root@example.com")
+	e := apitest.New(t)
+	e.MakeFirstAdmin("root@example.com")
 	const adaEmail, bobEmail = "ada@example.com", "bob@example.com"
-	ada := e.register(adaEmail, pw)
-	bob := e.register(bobEmail, pw)
-	e.post(ada, "Ada's first")
-	spam := e.post(ada, "Ada's spam")
-	e.post(bob, "Bob's one")
-	e.post(bob, "Bob's two")
-	e.manyAccounts(22)
+	ada := e.Register(adaEmail, pw)
+	bob := e.Register(bobEmail, pw)
+	e.Post(ada, "Ada's first")
+	spam := e.Post(ada, "Ada's spam")
+	e.Post(bob, "Bob's one")
+	e.Post(bob, "Bob's two")
+	manyAccounts(e, 22)
 
 	b := newWebBrowser(t, e.URL)
 	p := b.person("root")
@@ -111,7 +112,7 @@ func TestWebClientAdministration(t *testing.T) {
 	}
 	p.click(sel + " button[data-act=remove]")
 	p.waitFor("Ada's message is gone", "!"+messageJS("Ada's spam"))
-	assertProblem(t, e.do(request{Method: "GET", Path: messagePath(msgID(t, spam)), Token: ada}), http.StatusNotFound)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: messagePath(apitest.MsgID(t, spam)), Token: ada}), http.StatusNotFound)
 
 	// The administration screen, on its accounts.
 	p.click("#nav-admin")
@@ -144,14 +145,14 @@ func TestWebClientAdministration(t *testing.T) {
 	if got := p.text(row + ` [data-act="suspend"]`); got != "Lift suspension" {
 		t.Errorf("the suspended account's button says %q", got)
 	}
-	assertProblem(t, e.do(me(ada)), http.StatusUnauthorized)
-	assertProblem(t, e.loginAttempt(adaEmail, pw), http.StatusForbidden)
+	apitest.AssertProblem(t, e.Do(me(ada)), http.StatusUnauthorized)
+	apitest.AssertProblem(t, e.LoginAttempt(adaEmail, pw), http.StatusForbidden)
 	p.click(row + ` [data-act="suspend"]`)
 	p.waitFor("the suspension is lifted", fmt.Sprintf(`!document.querySelector(%q).textContent.includes('Suspended')`, row+" p"))
-	ada = e.login(adaEmail, pw)
+	ada = e.Login(adaEmail, pw)
 
 	// The role, granted and revoked.
-	roles := func() string { return fmt.Sprint(e.do(me(ada)).JSON(t)["roles"]) }
+	roles := func() string { return fmt.Sprint(e.Do(me(ada)).JSON(t)["roles"]) }
 	p.click(row + ` [data-act="admin"]`)
 	p.waitFor("Ada is marked an administrator", fmt.Sprintf(`document.querySelector(%q).textContent.includes('Administrator')`, row+" p"))
 	if got := roles(); got != "[ROLE_USER ROLE_ADMIN]" {
@@ -166,7 +167,7 @@ func TestWebClientAdministration(t *testing.T) {
 	// The last administrator keeps the role, and the row says why.
 	p.searchUsers("root")
 	rootRow := p.userRow("root@example.com")
-	p.expect(http.StatusConflict, "/api/admin/users/"+e.accountID(e.login("root@example.com", pw), "root@example.com"))
+	p.expect(http.StatusConflict, "/api/admin/users/"+e.AccountID(e.Login("root@example.com", pw), "root@example.com"))
 	p.click(rootRow + ` [data-act="admin"]`)
 	p.waitFor("the refusal shows", fmt.Sprintf(`document.querySelector(%q).textContent !== ''`, rootRow+" .form-error"))
 	if got := p.text(rootRow + " .form-error"); !strings.Contains(got, "last administrator") {
@@ -200,8 +201,8 @@ func TestWebClientAdministration(t *testing.T) {
 	if got := webEval[string](p, `navigator.clipboard.readText()`); got != link {
 		t.Errorf("the clipboard holds %q, want the link", got)
 	}
-	if res := e.do(request{Method: "POST", Path: "/api/password-reset", ContentType: "application/json",
-		Body: jsonBody(t, map[string]string{"code": code, "newPassword": "a brand new password"})}); res.Status != http.StatusNoContent {
+	if res := e.Do(apitest.Request{Method: "POST", Path: "/api/password-reset", ContentType: "application/json",
+		Body: apitest.JSONBody(t, map[string]string{"code": code, "newPassword": "a brand new password"})}); res.Status != http.StatusNoContent {
 		t.Errorf("the code shown does not reset the password: %d %s", res.Status, res.Body)
 	}
 
@@ -220,7 +221,7 @@ func TestWebClientAdministration(t *testing.T) {
 	p.click(row + ` [data-act="messages"]`)
 	p.click(row + ` [data-act="yes-messages"]`)
 	p.waitFor("Bob has no messages", fmt.Sprintf(`document.querySelector(%q).textContent.includes('0 messages')`, row+" p"))
-	if got := e.counts().Messages; got != 1 {
+	if got := e.Counts().Messages; got != 1 {
 		t.Errorf("after Bob's messages went the store holds %d, want Ada's first", got)
 	}
 	bobID := webEval[string](p, fmt.Sprintf(`document.querySelector(%q).dataset.id`, row))
@@ -230,8 +231,8 @@ func TestWebClientAdministration(t *testing.T) {
 	if !p.shown("#users-empty") {
 		t.Error("with Bob gone the search does not say no account matches")
 	}
-	assertProblem(t, e.do(me(bob)), http.StatusUnauthorized)
-	assertProblem(t, e.do(request{Method: "GET", Path: "/api/admin/users/" + bobID, Token: e.login("root@example.com", pw)}), http.StatusNotFound)
+	apitest.AssertProblem(t, e.Do(me(bob)), http.StatusUnauthorized)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: "/api/admin/users/" + bobID, Token: e.Login("root@example.com", pw)}), http.StatusNotFound)
 
 	// Invitations, reached from the keyboard.
 	p.do("arrowing to the next tab", chromedp.Focus(chromedp.CSS("#tab-users")), chromedp.KeyEvent(kb.ArrowRight))
@@ -256,8 +257,8 @@ func TestWebClientAdministration(t *testing.T) {
 	if got := p.text("#invite-made"); !strings.Contains(got, "2 people") || !strings.Contains(got, "shown only now") {
 		t.Errorf("the invitation's box says %q", got)
 	}
-	rootToken := e.login("root@example.com", pw)
-	listed := e.do(request{Method: "GET", Path: "/api/admin/invites", Token: rootToken}).JSON(t)["items"].([]any)
+	rootToken := e.Login("root@example.com", pw)
+	listed := e.Do(apitest.Request{Method: "GET", Path: "/api/admin/invites", Token: rootToken}).JSON(t)["items"].([]any)
 	if len(listed) != 1 || listed[0].(map[string]any)["maxUses"] != 2.0 {
 		t.Fatalf("the server lists the invitations %v", listed)
 	}
@@ -265,7 +266,7 @@ func TestWebClientAdministration(t *testing.T) {
 	p.shoot("web-client-admin-invites.png")
 	p.click("#invites > li button")
 	p.waitFor("the invitation is gone", `document.querySelectorAll('#invites > li').length === 0 && document.querySelector('#invites-empty').checkVisibility()`)
-	if listed := e.do(request{Method: "GET", Path: "/api/admin/invites", Token: rootToken}).JSON(t)["items"].([]any); len(listed) != 0 {
+	if listed := e.Do(apitest.Request{Method: "GET", Path: "/api/admin/invites", Token: rootToken}).JSON(t)["items"].([]any); len(listed) != 0 {
 		t.Errorf("after the revocation the server lists %v", listed)
 	}
 
@@ -287,7 +288,7 @@ func TestWebClientAdministration(t *testing.T) {
 		r + " | Made administrator | " + adaEmail,
 		r + " | Lifted a suspension | " + adaEmail,
 		r + " | Suspended | " + adaEmail,
-		r + fmt.Sprintf(" | Deleted a message | message %d of %s", msgID(t, spam), adaEmail),
+		r + fmt.Sprintf(" | Deleted a message | message %d of %s", apitest.MsgID(t, spam), adaEmail),
 		"The server's machine | Made administrator | " + r,
 	}
 	if !slices.Equal(rows, want) {
@@ -322,11 +323,11 @@ func TestWebClientAdministration(t *testing.T) {
 // the entry is there; when the role is taken away with the screen open,
 // the next refusal takes the screen away and says why.
 func TestWebClientNotAdministrator(t *testing.T) {
-	e := newEnv(t)
-	e.makeFirstAdmin("root@example.com")
+	e := apitest.New(t)
+	e.MakeFirstAdmin("root@example.com")
 	const adaEmail = "ada@example.com"
-	e.register(adaEmail, pw)
-	e.post(e.login("root@example.com", pw), "The administrator's message")
+	e.Register(adaEmail, pw)
+	e.Post(e.Login("root@example.com", pw), "The administrator's message")
 	b := newWebBrowser(t, e.URL)
 	p := b.person("shared")
 	p.screen("auth")
@@ -370,7 +371,7 @@ func TestWebClientNotAdministrator(t *testing.T) {
 	}
 
 	// Made an administrator: the entry is there once the page knows.
-	e.makeAdmin(adaEmail)
+	e.MakeAdmin(adaEmail)
 	p.do("reloading", chromedp.Reload())
 	p.screen("admin") // the address still says #admin
 	if !p.shown("#nav-admin") {

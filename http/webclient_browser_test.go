@@ -16,6 +16,8 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"herald/http/internal/apitest"
 )
 
 // axeFile is axe-core as pinned by tools/package-lock.json; .ci/run
@@ -416,7 +418,7 @@ func indexOf(list []string, s string) int {
 // alone, a phone-sized screen, dark mode, the account settings, and axe's
 // accessibility check on each main screen.
 func TestWebClientBrowser(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	b := newWebBrowser(t, e.URL)
 	const (
 		adaEmail, adaPassword = "ada@example.com", "correct horse battery"
@@ -547,8 +549,8 @@ func TestWebClientBrowser(t *testing.T) {
 	if got := ada.text(sel + " .meta"); !strings.Contains(got, "edited") {
 		t.Errorf("an edited message's header says %q, want it marked edited", got)
 	}
-	token := e.login(adaEmail, adaPassword)
-	res := e.do(request{Method: "GET", Path: "/api/messages?q=tea", Token: token})
+	token := e.Login(adaEmail, adaPassword)
+	res := e.Do(apitest.Request{Method: "GET", Path: "/api/messages?q=tea", Token: token})
 	if !strings.Contains(string(res.Body), adaEdited) {
 		t.Errorf("the store does not hold the edit: %s", res.Body)
 	}
@@ -588,8 +590,8 @@ func TestWebClientBrowser(t *testing.T) {
 	id := webEval[string](ada, fmt.Sprintf(`document.querySelector(%q).dataset.id`, sel))
 	ada.click(sel + " button[data-act=edit]")
 	ada.do("waiting for the edit form", chromedp.WaitVisible(chromedp.CSS(sel+" form.edit textarea")))
-	if res := e.do(request{Method: "PATCH", Path: "/api/messages/" + id, Token: token, ContentType: "application/json",
-		Body: jsonBody(t, map[string]string{"content": elsewhere})}); res.Status != http.StatusOK {
+	if res := e.Do(apitest.Request{Method: "PATCH", Path: "/api/messages/" + id, Token: token, ContentType: "application/json",
+		Body: apitest.JSONBody(t, map[string]string{"content": elsewhere})}); res.Status != http.StatusOK {
 		t.Fatalf("editing elsewhere: status %d: %s", res.Status, res.Body)
 	}
 	ada.expect(http.StatusPreconditionFailed, "/api/messages/"+id)
@@ -607,7 +609,7 @@ func TestWebClientBrowser(t *testing.T) {
 	ada.click(sel + " button[data-act=delete]")
 	ada.click(sel + " button[data-act=remove]")
 	ada.waitFor("the message is gone", "!"+messageJS(adaEdited))
-	if got := e.counts().Messages; got != 4 {
+	if got := e.Counts().Messages; got != 4 {
 		t.Errorf("the store holds %d messages after the delete, want 4", got)
 	}
 	bob.search("", "")
@@ -673,7 +675,7 @@ func TestWebClientBrowser(t *testing.T) {
 
 	// Settings: Ada's devices, one signed out from here.
 	e.Clock.Advance(time.Minute)
-	second := e.login(adaEmail, adaPassword) // the newest of Ada's devices
+	second := e.Login(adaEmail, adaPassword) // the newest of Ada's devices
 	ada.click("#nav-settings")
 	ada.screen("settings")
 	ada.waitFor("the devices are listed", `document.querySelectorAll('#devices li').length === 3`)
@@ -688,10 +690,10 @@ func TestWebClientBrowser(t *testing.T) {
 	ada.shoot("web-settings.png")
 	ada.click(`#devices button[data-current="false"]`) // newest first: the second login
 	ada.waitFor("the device is gone", `document.querySelectorAll('#devices li').length === 2`)
-	if res := e.do(request{Method: "GET", Path: "/api/me", Token: second}); res.Status != http.StatusUnauthorized {
+	if res := e.Do(apitest.Request{Method: "GET", Path: "/api/me", Token: second}); res.Status != http.StatusUnauthorized {
 		t.Errorf("the signed-out device's token still works: status %d", res.Status)
 	}
-	if res := e.do(request{Method: "GET", Path: "/api/me", Token: token}); res.Status != http.StatusOK {
+	if res := e.Do(apitest.Request{Method: "GET", Path: "/api/me", Token: token}); res.Status != http.StatusOK {
 		t.Errorf("another device's token stopped working: status %d", res.Status)
 	}
 
@@ -711,10 +713,10 @@ func TestWebClientBrowser(t *testing.T) {
 	ada.click("#password-form button[type=submit]")
 	ada.waitFor("the change is confirmed", `document.querySelector('#notice').textContent.startsWith('Password changed')`)
 	ada.waitFor("the other devices are gone", `document.querySelectorAll('#devices li').length === 1`)
-	if res := e.do(request{Method: "GET", Path: "/api/me", Token: token}); res.Status != http.StatusUnauthorized {
+	if res := e.Do(apitest.Request{Method: "GET", Path: "/api/me", Token: token}); res.Status != http.StatusUnauthorized {
 		t.Errorf("after the password change another device's token still works: status %d", res.Status)
 	}
-	e.login(adaEmail, "a brand new password")
+	e.Login(adaEmail, "a brand new password")
 
 	// Sign out everywhere: back to the login screen, every token dead.
 	ada.click("#signout-all")
@@ -737,7 +739,7 @@ func TestWebClientBrowser(t *testing.T) {
 	if got := bob.text("#notice"); !strings.Contains(got, "deleted") {
 		t.Errorf("after deleting the account the page says %q", got)
 	}
-	if got := e.counts(); got.Users != 1 || got.Messages != 5 {
+	if got := e.Counts(); got.Users != 1 || got.Messages != 5 {
 		t.Errorf("after Bob left the store holds %d users and %d messages, want 1 and 5", got.Users, got.Messages)
 	}
 }
@@ -747,7 +749,7 @@ func TestWebClientBrowser(t *testing.T) {
 // kind split across chunks, comments, multi-line data, an id that carries
 // over, a retry: line, and an event with a type and no data.
 func TestWebClientSSEParser(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	b := newWebBrowser(t, e.URL)
 	p := b.person("parser")
 	p.screen("auth")
@@ -791,12 +793,12 @@ func jsonString(v any) (string, error) {
 // reader scrolls down, newest first, each message once, until there is
 // no next page; the "older" button does the same from the keyboard.
 func TestWebClientScroll(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	const email, password = "ada@example.com", "correct horse battery"
-	token := e.register(email, password)
+	token := e.Register(email, password)
 	const total = 45 // two full pages of 20 and a part
 	for i := 1; i <= total; i++ {
-		e.post(token, fmt.Sprintf("message number %d", i))
+		e.Post(token, fmt.Sprintf("message number %d", i))
 	}
 	b := newWebBrowser(t, e.URL)
 	p := b.person("ada")

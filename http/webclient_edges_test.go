@@ -15,6 +15,7 @@ import (
 
 	"herald/auth"
 	heraldhttp "herald/http"
+	"herald/http/internal/apitest"
 )
 
 // The web client as a person meets it outside the happy path: two tabs on
@@ -45,7 +46,7 @@ func (p *webPerson) focused() string {
 // a click on Post shows the login screen, and no stale error after the next
 // login.
 func TestWebClientTwoTabs(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	b := newWebBrowser(t, e.URL)
 	const email, password = "ada@example.com", "correct horse battery"
 	one := b.person("ada-tab1")
@@ -134,7 +135,7 @@ func TestWebClientTwoTabs(t *testing.T) {
 	const second = "Another thought, cut short"
 	two.fill("#post-content", second)
 	token := webEval[string](two, `sessionStorage.getItem('herald.token')`)
-	if res := e.do(request{Method: "POST", Path: "/api/logout", Token: token}); res.Status != http.StatusNoContent {
+	if res := e.Do(apitest.Request{Method: "POST", Path: "/api/logout", Token: token}); res.Status != http.StatusNoContent {
 		t.Fatalf("logging the second tab's token out: status %d: %s", res.Status, res.Body)
 	}
 	two.expect(http.StatusUnauthorized, "/api/messages")
@@ -153,7 +154,7 @@ func TestWebClientTwoTabs(t *testing.T) {
 	}
 }
 
-// serveDBAt is serveDB on a listener at addr, so a restarted server is
+// serveDBAt is apitest.Serve on a listener at addr, so a restarted server is
 // found where the page left the old one.
 func serveDBAt(t *testing.T, path, addr string) (stop func()) {
 	t.Helper()
@@ -169,7 +170,7 @@ func serveDBAt(t *testing.T, path, addr string) (stop func()) {
 	if err != nil {
 		t.Fatalf("listening again on %s: %v", addr, err)
 	}
-	_, stop = serveDBOn(t, l, openDB(t, path), heraldhttp.Config{}, nil)
+	_, stop = apitest.ServeOn(t, l, apitest.OpenStore(t, path, nil), heraldhttp.Config{}, nil)
 	return stop
 }
 
@@ -182,11 +183,11 @@ func serveDBAt(t *testing.T, path, addr string) (stop func()) {
 // post arrives live; all without a reload.
 func TestWebClientServerRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "herald.db")
-	e, stop := serveDB(t, openDB(t, path), heraldhttp.Config{}, nil)
+	e, stop := apitest.Serve(t, apitest.OpenStore(t, path, nil), heraldhttp.Config{}, nil)
 	addr := e.HTTP.Listener.Addr().String()
 	const email, password = "ada@example.com", "correct horse battery"
-	e.register(email, password)
-	bob := e.register("bob@example.com", "staple battery horse")
+	e.Register(email, password)
+	bob := e.Register("bob@example.com", "staple battery horse")
 
 	b := newWebBrowser(t, e.URL)
 	ada := b.person("ada")
@@ -239,9 +240,9 @@ func TestWebClientServerRestart(t *testing.T) {
 	}
 	ada.click("#post-form button[type=submit]")
 	ada.waitFor("the draft is posted", messageJS(draft))
-	e2 := &env{t: t, URL: e.URL}
+	e2 := &apitest.Env{T: t, URL: e.URL}
 	const fromBob = "Bob, after the restart"
-	e2.post(bob, fromBob)
+	e2.Post(bob, fromBob)
 	ada.waitFor("Bob's message arrives live", messageJS(fromBob))
 }
 
@@ -295,7 +296,7 @@ func TestWebClientWaitMessages(t *testing.T) {
 		RegistrationsPerAddress: oneRegistration,
 		LoginFailuresPerAccount: auth.Rate{Burst: 1, Every: 5 * time.Minute},
 	}}
-	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), cfg, tap.tune)
+	e, _ := apitest.Serve(t, apitest.OpenStore(t, filepath.Join(t.TempDir(), "herald.db"), nil), cfg, tap.tune)
 	b := newWebBrowser(t, e.URL)
 	p := b.person("ada")
 	p.screen("auth")
@@ -372,12 +373,12 @@ func TestWebClientWaitMessages(t *testing.T) {
 // (its first button, or the message itself when it is someone else's).
 // The skip link moves the focus to the content without leaving the screen.
 func TestWebClientKeyboard(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	const email, password = "ada@example.com", "correct horse battery"
-	token := e.register(email, password)
-	e.post(e.register("bob@example.com", "bob's long password"), "bob's")
+	token := e.Register(email, password)
+	e.Post(e.Register("bob@example.com", "bob's long password"), "bob's")
 	for _, c := range []string{"first", "second", "third"} {
-		e.post(token, c)
+		e.Post(token, c)
 	}
 	b := newWebBrowser(t, e.URL)
 	p := b.person("ada")
@@ -500,9 +501,9 @@ func TestWebClientKeyboard(t *testing.T) {
 // the server answers; then it does, without a reload or the password.
 func TestWebClientSignsInWhenTheServerAnswers(t *testing.T) {
 	tap := &busyTap{path: "/api/me"}
-	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{}, tap.tune)
+	e, _ := apitest.Serve(t, apitest.OpenStore(t, filepath.Join(t.TempDir(), "herald.db"), nil), heraldhttp.Config{}, tap.tune)
 	const email, password = "ada@example.com", "correct horse battery"
-	e.register(email, password)
+	e.Register(email, password)
 	b := newWebBrowser(t, e.URL)
 	ada := b.person("ada")
 	ada.screen("auth")
@@ -554,18 +555,18 @@ func TestWebClientSignsInWhenTheServerAnswers(t *testing.T) {
 // message was changed elsewhere meanwhile refuses to overwrite that
 // change, and the other saves.
 func TestWebClientKeepsEditsAcrossSessions(t *testing.T) {
-	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{}, nil)
+	e, _ := apitest.Serve(t, apitest.OpenStore(t, filepath.Join(t.TempDir(), "herald.db"), nil), heraldhttp.Config{}, nil)
 	const email, password = "ada@example.com", "correct horse battery"
-	ada := e.register(email, password)
-	bob := e.register("bob@example.com", "staple battery horse")
+	ada := e.Register(email, password)
+	bob := e.Register("bob@example.com", "staple battery horse")
 	const old, recent = "Ada's old message", "Ada's recent message"
-	oldID := e.post(ada, old)["id"].(float64)
+	oldID := e.Post(ada, old)["id"].(float64)
 	for i := range 25 {
-		e.post(bob, fmt.Sprintf("Bob's message %d", i))
+		e.Post(bob, fmt.Sprintf("Bob's message %d", i))
 	}
-	recentID := e.post(ada, recent)["id"].(float64)
+	recentID := e.Post(ada, recent)["id"].(float64)
 	const doomed, doomedText = "Ada's message, soon deleted", "Words worth keeping"
-	doomedID := e.post(ada, doomed)["id"].(float64)
+	doomedID := e.Post(ada, doomed)["id"].(float64)
 
 	b := newWebBrowser(t, e.URL)
 	p := b.person("ada")
@@ -584,14 +585,14 @@ func TestWebClientKeepsEditsAcrossSessions(t *testing.T) {
 
 	p.expect(http.StatusUnauthorized, "/api/messages/stream")
 	token := webEval[string](p, `sessionStorage.getItem('herald.token')`)
-	if res := e.do(request{Method: http.MethodPost, Path: "/api/logout", Token: token}); res.Status != http.StatusNoContent {
+	if res := e.Do(apitest.Request{Method: http.MethodPost, Path: "/api/logout", Token: token}); res.Status != http.StatusNoContent {
 		t.Fatalf("logging Ada's page out: status %d: %s", res.Status, res.Body)
 	}
 	p.screen("auth")
 	// Changed and deleted elsewhere while she is away.
-	phone := e.login(email, password)
-	e.patch(phone, recentID, "Ada's recent message, changed on her phone")
-	e.remove(phone, doomedID)
+	phone := e.Login(email, password)
+	e.Patch(phone, recentID, "Ada's recent message, changed on her phone")
+	e.Remove(phone, doomedID)
 
 	p.login(email, password)
 	for _, ed := range []struct{ sel, text string }{{oldSel, oldText}, {recentSel, recentText}} {
@@ -612,7 +613,7 @@ func TestWebClientKeepsEditsAcrossSessions(t *testing.T) {
 	}
 	p.click(oldSel + " button[data-act=save]")
 	p.waitFor("the old message is saved", messageJS(oldText))
-	if got := e.do(request{Method: http.MethodGet, Path: fmt.Sprintf("/api/messages/%d", int(oldID)), Token: ada}).JSON(t)["content"]; got != oldText {
+	if got := e.Do(apitest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/api/messages/%d", int(oldID)), Token: ada}).JSON(t)["content"]; got != oldText {
 		t.Errorf("the store holds %q for the old message, want %q", got, oldText)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"herald/http/internal/apitest"
 )
 
 // TestWebClientLive: what one person does reaches the other's open page
@@ -13,7 +15,7 @@ import (
 // filters apply to the stream too. When the token is revoked elsewhere,
 // the page notices and goes back to the login screen.
 func TestWebClientLive(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	b := newWebBrowser(t, e.URL)
 	const (
 		adaEmail, adaPassword = "ada@example.com", "correct horse battery"
@@ -72,8 +74,8 @@ func TestWebClientLive(t *testing.T) {
 	// Ada signs out everywhere from another device: her page's stream is
 	// refused on its next try, and the page goes back to the login screen.
 	ada.expect(http.StatusUnauthorized, "/api/messages/stream")
-	other := e.login(adaEmail, adaPassword)
-	if res := e.do(request{Method: "DELETE", Path: "/api/me/tokens", Token: other}); res.Status != http.StatusNoContent {
+	other := e.Login(adaEmail, adaPassword)
+	if res := e.Do(apitest.Request{Method: "DELETE", Path: "/api/me/tokens", Token: other}); res.Status != http.StatusNoContent {
 		t.Fatalf("signing out everywhere: status %d: %s", res.Status, res.Body)
 	}
 	ada.screen("auth")

@@ -11,6 +11,7 @@ import (
 
 	"herald/auth"
 	heraldhttp "herald/http"
+	"herald/http/internal/apitest"
 )
 
 // The web client's side of running in the open for people who are not
@@ -42,9 +43,9 @@ func (p *webPerson) goTo(address string) {
 // followed in a page already open, fills the form in as well, and the
 // server's refusal is shown on the invitation field.
 func TestWebClientInviteRegistration(t *testing.T) {
-	e := newEnv(t, withRegistration(heraldhttp.RegistrationInvite))
-	e.makeFirstAdmin("root@example.com")
-	inv := e.invite(e.login("root@example.com", pw), "")
+	e := apitest.New(t, apitest.WithRegistration(heraldhttp.RegistrationInvite))
+	e.MakeFirstAdmin("root@example.com")
+	inv := e.Invite(e.Login("root@example.com", pw), "")
 	link, code := inv["url"].(string), inv["code"].(string)
 	b := newWebBrowser(t, e.URL)
 
@@ -66,7 +67,7 @@ func TestWebClientInviteRegistration(t *testing.T) {
 	ada.axeCheck("sign-up with an invitation")
 	ada.shoot("web-invite.png")
 	ada.register("ada@example.com", "correct horse battery", false)
-	if got := e.counts().Users; got != 2 {
+	if got := e.Counts().Users; got != 2 {
 		t.Errorf("the store holds %d accounts, want root's and Ada's", got)
 	}
 
@@ -88,7 +89,7 @@ func TestWebClientInviteRegistration(t *testing.T) {
 	if got := webEval[string](bob, `document.querySelector('#register-invite-code').getAttribute('aria-invalid')`); got != "true" {
 		t.Errorf("the invitation field's aria-invalid = %q, want true", got)
 	}
-	if got := e.counts().Users; got != 2 {
+	if got := e.Counts().Users; got != 2 {
 		t.Errorf("after the refusal the store holds %d accounts, want 2", got)
 	}
 }
@@ -97,8 +98,8 @@ func TestWebClientInviteRegistration(t *testing.T) {
 // page shows no sign-up form, says registration is closed, and logging in
 // works as ever.
 func TestWebClientRegistrationClosed(t *testing.T) {
-	e := newEnv(t, withRegistration(heraldhttp.RegistrationClosed))
-	e.makeFirstAdmin("root@example.com")
+	e := apitest.New(t, apitest.WithRegistration(heraldhttp.RegistrationClosed))
+	e.MakeFirstAdmin("root@example.com")
 	b := newWebBrowser(t, e.URL)
 	p := b.person("visitor")
 	p.screen("auth")
@@ -122,11 +123,11 @@ func TestWebClientRegistrationClosed(t *testing.T) {
 // the old one does not. The same link again is refused on the code, and
 // guessing codes beyond the address's limit says how long to wait.
 func TestWebClientPasswordReset(t *testing.T) {
-	e := newEnv(t)
-	root := e.admin("root@example.com")
+	e := apitest.New(t)
+	root := e.Admin("root@example.com")
 	const email, fresh = "ada@example.com", "a brand new password"
-	e.register(email, pw)
-	res := e.do(request{Method: "POST", Path: "/api/admin/users/" + e.accountID(root, email) + "/password-reset", Token: root})
+	e.Register(email, pw)
+	res := e.Do(apitest.Request{Method: "POST", Path: "/api/admin/users/" + e.AccountID(root, email) + "/password-reset", Token: root})
 	if res.Status != http.StatusCreated {
 		t.Fatalf("making a reset code: %d %s", res.Status, res.Body)
 	}
@@ -192,7 +193,7 @@ func TestWebClientPasswordReset(t *testing.T) {
 	if got := p.address(); got != e.URL+"/" {
 		t.Errorf("after the reset the address is %q", got)
 	}
-	assertProblem(t, e.loginAttempt(email, pw), http.StatusUnauthorized)
+	apitest.AssertProblem(t, e.LoginAttempt(email, pw), http.StatusUnauthorized)
 	p.login(email, fresh)
 
 	// The link again, in the page signed in: the code is used.
@@ -207,13 +208,13 @@ func TestWebClientPasswordReset(t *testing.T) {
 		t.Errorf("a used code: the form says %q, want the violation of the code", got)
 	}
 	invalid("#reset-code")
-	e.login(email, fresh)
+	e.Login(email, fresh)
 
 	// Guessing from the same address runs into the limit: the page says
 	// how long to wait.
 	for i := 0; ; i++ {
-		res := e.do(request{Method: "POST", Path: "/api/password-reset", ContentType: "application/json",
-			Body: jsonBody(t, map[string]string{"code": auth.ResetPrefix + strings.Repeat("g", 49), "newPassword": fresh})})
+		res := e.Do(apitest.Request{Method: "POST", Path: "/api/password-reset", ContentType: "application/json",
+			Body: apitest.JSONBody(t, map[string]string{"code": auth.ResetPrefix + strings.Repeat("g", 49), "newPassword": fresh})})
 		if res.Status == http.StatusTooManyRequests {
 			break
 		}

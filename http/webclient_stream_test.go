@@ -15,6 +15,7 @@ import (
 
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/http/internal/apitest"
 )
 
 // serverTap sits in front of the server: it records the Last-Event-ID
@@ -108,10 +109,10 @@ func (tap *serverTap) cut(t *testing.T) {
 // a row, which once put the newer one below the older.
 func TestWebClientResume(t *testing.T) {
 	tap := &serverTap{}
-	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{}, tap.tune)
+	e, _ := apitest.Serve(t, apitest.OpenStore(t, filepath.Join(t.TempDir(), "herald.db"), nil), heraldhttp.Config{}, tap.tune)
 	const adaEmail, adaPassword = "ada@example.com", "correct horse battery"
-	e.register(adaEmail, adaPassword)
-	bob := e.register("bob@example.com", "staple battery horse")
+	e.Register(adaEmail, adaPassword)
+	bob := e.Register("bob@example.com", "staple battery horse")
 
 	b := newWebBrowser(t, e.URL)
 	ada := b.person("ada")
@@ -126,7 +127,7 @@ func TestWebClientResume(t *testing.T) {
 	tap.cut(t)
 	ada.waitFor("the page notices the first drop", `document.querySelector('#live').textContent.startsWith('Live updates paused')`)
 	const before = "Bob, before the connection drops"
-	e.post(bob, before)
+	e.Post(bob, before)
 	ada.waitFor("Bob's message posted during the first drop arrives", messageJS(before))
 	ada.liveOn()
 	seen, _, _ := e.DB.ChangeHead(context.Background())
@@ -135,7 +136,7 @@ func TestWebClientResume(t *testing.T) {
 	ada.waitFor("the page notices", `document.querySelector('#live').textContent.startsWith('Live updates paused')`)
 	away := []string{"Bob, while Ada's stream is down", "Bob again, still while it is down"}
 	for _, content := range away {
-		e.post(bob, content)
+		e.Post(bob, content)
 	}
 	if got := tap.requests(); len(got) != 2 {
 		t.Fatalf("the page reconnected before the messages were posted: stream requests %q", got)
@@ -159,10 +160,10 @@ func TestWebClientResume(t *testing.T) {
 // so, opens a new stream and shows what is posted from then on.
 func TestWebClientSilentStream(t *testing.T) {
 	tap := &serverTap{silent: 1}
-	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{}, tap.tune)
+	e, _ := apitest.Serve(t, apitest.OpenStore(t, filepath.Join(t.TempDir(), "herald.db"), nil), heraldhttp.Config{}, tap.tune)
 	const adaEmail, adaPassword = "ada@example.com", "correct horse battery"
-	e.register(adaEmail, adaPassword)
-	bob := e.register("bob@example.com", "staple battery horse")
+	e.Register(adaEmail, adaPassword)
+	bob := e.Register("bob@example.com", "staple battery horse")
 
 	b := newWebBrowser(t, e.URL)
 	ada := b.person("ada")
@@ -175,7 +176,7 @@ func TestWebClientSilentStream(t *testing.T) {
 		t.Fatalf("stream requests: %q, want the silent one and one more", got)
 	}
 	const after = "Bob, after the silence"
-	e.post(bob, after)
+	e.Post(bob, after)
 	ada.waitFor("Bob's message arrives on the new stream", messageJS(after))
 }
 
@@ -191,18 +192,18 @@ func TestWebClientSilentStream(t *testing.T) {
 // creation time and the page must pick its own out of many.
 func TestWebClientSearchEdits(t *testing.T) {
 	tap := &serverTap{}
-	clock := &testClock{now: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)}
+	clock := apitest.NewClock()
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, _ := serveDB(t, db, heraldhttp.Config{Now: clock.Now}, tap.tune)
+	e, _ := apitest.Serve(t, db, heraldhttp.Config{Now: clock.Now}, tap.tune)
 	const adaEmail, adaPassword = "ada@example.com", "correct horse battery"
-	ada := e.register(adaEmail, adaPassword)
-	bob := e.register("bob@example.com", "staple battery horse")
+	ada := e.Register(adaEmail, adaPassword)
+	bob := e.Register("bob@example.com", "staple battery horse")
 	ids := map[string]float64{}
 	post := func(token, content string) {
-		ids[content] = e.post(token, content)["id"].(float64)
+		ids[content] = e.Post(token, content)["id"].(float64)
 	}
 	post(bob, "café old") // the 22nd match: beyond page one, as is filler 1
 	post(bob, "tea old")
@@ -260,20 +261,20 @@ func TestWebClientSearchEdits(t *testing.T) {
 	}
 
 	// Out: a word that only contains the one searched for is another word.
-	e.patch(bob, ids["café two"], "cafés two")
+	e.Patch(bob, ids["café two"], "cafés two")
 	p.waitFor("the message that left the search is gone", "!"+item("café two"))
 
 	// In: decomposed and in capitals, it is the word searched for; it goes
 	// between its neighbours by ID.
 	const three = "CAFE\u0301 three"
-	e.patch(bob, ids["tea three"], three)
+	e.Patch(bob, ids["tea three"], three)
 	p.waitFor("the message that joined the search is shown", messageJS(three))
 
 	// Older than everything loaded: an edit that brings a message in is
 	// left to the page that would show it, one that takes a message out
 	// changes nothing shown, and neither costs a request.
-	e.patch(bob, ids["tea old"], "café old too")
-	e.patch(bob, ids["café old"], "nothing old")
+	e.Patch(bob, ids["tea old"], "café old too")
+	e.Patch(bob, ids["café old"], "nothing old")
 
 	// Ada's own edits take two of hers out of her search, one in each
 	// order the PATCH's answer and the stream's update can come in; either
@@ -331,7 +332,7 @@ func TestWebClientSearchEdits(t *testing.T) {
 	p.click(too + " button[data-act=edit]")
 	p.waitFor("the editor is open", fmt.Sprintf(`document.querySelector(%q)`, too+" form.edit"))
 	asked := len(tap.searched())
-	e.patch(ada, ids["café from Ada, too"], "tea from Ada's phone")
+	e.Patch(ada, ids["café from Ada, too"], "tea from Ada's phone")
 	// The page's answer follows the question by a moment; either way,
 	// cancelling must end with the message gone.
 	for deadline := time.Now().Add(5 * time.Second); len(tap.searched()) == asked && time.Now().Before(deadline); {
@@ -349,7 +350,7 @@ func TestWebClientSearchEdits(t *testing.T) {
 
 	// Still in: shown as edited, in place.
 	const four = "café four, and then edited"
-	e.patch(bob, ids["café four"], four)
+	e.Patch(bob, ids["café four"], four)
 	p.waitFor("the edit that stays in the search is shown", messageJS(four))
 
 	want := append([]string{four, three, "café one"}, reversed(fillers[1:])...)
@@ -386,12 +387,12 @@ func reversed(s []string) []string {
 // date, missed messages included.
 func TestWebClientResetKeepsEditor(t *testing.T) {
 	tap := &serverTap{}
-	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{}, tap.tune)
+	e, _ := apitest.Serve(t, apitest.OpenStore(t, filepath.Join(t.TempDir(), "herald.db"), nil), heraldhttp.Config{}, tap.tune)
 	const adaEmail, adaPassword = "ada@example.com", "correct horse battery"
-	adaToken := e.register(adaEmail, adaPassword)
-	bob := e.register("bob@example.com", "staple battery horse")
+	adaToken := e.Register(adaEmail, adaPassword)
+	bob := e.Register("bob@example.com", "staple battery horse")
 	const mine, draft = "Ada's message, about to be edited", "A long rewrite that must not be lost"
-	e.post(adaToken, mine)
+	e.Post(adaToken, mine)
 
 	b := newWebBrowser(t, e.URL)
 	ada := b.person("ada")
@@ -407,15 +408,15 @@ func TestWebClientResetKeepsEditor(t *testing.T) {
 	tap.cut(t)
 	ada.waitFor("the page notices the drop", `document.querySelector('#live').textContent.startsWith('Live updates paused')`)
 	const missed = "Bob, while Ada's stream was down and forgotten"
-	e.post(bob, missed)
-	e.post(bob, "and once more, so the log holds only this")
+	e.Post(bob, missed)
+	e.Post(bob, "and once more, so the log holds only this")
 	if _, err := e.DB.TrimChanges(context.Background(), 0, 1); err != nil {
 		t.Fatal(err)
 	}
 	ada.liveOn()
 	// Events are handled in order: once a later one shows, so has the reset.
 	const later = "Bob, after the stream came back"
-	e.post(bob, later)
+	e.Post(bob, later)
 	ada.waitFor("a message posted after the reset arrives live", messageJS(later))
 	if got := webEval[string](ada, fmt.Sprintf(`document.querySelector(%q)?.value ?? '(no editor)'`, sel+" form.edit textarea")); got != draft {
 		t.Fatalf("after the reset the editor holds %q, want %q", got, draft)

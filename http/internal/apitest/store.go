@@ -1,4 +1,4 @@
-package http_test
+package apitest
 
 import (
 	"context"
@@ -16,13 +16,16 @@ import (
 
 // The HTTP tests run over bbolt, and over PostgreSQL when
 // HERALD_TEST_STORE=postgres: each test then gets a fresh database in a
-// throwaway cluster the tests start themselves (see pgtest). Tests that
-// reach bbolt's own files (backups, the file's bytes, its check) open
-// bbolt whatever the variable says.
-const testStoreEnv = "HERALD_TEST_STORE"
+// throwaway cluster the tests start themselves (see pgtest), which
+// StopPostgres stops once the package's tests are done. Tests that reach
+// bbolt's own files (backups, the file's bytes, its check) open bbolt
+// whatever the variable says.
 
-// testStore is what the tests ask of the store under test.
-type testStore interface {
+// StoreEnv names the variable that picks the store under test.
+const StoreEnv = "HERALD_TEST_STORE"
+
+// Store is what the tests ask of the store under test.
+type Store interface {
 	heraldhttp.Store
 	TrimChanges(ctx context.Context, keepFor time.Duration, keepMax int) (int, error)
 	Close() error
@@ -35,61 +38,73 @@ var testPostgres struct {
 	cluster *pgtest.Cluster
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if testPostgres.cluster != nil {
-		testPostgres.cluster.Stop()
-	}
-	os.Exit(code)
-}
-
-// onPostgres reports whether the tests run over PostgreSQL. It reads the
+// OnPostgres reports whether the tests run over PostgreSQL. It reads the
 // variable inside a test, never in TestMain: go test caches a package's
 // result by the variables its tests read, and one read before the tests
 // run is not seen, so a run over PostgreSQL would be answered from the
 // cache of one over bbolt.
-func onPostgres(t *testing.T) bool {
+func OnPostgres(t *testing.T) bool {
 	t.Helper()
-	switch store := os.Getenv(testStoreEnv); store {
+	switch store := os.Getenv(StoreEnv); store {
 	case "", "bolt":
 		return false
 	case "postgres":
 		return true
 	default:
-		t.Fatalf("%s=%q: want bolt or postgres", testStoreEnv, store)
+		t.Fatalf("%s=%q: want bolt or postgres", StoreEnv, store)
 		return false
 	}
 }
 
-// postgresTestCluster is the cluster the tests run on, started by the
+// PostgresCluster is the cluster the tests run on, started by the
 // first test that asks.
-func postgresTestCluster(t *testing.T) *pgtest.Cluster {
+func PostgresCluster(t *testing.T) *pgtest.Cluster {
 	t.Helper()
 	testPostgres.once.Do(func() { testPostgres.cluster = pgtest.Start() })
 	cluster := testPostgres.cluster
 	if err := cluster.Available(); err != nil {
-		t.Fatalf("%s=postgres, but PostgreSQL cannot run: %v", testStoreEnv, err)
+		t.Fatalf("%s=postgres, but PostgreSQL cannot run: %v", StoreEnv, err)
 	}
 	return cluster
+}
+
+// StopPostgres stops the cluster, if a test started one; a package's
+// TestMain calls it once its tests are done.
+func StopPostgres() {
+	if testPostgres.cluster != nil {
+		testPostgres.cluster.Stop()
+	}
 }
 
 // pgDatabases maps the paths tests open to the databases standing in for
 // them on PostgreSQL, so a test that reopens a path reopens its database.
 var pgDatabases sync.Map
 
-// openTestStore opens the store under test at path, with the clock now
+// PostgresURL is the URL of the database standing for path, "" when none
+// does yet.
+func PostgresURL(path string) string {
+	url, _ := pgDatabases.Load(path)
+	s, _ := url.(string)
+	return s
+}
+
+// UsePostgres makes the database at url stand for path: OpenStore opens
+// it for path from then on.
+func UsePostgres(path, url string) { pgDatabases.Store(path, url) }
+
+// OpenStore opens the store under test at path, with the clock now
 // (nil for the real one): the bbolt file at path, or on PostgreSQL the
 // database that stands for it, created for the test on first use.
-func openTestStore(t *testing.T, path string, now func() time.Time) testStore {
+func OpenStore(t *testing.T, path string, now func() time.Time) Store {
 	t.Helper()
-	if !onPostgres(t) {
-		db, err := bolt.Open(path, testDBOptions(bolt.Options{Now: now}))
+	if !OnPostgres(t) {
+		db, err := bolt.Open(path, DBOptions(bolt.Options{Now: now}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return db
 	}
-	cluster := postgresTestCluster(t)
+	cluster := PostgresCluster(t)
 	url, ok := pgDatabases.Load(path)
 	if !ok {
 		// A copy of a database with Herald's schema applied once: cheaper
@@ -113,8 +128,8 @@ func openTestStore(t *testing.T, path string, now func() time.Time) testStore {
 	return db
 }
 
-// storeCounts is the store's record counts, in bbolt's terms.
-func storeCounts(s testStore) (bolt.Counts, error) {
+// StoreCounts is the store's record counts, in bbolt's terms.
+func StoreCounts(s Store) (bolt.Counts, error) {
 	switch db := s.(type) {
 	case *bolt.DB:
 		return db.Counts()
@@ -125,8 +140,8 @@ func storeCounts(s testStore) (bolt.Counts, error) {
 	return bolt.Counts{}, fmt.Errorf("no counts for a store of type %T", s)
 }
 
-// checkStore runs the store's own consistency check, where it has one.
-func checkStore(s testStore) error {
+// CheckStore runs the store's own consistency check, where it has one.
+func CheckStore(s Store) error {
 	if db, ok := s.(*bolt.DB); ok {
 		return db.Check()
 	}
