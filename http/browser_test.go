@@ -6,116 +6,16 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	cdplog "github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"herald/http/internal/apitest"
+	"herald/http/internal/browsertest"
 )
-
-// requireBrowserEnv names the variable that turns a missing Chromium from a
-// skip into a failure; .ci/run sets it, so CI cannot pass without the test.
-const requireBrowserEnv = "HERALD_REQUIRE_BROWSER"
-
-// screenshotDirEnv names a directory to keep the test's screenshots in after
-// it ends; by default they go to the test's temporary directory.
-const screenshotDirEnv = "HERALD_SCREENSHOT_DIR"
-
-// findChromium returns the browser to drive, or skips (or fails, under
-// HERALD_REQUIRE_BROWSER=1) when there is none.
-func findChromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if path, err := exec.LookPath(name); err == nil {
-			return path
-		}
-	}
-	const msg = "no chromium on PATH (apt-get install chromium)"
-	if os.Getenv(requireBrowserEnv) == "1" {
-		t.Fatalf("%s, and %s=1 requires the browser test", msg, requireBrowserEnv)
-	}
-	t.Skipf("%s: skipping the browser test; set %s=1 to fail instead", msg, requireBrowserEnv)
-	return ""
-}
-
-// screenshotDir is where a browser test saves its screenshots.
-func screenshotDir(t *testing.T) string {
-	if dir := os.Getenv(screenshotDirEnv); dir != "" {
-		return dir
-	}
-	return t.TempDir()
-}
-
-// newBrowserAllocator runs chromium headless with a window of the given
-// size, with nothing that talks to the outside or needs a sandbox.
-func newBrowserAllocator(ctx context.Context, chromium string, width, height int) (context.Context, context.CancelFunc) {
-	return chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromium),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		// No UserDataDir: chromedp then passes a fresh --user-data-dir of its
-		// own and removes it with retries, as Chromium's helper processes
-		// can still write there for a moment after it exits.
-		chromedp.WindowSize(width, height),
-	)
-}
-
-// pageWatch records what the page did that a test must check afterwards:
-// every URL it requested, and every script exception or browser-logged
-// error. Chromium calls its listener on one goroutine while the test reads
-// on another.
-type pageWatch struct {
-	mu       sync.Mutex
-	requests []string
-	// problems are script exceptions and errors the browser logged, such as
-	// a request the Content-Security-Policy refused: a refused request never
-	// reaches the network, so requests alone would not show the attempt.
-	problems []string
-}
-
-func (w *pageWatch) listen(ev any) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch ev := ev.(type) {
-	case *network.EventRequestWillBeSent:
-		w.requests = append(w.requests, ev.Request.URL)
-	case *network.EventWebSocketCreated:
-		w.requests = append(w.requests, ev.URL)
-	case *runtime.EventExceptionThrown:
-		text := "exception: " + ev.ExceptionDetails.Text
-		if ev.ExceptionDetails.Exception != nil {
-			text += " " + ev.ExceptionDetails.Exception.Description
-		}
-		w.problems = append(w.problems, text)
-	case *cdplog.EventEntryAdded:
-		if ev.Entry.Level == cdplog.EntryLevelError {
-			w.problems = append(w.problems, fmt.Sprintf("%s error: %s %s", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL))
-		}
-	}
-}
-
-func (w *pageWatch) snapshot() (requests, problems []string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.requests), slices.Clone(w.problems)
-}
 
 // TestBrowserTryItOut drives the documentation page as a person would, in
 // headless Chromium against the real server: log in through the page's
@@ -123,7 +23,7 @@ func (w *pageWatch) snapshot() (requests, problems []string) {
 // through POST /api/message, and see the 201 with the owner's e-mail. The
 // page must not request anything from any other host.
 func TestBrowserTryItOut(t *testing.T) {
-	chromium := findChromium(t)
+	chromium := browsertest.FindChromium(t)
 	e := apitest.New(t)
 	// The credentials are the login example in openapi.json, so the page's
 	// prefilled body works as it stands, as it should for a reader.
@@ -134,13 +34,13 @@ func TestBrowserTryItOut(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	shotDir := screenshotDir(t)
+	shotDir := browsertest.ScreenshotDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	allocCtx, cancelAlloc := newBrowserAllocator(ctx, chromium, 1280, 1400)
+	allocCtx, cancelAlloc := browsertest.NewAllocator(ctx, chromium, 1280, 1400)
 	defer cancelAlloc()
-	watch := &pageWatch{}
-	bctx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithListener(watch.listen))
+	watch := &browsertest.PageWatch{}
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithListener(watch.Listen))
 	defer cancelBrowser()
 
 	// shoot saves what the viewport shows, or only the element sel when
@@ -283,7 +183,7 @@ func TestBrowserTryItOut(t *testing.T) {
 		t.Errorf("the token was not kept across a reload; localStorage has %q", stored)
 	}
 
-	requests, problems := watch.snapshot()
+	requests, problems := watch.Snapshot()
 	for _, p := range problems {
 		t.Errorf("page reported %s", p)
 	}

@@ -344,7 +344,7 @@ func TestWebClientNotAdministrator(t *testing.T) {
 	}
 
 	// Ada logs in with #admin in the address.
-	before, _ := p.watch.snapshot()
+	before, _ := p.watch.Snapshot()
 	if got := p.address(); got != e.URL+"/#admin" {
 		t.Fatalf("the address is %q, want the administration screen's", got)
 	}
@@ -363,7 +363,7 @@ func TestWebClientNotAdministrator(t *testing.T) {
 		t.Errorf("Ada sees %d buttons on the administrator's message, want none", n)
 	}
 	p.axeCheck("timeline, not an administrator")
-	after, _ := p.watch.snapshot()
+	after, _ := p.watch.Snapshot()
 	for _, u := range after[len(before):] {
 		if strings.Contains(u, "/api/admin") {
 			t.Errorf("Ada's page asked the administration API: %s", u)

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"herald/http/internal/apitest"
+	"herald/http/internal/browsertest"
 )
 
 // axeFile is axe-core as pinned by tools/package-lock.json; .ci/run
@@ -33,10 +34,10 @@ func loadAxe(t *testing.T) string {
 		return string(b)
 	}
 	msg := fmt.Sprintf("%s is missing (cd tools && npm ci)", axeFile)
-	if os.Getenv(requireBrowserEnv) == "1" {
-		t.Fatalf("%s, and %s=1 requires the accessibility check", msg, requireBrowserEnv)
+	if os.Getenv(browsertest.RequireEnv) == "1" {
+		t.Fatalf("%s, and %s=1 requires the accessibility check", msg, browsertest.RequireEnv)
 	}
-	t.Skipf("%s: skipping the web client's browser test; set %s=1 to fail instead", msg, requireBrowserEnv)
+	t.Skipf("%s: skipping the web client's browser test; set %s=1 to fail instead", msg, browsertest.RequireEnv)
 	return ""
 }
 
@@ -53,7 +54,7 @@ type webBrowser struct {
 
 func newWebBrowser(t *testing.T, server string) *webBrowser {
 	t.Helper()
-	chromium := findChromium(t)
+	chromium := browsertest.FindChromium(t)
 	axe := loadAxe(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
@@ -63,7 +64,7 @@ func newWebBrowser(t *testing.T, server string) *webBrowser {
 	// the client's, so a second start is allowed, and said.
 	var bctx context.Context
 	for attempt := 1; ; attempt++ {
-		allocCtx, cancelAlloc := newBrowserAllocator(ctx, chromium, 1280, 900)
+		allocCtx, cancelAlloc := browsertest.NewAllocator(ctx, chromium, 1280, 900)
 		c, cancelBrowser := chromedp.NewContext(allocCtx)
 		err := chromedp.Do(c)
 		if err == nil {
@@ -79,7 +80,7 @@ func newWebBrowser(t *testing.T, server string) *webBrowser {
 		}
 		t.Logf("starting chromium failed, starting it again: %v", err)
 	}
-	b := &webBrowser{t: t, ctx: bctx, server: server, shots: screenshotDir(t), axe: axe}
+	b := &webBrowser{t: t, ctx: bctx, server: server, shots: browsertest.ScreenshotDir(t), axe: axe}
 	// Checked last, after every step: what went wrong in a page that the
 	// steps themselves did not look at.
 	t.Cleanup(b.checkPages)
@@ -92,7 +93,7 @@ type webPerson struct {
 	t     *testing.T
 	name  string
 	ctx   context.Context
-	watch *pageWatch
+	watch *browsertest.PageWatch
 	// expected are refusals the scenario provokes on purpose ("409
 	// /api/register"); the browser logs each as an error, and any other is
 	// a failure.
@@ -125,8 +126,8 @@ func (b *webBrowser) personAt(name, address string) *webPerson {
 // parent.
 func (b *webBrowser) open(name, address string, parent context.Context, opts ...chromedp.ContextOption) *webPerson {
 	b.t.Helper()
-	p := &webPerson{b: b, t: b.t, name: name, watch: &pageWatch{}}
-	ctx, cancel := chromedp.NewContext(parent, append(opts, chromedp.WithListener(p.watch.listen))...)
+	p := &webPerson{b: b, t: b.t, name: name, watch: &browsertest.PageWatch{}}
+	ctx, cancel := chromedp.NewContext(parent, append(opts, chromedp.WithListener(p.watch.Listen))...)
 	b.t.Cleanup(cancel)
 	p.ctx = ctx
 	b.persons = append(b.persons, p)
@@ -175,7 +176,7 @@ func (p *webPerson) describe() {
 	if state, err := chromedp.Run(ctx, chromedp.Evaluate[string](pageStateJS)); err == nil {
 		p.t.Logf("%s's page: %s", p.name, state)
 	}
-	requests, problems := p.watch.snapshot()
+	requests, problems := p.watch.Snapshot()
 	p.t.Logf("%s's page requested, in order:\n\t%s", p.name, strings.Join(requests, "\n\t"))
 	if len(problems) > 0 {
 		p.t.Logf("%s's page reported:\n\t%s", p.name, strings.Join(problems, "\n\t"))
@@ -367,7 +368,7 @@ func (b *webBrowser) checkPages() {
 		b.t.Fatal(err)
 	}
 	for _, p := range b.persons {
-		requests, problems := p.watch.snapshot()
+		requests, problems := p.watch.Snapshot()
 		expected := append([]string(nil), p.expected...)
 		for _, pr := range problems {
 			m := refusedLoad.FindStringSubmatch(pr)

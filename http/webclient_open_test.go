@@ -165,13 +165,13 @@ func TestWebClientPasswordReset(t *testing.T) {
 		}
 	}
 
-	requests, _ := p.watch.snapshot()
+	requests, _ := p.watch.Snapshot()
 	submit(fresh, fresh+"!")
 	if got := refusal(); !strings.Contains(got, "not the same") {
 		t.Errorf("two different passwords: the form says %q", got)
 	}
 	invalid("#reset-again")
-	if after, _ := p.watch.snapshot(); slices.ContainsFunc(after[len(requests):], func(u string) bool { return strings.HasSuffix(u, "/api/password-reset") }) {
+	if after, _ := p.watch.Snapshot(); slices.ContainsFunc(after[len(requests):], func(u string) bool { return strings.HasSuffix(u, "/api/password-reset") }) {
 		t.Error("two different passwords were sent to the server")
 	}
 
