@@ -55,7 +55,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	routed := make(map[string]route)
 	for _, rt := range (&Server{}).routes() {
 		// The web client's page and files are for people, not API
-		// operations; web_test.go covers them.
+		// operations; package web's tests cover them.
 		if rt.path == webIndexPath || rt.path == webAssetsPath {
 			continue
 		}

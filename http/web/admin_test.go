@@ -1,4 +1,4 @@
-package http_test
+package web_test
 
 import (
 	"context"
@@ -64,7 +64,7 @@ func (p *webPerson) grantClipboard() {
 func manyAccounts(e *apitest.Env, n int) {
 	e.T.Helper()
 	ctx := context.Background()
-	hash, err := auth.NewHasher(apitest.FastParams, 1).Hash(ctx, pw)
+	hash, err := auth.NewHasher(apitest.FastParams, 1).Hash(ctx, apitest.Password)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -88,8 +88,8 @@ func TestWebClientAdministration(t *testing.T) {
 	e := apitest.New(t)
 	e.MakeFirstAdmin("root@example.com")
 	const adaEmail, bobEmail = "ada@example.com", "bob@example.com"
-	ada := e.Register(adaEmail, pw)
-	bob := e.Register(bobEmail, pw)
+	ada := e.Register(adaEmail, apitest.Password)
+	bob := e.Register(bobEmail, apitest.Password)
 	e.Post(ada, "Ada's first")
 	spam := e.Post(ada, "Ada's spam")
 	e.Post(bob, "Bob's one")
@@ -99,7 +99,7 @@ func TestWebClientAdministration(t *testing.T) {
 	b := newWebBrowser(t, e.URL)
 	p := b.person("root")
 	p.screen("auth")
-	p.login("root@example.com", pw)
+	p.login("root@example.com", apitest.Password)
 
 	// Moderation: Delete on Ada's message, and no Edit.
 	sel := p.messageSelector("Ada's spam")
@@ -112,7 +112,7 @@ func TestWebClientAdministration(t *testing.T) {
 	}
 	p.click(sel + " button[data-act=remove]")
 	p.waitFor("Ada's message is gone", "!"+messageJS("Ada's spam"))
-	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: messagePath(apitest.MsgID(t, spam)), Token: ada}), http.StatusNotFound)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: fmt.Sprintf("/api/messages/%d", apitest.MsgID(t, spam)), Token: ada}), http.StatusNotFound)
 
 	// The administration screen, on its accounts.
 	p.click("#nav-admin")
@@ -145,14 +145,16 @@ func TestWebClientAdministration(t *testing.T) {
 	if got := p.text(row + ` [data-act="suspend"]`); got != "Lift suspension" {
 		t.Errorf("the suspended account's button says %q", got)
 	}
-	apitest.AssertProblem(t, e.Do(me(ada)), http.StatusUnauthorized)
-	apitest.AssertProblem(t, e.LoginAttempt(adaEmail, pw), http.StatusForbidden)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: "/api/me", Token: ada}), http.StatusUnauthorized)
+	apitest.AssertProblem(t, e.LoginAttempt(adaEmail, apitest.Password), http.StatusForbidden)
 	p.click(row + ` [data-act="suspend"]`)
 	p.waitFor("the suspension is lifted", fmt.Sprintf(`!document.querySelector(%q).textContent.includes('Suspended')`, row+" p"))
-	ada = e.Login(adaEmail, pw)
+	ada = e.Login(adaEmail, apitest.Password)
 
 	// The role, granted and revoked.
-	roles := func() string { return fmt.Sprint(e.Do(me(ada)).JSON(t)["roles"]) }
+	roles := func() string {
+		return fmt.Sprint(e.Do(apitest.Request{Method: "GET", Path: "/api/me", Token: ada}).JSON(t)["roles"])
+	}
 	p.click(row + ` [data-act="admin"]`)
 	p.waitFor("Ada is marked an administrator", fmt.Sprintf(`document.querySelector(%q).textContent.includes('Administrator')`, row+" p"))
 	if got := roles(); got != "[ROLE_USER ROLE_ADMIN]" {
@@ -167,7 +169,7 @@ func TestWebClientAdministration(t *testing.T) {
 	// The last administrator keeps the role, and the row says why.
 	p.searchUsers("root")
 	rootRow := p.userRow("root@example.com")
-	p.expect(http.StatusConflict, "/api/admin/users/"+e.AccountID(e.Login("root@example.com", pw), "root@example.com"))
+	p.expect(http.StatusConflict, "/api/admin/users/"+e.AccountID(e.Login("root@example.com", apitest.Password), "root@example.com"))
 	p.click(rootRow + ` [data-act="admin"]`)
 	p.waitFor("the refusal shows", fmt.Sprintf(`document.querySelector(%q).textContent !== ''`, rootRow+" .form-error"))
 	if got := p.text(rootRow + " .form-error"); !strings.Contains(got, "last administrator") {
@@ -231,8 +233,8 @@ func TestWebClientAdministration(t *testing.T) {
 	if !p.shown("#users-empty") {
 		t.Error("with Bob gone the search does not say no account matches")
 	}
-	apitest.AssertProblem(t, e.Do(me(bob)), http.StatusUnauthorized)
-	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: "/api/admin/users/" + bobID, Token: e.Login("root@example.com", pw)}), http.StatusNotFound)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: "/api/me", Token: bob}), http.StatusUnauthorized)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: "/api/admin/users/" + bobID, Token: e.Login("root@example.com", apitest.Password)}), http.StatusNotFound)
 
 	// Invitations, reached from the keyboard.
 	p.do("arrowing to the next tab", chromedp.Focus(chromedp.CSS("#tab-users")), chromedp.KeyEvent(kb.ArrowRight))
@@ -257,7 +259,7 @@ func TestWebClientAdministration(t *testing.T) {
 	if got := p.text("#invite-made"); !strings.Contains(got, "2 people") || !strings.Contains(got, "shown only now") {
 		t.Errorf("the invitation's box says %q", got)
 	}
-	rootToken := e.Login("root@example.com", pw)
+	rootToken := e.Login("root@example.com", apitest.Password)
 	listed := e.Do(apitest.Request{Method: "GET", Path: "/api/admin/invites", Token: rootToken}).JSON(t)["items"].([]any)
 	if len(listed) != 1 || listed[0].(map[string]any)["maxUses"] != 2.0 {
 		t.Fatalf("the server lists the invitations %v", listed)
@@ -326,14 +328,14 @@ func TestWebClientNotAdministrator(t *testing.T) {
 	e := apitest.New(t)
 	e.MakeFirstAdmin("root@example.com")
 	const adaEmail = "ada@example.com"
-	e.Register(adaEmail, pw)
-	e.Post(e.Login("root@example.com", pw), "The administrator's message")
+	e.Register(adaEmail, apitest.Password)
+	e.Post(e.Login("root@example.com", apitest.Password), "The administrator's message")
 	b := newWebBrowser(t, e.URL)
 	p := b.person("shared")
 	p.screen("auth")
 
 	// An administrator uses the screen in this tab, and logs out there.
-	p.login("root@example.com", pw)
+	p.login("root@example.com", apitest.Password)
 	p.click("#nav-admin")
 	p.screen("admin")
 	p.waitFor("the accounts are listed", `document.querySelectorAll('#users > li').length === 2`)
@@ -348,7 +350,7 @@ func TestWebClientNotAdministrator(t *testing.T) {
 	if got := p.address(); got != e.URL+"/#admin" {
 		t.Fatalf("the address is %q, want the administration screen's", got)
 	}
-	p.login(adaEmail, pw)
+	p.login(adaEmail, apitest.Password)
 	p.waitFor("the timeline is shown", messageJS("The administrator's message"))
 	if p.shown("#nav-admin") || p.shown("#admin-view") {
 		t.Error("Ada sees the administration screen or its entry")

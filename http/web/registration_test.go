@@ -1,4 +1,4 @@
-package http_test
+package web_test
 
 import (
 	"fmt"
@@ -45,7 +45,7 @@ func (p *webPerson) goTo(address string) {
 func TestWebClientInviteRegistration(t *testing.T) {
 	e := apitest.New(t, apitest.WithRegistration(heraldhttp.RegistrationInvite))
 	e.MakeFirstAdmin("root@example.com")
-	inv := e.Invite(e.Login("root@example.com", pw), "")
+	inv := e.Invite(e.Login("root@example.com", apitest.Password), "")
 	link, code := inv["url"].(string), inv["code"].(string)
 	b := newWebBrowser(t, e.URL)
 
@@ -112,7 +112,7 @@ func TestWebClientRegistrationClosed(t *testing.T) {
 	}
 	p.axeCheck("login, registration closed")
 	p.shoot("web-closed.png")
-	p.login("root@example.com", pw)
+	p.login("root@example.com", apitest.Password)
 }
 
 // TestWebClientPasswordReset: the link an administrator makes opens a page
@@ -126,7 +126,7 @@ func TestWebClientPasswordReset(t *testing.T) {
 	e := apitest.New(t)
 	root := e.Admin("root@example.com")
 	const email, fresh = "ada@example.com", "a brand new password"
-	e.Register(email, pw)
+	e.Register(email, apitest.Password)
 	res := e.Do(apitest.Request{Method: "POST", Path: "/api/admin/users/" + e.AccountID(root, email) + "/password-reset", Token: root})
 	if res.Status != http.StatusCreated {
 		t.Fatalf("making a reset code: %d %s", res.Status, res.Body)
@@ -193,7 +193,7 @@ func TestWebClientPasswordReset(t *testing.T) {
 	if got := p.address(); got != e.URL+"/" {
 		t.Errorf("after the reset the address is %q", got)
 	}
-	apitest.AssertProblem(t, e.LoginAttempt(email, pw), http.StatusUnauthorized)
+	apitest.AssertProblem(t, e.LoginAttempt(email, apitest.Password), http.StatusUnauthorized)
 	p.login(email, fresh)
 
 	// The link again, in the page signed in: the code is used.

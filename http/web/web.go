@@ -1,4 +1,10 @@
-package http
+// Package web is Herald's web client: one page at / and its modules,
+// style and icon under /assets/{version}/{file}, compiled into the binary
+// so that it works offline and `go install` needs no build step, and
+// served with their caching, compression and content policy. Package http
+// routes the two paths here. The client's tests drive it in Chromium
+// against a real server.
+package web
 
 import (
 	"bytes"
@@ -11,26 +17,18 @@ import (
 	"path"
 	"strconv"
 	"strings"
-
-	"github.com/julienschmidt/httprouter"
 )
 
-// The web client: one page at / and its files under
-// /assets/{version}/{file}, all compiled into the binary so that it works
-// offline and `go install` needs no build step.
+// The client's files: every file of this directory but its Go code.
 //
-//go:embed web
+//go:embed *.html *.js *.css *.svg
 var webFiles embed.FS
 
-// Paths of the web client. The assets carry a version, a hash of their
-// contents, in their URL: the modules import each other by relative URL
-// ("./api.js"), so one version segment in index.html versions them all,
-// with no rewriting of JavaScript.
-const (
-	webIndexPath   = "/"
-	webAssetsPath  = "/assets/:version/:file"
-	webVersionMark = "{{version}}" // replaced in index.html at construction
-)
+// The assets carry a version, a hash of their contents, in their URL
+// (/assets/{version}/{file}): the modules import each other by relative
+// URL ("./api.js"), so one version segment in index.html versions them
+// all, with no rewriting of JavaScript.
+const webVersionMark = "{{version}}" // replaced in index.html at construction
 
 // webCSP allows nothing but this origin's own files: no inline script or
 // style, no other host, no plugins, no framing. Every user-supplied string
@@ -55,24 +53,22 @@ type webAsset struct {
 	etag        string // of plain; the gzip variant is a different representation and gets its own
 }
 
-// webClient serves the embedded client. Compressing at construction costs
+// Client serves the embedded client. Compressing at construction costs
 // a few milliseconds once and spares every response the work.
-type webClient struct {
+type Client struct {
 	version string
 	index   *webAsset
 	assets  map[string]*webAsset
 }
 
-func newWebClient() *webClient {
-	files, err := fs.Sub(webFiles, "web")
-	if err != nil {
-		panic(err) // the embed pattern guarantees the directory
-	}
+// New reads the embedded files, versions and compresses them.
+func New() *Client {
+	files := webFiles
 	entries, err := fs.ReadDir(files, ".")
 	if err != nil {
-		panic(err)
+		panic(err) // the embed patterns guarantee the directory
 	}
-	wc := &webClient{assets: make(map[string]*webAsset)}
+	wc := &Client{assets: make(map[string]*webAsset)}
 	var indexHTML []byte
 	sum := sha256.New()
 	for _, e := range entries {
@@ -125,22 +121,23 @@ func webContentType(name string) string {
 	return "application/octet-stream"
 }
 
-// page answers GET /.
-func (wc *webClient) page(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+// ServePage answers GET /.
+func (wc *Client) ServePage(w http.ResponseWriter, r *http.Request) {
 	wc.index.serve(w, r, webIndexCacheControl)
-	return nil
 }
 
-// asset answers GET /assets/{version}/{file}. A version other than the
-// current one is a 404 rather than today's bytes: those would be cached for
-// a year under a URL that promised other ones.
-func (wc *webClient) asset(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	a := wc.assets[ps.ByName("file")]
-	if a == nil || ps.ByName("version") != wc.version {
-		return routeNotFound(r)
+// ServeAsset answers GET /assets/{version}/{file}. It reports false, and
+// writes nothing, when there is no such file or version is not the
+// current one: the caller answers 404 as to any unknown path, rather than
+// with today's bytes, which would be cached for a year under a URL that
+// promised other ones.
+func (wc *Client) ServeAsset(w http.ResponseWriter, r *http.Request, version, file string) bool {
+	a := wc.assets[file]
+	if a == nil || version != wc.version {
+		return false
 	}
 	a.serve(w, r, webAssetCacheControl)
-	return nil
+	return true
 }
 
 func (a *webAsset) serve(w http.ResponseWriter, r *http.Request, cacheControl string) {

@@ -1,4 +1,4 @@
-package http_test
+package web_test
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 
 // axeFile is axe-core as pinned by tools/package-lock.json; .ci/run
 // installs it with npm ci.
-const axeFile = "../tools/node_modules/axe-core/axe.min.js"
+const axeFile = "../../tools/node_modules/axe-core/axe.min.js"
 
 // loadAxe returns axe-core's source, or skips (fails under
 // HERALD_REQUIRE_BROWSER=1) when it is not installed.
