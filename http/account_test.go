@@ -21,10 +21,6 @@ import (
 	"herald/http/internal/apitest"
 )
 
-// pw is the password of every account these tests make, and of those
-// apitest makes for them.
-const pw = apitest.Password
-
 func tokenList(e *apitest.Env, token string) []map[string]any {
 	e.T.Helper()
 	res := e.Do(apitest.Request{Method: "GET", Path: "/api/me/tokens", Token: token})

@@ -1087,3 +1087,76 @@ func TestAnEmailWithNULNamesNoAccount(t *testing.T) {
 		})
 	}
 }
+
+// TestRegistrationModes: open takes anyone; closed nobody; invite whoever
+// holds a working invitation, each use counted, with one answer for an
+// unknown, used up, revoked or expired one, which counts like a failed
+// login against the address.
+func TestRegistrationModes(t *testing.T) {
+	t.Run("open", func(t *testing.T) {
+		e := apitest.New(t)
+		if res := e.RegisterWith("ada@example.com", "herald_invite_ignored"); res.Status != http.StatusCreated {
+			t.Errorf("open registration with an invite field: %d %s", res.Status, res.Body)
+		}
+	})
+	t.Run("closed", func(t *testing.T) {
+		e := apitest.New(t, apitest.WithRegistration(heraldhttp.RegistrationClosed))
+		p := apitest.AssertProblem(t, e.RegisterWith("ada@example.com", ""), http.StatusForbidden)
+		if !strings.Contains(p["detail"].(string), "closed") {
+			t.Errorf("detail %q does not say registration is closed", p["detail"])
+		}
+		if c := e.Counts(); c.Users != 0 {
+			t.Errorf("%d accounts after a closed registration", c.Users)
+		}
+	})
+	t.Run("invite", func(t *testing.T) {
+		e := apitest.New(t, apitest.WithRegistration(heraldhttp.RegistrationInvite))
+		e.MakeFirstAdmin("root@example.com")
+		root := e.Login("root@example.com", pw)
+		p := apitest.AssertProblem(t, e.RegisterWith("ada@example.com", ""), http.StatusForbidden)
+		if !strings.Contains(p["detail"].(string), "invitation") {
+			t.Errorf("detail %q does not say an invitation is needed", p["detail"])
+		}
+		two := e.Invite(root, `{"maxUses": 2}`)
+		if two["uses"] != 0.0 || two["maxUses"] != 2.0 || !strings.HasPrefix(two["code"].(string), auth.InvitePrefix) ||
+			!strings.HasSuffix(two["url"].(string), "/#invite="+two["code"].(string)) {
+			t.Errorf("invitation = %v", two)
+		}
+		for _, email := range []string{"ada@example.com", "bob@example.com"} {
+			if res := e.RegisterWith(email, two["code"].(string)); res.Status != http.StatusCreated {
+				t.Fatalf("%s with an invitation: %d %s", email, res.Status, res.Body)
+			}
+		}
+		bad := func(name, code string) {
+			t.Helper()
+			p := apitest.AssertProblem(t, e.RegisterWith("carol@example.com", code), http.StatusUnprocessableEntity)
+			if got := apitest.ViolationPaths(p); !slices.Equal(got, []string{"invite"}) {
+				t.Errorf("%s: violations %v, want invite", name, got)
+			}
+		}
+		bad("used up", two["code"].(string))
+		bad("unknown", mintCode(t, auth.InvitePrefix))
+		bad("not a code", "come in")
+		revoked := e.Invite(root, "")
+		if res := e.Do(apitest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/admin/invites/%v", revoked["id"]), Token: root}); res.Status != http.StatusNoContent {
+			t.Fatalf("revoke: %d %s", res.Status, res.Body)
+		}
+		bad("revoked", revoked["code"].(string))
+		soon := e.Invite(root, apitest.JSONBody(t, map[string]string{"expiresAt": e.Clock.Now().Add(time.Hour).Format(time.RFC3339)}))
+		e.Clock.Advance(time.Hour)
+		bad("expired", soon["code"].(string))
+		list := e.Do(apitest.Request{Method: "GET", Path: "/api/admin/invites", Token: root}).JSON(t)["items"].([]any)
+		if len(list) != 2 || strings.Contains(fmt.Sprint(list), "herald_invite_") {
+			t.Errorf("invitations %v, want the two left, without codes", list)
+		}
+		// Guessing codes is guessing: 20 failures from one address (the
+		// hour that expired the last one gave them all back), then 429.
+		for range 19 {
+			bad("guess", mintCode(t, auth.InvitePrefix))
+		}
+		res := e.RegisterWith("carol@example.com", mintCode(t, auth.InvitePrefix))
+		if p := apitest.AssertProblem(t, res, http.StatusTooManyRequests); res.Header.Get("Retry-After") == "" {
+			t.Errorf("guessing invitations: %v without Retry-After", p)
+		}
+	})
+}
