@@ -108,10 +108,10 @@ type Leader interface {
 
 // Run runs the chores on s until ctx ends: this instance's token uses
 // every c.FlushEvery and, while this instance leads, the sweeps at the
-// first of those ticks c.SweepEvery after the last sweeps. Each chore runs in
-// small transactions, so writers barely notice it. A chore that fails is
-// reported to report, unless ctx has ended, and the others still run. A
-// Leader's lead is sought at once and given up when Run returns.
+// first of those ticks at least c.SweepEvery after the last sweeps. A
+// chore that fails is reported to report, unless ctx has ended, and the
+// others still run. A Leader is asked for the lead at once and at every
+// tick, and gives it up when Run returns.
 func Run(ctx context.Context, s Store, c Config, report func(chore string, err error)) {
 	tick := time.NewTicker(c.FlushEvery)
 	defer tick.Stop()

@@ -35,8 +35,8 @@ func (db *DB) Leading() bool { return db.lead.leading.Load() }
 
 // Leads reports whether this instance leads the service's chores, once it
 // has checked that a lead held is still held and, when it holds none,
-// tried to take it. The chores loop calls it before each round of the
-// service's chores, from one goroutine.
+// tried to take it. The chores loop calls it when it starts and at each
+// of its ticks, from one goroutine.
 func (db *DB) Leads(ctx context.Context) bool {
 	db.keepLead(ctx)
 	return db.Leading()
