@@ -182,19 +182,21 @@ type SyncBuffer struct {
 	buf bytes.Buffer
 }
 
+// Write appends p.
 func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
+// String is what was written so far.
 func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
 
-// response is a finished HTTP exchange with its body read.
+// Response is a finished HTTP exchange with its body read.
 type Response struct {
 	Status int
 	Header http.Header
@@ -212,7 +214,7 @@ func (r *Response) JSON(t *testing.T) map[string]any {
 	return m
 }
 
-// request is one HTTP request to send; zero fields are omitted.
+// Request is one HTTP request to send; zero fields are omitted.
 type Request struct {
 	Method      string
 	Path        string
