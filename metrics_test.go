@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/VictoriaMetrics/metrics"
 )
 
 var metricsRE = regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
@@ -197,4 +201,52 @@ func TestProfiler(t *testing.T) {
 		t.Errorf("/debug/pprof/heap: %d %.200s", res.StatusCode, body)
 	}
 	callStatus(t, c, "GET", "http://"+in.addr+"/debug/pprof/", "", nil, http.StatusNotFound, nil)
+}
+
+// TestStoreGauges: each store's gauges come from what it offers: bbolt's
+// costly searches and file size, PostgreSQL's lead of the chores (not
+// taken: no chores run here), and neither has the other's.
+func TestStoreGauges(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		db           func(t *testing.T) string
+		want, absent []string
+	}{
+		{"bbolt", func(t *testing.T) string { return filepath.Join(t.TempDir(), "herald.db") },
+			[]string{"herald_search_costly_running 0\n", "herald_search_costly_waiting 0\n", "herald_db_size_bytes "},
+			[]string{"herald_db_leading_chores", "herald_db_size_bytes 0\n"}},
+		{"postgres", func(t *testing.T) string { return postgresCluster(t).Database(t) },
+			[]string{"herald_db_leading_chores 0\n"},
+			[]string{"herald_search_costly", "herald_db_size_bytes"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseConfig([]string{"--db", tt.db(t)}, environ(nil), io.Discard, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db, err := openStore(context.Background(), cfg, 1, slog.New(slog.DiscardHandler), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := db.Close(); err != nil {
+					t.Error(err)
+				}
+			})
+			set := metrics.NewSet()
+			storeGauges(set, db)
+			var out strings.Builder
+			set.WritePrometheus(&out)
+			for _, want := range tt.want {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("gauges lack %q:\n%s", want, out.String())
+				}
+			}
+			for _, absent := range tt.absent {
+				if strings.Contains(out.String(), absent) {
+					t.Errorf("gauges have %q:\n%s", absent, out.String())
+				}
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"container/heap"
+	"context"
 	"hash/maphash"
 	"math"
 	"net/netip"
@@ -18,6 +19,17 @@ import (
 type Rate struct {
 	Burst int
 	Every time.Duration
+}
+
+// A Spender counts events per key against a rate, wherever it keeps the
+// counts: Spend takes one, or says how long until one is free; Refund
+// gives one back. The HTTP server spends through it; a store that several
+// processes share may count in its database, so that N processes never
+// allow N times the budget, where a Limiter counts in this process's
+// memory.
+type Spender interface {
+	Spend(ctx context.Context, key string) (ok bool, retryAfter time.Duration)
+	Refund(ctx context.Context, key string)
 }
 
 // LoginFailuresPerAccount is 10 failed logins at once, then one more every

@@ -172,6 +172,11 @@ func (db *DB) purgeMessages(userID uint64) error {
 	return nil
 }
 
+// ResumePurges goes on with the removals of messages (an account's
+// deletion, an administrator's removal of an account's messages) that a
+// full disk cut short, once there is room, without waiting for a restart.
+func (db *DB) ResumePurges(context.Context) error { return db.resumePurges() }
+
 // resumePurges finishes the purges a crash interrupted.
 func (db *DB) resumePurges() error {
 	pending := make(map[uint64]bool)

@@ -259,7 +259,7 @@ func TestListAccounts(t *testing.T) {
 	if _, _, err := db.Authenticate(ctx, tokenHash("register:ada@example.com")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.FlushTokenUses(); err != nil {
+	if _, err := db.FlushTokenUses(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if a, err = db.Account(ctx, model.ByServer(), ada.ID); err != nil || !a.LastSeenAt.Equal(db.clock()) {

@@ -169,6 +169,16 @@ func (db *DB) LongSearchLoad() (running, waiting int) {
 	return len(db.turns.slots), int(db.turns.waiting.Load())
 }
 
+// FileSize is the size of the database file in bytes; 0 when it cannot
+// be read.
+func (db *DB) FileSize() int64 {
+	fi, err := os.Stat(db.bolt.Path())
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
 // ErrLocked is returned by Open when another process holds the database.
 var ErrLocked = errors.New("database is in use by another process")
 
@@ -288,7 +298,7 @@ func Open(path string, opts Options) (*DB, error) {
 // Close waits for queued writes to commit, then releases the file.
 // Transactions in flight finish first.
 func (db *DB) Close() error {
-	if _, err := db.FlushTokenUses(); err != nil {
+	if _, err := db.FlushTokenUses(context.Background()); err != nil {
 		db.log.Warn("recording token use at close", "err", err)
 	}
 	// The merger first: its chunks are writes. What it had not finished,
@@ -332,6 +342,9 @@ func (db *DB) Check() error {
 		return errors.Join(errs...)
 	})
 }
+
+// Now is the store's clock, by which the chores judge what has expired.
+func (db *DB) Now() time.Time { return db.clock() }
 
 // clock returns the current time at the precision the API shows, in UTC, so a
 // timestamp a client reads back compares equal to the stored one.

@@ -1,4 +1,4 @@
-package bolt_test
+package bolt
 
 import (
 	"context"
@@ -8,15 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"herald/bolt"
 	"herald/storetest"
 )
 
-// OpenForSuite opens a bbolt store in t's temporary directory for the
+// openForSuite opens a bbolt store in t's temporary directory for the
 // conformance suite, checked and closed at cleanup.
 func openForSuite(t *testing.T, now func() time.Time) storetest.Opened {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{Now: now})
+	db, err := Open(filepath.Join(t.TempDir(), "herald.db"), Options{Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +33,6 @@ func openForSuite(t *testing.T, now func() time.Time) storetest.Opened {
 			c, err := db.Counts()
 			return storetest.Counts(c), err
 		},
-		FlushTokenUses:     func(context.Context) (int, error) { return db.FlushTokenUses() },
 		IdempotencyRecords: func(context.Context) ([][]byte, error) { return db.IdempotencyRecords() },
 		Copy: func(ctx context.Context) ([]byte, error) {
 			dir := t.TempDir()
@@ -46,7 +44,7 @@ func openForSuite(t *testing.T, now func() time.Time) storetest.Opened {
 			if err := errors.Join(err, backup.Close()); err != nil {
 				return nil, err
 			}
-			snap, err := bolt.OpenSnapshot(backup.Name())
+			snap, err := OpenSnapshot(backup.Name())
 			if err != nil {
 				return nil, err
 			}

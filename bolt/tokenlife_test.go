@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	bbolt "go.etcd.io/bbolt"
-
 	"herald/model"
 )
 
@@ -101,7 +99,7 @@ func TestTokenLastUsed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := db.FlushTokenUses(); err != nil || n != 0 {
+	if n, err := db.FlushTokenUses(context.Background()); err != nil || n != 0 {
 		t.Errorf("FlushTokenUses after fresh uses = %d, %v; want 0", n, err)
 	}
 	// A use after it is noted once, shown at once, and written by one flush.
@@ -119,7 +117,7 @@ func TestTokenLastUsed(t *testing.T) {
 	if got := lastUsed(); !got.Equal(want) {
 		t.Errorf("LastUsedAt before the flush = %v, want %v", got, want)
 	}
-	if n, err := db.FlushTokenUses(); err != nil || n != 1 {
+	if n, err := db.FlushTokenUses(context.Background()); err != nil || n != 1 {
 		t.Errorf("FlushTokenUses = %d, %v; want 1", n, err)
 	}
 	if got := db.WriteStats().Commits; got != commits+1 {
@@ -136,7 +134,7 @@ func TestTokenLastUsed(t *testing.T) {
 	if err := db.RevokeToken(context.Background(), reg); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := db.FlushTokenUses(); err != nil || n != 0 {
+	if n, err := db.FlushTokenUses(context.Background()); err != nil || n != 0 {
 		t.Errorf("FlushTokenUses of a revoked token = %d, %v; want 0", n, err)
 	}
 	if c := mustCounts(t, db); c.Tokens != 0 {
@@ -260,66 +258,6 @@ func TestSweepExpiredTokens(t *testing.T) {
 	toks, _ := db.Tokens(context.Background(), ada.ID)
 	if slices.ContainsFunc(toks, func(t *model.Token) bool { return !t.ExpiresAt.After(db.Clock.Now()) }) {
 		t.Errorf("an expired token is still listed")
-	}
-}
-
-// TestMaintain runs the background chores on short intervals and waits for
-// them to record a token's use and to sweep, as of the store's clock, an
-// expired token and a message past retention.
-func TestMaintain(t *testing.T) {
-	db := mustOpen(t)
-	ada, reg := mustCreateUser(t, db, "ada@example.com")
-	if _, err := db.CreateToken(ada.ID, tokenHash("kiosk"), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	old := mustCreateMessage(t, db, ada.ID, "an hour from now this is past retention")
-	db.Clock.Add(time.Hour)
-	recent := mustCreateMessage(t, db, ada.ID, "this stays")
-	if _, _, err := db.Authenticate(context.Background(), reg); err != nil { // a use to record
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// The service's sweeps, as main's: expired tokens, and messages
-		// past a retention of 30 minutes by the clock Sweep is given.
-		sweep := func(ctx context.Context, now time.Time) {
-			if _, err := db.SweepExpiredTokens(ctx); err != nil && ctx.Err() == nil {
-				t.Errorf("sweep: %v", err)
-			}
-			if _, err := db.DeleteMessagesBefore(ctx, now.Add(-30*time.Minute)); err != nil && ctx.Err() == nil {
-				t.Errorf("retention: %v", err)
-			}
-		}
-		db.Maintain(ctx, Chores{Every: time.Millisecond, SweepEvery: time.Millisecond, Sweep: sweep}, func(chore string, err error) {
-			t.Errorf("%s: %v", chore, err)
-		})
-	}()
-	defer func() { cancel(); <-done }()
-	// Poll the outcome (not a timing assertion: the deadline only keeps a
-	// broken loop from hanging the test).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		swept := mustCounts(t, db).Tokens == 1
-		recorded := false
-		_ = db.bolt.View(func(tx *bbolt.Tx) error {
-			tok, err := decodeToken(reg, tx.Bucket(bucketTokens).Get(reg[:]))
-			recorded = err == nil && tok.LastUsedAt.Equal(db.Clock.Now().Truncate(time.Microsecond))
-			return nil
-		})
-		_, _, oldErr := db.Message(context.Background(), model.ByServer(), old.ID)
-		retained := errors.Is(oldErr, model.ErrNotFound)
-		if swept && recorded && retained {
-			if _, _, err := db.Message(context.Background(), model.ByServer(), recent.ID); err != nil {
-				t.Errorf("a recent message after retention: %v", err)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s of chores: expired token swept %v, use recorded %v, old message deleted %v", swept, recorded, retained)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

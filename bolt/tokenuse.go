@@ -9,7 +9,7 @@ import (
 
 // FlushTokenUses writes the noted token uses to their records, skipping
 // tokens revoked since. It returns how many records it updated.
-func (db *DB) FlushTokenUses() (int, error) {
+func (db *DB) FlushTokenUses(context.Context) (int, error) {
 	pending := db.uses.Take()
 	if len(pending) == 0 {
 		return 0, nil
@@ -56,43 +56,4 @@ func (db *DB) FlushTokenUses() (int, error) {
 		return nil
 	})
 	return n, err
-}
-
-// Chores says how often Maintain does what.
-type Chores struct {
-	Every      time.Duration // how often token uses are written
-	SweepEvery time.Duration // how often Sweep runs and interrupted purges go on
-	// Sweep, when set, runs the service's sweeps (expired tokens, codes
-	// and messages, the logs' trimming) as of now, the store's clock.
-	Sweep func(ctx context.Context, now time.Time)
-}
-
-// Maintain runs the store's background chores until ctx ends. Each runs in
-// small transactions, so writers barely notice it. Errors are reported to
-// report and do not stop the loop.
-func (db *DB) Maintain(ctx context.Context, chores Chores, report func(chore string, err error)) {
-	tick := time.NewTicker(chores.Every)
-	defer tick.Stop()
-	lastSweep := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if _, err := db.FlushTokenUses(); err != nil {
-			report("recording token use", err)
-		}
-		if time.Since(lastSweep) >= chores.SweepEvery {
-			lastSweep = time.Now()
-			if chores.Sweep != nil {
-				chores.Sweep(ctx, db.clock())
-			}
-			// A removal of messages cut short by a full disk goes on once
-			// there is room, without waiting for a restart.
-			if err := db.resumePurges(); err != nil && ctx.Err() == nil {
-				report("removing messages an account's deletion or an administrator asked to remove", err)
-			}
-		}
-	}
 }

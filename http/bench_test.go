@@ -16,6 +16,7 @@ import (
 	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/http/internal/apitest"
 	"herald/model"
 )
 
@@ -38,7 +39,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(heraldhttp.NewServer(db, auth.NewHasher(fastParams, 4), heraldhttp.Config{}))
+	srv := httptest.NewServer(heraldhttp.NewServer(db, auth.NewHasher(apitest.FastParams, 4), heraldhttp.Config{}))
 	b.Cleanup(func() {
 		srv.Close()
 		if err := db.Close(); err != nil {
@@ -83,7 +84,7 @@ func (be *benchEnv) send(method, path, token, contentType, body string, want int
 // returns a valid bearer token for it.
 func (be *benchEnv) register(email string) (string, *model.User) {
 	be.b.Helper()
-	hash, err := auth.NewHasher(fastParams, 1).Hash(be.b.Context(), "correct horse battery")
+	hash, err := auth.NewHasher(apitest.FastParams, 1).Hash(be.b.Context(), "correct horse battery")
 	if err != nil {
 		be.b.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func BenchmarkAuthenticatedMe(b *testing.B) {
 	}
 }
 
-// BenchmarkLogin uses the cheap test parameters (fastParams), so it measures
+// BenchmarkLogin uses the cheap test parameters (apitest.FastParams), so it measures
 // the HTTP, decoding and token-issuing overhead (a token write and fsync per
 // login). With production parameters argon2id dominates; that cost is
 // measured by the benchmarks in package auth.
@@ -217,7 +218,7 @@ type handlerBench struct {
 func newHandlerBench(b *testing.B, n int) *handlerBench {
 	b.Helper()
 	be := newBenchEnv(b)
-	hb := &handlerBench{b: b, srv: heraldhttp.NewServer(be.db, auth.NewHasher(fastParams, 1), heraldhttp.Config{
+	hb := &handlerBench{b: b, srv: heraldhttp.NewServer(be.db, auth.NewHasher(apitest.FastParams, 1), heraldhttp.Config{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})}
 	users := make([]*model.User, 10)

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"herald/http/internal/apitest"
 )
 
 // Helpers of this file carry the dec prefix so they cannot collide with
@@ -34,7 +36,7 @@ func decMultipart(parts ...string) string {
 // decSend posts body to path. With chunked, the body is sent with
 // Transfer-Encoding: chunked and no Content-Length, so the server cannot
 // know its size before reading it.
-func decSend(t *testing.T, e *env, path, contentType, body string, chunked bool) *response {
+func decSend(t *testing.T, e *apitest.Env, path, contentType, body string, chunked bool) *apitest.Response {
 	t.Helper()
 	var r io.Reader = strings.NewReader(body)
 	if chunked {
@@ -62,7 +64,7 @@ func decSend(t *testing.T, e *env, path, contentType, body string, chunked bool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &response{Status: res.StatusCode, Header: res.Header, Body: b}
+	return &apitest.Response{Status: res.StatusCode, Header: res.Header, Body: b}
 }
 
 // decPad pads a JSON body with trailing whitespace, which the decoder
@@ -79,7 +81,7 @@ func decPad(t *testing.T, body string, n int, pad string) string {
 // not strings and repeated fields are refused with a 400 naming the field,
 // before anything is stored, in every media type.
 func TestDecode_FieldNames(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	acctRegister(t, e, "grace@example.com", "correct horse") // for the login cases
 	const creds = `"email":"ada@example.com","password":"correct horse"`
 	const login = `"username":"grace@example.com","password":"correct horse"`
@@ -135,10 +137,10 @@ func TestDecode_FieldNames(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := e.counts()
-			res := e.do(request{Method: "POST", Path: tt.path, ContentType: tt.contentType, Body: tt.body})
-			p := assertProblem(t, res, http.StatusBadRequest)
-			if got, want := strings.Join(violationPaths(p), ","), tt.field; got != want {
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: "POST", Path: tt.path, ContentType: tt.contentType, Body: tt.body})
+			p := apitest.AssertProblem(t, res, http.StatusBadRequest)
+			if got, want := strings.Join(apitest.ViolationPaths(p), ","), tt.field; got != want {
 				t.Errorf("violation paths = %q, want %q", got, want)
 			}
 			detail, _ := p["detail"].(string)
@@ -156,7 +158,7 @@ func TestDecode_FieldNames(t *testing.T) {
 // TestDecode_Malformed: bodies that are not one well-formed document of the
 // declared type are a 400 without a field, and store nothing.
 func TestDecode_Malformed(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	acctRegister(t, e, "grace@example.com", "correct horse")
 	const creds = `{"email":"ada@example.com","password":"correct horse"}`
 	tests := []struct {
@@ -195,9 +197,9 @@ func TestDecode_Malformed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := e.counts()
-			res := e.do(request{Method: "POST", Path: tt.path, ContentType: tt.contentType, Body: tt.body})
-			p := assertProblem(t, res, http.StatusBadRequest)
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: "POST", Path: tt.path, ContentType: tt.contentType, Body: tt.body})
+			p := apitest.AssertProblem(t, res, http.StatusBadRequest)
 			if detail, _ := p["detail"].(string); detail == "" {
 				t.Errorf("400 without a detail: %s", res.Body)
 			}
@@ -213,7 +215,7 @@ func TestDecode_Malformed(t *testing.T) {
 // malformed like a truncated JSON document: a 400, not a complete (or empty)
 // form.
 func TestDecode_MultipartIncomplete(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	full := func(email string) string {
 		return decMultipart(decPart(`name="email"`, email), decPart(`name="password"`, "correct horse"))
 	}
@@ -239,9 +241,9 @@ func TestDecode_MultipartIncomplete(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := e.counts()
-			res := e.do(request{Method: "POST", Path: "/api/register", ContentType: decMPType, Body: tt.body(tt.email)})
-			assertProblem(t, res, http.StatusBadRequest)
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: "POST", Path: "/api/register", ContentType: decMPType, Body: tt.body(tt.email)})
+			apitest.AssertProblem(t, res, http.StatusBadRequest)
 			acctAssertUnchanged(t, e, before)
 			if tt.email != "" {
 				acctAssertNoLogin(t, e, tt.email, "correct horse")
@@ -249,14 +251,14 @@ func TestDecode_MultipartIncomplete(t *testing.T) {
 		})
 	}
 	// The complete body is fine.
-	res := e.do(request{Method: "POST", Path: "/api/register", ContentType: decMPType, Body: full("complete@example.com")})
+	res := e.Do(apitest.Request{Method: "POST", Path: "/api/register", ContentType: decMPType, Body: full("complete@example.com")})
 	if got, want := res.Status, http.StatusCreated; got != want {
 		t.Fatalf("complete multipart body: status %d, want %d: %s", got, want, res.Body)
 	}
 }
 
 func TestDecode_UnsupportedMediaType(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	acctRegister(t, e, "grace@example.com", "correct horse")
 	const creds = `{"email":"ada@example.com","password":"correct horse"}`
 	const login = `{"username":"grace@example.com","password":"correct horse"}`
@@ -280,9 +282,9 @@ func TestDecode_UnsupportedMediaType(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := e.counts()
-			res := e.do(request{Method: "POST", Path: tt.path, ContentType: tt.contentType, Body: tt.body})
-			p := assertProblem(t, res, http.StatusUnsupportedMediaType)
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: "POST", Path: tt.path, ContentType: tt.contentType, Body: tt.body})
+			p := apitest.AssertProblem(t, res, http.StatusUnsupportedMediaType)
 			detail, _ := p["detail"].(string)
 			if detail == "" {
 				t.Errorf("415 without a detail: %s", res.Body)
@@ -304,7 +306,7 @@ func TestDecode_UnsupportedMediaType(t *testing.T) {
 // learns its size from Content-Length or only by reading a chunked body.
 func TestDecode_BodyTooLarge(t *testing.T) {
 	const limit = 2048
-	e := newEnv(t, withMaxBody(limit))
+	e := apitest.New(t, apitest.WithMaxBody(limit))
 	acctRegister(t, e, "grace@example.com", "correct horse")
 	big := strings.Repeat("x", 2*limit)
 	tests := []struct {
@@ -328,13 +330,13 @@ func TestDecode_BodyTooLarge(t *testing.T) {
 				name = tt.name + ", chunked"
 			}
 			t.Run(name, func(t *testing.T) {
-				before := e.counts()
+				before := e.Counts()
 				res := decSend(t, e, tt.path, tt.contentType, tt.body, chunked)
 				if tt.contentType == "text/plain" && chunked {
 					// Nothing of a body is read before its type is checked.
-					assertProblem(t, res, http.StatusUnsupportedMediaType)
+					apitest.AssertProblem(t, res, http.StatusUnsupportedMediaType)
 				} else {
-					p := assertProblem(t, res, http.StatusRequestEntityTooLarge)
+					p := apitest.AssertProblem(t, res, http.StatusRequestEntityTooLarge)
 					if detail, _ := p["detail"].(string); !strings.Contains(detail, strconv.Itoa(limit)) {
 						t.Errorf("detail = %q, want it to state the limit %d", detail, limit)
 					}
@@ -349,7 +351,7 @@ func TestDecode_BodyTooLarge(t *testing.T) {
 // TestDecode_BodyAtLimit: a body of exactly the limit is read in full.
 func TestDecode_BodyAtLimit(t *testing.T) {
 	const limit = 2048
-	e := newEnv(t, withMaxBody(limit))
+	e := apitest.New(t, apitest.WithMaxBody(limit))
 	tests := []struct {
 		name, contentType string
 		build             func(email string) string // a body of exactly limit bytes
@@ -388,13 +390,13 @@ func TestDecode_BodyAtLimit(t *testing.T) {
 
 // TestDecode_DefaultLimit: without configuration the limit is 64 KiB.
 func TestDecode_DefaultLimit(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	const limit = 64 << 10
 	at := decPad(t, `{"email":"ada@example.com","password":"correct horse"}`, limit, " ")
 	over := decPad(t, `{"email":"eve@example.com","password":"correct horse"}`, limit+1, " ")
 	for _, chunked := range []bool{false, true} {
-		before := e.counts()
-		assertProblem(t, decSend(t, e, "/api/register", decJSON, over, chunked), http.StatusRequestEntityTooLarge)
+		before := e.Counts()
+		apitest.AssertProblem(t, decSend(t, e, "/api/register", decJSON, over, chunked), http.StatusRequestEntityTooLarge)
 		acctAssertUnchanged(t, e, before)
 		acctAssertNoLogin(t, e, "eve@example.com", "correct horse")
 	}
@@ -406,7 +408,7 @@ func TestDecode_DefaultLimit(t *testing.T) {
 // TestDecode_TextEncodings: field values keep their characters whichever
 // media type and escaping carried them.
 func TestDecode_TextEncodings(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	tests := []struct {
 		name, contentType, body, email, password string
 	}{
@@ -418,7 +420,7 @@ func TestDecode_TextEncodings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := e.do(request{Method: "POST", Path: "/api/register", ContentType: tt.contentType, Body: tt.body})
+			res := e.Do(apitest.Request{Method: "POST", Path: "/api/register", ContentType: tt.contentType, Body: tt.body})
 			if got, want := res.Status, http.StatusCreated; got != want {
 				t.Fatalf("status = %d, want %d: %s", got, want, res.Body)
 			}
@@ -436,9 +438,9 @@ func TestDecode_TextEncodings(t *testing.T) {
 // escape is well-formed JSON naming no character (422). A U+FFFD the client
 // really sent is kept.
 func TestDecode_JSONInvalidUTF8(t *testing.T) {
-	e := newEnv(t)
-	token := e.register("ada@example.com", "correct horse")
-	msg := e.post(token, "original")
+	e := apitest.New(t)
+	token := e.Register("ada@example.com", "correct horse")
+	msg := e.Post(token, "original")
 	path := fmt.Sprintf("/api/messages/%v", msg["id"])
 	tests := []struct {
 		name, method, path, contentType, body string
@@ -454,20 +456,20 @@ func TestDecode_JSONInvalidUTF8(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := e.counts()
-			res := e.do(request{Method: tt.method, Path: tt.path, Token: token, ContentType: tt.contentType, Body: tt.body})
-			p := assertProblem(t, res, tt.status)
-			if got, want := strings.Join(violationPaths(p), ","), tt.field; got != want {
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: tt.method, Path: tt.path, Token: token, ContentType: tt.contentType, Body: tt.body})
+			p := apitest.AssertProblem(t, res, tt.status)
+			if got, want := strings.Join(apitest.ViolationPaths(p), ","), tt.field; got != want {
 				t.Errorf("violation paths = %q, want %q", got, want)
 			}
 			acctAssertUnchanged(t, e, before)
 		})
 	}
-	if got, want := e.do(request{Method: "GET", Path: path, Token: token}).JSON(t)["content"], "original"; got != want {
+	if got, want := e.Do(apitest.Request{Method: "GET", Path: path, Token: token}).JSON(t)["content"], "original"; got != want {
 		t.Errorf("content after refused patches = %q, want %q", got, want)
 	}
 	for _, body := range []string{`{"content":"keep \ufffd"}`, `{"content":"keep \uFFFD"}`, "{\"content\":\"keep \uFFFD\"}"} {
-		res := e.do(request{Method: "POST", Path: "/api/messages", Token: token, ContentType: decJSON, Body: body})
+		res := e.Do(apitest.Request{Method: "POST", Path: "/api/messages", Token: token, ContentType: decJSON, Body: body})
 		if got, want := res.Status, http.StatusCreated; got != want {
 			t.Fatalf("%s: status = %d, want %d: %s", body, got, want, res.Body)
 		}
@@ -480,10 +482,10 @@ func TestDecode_JSONInvalidUTF8(t *testing.T) {
 // Of two values that are both wrong, a JSON body is refused naming the
 // same one every time: the first in name order.
 func TestJSONBodyNamesTheSameBadValueEveryTime(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	for range 20 {
 		res := decSend(t, e, "/api/register", decJSON, `{"password":3,"email":4}`, false)
-		p := assertProblem(t, res, http.StatusBadRequest)
+		p := apitest.AssertProblem(t, res, http.StatusBadRequest)
 		if detail, _ := p["detail"].(string); !strings.Contains(detail, `"email"`) || strings.Contains(detail, "password") {
 			t.Fatalf("detail = %q, want it to name email, the first bad field by name", detail)
 		}

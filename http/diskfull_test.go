@@ -17,6 +17,7 @@ import (
 
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/http/internal/apitest"
 	"herald/pg/pgtest"
 )
 
@@ -50,7 +51,7 @@ func smallFilesystem(t *testing.T, size int) string {
 // database's default for the tables Herald creates when it opens.
 func placeOnFilesystem(t *testing.T, path, dir string) {
 	t.Helper()
-	cluster := postgresTestCluster(t)
+	cluster := apitest.PostgresCluster(t)
 	space := filepath.Join(dir, "pg")
 	if err := os.Mkdir(space, 0o700); err != nil {
 		t.Fatal(err)
@@ -92,7 +93,7 @@ func placeOnFilesystem(t *testing.T, path, dir string) {
 	if err := pgtest.Exec(ctx, admin, "ALTER DATABASE "+pgtest.Name(url)+" SET default_tablespace = "+name); err != nil {
 		t.Fatal(err)
 	}
-	pgDatabases.Store(path, url)
+	apitest.UsePostgres(path, url)
 }
 
 // TestDiskFull fills a real, small filesystem through the API: a write
@@ -109,7 +110,7 @@ func TestDiskFull(t *testing.T) {
 	dbPath := filepath.Join(dir, "herald.db")
 	big := strings.Repeat("a long message to fill the disk ", 300) // ~9.6 KB
 	content := func(i int) string { return fmt.Sprint(i, " ", big) }
-	if onPostgres(t) {
+	if apitest.OnPostgres(t) {
 		placeOnFilesystem(t, dbPath, dir)
 		// PostgreSQL compresses what repeats; words that do not repeat
 		// fill its files, and its index of terms, as fast.
@@ -125,21 +126,21 @@ func TestDiskFull(t *testing.T) {
 			return sb.String()
 		}
 	}
-	db := openDB(t, dbPath)
-	e, stop := serveDB(t, db, heraldhttp.Config{}, nil)
-	ada := e.register("ada@example.com", pw)
-	bob := e.register("bob@example.com", pw)
-	stream := e.openStream(bob, "", "")
-	first := e.post(ada, "before the disk filled")
+	db := apitest.OpenStore(t, dbPath, nil)
+	e, stop := apitest.Serve(t, db, heraldhttp.Config{}, nil)
+	ada := e.Register("ada@example.com", pw)
+	bob := e.Register("bob@example.com", pw)
+	stream := openStream(e, bob, "", "")
+	first := e.Post(ada, "before the disk filled")
 	if ev := stream.next(); ev.Event != "message.created" {
 		t.Fatalf("stream: %+v", ev)
 	}
 
-	var full *response
-	acked := []uint64{msgID(t, first)}
+	var full *apitest.Response
+	acked := []uint64{apitest.MsgID(t, first)}
 	for i := range 5000 {
-		res := e.do(request{Method: "POST", Path: "/api/messages", Token: ada, ContentType: "application/json",
-			Body: jsonBody(t, map[string]string{"content": content(i)})})
+		res := e.Do(apitest.Request{Method: "POST", Path: "/api/messages", Token: ada, ContentType: "application/json",
+			Body: apitest.JSONBody(t, map[string]string{"content": content(i)})})
 		if res.Status == http.StatusInsufficientStorage {
 			full = res
 			break
@@ -147,7 +148,7 @@ func TestDiskFull(t *testing.T) {
 		if res.Status != http.StatusCreated {
 			t.Fatalf("post %d: %d %s", i, res.Status, res.Body)
 		}
-		acked = append(acked, msgID(t, res.JSON(t)))
+		acked = append(acked, apitest.MsgID(t, res.JSON(t)))
 		stream.next()
 	}
 	if full == nil {
@@ -162,14 +163,14 @@ func TestDiskFull(t *testing.T) {
 	if _, err := db.TrimChanges(context.Background(), 0, 0); err != nil {
 		t.Fatalf("a trim while writes fail: %v", err)
 	}
-	health := e.do(request{Method: "GET", Path: "/healthz"})
+	health := e.Do(apitest.Request{Method: "GET", Path: "/healthz"})
 	if got := health.JSON(t); health.Status != http.StatusOK || got["status"] != "degraded" || got["writes"] != "failing" {
 		t.Errorf("/healthz while writes fail: %d %v", health.Status, got)
 	}
-	if res := e.do(request{Method: "GET", Path: fmt.Sprintf("/api/messages/%d", msgID(t, first)), Token: bob}); res.Status != http.StatusOK {
+	if res := e.Do(apitest.Request{Method: "GET", Path: fmt.Sprintf("/api/messages/%d", apitest.MsgID(t, first)), Token: bob}); res.Status != http.StatusOK {
 		t.Errorf("a read while writes fail: %d %s", res.Status, res.Body)
 	}
-	if res := e.do(request{Method: "GET", Path: "/api/messages?q=filled", Token: bob}); res.Status != http.StatusOK {
+	if res := e.Do(apitest.Request{Method: "GET", Path: "/api/messages?q=filled", Token: bob}); res.Status != http.StatusOK {
 		t.Errorf("a search while writes fail: %d %s", res.Status, res.Body)
 	}
 	// Logins while large writes keep failing beside them: a commit that
@@ -187,13 +188,13 @@ func TestDiskFull(t *testing.T) {
 					return
 				default:
 				}
-				e.do(request{Method: "POST", Path: "/api/messages", Token: ada, ContentType: "application/json",
-					Body: jsonBody(t, map[string]string{"content": content(0)})})
+				e.Do(apitest.Request{Method: "POST", Path: "/api/messages", Token: ada, ContentType: "application/json",
+					Body: apitest.JSONBody(t, map[string]string{"content": content(0)})})
 			}
 		}()
 	}
 	for range 10 {
-		if res := e.loginAttempt("bob@example.com", pw); res.Status != http.StatusOK {
+		if res := e.LoginAttempt("bob@example.com", pw); res.Status != http.StatusOK {
 			t.Errorf("a login while writes fail: %d %s", res.Status, res.Body)
 		}
 	}
@@ -208,7 +209,7 @@ func TestDiskFull(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	after := e.post(ada, "after space was freed")
+	after := e.Post(ada, "after space was freed")
 	for {
 		// The flood's writes that fitted once space came back, then this one.
 		ev := stream.next()
@@ -220,15 +221,15 @@ func TestDiskFull(t *testing.T) {
 		}
 	}
 	for _, id := range acked {
-		if res := e.do(request{Method: "GET", Path: fmt.Sprintf("/api/messages/%d", id), Token: bob}); res.Status != http.StatusOK {
+		if res := e.Do(apitest.Request{Method: "GET", Path: fmt.Sprintf("/api/messages/%d", id), Token: bob}); res.Status != http.StatusOK {
 			t.Errorf("message %d, acknowledged before the disk filled, after: %d", id, res.Status)
 		}
 	}
-	if got := e.do(request{Method: "GET", Path: "/healthz"}).JSON(t); got["status"] != "ok" {
+	if got := e.Do(apitest.Request{Method: "GET", Path: "/healthz"}).JSON(t); got["status"] != "ok" {
 		t.Errorf("/healthz once writes succeed again: %v", got)
 	}
 	stop()
-	if onPostgres(t) {
+	if apitest.OnPostgres(t) {
 		t.Logf("the disk was full after %d messages; message %v was written once space was freed", len(acked), after["id"])
 		return
 	}

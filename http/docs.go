@@ -15,8 +15,8 @@ import (
 
 // openAPIDocument is the API description served at /api/docs.json. It is
 // written by hand so that it reads, diffs and lints like any OpenAPI file;
-// openapi_test.go fails when it and routes() disagree, and every HTTP test
-// validates its exchanges against it.
+// openapi_internal_test.go fails when it and routes() disagree, and every
+// HTTP test validates its exchanges against it.
 //
 //go:embed openapi.json
 var openAPIDocument []byte

@@ -21,6 +21,7 @@ import (
 	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/http/internal/apitest"
 	"herald/model"
 )
 
@@ -33,7 +34,7 @@ import (
 type fzTarget struct {
 	srv  http.Handler
 	db   *bolt.DB
-	logs *syncBuffer // warnings and errors only, shown when a response is a 5xx
+	logs *apitest.SyncBuffer // warnings and errors only, shown when a response is a 5xx
 }
 
 func fzNew(f *testing.F, maxBody int64) *fzTarget {
@@ -50,7 +51,7 @@ func fzNew(f *testing.F, maxBody int64) *fzTarget {
 			f.Errorf("close db: %v", err)
 		}
 	})
-	logs := &syncBuffer{}
+	logs := &apitest.SyncBuffer{}
 	// The guessing limits are opened wide: a fuzzer is one address making
 	// thousands of attempts, and should reach the code behind them.
 	wide := auth.Rate{Burst: 1 << 30, Every: time.Nanosecond}
@@ -59,7 +60,7 @@ func fzNew(f *testing.F, maxBody int64) *fzTarget {
 		Logger:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Limits:       heraldhttp.Limits{LoginFailuresPerAccount: wide, LoginFailuresPerAddress: wide, RegistrationsPerAddress: wide, WritesPerAccount: wide},
 	}
-	return &fzTarget{srv: heraldhttp.NewServer(db, auth.NewHasher(fastParams, 0), cfg), db: db, logs: logs}
+	return &fzTarget{srv: heraldhttp.NewServer(db, auth.NewHasher(apitest.FastParams, 0), cfg), db: db, logs: logs}
 }
 
 func (z *fzTarget) serve(r *http.Request) *httptest.ResponseRecorder {
@@ -352,7 +353,7 @@ func FuzzSearchQuery(f *testing.F) {
 			}
 			// A well-formed query refused: the problem names one of its
 			// parameters.
-			paths := violationPaths(p)
+			paths := apitest.ViolationPaths(p)
 			switch {
 			case len(paths) == 1:
 				// JSON cannot carry a name that is not UTF-8: compare
@@ -422,7 +423,7 @@ func FuzzStreamRequest(f *testing.F) {
 				t.Errorf("200 with Content-Type %q, want text/event-stream", got)
 			}
 		case wantPath != "":
-			if paths := violationPaths(p); len(paths) != 1 || paths[0] != wantPath {
+			if paths := apitest.ViolationPaths(p); len(paths) != 1 || paths[0] != wantPath {
 				t.Errorf("?%s with Last-Event-ID %q: 400 names %q, want %q", rawQuery, lastEventID, paths, wantPath)
 			}
 		}
@@ -454,7 +455,7 @@ func fzStreamVerdict(t *testing.T, z *fzTarget, token, rawQuery, lastEventID str
 	if search.Code != http.StatusOK {
 		var p map[string]any
 		_ = json.Unmarshal(search.Body.Bytes(), &p)
-		if paths := violationPaths(p); search.Code == http.StatusBadRequest && len(paths) == 1 {
+		if paths := apitest.ViolationPaths(p); search.Code == http.StatusBadRequest && len(paths) == 1 {
 			return paths[0], http.StatusBadRequest
 		}
 		t.Fatalf("search for ?%s answered %d: %s", filters.Encode(), search.Code, search.Body)

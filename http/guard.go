@@ -26,24 +26,9 @@ type Limits struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
 	// believed; without them the client address is the connection's.
 	TrustedProxies []netip.Prefix
-	// Shared, when set, makes the limiter called name, allowing rate per
-	// key, in a store that several processes share: the limits then
-	// count there, so N processes never allow N times the budget. A
-	// limiter that cannot reach the store should let the event through
-	// (and say so in its logs) rather than lock everyone out. Unset, the
-	// limits are kept in this process's memory.
-	Shared func(name string, rate auth.Rate) Limiter
 }
 
-// Limiter counts events per key against a rate: Spend takes one, or says
-// how long until one is free; Refund gives one back. auth.Limiter does it
-// in this process's memory.
-type Limiter interface {
-	Spend(ctx context.Context, key string) (ok bool, retryAfter time.Duration)
-	Refund(ctx context.Context, key string)
-}
-
-// localLimiter is an auth.Limiter in this process's memory.
+// localLimiter is an auth.Limiter in this process's memory, as a Spender.
 type localLimiter struct{ l *auth.Limiter }
 
 func (l localLimiter) Spend(_ context.Context, key string) (bool, time.Duration) {
@@ -52,21 +37,22 @@ func (l localLimiter) Spend(_ context.Context, key string) (bool, time.Duration)
 
 func (l localLimiter) Refund(_ context.Context, key string) { l.l.Refund(key) }
 
-// guard applies Limits. Unless they are shared, the limiters live
-// in memory, bounded in size; a restart forgets them, which costs a
-// guesser nothing they could not get by waiting a few minutes.
+// guard applies Limits. Unless the store keeps them (SharedLimits), the
+// limiters live in memory, bounded in size; a restart forgets them, which
+// costs a guesser nothing they could not get by waiting a few minutes.
 type guard struct {
-	perAccount, perAddress, registrations, writes Limiter
+	perAccount, perAddress, registrations, writes auth.Spender
 	trusted                                       []netip.Prefix
 }
 
-func newGuard(l Limits, now func() time.Time) *guard {
-	limiter := func(name string, r auth.Rate, def func() auth.Rate) Limiter {
+// newGuard applies l, counting in shared when it is not nil.
+func newGuard(l Limits, shared SharedLimits, now func() time.Time) *guard {
+	limiter := func(name string, r auth.Rate, def func() auth.Rate) auth.Spender {
 		if r == (auth.Rate{}) {
 			r = def()
 		}
-		if l.Shared != nil {
-			return l.Shared(name, r)
+		if shared != nil {
+			return shared.Limiter(name, r)
 		}
 		return localLimiter{auth.NewLimiter(r, auth.DefaultMaxKeys, now)}
 	}

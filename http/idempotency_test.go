@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"herald/http/internal/apitest"
 )
 
 // withKey is the header of a request that carries the Idempotency-Key
@@ -21,7 +23,7 @@ func withKey(v ...string) http.Header {
 
 // sameAnswer fails unless res is first, to the byte: status, body,
 // Location and ETag.
-func sameAnswer(t *testing.T, what string, res, first *response) {
+func sameAnswer(t *testing.T, what string, res, first *apitest.Response) {
 	t.Helper()
 	if res.Status != first.Status || !bytes.Equal(res.Body, first.Body) {
 		t.Errorf("%s: %d %s\nwant the first answer: %d %s", what, res.Status, res.Body, first.Status, first.Body)
@@ -38,37 +40,37 @@ func sameAnswer(t *testing.T, what string, res, first *response) {
 // first answer to the byte and stores nothing; with other fields it is a
 // 422 naming the header; another account's key, or no key, creates.
 func TestIdempotencyKeyRetries(t *testing.T) {
-	e := newEnv(t)
-	ada := e.register("ada@example.com", "correct horse battery")
-	bob := e.register("bob@example.com", "correct horse battery")
-	create := func(path, token, contentType, body string, key ...string) *response {
+	e := apitest.New(t)
+	ada := e.Register("ada@example.com", "correct horse battery")
+	bob := e.Register("bob@example.com", "correct horse battery")
+	create := func(path, token, contentType, body string, key ...string) *apitest.Response {
 		t.Helper()
-		return e.do(request{Method: "POST", Path: path, Token: token, ContentType: contentType, Body: body, Header: withKey(key...)})
+		return e.Do(apitest.Request{Method: "POST", Path: path, Token: token, ContentType: contentType, Body: body, Header: withKey(key...)})
 	}
 	const key = `"8e03978e-40d5-43e8-bc93-6894a57f9324"`
 	first := create("/api/messages", ada, "application/json", `{"content":"hello, once"}`, key)
 	if first.Status != http.StatusCreated || first.Header.Get("Location") == "" {
 		t.Fatalf("first create: %d %s", first.Status, first.Body)
 	}
-	counts := e.counts()
-	multipart, multipartType := multipartBody(t, map[string]string{"content": "hello, once"})
+	counts := e.Counts()
+	multipart, multipartType := apitest.MultipartBody(t, map[string]string{"content": "hello, once"})
 	for _, retry := range []struct {
 		name, path, contentType, body string
 	}{
 		{"the same request", "/api/messages", "application/json", `{"content":"hello, once"}`},
 		{"on the original path", "/api/message", "application/json", `{"content":"hello, once"}`},
 		{"spaced otherwise", "/api/messages", "application/json; charset=utf-8", "{ \"content\" :\n \"hello, once\" }"},
-		{"as a form", "/api/messages", "application/x-www-form-urlencoded", formBody(map[string]string{"content": "hello, once"})},
+		{"as a form", "/api/messages", "application/x-www-form-urlencoded", apitest.FormBody(map[string]string{"content": "hello, once"})},
 		{"as multipart", "/api/messages", multipartType, multipart},
 	} {
 		sameAnswer(t, retry.name, create(retry.path, ada, retry.contentType, retry.body, key), first)
 	}
 	reused := create("/api/messages", ada, "application/json", `{"content":"hello, twice"}`, key)
-	if p := assertProblem(t, reused, http.StatusUnprocessableEntity); !slices.Equal(violationPaths(p), []string{"Idempotency-Key"}) ||
+	if p := apitest.AssertProblem(t, reused, http.StatusUnprocessableEntity); !slices.Equal(apitest.ViolationPaths(p), []string{"Idempotency-Key"}) ||
 		!strings.Contains(p["detail"].(string), "Idempotency-Key") {
 		t.Errorf("the key with other content: %s, want a violation naming Idempotency-Key", reused.Body)
 	}
-	if got := e.counts(); got != counts {
+	if got := e.Counts(); got != counts {
 		t.Errorf("counts after the retries = %+v, want %+v", got, counts)
 	}
 
@@ -86,11 +88,11 @@ func TestIdempotencyKeyRetries(t *testing.T) {
 	// Deleted since, the message stays deleted, and the retry still gets
 	// the first answer.
 	location := first.Header.Get("Location")
-	if res := e.do(request{Method: "DELETE", Path: location, Token: ada}); res.Status != http.StatusNoContent {
+	if res := e.Do(apitest.Request{Method: "DELETE", Path: location, Token: ada}); res.Status != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", res.Status, res.Body)
 	}
 	sameAnswer(t, "a retry after the deletion", create("/api/messages", ada, "application/json", `{"content":"hello, once"}`, key), first)
-	assertProblem(t, e.do(request{Method: "GET", Path: location, Token: ada}), http.StatusNotFound)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: location, Token: ada}), http.StatusNotFound)
 
 	// A day on, the key is new.
 	e.Clock.Advance(24 * time.Hour)
@@ -103,20 +105,20 @@ func TestIdempotencyKeyRetries(t *testing.T) {
 // TestIdempotencyKeyEdited: a retry after the message was edited gets the
 // first answer, with the first content, which the retry itself carries.
 func TestIdempotencyKeyEdited(t *testing.T) {
-	e := newEnv(t)
-	ada := e.register("ada@example.com", "correct horse battery")
-	send := func() *response {
-		return e.do(request{Method: "POST", Path: "/api/messages", Token: ada, ContentType: "application/json",
+	e := apitest.New(t)
+	ada := e.Register("ada@example.com", "correct horse battery")
+	send := func() *apitest.Response {
+		return e.Do(apitest.Request{Method: "POST", Path: "/api/messages", Token: ada, ContentType: "application/json",
 			Body: `{"content":"first draft"}`, Header: withKey(`"draft-1"`)})
 	}
 	first := send()
-	res := e.do(request{Method: "PATCH", Path: first.Header.Get("Location"), Token: ada, ContentType: "application/json",
+	res := e.Do(apitest.Request{Method: "PATCH", Path: first.Header.Get("Location"), Token: ada, ContentType: "application/json",
 		Body: `{"content":"final version"}`})
 	if res.Status != http.StatusOK {
 		t.Fatalf("edit: %d %s", res.Status, res.Body)
 	}
 	sameAnswer(t, "a retry after the edit", send(), first)
-	if got := e.do(request{Method: "GET", Path: first.Header.Get("Location"), Token: ada}).JSON(t)["content"]; got != "final version" {
+	if got := e.Do(apitest.Request{Method: "GET", Path: first.Header.Get("Location"), Token: ada}).JSON(t)["content"]; got != "final version" {
 		t.Errorf("the message after a retry holds %q, want the edit's", got)
 	}
 }
@@ -125,8 +127,8 @@ func TestIdempotencyKeyEdited(t *testing.T) {
 // string of 1 to 255 printable characters is refused with 400 naming the
 // header, and nothing is stored.
 func TestIdempotencyKeyMalformed(t *testing.T) {
-	e := newEnv(t)
-	ada := e.register("ada@example.com", "correct horse battery")
+	e := apitest.New(t)
+	ada := e.Register("ada@example.com", "correct horse battery")
 	for _, tt := range []struct {
 		name   string
 		values []string
@@ -148,8 +150,8 @@ func TestIdempotencyKeyMalformed(t *testing.T) {
 		{"twice", []string{`"a"`, `"a"`}, http.StatusBadRequest},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			before := e.counts()
-			res := e.do(request{Method: "POST", Path: "/api/messages", Token: ada, ContentType: "application/json",
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: "POST", Path: "/api/messages", Token: ada, ContentType: "application/json",
 				Body: `{"content":"with a key"}`, Header: withKey(tt.values...)})
 			if tt.status == http.StatusCreated {
 				if res.Status != http.StatusCreated {
@@ -157,10 +159,10 @@ func TestIdempotencyKeyMalformed(t *testing.T) {
 				}
 				return
 			}
-			if p := assertProblem(t, res, tt.status); !slices.Equal(violationPaths(p), []string{"Idempotency-Key"}) {
-				t.Errorf("violations %v, want Idempotency-Key", violationPaths(p))
+			if p := apitest.AssertProblem(t, res, tt.status); !slices.Equal(apitest.ViolationPaths(p), []string{"Idempotency-Key"}) {
+				t.Errorf("violations %v, want Idempotency-Key", apitest.ViolationPaths(p))
 			}
-			if got := e.counts(); got != before {
+			if got := e.Counts(); got != before {
 				t.Errorf("counts %+v after a refused key, want %+v", got, before)
 			}
 		})
@@ -171,35 +173,35 @@ func TestIdempotencyKeyMalformed(t *testing.T) {
 // one, before doing anything; GET and DELETE, idempotent anyway, ignore
 // it.
 func TestIdempotencyKeyElsewhere(t *testing.T) {
-	e := newEnv(t)
-	ada := e.register("ada@example.com", "correct horse battery")
-	e.register("root@example.com", "correct horse battery")
-	e.makeAdmin("root@example.com")
-	root := e.login("root@example.com", "correct horse battery")
-	msg := e.post(ada, "to edit")
-	location := msgPath(msgID(t, msg))
+	e := apitest.New(t)
+	ada := e.Register("ada@example.com", "correct horse battery")
+	e.Register("root@example.com", "correct horse battery")
+	e.MakeAdmin("root@example.com")
+	root := e.Login("root@example.com", "correct horse battery")
+	msg := e.Post(ada, "to edit")
+	location := msgPath(apitest.MsgID(t, msg))
 	key := withKey(`"k"`)
-	for _, req := range []request{
+	for _, req := range []apitest.Request{
 		{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: `{"email":"bob@example.com","password":"correct horse battery"}`},
 		{Method: "POST", Path: "/api/login", ContentType: "application/json", Body: `{"username":"ada@example.com","password":"correct horse battery"}`},
 		{Method: "POST", Path: "/api/logout", Token: ada},
 		{Method: "PATCH", Path: location, Token: ada, ContentType: "application/json", Body: `{"content":"edited"}`},
 		{Method: "POST", Path: "/api/admin/invites", Token: root, ContentType: "application/json", Body: `{}`},
 	} {
-		before := e.counts()
+		before := e.Counts()
 		req.Header = key
-		res := e.do(req)
-		if p := assertProblem(t, res, http.StatusBadRequest); !slices.Equal(violationPaths(p), []string{"Idempotency-Key"}) {
-			t.Errorf("%s %s with a key: violations %v, want Idempotency-Key", req.Method, req.Path, violationPaths(p))
+		res := e.Do(req)
+		if p := apitest.AssertProblem(t, res, http.StatusBadRequest); !slices.Equal(apitest.ViolationPaths(p), []string{"Idempotency-Key"}) {
+			t.Errorf("%s %s with a key: violations %v, want Idempotency-Key", req.Method, req.Path, apitest.ViolationPaths(p))
 		}
-		if got := e.counts(); got != before {
+		if got := e.Counts(); got != before {
 			t.Errorf("%s %s with a key changed the counts to %+v from %+v", req.Method, req.Path, got, before)
 		}
 	}
-	if res := e.do(request{Method: "GET", Path: "/api/me", Token: ada, Header: key}); res.Status != http.StatusOK {
+	if res := e.Do(apitest.Request{Method: "GET", Path: "/api/me", Token: ada, Header: key}); res.Status != http.StatusOK {
 		t.Errorf("GET /api/me with a key: %d %s", res.Status, res.Body)
 	}
-	if res := e.do(request{Method: "DELETE", Path: location, Token: ada, Header: key}); res.Status != http.StatusNoContent {
+	if res := e.Do(apitest.Request{Method: "DELETE", Path: location, Token: ada, Header: key}); res.Status != http.StatusNoContent {
 		t.Errorf("DELETE %s with a key: %d %s", location, res.Status, res.Body)
 	}
 }
@@ -208,36 +210,36 @@ func TestIdempotencyKeyElsewhere(t *testing.T) {
 // that gave it. On bbolt the server stops and a new one opens the file;
 // on PostgreSQL a second instance answers while the first still runs.
 func TestIdempotencyKeyAcrossInstances(t *testing.T) {
-	clock := &testClock{now: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)}
+	clock := apitest.NewClock()
 	path := filepath.Join(t.TempDir(), "herald.db")
 	// Opened first by the test itself, so that on PostgreSQL the database
 	// standing for path outlives the subtests.
-	if err := openTestStore(t, path, clock.Now).Close(); err != nil {
+	if err := apitest.OpenStore(t, path, clock.Now).Close(); err != nil {
 		t.Fatal(err)
 	}
 	var (
 		ada   string
-		first *response
+		first *apitest.Response
 	)
-	send := func(e *env) *response {
-		return e.do(request{Method: "POST", Path: "/api/messages", Token: ada, ContentType: "application/json",
+	send := func(e *apitest.Env) *apitest.Response {
+		return e.Do(apitest.Request{Method: "POST", Path: "/api/messages", Token: ada, ContentType: "application/json",
 			Body: `{"content":"said before the restart"}`, Header: withKey(`"restart-1"`)})
 	}
 	t.Run("first", func(t *testing.T) {
-		e := newEnvOn(t, openTestStore(t, path, clock.Now), clock)
-		ada = e.register("ada@example.com", "correct horse battery")
+		e := apitest.NewOn(t, apitest.OpenStore(t, path, clock.Now), clock)
+		ada = e.Register("ada@example.com", "correct horse battery")
 		if first = send(e); first.Status != http.StatusCreated {
 			t.Fatalf("first create: %d %s", first.Status, first.Body)
 		}
-		if onPostgres(t) {
-			other := newEnvOn(t, openTestStore(t, path, clock.Now), clock)
+		if apitest.OnPostgres(t) {
+			other := apitest.NewOn(t, apitest.OpenStore(t, path, clock.Now), clock)
 			sameAnswer(t, "the retry to another instance", send(other), first)
 		}
 	})
 	t.Run("after a restart", func(t *testing.T) {
-		e := newEnvOn(t, openTestStore(t, path, clock.Now), clock)
+		e := apitest.NewOn(t, apitest.OpenStore(t, path, clock.Now), clock)
 		sameAnswer(t, "the retry after a restart", send(e), first)
-		if c := e.counts(); c.Messages != 1 {
+		if c := e.Counts(); c.Messages != 1 {
 			t.Errorf("%d messages, want the one", c.Messages)
 		}
 	})

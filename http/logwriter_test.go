@@ -14,13 +14,14 @@ import (
 	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/http/internal/apitest"
 )
 
 // never is a flush interval no test waits for.
 const never = time.Hour
 
 func TestLogWriterHoldsLinesUntilFlushed(t *testing.T) {
-	out := &syncBuffer{}
+	out := &apitest.SyncBuffer{}
 	w := heraldhttp.NewLogWriter(out, never)
 	if _, err := w.Write([]byte("one\n")); err != nil {
 		t.Fatal(err)
@@ -35,7 +36,7 @@ func TestLogWriterHoldsLinesUntilFlushed(t *testing.T) {
 }
 
 func TestLogWriterFlushesOnItsOwn(t *testing.T) {
-	out := &syncBuffer{}
+	out := &apitest.SyncBuffer{}
 	w := heraldhttp.NewLogWriter(out, 10*time.Millisecond)
 	defer w.Close()
 	for round := range 3 { // the timer is armed again after each flush
@@ -48,7 +49,7 @@ func TestLogWriterFlushesOnItsOwn(t *testing.T) {
 }
 
 func TestLogWriterFlushesWhenFull(t *testing.T) {
-	out := &syncBuffer{}
+	out := &apitest.SyncBuffer{}
 	w := heraldhttp.NewLogWriter(out, never)
 	line := strings.Repeat("x", 99) + "\n"
 	for range 1000 { // 100 KB, more than one batch
@@ -69,7 +70,7 @@ func TestLogWriterFlushesWhenFull(t *testing.T) {
 }
 
 func TestLogWriterCloseFlushesAndWritesThrough(t *testing.T) {
-	out := &syncBuffer{}
+	out := &apitest.SyncBuffer{}
 	w := heraldhttp.NewLogWriter(out, never)
 	if _, err := w.Write([]byte("before\n")); err != nil {
 		t.Fatal(err)
@@ -88,7 +89,7 @@ func TestLogWriterCloseFlushesAndWritesThrough(t *testing.T) {
 // TestLogWriterConcurrent writes from many goroutines while flushes run:
 // every line arrives whole, once, and each writer's lines in order.
 func TestLogWriterConcurrent(t *testing.T) {
-	out := &syncBuffer{}
+	out := &apitest.SyncBuffer{}
 	w := heraldhttp.NewLogWriter(out, time.Millisecond)
 	const writers, lines = 8, 2000
 	var wg sync.WaitGroup
@@ -128,7 +129,7 @@ func TestLogWriterConcurrent(t *testing.T) {
 // TestLogWriterCloseWhileWriting closes the writer while lines still come:
 // none is lost, and nothing deadlocks.
 func TestLogWriterCloseWhileWriting(t *testing.T) {
-	out := &syncBuffer{}
+	out := &apitest.SyncBuffer{}
 	w := heraldhttp.NewLogWriter(out, time.Millisecond)
 	const writers, lines = 4, 2000
 	var wg sync.WaitGroup
@@ -160,10 +161,10 @@ func TestAccessLogThroughLogWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	out := &syncBuffer{}
+	out := &apitest.SyncBuffer{}
 	w := heraldhttp.NewLogWriter(out, 10*time.Millisecond)
 	defer w.Close()
-	srv := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 1), heraldhttp.Config{Logger: slog.New(slog.NewTextHandler(w, nil))})
+	srv := heraldhttp.NewServer(db, auth.NewHasher(apitest.FastParams, 1), heraldhttp.Config{Logger: slog.New(slog.NewTextHandler(w, nil))})
 	req := httptest.NewRequest(http.MethodGet, "/api/messages?q=secretword", nil)
 	req.Header.Set("Authorization", "Bearer herald_secrettoken")
 	rec := httptest.NewRecorder()

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"herald/http/internal/apitest"
 )
 
 // TestRegister_LookAlike: beside root@example.com, an address drawn like
@@ -13,7 +15,7 @@ import (
 // another script inside one part, or an ideographic full stop for a dot.
 // Addresses wholly in one script, or with accents, register.
 func TestRegister_LookAlike(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	const pw, otherPW = "correct horse", "another horse"
 	acctRegister(t, e, "root@example.com", pw)
 	acctRegister(t, e, "ape@example.com", pw)
@@ -24,9 +26,9 @@ func TestRegister_LookAlike(t *testing.T) {
 		{"ROOT@example.com", "the e-mail ROOT@example.com is already registered"},
 	} {
 		t.Run(tt.email, func(t *testing.T) {
-			before := e.counts()
-			res := e.do(request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: jsonBody(t, map[string]string{"email": tt.email, "password": otherPW})})
-			p := assertProblem(t, res, http.StatusConflict)
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: apitest.JSONBody(t, map[string]string{"email": tt.email, "password": otherPW})})
+			p := apitest.AssertProblem(t, res, http.StatusConflict)
 			if got := p["detail"]; got != tt.detail {
 				t.Errorf("detail = %q, want %q", got, tt.detail)
 			}
@@ -44,9 +46,9 @@ func TestRegister_LookAlike(t *testing.T) {
 		{"root@example\u3002com", "must separate the parts of the domain with '.', not with the ideographic full stop (U+3002)"},
 	} {
 		t.Run(tt.email, func(t *testing.T) {
-			before := e.counts()
-			res := e.do(request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: jsonBody(t, map[string]string{"email": tt.email, "password": pw})})
-			p := assertProblem(t, res, http.StatusUnprocessableEntity)
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: apitest.JSONBody(t, map[string]string{"email": tt.email, "password": pw})})
+			p := apitest.AssertProblem(t, res, http.StatusUnprocessableEntity)
 			vs, _ := p["violations"].([]any)
 			if len(vs) != 1 {
 				t.Fatalf("violations = %v, want one, on email", p["violations"])

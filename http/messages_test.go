@@ -15,6 +15,7 @@ import (
 
 	"herald/auth"
 	"herald/bolt"
+	"herald/http/internal/apitest"
 )
 
 // Helpers for the message and search tests. Names carry a msg prefix so they
@@ -28,16 +29,16 @@ const msgTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
 var msgTimeRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$`)
 
 // msgUser registers email and returns its token.
-func msgUser(e *env, email string) string {
-	e.t.Helper()
-	return e.register(email, msgPassword)
+func msgUser(e *apitest.Env, email string) string {
+	e.T.Helper()
+	return e.Register(email, msgPassword)
 }
 
 // msgEnvFor returns a copy of e that reports to t, so helpers called inside
 // a subtest fail that subtest rather than its parent.
-func (e *env) msgEnvFor(t *testing.T) *env {
+func msgEnvFor(e *apitest.Env, t *testing.T) *apitest.Env {
 	c := *e
-	c.t = t
+	c.T = t
 	return &c
 }
 
@@ -52,11 +53,11 @@ func msgMerge(body string) msgBody {
 
 // msgContentJSON is {"content": s} as JSON.
 func msgContentJSON(t *testing.T, s string) msgBody {
-	return msgJSON(jsonBody(t, map[string]string{"content": s}))
+	return msgJSON(apitest.JSONBody(t, map[string]string{"content": s}))
 }
 
 func msgMultipart(t *testing.T, fields map[string]string) msgBody {
-	body, ct := multipartBody(t, fields)
+	body, ct := apitest.MultipartBody(t, fields)
 	return msgBody{ct, body}
 }
 
@@ -67,24 +68,14 @@ type msgEncoding struct {
 }
 
 var msgCreateEncodings = []msgEncoding{
-	{"json", func(t *testing.T, f map[string]string) msgBody { return msgJSON(jsonBody(t, f)) }},
-	{"form", func(_ *testing.T, f map[string]string) msgBody { return msgForm(formBody(f)) }},
+	{"json", func(t *testing.T, f map[string]string) msgBody { return msgJSON(apitest.JSONBody(t, f)) }},
+	{"form", func(_ *testing.T, f map[string]string) msgBody { return msgForm(apitest.FormBody(f)) }},
 	{"multipart", msgMultipart},
 }
 
 // PATCH also takes JSON merge patches.
 var msgPatchEncodings = append(slices.Clone(msgCreateEncodings),
-	msgEncoding{"merge-patch", func(t *testing.T, f map[string]string) msgBody { return msgMerge(jsonBody(t, f)) }})
-
-// msgID reads a message's id from its JSON.
-func msgID(t *testing.T, m map[string]any) uint64 {
-	t.Helper()
-	f, ok := m["id"].(float64)
-	if !ok || f < 1 || f != float64(uint64(f)) {
-		t.Fatalf("message id = %v, want a positive integer", m["id"])
-	}
-	return uint64(f)
-}
+	msgEncoding{"merge-patch", func(t *testing.T, f map[string]string) msgBody { return msgMerge(apitest.JSONBody(t, f)) }})
 
 func msgPath(id uint64) string { return fmt.Sprintf("/api/messages/%d", id) }
 
@@ -100,7 +91,7 @@ func assertMessageJSON(t *testing.T, m map[string]any, content, email string) {
 	if got, want := slices.Sorted(maps.Keys(m)), []string{"content", "createdAt", "id", "updatedAt", "user"}; !slices.Equal(got, want) {
 		t.Errorf("message keys = %v, want %v", got, want)
 	}
-	msgID(t, m)
+	apitest.MsgID(t, m)
 	if got, want := m["content"], content; got != want {
 		t.Errorf("content = %.80q, want %.80q", got, want)
 	}
@@ -127,14 +118,14 @@ type msgState struct {
 	Content, Owner, CreatedAt, UpdatedAt, ETag string
 }
 
-// msgState GETs the message at path.
-func (e *env) msgState(token, path string) msgState {
-	e.t.Helper()
-	res := e.do(request{Method: "GET", Path: path, Token: token})
+// readMsgState GETs the message at path.
+func readMsgState(e *apitest.Env, token, path string) msgState {
+	e.T.Helper()
+	res := e.Do(apitest.Request{Method: "GET", Path: path, Token: token})
 	if res.Status != http.StatusOK {
-		e.t.Fatalf("GET %s: status %d: %s", path, res.Status, res.Body)
+		e.T.Fatalf("GET %s: status %d: %s", path, res.Status, res.Body)
 	}
-	m := res.JSON(e.t)
+	m := res.JSON(e.T)
 	s := msgState{ETag: res.Header.Get("ETag")}
 	s.Content, _ = m["content"].(string)
 	s.CreatedAt, _ = m["createdAt"].(string)
@@ -143,24 +134,24 @@ func (e *env) msgState(token, path string) msgState {
 		s.Owner, _ = u["email"].(string)
 	}
 	if s.ETag == "" {
-		e.t.Errorf("GET %s: no ETag", path)
+		e.T.Errorf("GET %s: no ETag", path)
 	}
 	return s
 }
 
 // assertMsgUnchanged checks that the message at path still reads as before.
-func (e *env) assertMsgUnchanged(token, path string, before msgState) {
-	e.t.Helper()
-	if got, want := e.msgState(token, path), before; got != want {
-		e.t.Errorf("message changed by a refused request:\n got %+v\nwant %+v", got, want)
+func assertMsgUnchanged(e *apitest.Env, token, path string, before msgState) {
+	e.T.Helper()
+	if got, want := readMsgState(e, token, path), before; got != want {
+		e.T.Errorf("message changed by a refused request:\n got %+v\nwant %+v", got, want)
 	}
 }
 
 // assertCountsSame checks that a refused request stored nothing.
-func (e *env) assertCountsSame(before bolt.Counts) {
-	e.t.Helper()
-	if got, want := e.counts(), before; got != want {
-		e.t.Errorf("store counts = %+v, want unchanged %+v", got, want)
+func assertCountsSame(e *apitest.Env, before bolt.Counts) {
+	e.T.Helper()
+	if got, want := e.Counts(), before; got != want {
+		e.T.Errorf("store counts = %+v, want unchanged %+v", got, want)
 	}
 }
 
@@ -171,7 +162,7 @@ func assertViolation(t *testing.T, p map[string]any, field string) {
 	if field == "" {
 		return
 	}
-	if got := violationPaths(p); !slices.Contains(got, field) {
+	if got := apitest.ViolationPaths(p); !slices.Contains(got, field) {
 		t.Errorf("violation paths = %v, want one for %q", got, field)
 	}
 	detail, _ := p["detail"].(string)
@@ -183,7 +174,7 @@ func assertViolation(t *testing.T, p map[string]any, field string) {
 }
 
 // assertChallenge checks an RFC 6750 WWW-Authenticate header on a 401.
-func assertChallenge(t *testing.T, res *response) {
+func assertChallenge(t *testing.T, res *apitest.Response) {
 	t.Helper()
 	if got := res.Header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
 		t.Errorf("WWW-Authenticate = %q, want a Bearer challenge", got)
@@ -191,20 +182,20 @@ func assertChallenge(t *testing.T, res *response) {
 }
 
 func TestMessageCreate(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
 	var lastID uint64
 	for _, path := range []string{"/api/message", "/api/messages"} {
 		for _, enc := range msgCreateEncodings {
 			t.Run(strings.TrimPrefix(path, "/api/")+"/"+enc.name, func(t *testing.T) {
-				e := e.msgEnvFor(t)
+				e := msgEnvFor(e, t)
 				// A clock with nanoseconds: the API shows microseconds.
 				e.Clock.Advance(time.Second + 123456789*time.Nanosecond)
 				content := "hello from " + enc.name + ": <b>&amp;</b> ✓ 😀"
 				in := enc.encode(t, map[string]string{"content": content})
-				before := e.counts()
+				before := e.Counts()
 
-				res := e.do(request{Method: "POST", Path: path, Token: token, ContentType: in.ct, Body: in.body})
+				res := e.Do(apitest.Request{Method: "POST", Path: path, Token: token, ContentType: in.ct, Body: in.body})
 				if got, want := res.Status, http.StatusCreated; got != want {
 					t.Fatalf("status = %d, want %d: %s", got, want, res.Body)
 				}
@@ -213,7 +204,7 @@ func TestMessageCreate(t *testing.T) {
 				}
 				m := res.JSON(t)
 				assertMessageJSON(t, m, content, "ada@example.com")
-				id := msgID(t, m)
+				id := apitest.MsgID(t, m)
 				if id <= lastID {
 					t.Errorf("id = %d, want greater than the previous %d", id, lastID)
 				}
@@ -231,7 +222,7 @@ func TestMessageCreate(t *testing.T) {
 				if got, want := m["createdAt"], msgFormatTime(e.Clock.Now()); got != want {
 					t.Errorf("createdAt = %v, want %v", got, want)
 				}
-				after := e.counts()
+				after := e.Counts()
 				if got, want := after.Messages, before.Messages+1; got != want {
 					t.Errorf("messages stored = %d, want %d", got, want)
 				}
@@ -240,7 +231,7 @@ func TestMessageCreate(t *testing.T) {
 				}
 
 				// The Location answers with the same representation and tag.
-				got := e.do(request{Method: "GET", Path: res.Header.Get("Location"), Token: token})
+				got := e.Do(apitest.Request{Method: "GET", Path: res.Header.Get("Location"), Token: token})
 				if got.Status != http.StatusOK {
 					t.Fatalf("GET Location: status %d: %s", got.Status, got.Body)
 				}
@@ -258,7 +249,7 @@ func TestMessageCreate(t *testing.T) {
 // The owner is always the caller: a client that tries to set user, id or the
 // timestamps is refused with 400 naming the field, and nothing is stored.
 func TestMessageCreateReadOnlyFields(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
 	msgUser(e, "eve@example.com")
 
@@ -282,19 +273,19 @@ func TestMessageCreateReadOnlyFields(t *testing.T) {
 	for _, path := range []string{"/api/message", "/api/messages"} {
 		for _, tc := range cases {
 			t.Run(strings.TrimPrefix(path, "/api/")+"/"+tc.name, func(t *testing.T) {
-				e := e.msgEnvFor(t)
-				before := e.counts()
-				res := e.do(request{Method: "POST", Path: path, Token: token, ContentType: tc.in.ct, Body: tc.in.body})
-				p := assertProblem(t, res, http.StatusBadRequest)
+				e := msgEnvFor(e, t)
+				before := e.Counts()
+				res := e.Do(apitest.Request{Method: "POST", Path: path, Token: token, ContentType: tc.in.ct, Body: tc.in.body})
+				p := apitest.AssertProblem(t, res, http.StatusBadRequest)
 				assertViolation(t, p, tc.field)
-				e.assertCountsSame(before)
+				assertCountsSame(e, before)
 			})
 		}
 	}
 }
 
 func TestMessageCreateContentRules(t *testing.T) {
-	e := newEnv(t, withMaxBody(64<<10))
+	e := apitest.New(t, apitest.WithMaxBody(64<<10))
 	token := msgUser(e, "ada@example.com")
 
 	cases := []struct {
@@ -315,7 +306,7 @@ func TestMessageCreateContentRules(t *testing.T) {
 		{"whitespace kept as sent", msgContentJSON(t, "  indented\n\tsecond line  \n"), http.StatusCreated, ""},
 		{"10000 two-byte characters", msgContentJSON(t, strings.Repeat("é", 10000)), http.StatusCreated, ""},
 		{"10000 emoji", msgContentJSON(t, strings.Repeat("😀", 10000)), http.StatusCreated, ""},
-		{"10000 ascii form", msgForm(formBody(map[string]string{"content": strings.Repeat("a", 10000)})), http.StatusCreated, ""},
+		{"10000 ascii form", msgForm(apitest.FormBody(map[string]string{"content": strings.Repeat("a", 10000)})), http.StatusCreated, ""},
 		{"10000 multipart", msgMultipart(t, map[string]string{"content": strings.Repeat("日", 10000)}), http.StatusCreated, ""},
 		{"10001 two-byte characters", msgContentJSON(t, strings.Repeat("é", 10001)), http.StatusUnprocessableEntity, "content"},
 		{"10001 emoji", msgContentJSON(t, strings.Repeat("😀", 10001)), http.StatusUnprocessableEntity, "content"},
@@ -340,13 +331,13 @@ func TestMessageCreateContentRules(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			before := e.counts()
-			res := e.do(request{Method: "POST", Path: "/api/messages", Token: token, ContentType: tc.in.ct, Body: tc.in.body})
+			e := msgEnvFor(e, t)
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: "POST", Path: "/api/messages", Token: token, ContentType: tc.in.ct, Body: tc.in.body})
 			if tc.status != http.StatusCreated {
-				p := assertProblem(t, res, tc.status)
+				p := apitest.AssertProblem(t, res, tc.status)
 				assertViolation(t, p, tc.field)
-				e.assertCountsSame(before)
+				assertCountsSame(e, before)
 				return
 			}
 			if got, want := res.Status, tc.status; got != want {
@@ -356,10 +347,10 @@ func TestMessageCreateContentRules(t *testing.T) {
 			// What was sent is what is stored and shown, unaltered.
 			sent := decodeSentContent(t, tc.in)
 			assertMessageJSON(t, m, sent, "ada@example.com")
-			if got, want := e.msgState(token, msgPath(msgID(t, m))).Content, sent; got != want {
+			if got, want := readMsgState(e, token, msgPath(apitest.MsgID(t, m))).Content, sent; got != want {
 				t.Errorf("stored content = %.40q (%d bytes), want %.40q (%d bytes)", got, len(got), want, len(want))
 			}
-			if got, want := e.counts().Messages, before.Messages+1; got != want {
+			if got, want := e.Counts().Messages, before.Messages+1; got != want {
 				t.Errorf("messages = %d, want %d", got, want)
 			}
 		})
@@ -391,9 +382,9 @@ func decodeSentContent(t *testing.T, in msgBody) string {
 }
 
 func TestMessageCreateAuth(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	revoked := msgUser(e, "ada@example.com")
-	if res := e.do(request{Method: "POST", Path: "/api/logout", Token: revoked}); res.Status != http.StatusNoContent {
+	if res := e.Do(apitest.Request{Method: "POST", Path: "/api/logout", Token: revoked}); res.Status != http.StatusNoContent {
 		t.Fatalf("logout: status %d: %s", res.Status, res.Body)
 	}
 	unknown, _, err := auth.MintToken()
@@ -415,40 +406,40 @@ func TestMessageCreateAuth(t *testing.T) {
 	for _, path := range []string{"/api/message", "/api/messages"} {
 		for _, tc := range cases {
 			t.Run(strings.TrimPrefix(path, "/api/")+"/"+tc.name, func(t *testing.T) {
-				e := e.msgEnvFor(t)
-				before := e.counts()
+				e := msgEnvFor(e, t)
+				before := e.Counts()
 				h := http.Header{}
 				if tc.authorization != "" {
 					h.Set("Authorization", tc.authorization)
 				}
-				res := e.do(request{Method: "POST", Path: path, Header: h,
+				res := e.Do(apitest.Request{Method: "POST", Path: path, Header: h,
 					ContentType: "application/json", Body: `{"content":"hi"}`})
-				assertProblem(t, res, http.StatusUnauthorized)
+				apitest.AssertProblem(t, res, http.StatusUnauthorized)
 				assertChallenge(t, res)
 				if got := res.Header.Get("WWW-Authenticate"); tc.invalidToken != strings.Contains(got, `error="invalid_token"`) {
 					t.Errorf("WWW-Authenticate = %q, invalid_token expected: %v", got, tc.invalidToken)
 				}
-				e.assertCountsSame(before)
+				assertCountsSame(e, before)
 			})
 		}
 	}
 }
 
 func TestMessageGet(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
 	other := msgUser(e, "bob@example.com")
-	res := e.do(request{Method: "POST", Path: "/api/messages", Token: token,
+	res := e.Do(apitest.Request{Method: "POST", Path: "/api/messages", Token: token,
 		ContentType: "application/json", Body: `{"content":"hello"}`})
 	if res.Status != http.StatusCreated {
 		t.Fatalf("create: status %d: %s", res.Status, res.Body)
 	}
 	created := res.JSON(t)
-	path := msgPath(msgID(t, created))
+	path := msgPath(apitest.MsgID(t, created))
 
 	for name, tok := range map[string]string{"owner": token, "other user": other} {
 		t.Run(name, func(t *testing.T) {
-			got := e.msgEnvFor(t).do(request{Method: "GET", Path: path, Token: tok})
+			got := msgEnvFor(e, t).Do(apitest.Request{Method: "GET", Path: path, Token: tok})
 			if got.Status != http.StatusOK {
 				t.Fatalf("status = %d, want 200: %s", got.Status, got.Body)
 			}
@@ -466,37 +457,37 @@ func TestMessageGet(t *testing.T) {
 
 	for _, id := range []string{"999", "abc", "0", "-1", "+1", "1.0", "0x1", "1e0", "18446744073709551616", "%20"} {
 		t.Run("not found/"+id, func(t *testing.T) {
-			res := e.msgEnvFor(t).do(request{Method: "GET", Path: "/api/messages/" + id, Token: token})
-			assertProblem(t, res, http.StatusNotFound)
+			res := msgEnvFor(e, t).Do(apitest.Request{Method: "GET", Path: "/api/messages/" + id, Token: token})
+			apitest.AssertProblem(t, res, http.StatusNotFound)
 		})
 	}
 
 	t.Run("no token", func(t *testing.T) {
-		res := e.msgEnvFor(t).do(request{Method: "GET", Path: path})
-		assertProblem(t, res, http.StatusUnauthorized)
+		res := msgEnvFor(e, t).Do(apitest.Request{Method: "GET", Path: path})
+		apitest.AssertProblem(t, res, http.StatusUnauthorized)
 		assertChallenge(t, res)
 	})
 	t.Run("no token, missing message", func(t *testing.T) {
 		// Authentication comes first: no one learns which IDs exist.
-		res := e.msgEnvFor(t).do(request{Method: "GET", Path: "/api/messages/999"})
-		assertProblem(t, res, http.StatusUnauthorized)
+		res := msgEnvFor(e, t).Do(apitest.Request{Method: "GET", Path: "/api/messages/999"})
+		apitest.AssertProblem(t, res, http.StatusUnauthorized)
 	})
 }
 
 func TestMessagePatch(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
 	for _, enc := range msgPatchEncodings {
 		t.Run(enc.name, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			created := e.post(token, "before "+enc.name)
-			path := msgPath(msgID(t, created))
-			before := e.msgState(token, path)
+			e := msgEnvFor(e, t)
+			created := e.Post(token, "before "+enc.name)
+			path := msgPath(apitest.MsgID(t, created))
+			before := readMsgState(e, token, path)
 			e.Clock.Advance(90*time.Second + 500*time.Microsecond)
-			counts := e.counts()
+			counts := e.Counts()
 
 			in := enc.encode(t, map[string]string{"content": "after " + enc.name})
-			res := e.do(request{Method: "PATCH", Path: path, Token: token, ContentType: in.ct, Body: in.body})
+			res := e.Do(apitest.Request{Method: "PATCH", Path: path, Token: token, ContentType: in.ct, Body: in.body})
 			if got, want := res.Status, http.StatusOK; got != want {
 				t.Fatalf("status = %d, want %d: %s", got, want, res.Body)
 			}
@@ -505,7 +496,7 @@ func TestMessagePatch(t *testing.T) {
 			}
 			m := res.JSON(t)
 			assertMessageJSON(t, m, "after "+enc.name, "ada@example.com")
-			if got, want := msgID(t, m), msgID(t, created); got != want {
+			if got, want := apitest.MsgID(t, m), apitest.MsgID(t, created); got != want {
 				t.Errorf("id = %d, want %d", got, want)
 			}
 			if got, want := m["createdAt"], before.CreatedAt; got != want {
@@ -521,22 +512,22 @@ func TestMessagePatch(t *testing.T) {
 			if etag == "" || etag == before.ETag {
 				t.Errorf("ETag = %q, want a new tag (was %q)", etag, before.ETag)
 			}
-			after := e.msgState(token, path)
+			after := readMsgState(e, token, path)
 			want := msgState{Content: "after " + enc.name, Owner: "ada@example.com",
 				CreatedAt: before.CreatedAt, UpdatedAt: m["updatedAt"].(string), ETag: etag}
 			if after != want {
 				t.Errorf("GET after PATCH = %+v, want %+v", after, want)
 			}
-			e.assertCountsSame(counts)
+			assertCountsSame(e, counts)
 		})
 	}
 }
 
 // A PATCH that changes nothing succeeds and leaves updatedAt and the ETag.
 func TestMessagePatchNoChange(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
-	path := msgPath(msgID(t, e.post(token, "same")))
+	path := msgPath(apitest.MsgID(t, e.Post(token, "same")))
 	cases := []struct {
 		name string
 		in   msgBody
@@ -549,11 +540,11 @@ func TestMessagePatchNoChange(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			before := e.msgState(token, path)
-			counts := e.counts()
+			e := msgEnvFor(e, t)
+			before := readMsgState(e, token, path)
+			counts := e.Counts()
 			e.Clock.Advance(time.Minute)
-			res := e.do(request{Method: "PATCH", Path: path, Token: token, ContentType: tc.in.ct, Body: tc.in.body})
+			res := e.Do(apitest.Request{Method: "PATCH", Path: path, Token: token, ContentType: tc.in.ct, Body: tc.in.body})
 			if got, want := res.Status, http.StatusOK; got != want {
 				t.Fatalf("status = %d, want %d: %s", got, want, res.Body)
 			}
@@ -565,8 +556,8 @@ func TestMessagePatchNoChange(t *testing.T) {
 			if got, want := res.Header.Get("ETag"), before.ETag; got != want {
 				t.Errorf("ETag = %q, want unchanged %q", got, want)
 			}
-			e.assertMsgUnchanged(token, path, before)
-			e.assertCountsSame(counts)
+			assertMsgUnchanged(e, token, path, before)
+			assertCountsSame(e, counts)
 		})
 	}
 }
@@ -582,17 +573,17 @@ type msgRefusal struct {
 }
 
 func TestMessagePatchRefused(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	ada := msgUser(e, "ada@example.com")
 	bob := msgUser(e, "bob@example.com")
-	path := msgPath(msgID(t, e.post(ada, "original")))
-	stale := e.msgState(ada, path).ETag
+	path := msgPath(apitest.MsgID(t, e.Post(ada, "original")))
+	stale := readMsgState(e, ada, path).ETag
 	e.Clock.Advance(time.Second)
-	if res := e.do(request{Method: "PATCH", Path: path, Token: ada, ContentType: "application/json", Body: `{"content":"current"}`}); res.Status != http.StatusOK {
+	if res := e.Do(apitest.Request{Method: "PATCH", Path: path, Token: ada, ContentType: "application/json", Body: `{"content":"current"}`}); res.Status != http.StatusOK {
 		t.Fatalf("setup patch: status %d: %s", res.Status, res.Body)
 	}
-	current := e.msgState(ada, path).ETag
-	otherTag := e.msgState(ada, msgPath(msgID(t, e.post(ada, "another")))).ETag
+	current := readMsgState(e, ada, path).ETag
+	otherTag := readMsgState(e, ada, msgPath(apitest.MsgID(t, e.Post(ada, "another")))).ETag
 	e.Clock.Advance(time.Second)
 
 	valid := msgJSON(`{"content":"hijacked"}`)
@@ -628,42 +619,42 @@ func TestMessagePatchRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			before := e.msgState(ada, path)
-			counts := e.counts()
-			res := e.do(request{Method: "PATCH", Path: path, Token: tc.token, Header: tc.header,
+			e := msgEnvFor(e, t)
+			before := readMsgState(e, ada, path)
+			counts := e.Counts()
+			res := e.Do(apitest.Request{Method: "PATCH", Path: path, Token: tc.token, Header: tc.header,
 				ContentType: tc.in.ct, Body: tc.in.body})
-			p := assertProblem(t, res, tc.status)
+			p := apitest.AssertProblem(t, res, tc.status)
 			assertViolation(t, p, tc.field)
 			if tc.status == http.StatusUnauthorized {
 				assertChallenge(t, res)
 			}
-			e.assertMsgUnchanged(ada, path, before)
-			e.assertCountsSame(counts)
+			assertMsgUnchanged(e, ada, path, before)
+			assertCountsSame(e, counts)
 		})
 	}
 }
 
 func TestMessagePatchNotFound(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
-	e.post(token, "exists")
+	e.Post(token, "exists")
 	for _, id := range []string{"999", "abc", "0", "-1"} {
 		t.Run(id, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			counts := e.counts()
-			res := e.do(request{Method: "PATCH", Path: "/api/messages/" + id, Token: token,
+			e := msgEnvFor(e, t)
+			counts := e.Counts()
+			res := e.Do(apitest.Request{Method: "PATCH", Path: "/api/messages/" + id, Token: token,
 				ContentType: "application/json", Body: `{"content":"new"}`})
-			assertProblem(t, res, http.StatusNotFound)
-			e.assertCountsSame(counts)
+			apitest.AssertProblem(t, res, http.StatusNotFound)
+			assertCountsSame(e, counts)
 		})
 	}
 }
 
 func TestMessagePatchIfMatch(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
-	path := msgPath(msgID(t, e.post(token, "v0")))
+	path := msgPath(apitest.MsgID(t, e.Post(token, "v0")))
 	cases := []struct {
 		name  string
 		match func(current string) []string
@@ -676,17 +667,17 @@ func TestMessagePatchIfMatch(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			before := e.msgState(token, path)
+			e := msgEnvFor(e, t)
+			before := readMsgState(e, token, path)
 			e.Clock.Advance(time.Second)
 			content := fmt.Sprintf("v%d", i+1)
-			res := e.do(request{Method: "PATCH", Path: path, Token: token,
+			res := e.Do(apitest.Request{Method: "PATCH", Path: path, Token: token,
 				Header:      http.Header{"If-Match": tc.match(before.ETag)},
-				ContentType: "application/json", Body: jsonBody(t, map[string]string{"content": content})})
+				ContentType: "application/json", Body: apitest.JSONBody(t, map[string]string{"content": content})})
 			if got, want := res.Status, http.StatusOK; got != want {
 				t.Fatalf("status = %d, want %d: %s", got, want, res.Body)
 			}
-			after := e.msgState(token, path)
+			after := readMsgState(e, token, path)
 			if got, want := after.Content, content; got != want {
 				t.Errorf("content = %q, want %q", got, want)
 			}
@@ -703,38 +694,38 @@ func TestMessagePatchIfMatch(t *testing.T) {
 // Two editors holding the same ETag: the first write wins, the second gets
 // 412 and does not overwrite it.
 func TestMessagePatchLostUpdate(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
-	path := msgPath(msgID(t, e.post(token, "draft")))
-	tag := e.msgState(token, path).ETag
+	path := msgPath(apitest.MsgID(t, e.Post(token, "draft")))
+	tag := readMsgState(e, token, path).ETag
 
-	first := e.do(request{Method: "PATCH", Path: path, Token: token, Header: http.Header{"If-Match": {tag}},
+	first := e.Do(apitest.Request{Method: "PATCH", Path: path, Token: token, Header: http.Header{"If-Match": {tag}},
 		ContentType: "application/json", Body: `{"content":"first editor"}`})
 	if got, want := first.Status, http.StatusOK; got != want {
 		t.Fatalf("first editor: status %d, want %d: %s", got, want, first.Body)
 	}
-	before := e.msgState(token, path)
-	counts := e.counts()
-	second := e.do(request{Method: "PATCH", Path: path, Token: token, Header: http.Header{"If-Match": {tag}},
+	before := readMsgState(e, token, path)
+	counts := e.Counts()
+	second := e.Do(apitest.Request{Method: "PATCH", Path: path, Token: token, Header: http.Header{"If-Match": {tag}},
 		ContentType: "application/json", Body: `{"content":"second editor"}`})
-	assertProblem(t, second, http.StatusPreconditionFailed)
-	e.assertMsgUnchanged(token, path, before)
-	e.assertCountsSame(counts)
+	apitest.AssertProblem(t, second, http.StatusPreconditionFailed)
+	assertMsgUnchanged(e, token, path, before)
+	assertCountsSame(e, counts)
 	if got, want := before.Content, "first editor"; got != want {
 		t.Errorf("content = %q, want %q", got, want)
 	}
 }
 
 func TestMessageDelete(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
-	keep := e.post(token, "keep this zebra")
-	gone := e.post(token, "delete this zebra")
-	path := msgPath(msgID(t, gone))
-	before := e.msgState(token, path)
-	counts := e.counts()
+	keep := e.Post(token, "keep this zebra")
+	gone := e.Post(token, "delete this zebra")
+	path := msgPath(apitest.MsgID(t, gone))
+	before := readMsgState(e, token, path)
+	counts := e.Counts()
 
-	res := e.do(request{Method: "DELETE", Path: path, Token: token})
+	res := e.Do(apitest.Request{Method: "DELETE", Path: path, Token: token})
 	if got, want := res.Status, http.StatusNoContent; got != want {
 		t.Fatalf("status = %d, want %d: %s", got, want, res.Body)
 	}
@@ -744,36 +735,36 @@ func TestMessageDelete(t *testing.T) {
 	if got, want := res.Header.Get("ETag"), before.ETag; got != want {
 		t.Errorf("ETag = %q, want the deleted message's %q", got, want)
 	}
-	if got, want := e.counts().Messages, counts.Messages-1; got != want {
+	if got, want := e.Counts().Messages, counts.Messages-1; got != want {
 		t.Errorf("messages = %d, want %d", got, want)
 	}
-	assertProblem(t, e.do(request{Method: "GET", Path: path, Token: token}), http.StatusNotFound)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: path, Token: token}), http.StatusNotFound)
 
-	res = e.do(request{Method: "GET", Path: "/api/messages?q=zebra", Token: token})
+	res = e.Do(apitest.Request{Method: "GET", Path: "/api/messages?q=zebra", Token: token})
 	if res.Status != http.StatusOK {
 		t.Fatalf("search: status %d: %s", res.Status, res.Body)
 	}
-	if got, want := searchIDs(t, res), []uint64{msgID(t, keep)}; !slices.Equal(got, want) {
+	if got, want := searchIDs(t, res), []uint64{apitest.MsgID(t, keep)}; !slices.Equal(got, want) {
 		t.Errorf("search after delete = %v, want %v", got, want)
 	}
 
 	t.Run("twice", func(t *testing.T) {
-		e := e.msgEnvFor(t)
-		counts := e.counts()
-		assertProblem(t, e.do(request{Method: "DELETE", Path: path, Token: token}), http.StatusNotFound)
-		e.assertCountsSame(counts)
+		e := msgEnvFor(e, t)
+		counts := e.Counts()
+		apitest.AssertProblem(t, e.Do(apitest.Request{Method: "DELETE", Path: path, Token: token}), http.StatusNotFound)
+		assertCountsSame(e, counts)
 	})
 	t.Run("PATCH after delete", func(t *testing.T) {
-		e := e.msgEnvFor(t)
-		counts := e.counts()
-		assertProblem(t, e.do(request{Method: "PATCH", Path: path, Token: token,
+		e := msgEnvFor(e, t)
+		counts := e.Counts()
+		apitest.AssertProblem(t, e.Do(apitest.Request{Method: "PATCH", Path: path, Token: token,
 			ContentType: "application/json", Body: `{"content":"back"}`}), http.StatusNotFound)
-		e.assertCountsSame(counts)
+		assertCountsSame(e, counts)
 	})
 }
 
 func TestMessageDeleteIfMatch(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
 	for name, match := range map[string]func(string) string{
 		"current":           func(c string) string { return c },
@@ -781,29 +772,29 @@ func TestMessageDeleteIfMatch(t *testing.T) {
 		"list with current": func(c string) string { return `"nope", ` + c },
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			path := msgPath(msgID(t, e.post(token, "bye")))
-			tag := e.msgState(token, path).ETag
-			res := e.do(request{Method: "DELETE", Path: path, Token: token, Header: http.Header{"If-Match": {match(tag)}}})
+			e := msgEnvFor(e, t)
+			path := msgPath(apitest.MsgID(t, e.Post(token, "bye")))
+			tag := readMsgState(e, token, path).ETag
+			res := e.Do(apitest.Request{Method: "DELETE", Path: path, Token: token, Header: http.Header{"If-Match": {match(tag)}}})
 			if got, want := res.Status, http.StatusNoContent; got != want {
 				t.Fatalf("status = %d, want %d: %s", got, want, res.Body)
 			}
-			assertProblem(t, e.do(request{Method: "GET", Path: path, Token: token}), http.StatusNotFound)
+			apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: path, Token: token}), http.StatusNotFound)
 		})
 	}
 }
 
 func TestMessageDeleteRefused(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	ada := msgUser(e, "ada@example.com")
 	bob := msgUser(e, "bob@example.com")
-	path := msgPath(msgID(t, e.post(ada, "original")))
-	stale := e.msgState(ada, path).ETag
+	path := msgPath(apitest.MsgID(t, e.Post(ada, "original")))
+	stale := readMsgState(e, ada, path).ETag
 	e.Clock.Advance(time.Second)
-	if res := e.do(request{Method: "PATCH", Path: path, Token: ada, ContentType: "application/json", Body: `{"content":"current"}`}); res.Status != http.StatusOK {
+	if res := e.Do(apitest.Request{Method: "PATCH", Path: path, Token: ada, ContentType: "application/json", Body: `{"content":"current"}`}); res.Status != http.StatusOK {
 		t.Fatalf("setup patch: status %d: %s", res.Status, res.Body)
 	}
-	current := e.msgState(ada, path).ETag
+	current := readMsgState(e, ada, path).ETag
 	ifMatch := func(v string) http.Header { return http.Header{"If-Match": {v}} }
 
 	cases := []msgRefusal{
@@ -817,32 +808,32 @@ func TestMessageDeleteRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			before := e.msgState(ada, path)
-			counts := e.counts()
-			res := e.do(request{Method: "DELETE", Path: path, Token: tc.token, Header: tc.header})
-			assertProblem(t, res, tc.status)
+			e := msgEnvFor(e, t)
+			before := readMsgState(e, ada, path)
+			counts := e.Counts()
+			res := e.Do(apitest.Request{Method: "DELETE", Path: path, Token: tc.token, Header: tc.header})
+			apitest.AssertProblem(t, res, tc.status)
 			if tc.status == http.StatusUnauthorized {
 				assertChallenge(t, res)
 			}
-			e.assertMsgUnchanged(ada, path, before)
-			e.assertCountsSame(counts)
+			assertMsgUnchanged(e, ada, path, before)
+			assertCountsSame(e, counts)
 		})
 	}
 	for _, id := range []string{"999", "abc", "0", "-1"} {
 		t.Run("not found/"+id, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			counts := e.counts()
-			assertProblem(t, e.do(request{Method: "DELETE", Path: "/api/messages/" + id, Token: ada}), http.StatusNotFound)
-			e.assertCountsSame(counts)
+			e := msgEnvFor(e, t)
+			counts := e.Counts()
+			apitest.AssertProblem(t, e.Do(apitest.Request{Method: "DELETE", Path: "/api/messages/" + id, Token: ada}), http.StatusNotFound)
+			assertCountsSame(e, counts)
 		})
 	}
 }
 
 func TestMessageRouting(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
-	e.post(token, "hello")
+	e.Post(token, "hello")
 
 	methodCases := []struct {
 		method, path string
@@ -862,11 +853,11 @@ func TestMessageRouting(t *testing.T) {
 	}
 	for _, tc := range methodCases {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			counts := e.counts()
-			res := e.do(request{Method: tc.method, Path: tc.path, Token: token,
+			e := msgEnvFor(e, t)
+			counts := e.Counts()
+			res := e.Do(apitest.Request{Method: tc.method, Path: tc.path, Token: token,
 				ContentType: "application/json", Body: `{"content":"x"}`})
-			assertProblem(t, res, http.StatusMethodNotAllowed)
+			apitest.AssertProblem(t, res, http.StatusMethodNotAllowed)
 			allow := strings.Split(res.Header.Get("Allow"), ",")
 			for i := range allow {
 				allow[i] = strings.TrimSpace(allow[i])
@@ -882,12 +873,12 @@ func TestMessageRouting(t *testing.T) {
 			if tc.exactly != "" && res.Header.Get("Allow") != tc.exactly {
 				t.Errorf("Allow = %q, want %q", res.Header.Get("Allow"), tc.exactly)
 			}
-			e.assertCountsSame(counts)
+			assertCountsSame(e, counts)
 		})
 	}
 	for _, path := range []string{"/api/nope", "/api/messages/1/extra", "/api/messages/", "/api", "/index.html"} {
 		t.Run("404 "+path, func(t *testing.T) {
-			assertProblem(t, e.msgEnvFor(t).do(request{Method: "GET", Path: path, Token: token}), http.StatusNotFound)
+			apitest.AssertProblem(t, msgEnvFor(e, t).Do(apitest.Request{Method: "GET", Path: path, Token: token}), http.StatusNotFound)
 		})
 	}
 }
@@ -895,11 +886,11 @@ func TestMessageRouting(t *testing.T) {
 // Two users: each one's messages show its own e-mail, and neither can
 // change the other's.
 func TestMessageTwoUsers(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	ada := msgUser(e, "ada@example.com")
 	bob := msgUser(e, "Bob@Example.com")
-	adaMsg := e.post(ada, "from ada")
-	bobMsg := e.post(bob, "from bob")
+	adaMsg := e.Post(ada, "from ada")
+	bobMsg := e.Post(bob, "from bob")
 	if got, want := adaMsg["user"].(map[string]any)["email"], "ada@example.com"; got != want {
 		t.Errorf("ada's message owner = %v, want %v", got, want)
 	}
@@ -908,36 +899,36 @@ func TestMessageTwoUsers(t *testing.T) {
 	}
 
 	for _, tok := range []string{ada, bob} {
-		res := e.do(request{Method: "GET", Path: "/api/messages", Token: tok})
+		res := e.Do(apitest.Request{Method: "GET", Path: "/api/messages", Token: tok})
 		if res.Status != http.StatusOK {
 			t.Fatalf("search: status %d: %s", res.Status, res.Body)
 		}
 		owners := map[uint64]string{}
 		for _, it := range searchItems(t, res) {
-			owners[msgID(t, it)] = it["user"].(map[string]any)["email"].(string)
+			owners[apitest.MsgID(t, it)] = it["user"].(map[string]any)["email"].(string)
 		}
-		want := map[uint64]string{msgID(t, adaMsg): "ada@example.com", msgID(t, bobMsg): "Bob@Example.com"}
+		want := map[uint64]string{apitest.MsgID(t, adaMsg): "ada@example.com", apitest.MsgID(t, bobMsg): "Bob@Example.com"}
 		if !maps.Equal(owners, want) {
 			t.Errorf("search owners = %v, want %v", owners, want)
 		}
 	}
 
-	adaPath := msgPath(msgID(t, adaMsg))
-	before := e.msgState(ada, adaPath)
-	counts := e.counts()
-	p := assertProblem(t, e.do(request{Method: "PATCH", Path: adaPath, Token: bob,
+	adaPath := msgPath(apitest.MsgID(t, adaMsg))
+	before := readMsgState(e, ada, adaPath)
+	counts := e.Counts()
+	p := apitest.AssertProblem(t, e.Do(apitest.Request{Method: "PATCH", Path: adaPath, Token: bob,
 		ContentType: "application/json", Body: `{"content":"from bob now"}`}), http.StatusForbidden)
 	if d, _ := p["detail"].(string); strings.Contains(d, "from ada") {
 		t.Errorf("403 detail leaks content: %q", d)
 	}
-	assertProblem(t, e.do(request{Method: "DELETE", Path: adaPath, Token: bob}), http.StatusForbidden)
-	e.assertMsgUnchanged(ada, adaPath, before)
-	e.assertCountsSame(counts)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "DELETE", Path: adaPath, Token: bob}), http.StatusForbidden)
+	assertMsgUnchanged(e, ada, adaPath, before)
+	assertCountsSame(e, counts)
 
 	// And the other way round.
-	bobPath := msgPath(msgID(t, bobMsg))
-	bobBefore := e.msgState(bob, bobPath)
-	assertProblem(t, e.do(request{Method: "DELETE", Path: bobPath, Token: ada}), http.StatusForbidden)
-	e.assertMsgUnchanged(bob, bobPath, bobBefore)
-	e.assertCountsSame(counts)
+	bobPath := msgPath(apitest.MsgID(t, bobMsg))
+	bobBefore := readMsgState(e, bob, bobPath)
+	apitest.AssertProblem(t, e.Do(apitest.Request{Method: "DELETE", Path: bobPath, Token: ada}), http.StatusForbidden)
+	assertMsgUnchanged(e, bob, bobPath, bobBefore)
+	assertCountsSame(e, counts)
 }

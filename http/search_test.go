@@ -18,12 +18,13 @@ import (
 	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/http/internal/apitest"
 	"herald/model"
 )
 
 // searchItems checks the shape of a search page, {items, next}, and returns
 // its items.
-func searchItems(t *testing.T, res *response) []map[string]any {
+func searchItems(t *testing.T, res *apitest.Response) []map[string]any {
 	t.Helper()
 	if res.Status != http.StatusOK {
 		t.Fatalf("search: status %d: %s", res.Status, res.Body)
@@ -49,11 +50,11 @@ func searchItems(t *testing.T, res *response) []map[string]any {
 }
 
 // searchIDs returns the IDs of a page's items, in order.
-func searchIDs(t *testing.T, res *response) []uint64 {
+func searchIDs(t *testing.T, res *apitest.Response) []uint64 {
 	t.Helper()
 	var ids []uint64
 	for _, it := range searchItems(t, res) {
-		ids = append(ids, msgID(t, it))
+		ids = append(ids, apitest.MsgID(t, it))
 	}
 	return ids
 }
@@ -62,7 +63,7 @@ var searchLinkRE = regexp.MustCompile(`^<(/api/messages\?[^>]+)>; rel="next"$`)
 
 // searchNext returns the URL of the next page, "" on the last page. It
 // checks that the body's next and the Link header agree.
-func searchNext(t *testing.T, res *response) string {
+func searchNext(t *testing.T, res *apitest.Response) string {
 	t.Helper()
 	next, hasNext := res.JSON(t)["next"]
 	link := res.Header.Get("Link")
@@ -94,13 +95,13 @@ func searchNext(t *testing.T, res *response) string {
 }
 
 // searchAll follows next links from path and returns every ID seen.
-func searchAll(t *testing.T, e *env, token, path string) (ids []uint64, pages int) {
+func searchAll(t *testing.T, e *apitest.Env, token, path string) (ids []uint64, pages int) {
 	t.Helper()
 	for path != "" {
 		if pages++; pages > 200 {
 			t.Fatal("more than 200 pages: the cursor does not advance")
 		}
-		res := e.do(request{Method: "GET", Path: path, Token: token})
+		res := e.Do(apitest.Request{Method: "GET", Path: path, Token: token})
 		ids = append(ids, searchIDs(t, res)...)
 		path = searchNext(t, res)
 	}
@@ -108,11 +109,11 @@ func searchAll(t *testing.T, e *env, token, path string) (ids []uint64, pages in
 }
 
 // searchPostN posts n messages and returns their IDs, oldest first.
-func searchPostN(e *env, token string, n int, content func(i int) string) []uint64 {
-	e.t.Helper()
+func searchPostN(e *apitest.Env, token string, n int, content func(i int) string) []uint64 {
+	e.T.Helper()
 	ids := make([]uint64, n)
 	for i := range n {
-		ids[i] = msgID(e.t, e.post(token, content(i)))
+		ids[i] = apitest.MsgID(e.T, e.Post(token, content(i)))
 	}
 	return ids
 }
@@ -126,9 +127,9 @@ func newestFirst(ids ...uint64) []uint64 {
 }
 
 func TestSearchAuth(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
-	e.post(token, "secret plans")
+	e.Post(token, "secret plans")
 	cases := []struct{ name, authorization string }{
 		{"no token", ""},
 		{"bad token", "Bearer herald_not_a_real_token"},
@@ -140,8 +141,8 @@ func TestSearchAuth(t *testing.T) {
 			if tc.authorization != "" {
 				h.Set("Authorization", tc.authorization)
 			}
-			res := e.msgEnvFor(t).do(request{Method: "GET", Path: "/api/messages?q=secret", Header: h})
-			p := assertProblem(t, res, http.StatusUnauthorized)
+			res := msgEnvFor(e, t).Do(apitest.Request{Method: "GET", Path: "/api/messages?q=secret", Header: h})
+			p := apitest.AssertProblem(t, res, http.StatusUnauthorized)
 			assertChallenge(t, res)
 			if strings.Contains(string(res.Body), "plans") {
 				t.Errorf("401 body leaks content: %v", p)
@@ -151,10 +152,10 @@ func TestSearchAuth(t *testing.T) {
 }
 
 func TestSearchShape(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
 
-	res := e.do(request{Method: "GET", Path: "/api/messages", Token: token})
+	res := e.Do(apitest.Request{Method: "GET", Path: "/api/messages", Token: token})
 	if got := searchItems(t, res); len(got) != 0 {
 		t.Errorf("items = %v, want none", got)
 	}
@@ -165,9 +166,9 @@ func TestSearchShape(t *testing.T) {
 	var ids []uint64
 	for _, c := range []string{"first", "second", "third"} {
 		e.Clock.Advance(time.Second)
-		ids = append(ids, msgID(t, e.post(token, c)))
+		ids = append(ids, apitest.MsgID(t, e.Post(token, c)))
 	}
-	res = e.do(request{Method: "GET", Path: "/api/messages", Token: token})
+	res = e.Do(apitest.Request{Method: "GET", Path: "/api/messages", Token: token})
 	items := searchItems(t, res)
 	if got, want := searchIDs(t, res), newestFirst(ids...); !slices.Equal(got, want) {
 		t.Fatalf("ids = %v, want newest first %v", got, want)
@@ -175,7 +176,7 @@ func TestSearchShape(t *testing.T) {
 	for i, c := range []string{"third", "second", "first"} {
 		assertMessageJSON(t, items[i], c, "ada@example.com")
 		// Each item is exactly what GET on the message returns.
-		one := e.do(request{Method: "GET", Path: msgPath(ids[2-i]), Token: token}).JSON(t)
+		one := e.Do(apitest.Request{Method: "GET", Path: msgPath(ids[2-i]), Token: token}).JSON(t)
 		if !reflect.DeepEqual(items[i], one) {
 			t.Errorf("item %d = %v, want %v", i, items[i], one)
 		}
@@ -186,11 +187,11 @@ func TestSearchShape(t *testing.T) {
 }
 
 func TestSearchPaging(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
 	ids := searchPostN(e, token, 25, func(i int) string { return fmt.Sprintf("message %d", i) })
 
-	res := e.do(request{Method: "GET", Path: "/api/messages?limit=10", Token: token})
+	res := e.Do(apitest.Request{Method: "GET", Path: "/api/messages?limit=10", Token: token})
 	if got, want := searchIDs(t, res), newestFirst(ids[15:]...); !slices.Equal(got, want) {
 		t.Errorf("page 1 = %v, want %v", got, want)
 	}
@@ -203,7 +204,7 @@ func TestSearchPaging(t *testing.T) {
 		t.Errorf("Link limit = %q, want %q", got, want)
 	}
 
-	res = e.do(request{Method: "GET", Path: next, Token: token})
+	res = e.Do(apitest.Request{Method: "GET", Path: next, Token: token})
 	if got, want := searchIDs(t, res), newestFirst(ids[5:15]...); !slices.Equal(got, want) {
 		t.Errorf("page 2 = %v, want %v", got, want)
 	}
@@ -212,7 +213,7 @@ func TestSearchPaging(t *testing.T) {
 		t.Fatal("page 2 has no next page")
 	}
 
-	res = e.do(request{Method: "GET", Path: next, Token: token})
+	res = e.Do(apitest.Request{Method: "GET", Path: next, Token: token})
 	if got, want := searchIDs(t, res), newestFirst(ids[:5]...); !slices.Equal(got, want) {
 		t.Errorf("page 3 = %v, want %v", got, want)
 	}
@@ -221,9 +222,9 @@ func TestSearchPaging(t *testing.T) {
 	}
 
 	// The next value also works as a cursor parameter on its own.
-	res = e.do(request{Method: "GET", Path: "/api/messages?limit=10", Token: token})
+	res = e.Do(apitest.Request{Method: "GET", Path: "/api/messages?limit=10", Token: token})
 	cursor := res.JSON(t)["next"].(string)
-	res = e.do(request{Method: "GET", Path: "/api/messages?limit=10&cursor=" + url.QueryEscape(cursor), Token: token})
+	res = e.Do(apitest.Request{Method: "GET", Path: "/api/messages?limit=10&cursor=" + url.QueryEscape(cursor), Token: token})
 	if got, want := searchIDs(t, res), newestFirst(ids[5:15]...); !slices.Equal(got, want) {
 		t.Errorf("page 2 by cursor = %v, want %v", got, want)
 	}
@@ -231,18 +232,18 @@ func TestSearchPaging(t *testing.T) {
 
 // The Link to the next page keeps q, owner and limit.
 func TestSearchPagingKeepsFilters(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	ada := msgUser(e, "ada@example.com")
 	bob := msgUser(e, "bob@example.com")
 	var want []uint64
 	for i := range 12 {
 		switch i % 3 {
 		case 0:
-			want = append(want, msgID(t, e.post(ada, fmt.Sprintf("Alpha beta %d", i))))
+			want = append(want, apitest.MsgID(t, e.Post(ada, fmt.Sprintf("Alpha beta %d", i))))
 		case 1:
-			e.post(ada, fmt.Sprintf("gamma %d", i))
+			e.Post(ada, fmt.Sprintf("gamma %d", i))
 		case 2:
-			e.post(bob, fmt.Sprintf("alpha from bob %d", i))
+			e.Post(bob, fmt.Sprintf("alpha from bob %d", i))
 		}
 	}
 	ids, pages := searchAll(t, e, bob, "/api/messages?q=ALPHA&owner=Ada%40Example.com&limit=2")
@@ -253,7 +254,7 @@ func TestSearchPagingKeepsFilters(t *testing.T) {
 		t.Errorf("pages = %d, want %d", got, want)
 	}
 
-	res := e.do(request{Method: "GET", Path: "/api/messages?q=ALPHA&owner=Ada%40Example.com&limit=2", Token: bob})
+	res := e.Do(apitest.Request{Method: "GET", Path: "/api/messages?q=ALPHA&owner=Ada%40Example.com&limit=2", Token: bob})
 	u, err := url.Parse(searchNext(t, res))
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +267,7 @@ func TestSearchPagingKeepsFilters(t *testing.T) {
 }
 
 func TestSearchLimit(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
 	ids := searchPostN(e, token, 101, func(i int) string {
 		if i%20 == 0 {
@@ -292,8 +293,8 @@ func TestSearchLimit(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.query, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			res := e.do(request{Method: "GET", Path: "/api/messages?" + tc.query, Token: token})
+			e := msgEnvFor(e, t)
+			res := e.Do(apitest.Request{Method: "GET", Path: "/api/messages?" + tc.query, Token: token})
 			if got := searchIDs(t, res); !slices.Equal(got, tc.want) {
 				t.Errorf("ids = %v, want %v", got, tc.want)
 			}
@@ -304,7 +305,7 @@ func TestSearchLimit(t *testing.T) {
 	}
 
 	t.Run("limit=100 to the end", func(t *testing.T) {
-		got, pages := searchAll(t, e.msgEnvFor(t), token, "/api/messages?limit=100")
+		got, pages := searchAll(t, msgEnvFor(e, t), token, "/api/messages?limit=100")
 		if !slices.Equal(got, all) {
 			t.Errorf("ids = %v, want %v", got, all)
 		}
@@ -315,7 +316,7 @@ func TestSearchLimit(t *testing.T) {
 }
 
 func TestSearchWords(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
 	contents := []string{
 		0:  "Hello, World!",
@@ -387,8 +388,8 @@ func TestSearchWords(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run("q="+tc.q, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			res := e.do(request{Method: "GET", Path: "/api/messages?limit=100&q=" + url.QueryEscape(tc.q), Token: token})
+			e := msgEnvFor(e, t)
+			res := e.Do(apitest.Request{Method: "GET", Path: "/api/messages?limit=100&q=" + url.QueryEscape(tc.q), Token: token})
 			if got := searchIDs(t, res); !slices.Equal(got, tc.want) {
 				t.Errorf("q=%q found %v, want %v", tc.q, got, tc.want)
 			}
@@ -400,11 +401,11 @@ func TestSearchWords(t *testing.T) {
 // virama, decomposed accents) are whole words too: a mark does not split
 // a word, so a query for part of one must not match it.
 func TestSearchWordsWithCombiningMarks(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
-	namaste := msgID(t, e.post(token, "नमस्ते दुनिया"))   // "hello world" in Hindi
-	cafe := msgID(t, e.post(token, "cafe\u0301 au lait")) // café, decomposed (NFD)
-	cafeNFC := msgID(t, e.post(token, "CAFÉ noir"))       // café, composed (NFC)
+	namaste := apitest.MsgID(t, e.Post(token, "नमस्ते दुनिया"))   // "hello world" in Hindi
+	cafe := apitest.MsgID(t, e.Post(token, "cafe\u0301 au lait")) // café, decomposed (NFD)
+	cafeNFC := apitest.MsgID(t, e.Post(token, "CAFÉ noir"))       // café, composed (NFC)
 	cases := []struct {
 		q    string
 		want []uint64
@@ -421,8 +422,8 @@ func TestSearchWordsWithCombiningMarks(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run("q="+tc.q, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			res := e.do(request{Method: "GET", Path: "/api/messages?q=" + url.QueryEscape(tc.q), Token: token})
+			e := msgEnvFor(e, t)
+			res := e.Do(apitest.Request{Method: "GET", Path: "/api/messages?q=" + url.QueryEscape(tc.q), Token: token})
 			if got := searchIDs(t, res); !slices.Equal(got, tc.want) {
 				t.Errorf("q=%q found %v, want %v", tc.q, got, tc.want)
 			}
@@ -431,15 +432,15 @@ func TestSearchWordsWithCombiningMarks(t *testing.T) {
 }
 
 func TestSearchOwner(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	ada := msgUser(e, "ada@example.com")
 	bob := msgUser(e, "Bob@Example.com")
 	var adaIDs, bobIDs []uint64
 	for i := range 3 {
-		adaIDs = append(adaIDs, msgID(t, e.post(ada, fmt.Sprintf("ada says %d", i))))
-		bobIDs = append(bobIDs, msgID(t, e.post(bob, fmt.Sprintf("bob says %d", i))))
+		adaIDs = append(adaIDs, apitest.MsgID(t, e.Post(ada, fmt.Sprintf("ada says %d", i))))
+		bobIDs = append(bobIDs, apitest.MsgID(t, e.Post(bob, fmt.Sprintf("bob says %d", i))))
 	}
-	special := msgID(t, e.post(ada, "ada says special"))
+	special := apitest.MsgID(t, e.Post(ada, "ada says special"))
 	adaAll := newestFirst(append(slices.Clone(adaIDs), special)...)
 
 	cases := []struct {
@@ -459,8 +460,8 @@ func TestSearchOwner(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			res := e.do(request{Method: "GET", Path: "/api/messages?" + tc.query, Token: bob})
+			e := msgEnvFor(e, t)
+			res := e.Do(apitest.Request{Method: "GET", Path: "/api/messages?" + tc.query, Token: bob})
 			items := searchItems(t, res)
 			if got := searchIDs(t, res); !slices.Equal(got, tc.want) {
 				t.Errorf("ids = %v, want %v", got, tc.want)
@@ -471,7 +472,7 @@ func TestSearchOwner(t *testing.T) {
 			for _, it := range items {
 				email := it["user"].(map[string]any)["email"]
 				wantEmail := "ada@example.com"
-				if slices.Contains(bobIDs, msgID(t, it)) {
+				if slices.Contains(bobIDs, apitest.MsgID(t, it)) {
 					wantEmail = "Bob@Example.com"
 				}
 				if email != wantEmail {
@@ -483,15 +484,15 @@ func TestSearchOwner(t *testing.T) {
 }
 
 func TestSearchTimeRange(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
 	var ids []uint64
 	var created []string
 	var times []time.Time
 	e.Clock.Advance(250 * time.Millisecond)
 	for _, c := range []string{"one", "two", "three"} {
-		m := e.post(token, c)
-		ids = append(ids, msgID(t, m))
+		m := e.Post(token, c)
+		ids = append(ids, apitest.MsgID(t, m))
 		created = append(created, m["createdAt"].(string))
 		ct, err := time.Parse(time.RFC3339Nano, created[len(created)-1])
 		if err != nil {
@@ -537,8 +538,8 @@ func TestSearchTimeRange(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			res := e.do(request{Method: "GET", Path: "/api/messages?" + tc.query, Token: token})
+			e := msgEnvFor(e, t)
+			res := e.Do(apitest.Request{Method: "GET", Path: "/api/messages?" + tc.query, Token: token})
 			if got := searchIDs(t, res); !slices.Equal(got, tc.want) {
 				t.Errorf("%s: ids = %v, want %v", tc.query, got, tc.want)
 			}
@@ -547,9 +548,9 @@ func TestSearchTimeRange(t *testing.T) {
 }
 
 func TestSearchBadParams(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
-	e.post(token, "hello")
+	e.Post(token, "hello")
 	cases := []struct {
 		name, query, param string
 	}{
@@ -591,29 +592,29 @@ func TestSearchBadParams(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := e.msgEnvFor(t)
-			counts := e.counts()
-			res := e.do(request{Method: "GET", Path: "/api/messages?" + tc.query, Token: token})
-			p := assertProblem(t, res, http.StatusBadRequest)
+			e := msgEnvFor(e, t)
+			counts := e.Counts()
+			res := e.Do(apitest.Request{Method: "GET", Path: "/api/messages?" + tc.query, Token: token})
+			p := apitest.AssertProblem(t, res, http.StatusBadRequest)
 			assertViolation(t, p, tc.param)
 			if got := res.Header.Get("Link"); got != "" {
 				t.Errorf("Link = %q on an error", got)
 			}
-			e.assertCountsSame(counts)
+			assertCountsSame(e, counts)
 		})
 	}
 	t.Run("malformed query string", func(t *testing.T) {
-		e := e.msgEnvFor(t)
-		counts := e.counts()
-		assertProblem(t, e.do(request{Method: "GET", Path: "/api/messages?q=%zz", Token: token}), http.StatusBadRequest)
-		e.assertCountsSame(counts)
+		e := msgEnvFor(e, t)
+		counts := e.Counts()
+		apitest.AssertProblem(t, e.Do(apitest.Request{Method: "GET", Path: "/api/messages?q=%zz", Token: token}), http.StatusBadRequest)
+		assertCountsSame(e, counts)
 	})
 }
 
 // Paging with cursors while others create, edit and delete messages never
 // repeats a message and never skips one that existed all along.
 func TestSearchPagingWhileWriting(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	ada := msgUser(e, "ada@example.com")
 	bob := msgUser(e, "bob@example.com")
 	initial := searchPostN(e, ada, 50, func(i int) string { return fmt.Sprintf("initial %d", i) })
@@ -630,7 +631,7 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 		if page > 50 {
 			t.Fatal("paging does not end")
 		}
-		res := e.do(request{Method: "GET", Path: path, Token: bob})
+		res := e.Do(apitest.Request{Method: "GET", Path: path, Token: bob})
 		ids := searchIDs(t, res)
 		for _, id := range ids {
 			seen[id]++
@@ -642,7 +643,7 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 
 		// Others write between page fetches.
 		for i := range 2 {
-			e.post(bob, fmt.Sprintf("new during page %d, %d", page, i))
+			e.Post(bob, fmt.Sprintf("new during page %d, %d", page, i))
 		}
 		var unseen []uint64 // initial, not yet seen, not deleted; newest first
 		for _, id := range newestFirst(initial...) {
@@ -656,7 +657,7 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 			if page%2 == 1 {
 				victim = unseen[len(unseen)-1]
 			}
-			if res := e.do(request{Method: "DELETE", Path: msgPath(victim), Token: ada}); res.Status != http.StatusNoContent {
+			if res := e.Do(apitest.Request{Method: "DELETE", Path: msgPath(victim), Token: ada}); res.Status != http.StatusNoContent {
 				t.Fatalf("delete %d: status %d: %s", victim, res.Status, res.Body)
 			}
 			deletedUnseen[victim] = true
@@ -664,14 +665,14 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 		}
 		if len(unseen) > 0 {
 			// An edit does not move a message.
-			if res := e.do(request{Method: "PATCH", Path: msgPath(unseen[0]), Token: ada,
+			if res := e.Do(apitest.Request{Method: "PATCH", Path: msgPath(unseen[0]), Token: ada,
 				ContentType: "application/json", Body: `{"content":"edited while paging"}`}); res.Status != http.StatusOK {
 				t.Fatalf("patch %d: status %d: %s", unseen[0], res.Status, res.Body)
 			}
 		}
 		if page == 1 && len(ids) > 0 {
 			// Delete the message the cursor points just below.
-			if res := e.do(request{Method: "DELETE", Path: msgPath(ids[len(ids)-1]), Token: ada}); res.Status != http.StatusNoContent {
+			if res := e.Do(apitest.Request{Method: "DELETE", Path: msgPath(ids[len(ids)-1]), Token: ada}); res.Status != http.StatusNoContent {
 				t.Fatalf("delete cursor message: status %d: %s", res.Status, res.Body)
 			}
 		}
@@ -707,11 +708,11 @@ func TestSearchPagingWhileWriting(t *testing.T) {
 // filters it is refused, with the same ones (in any spelling) it pages on,
 // and the page size may change between pages.
 func TestSearchCursorBoundToQuery(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := msgUser(e, "ada@example.com")
 	msgUser(e, "bob@example.com")
 	ids := searchPostN(e, token, 5, func(i int) string { return fmt.Sprint("hello world ", i) })
-	first := e.do(request{Method: "GET", Path: "/api/messages?q=hello+world&owner=ada%40example.com&since=2020-01-01T00:00:00Z&limit=2", Token: token})
+	first := e.Do(apitest.Request{Method: "GET", Path: "/api/messages?q=hello+world&owner=ada%40example.com&since=2020-01-01T00:00:00Z&limit=2", Token: token})
 	link, err := url.Parse(searchNext(t, first))
 	if err != nil || link.Query().Get("cursor") == "" {
 		t.Fatalf("first page has no next cursor: %v", err)
@@ -730,9 +731,9 @@ func TestSearchCursorBoundToQuery(t *testing.T) {
 			"q=hello+world&owner=ada%40example.com&since=2020-01-01T00:00:00Z&until=2030-01-01T00:00:00Z",
 			"",
 		} {
-			e := e.msgEnvFor(t)
-			res := e.do(request{Method: "GET", Path: "/api/messages?" + query + "&cursor=" + c, Token: token})
-			p := assertProblem(t, res, http.StatusBadRequest)
+			e := msgEnvFor(e, t)
+			res := e.Do(apitest.Request{Method: "GET", Path: "/api/messages?" + query + "&cursor=" + c, Token: token})
+			p := apitest.AssertProblem(t, res, http.StatusBadRequest)
 			assertViolation(t, p, "cursor")
 			if detail, _ := p["detail"].(string); !strings.Contains(detail, "other q, owner, since or until") {
 				t.Errorf("%s: detail = %q, want it to say the cursor belongs to other filters", query, detail)
@@ -742,7 +743,7 @@ func TestSearchCursorBoundToQuery(t *testing.T) {
 	t.Run("same filters", func(t *testing.T) {
 		// Word order and case, the owner's letter case and the time zone of
 		// since do not change the search, nor does the page size.
-		res := e.do(request{Method: "GET", Path: "/api/messages?q=WORLD+Hello&owner=ADA%40Example.com&since=2020-01-01T01:00:00%2B01:00&limit=10&cursor=" + c, Token: token})
+		res := e.Do(apitest.Request{Method: "GET", Path: "/api/messages?q=WORLD+Hello&owner=ADA%40Example.com&since=2020-01-01T01:00:00%2B01:00&limit=10&cursor=" + c, Token: token})
 		if got, want := searchIDs(t, res), newestFirst(ids[:3]...); !slices.Equal(got, want) {
 			t.Errorf("second page = %v, want %v", got, want)
 		}
@@ -753,7 +754,7 @@ func TestSearchCursorBoundToQuery(t *testing.T) {
 // store, so a search whose client has gone is abandoned rather than run to
 // the end (503, which the client will never read, and no page).
 func TestSearchStopsWhenClientLeaves(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), testDBOptions(bolt.Options{}))
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), apitest.DBOptions(bolt.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -769,7 +770,7 @@ func TestSearchStopsWhenClientLeaves(t *testing.T) {
 	if _, err := db.CreateMessage(context.Background(), model.ByUser(u.ID), "hello"); err != nil {
 		t.Fatal(err)
 	}
-	srv := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 1), heraldhttp.Config{})
+	srv := heraldhttp.NewServer(db, auth.NewHasher(apitest.FastParams, 1), heraldhttp.Config{})
 	search := func(ctx context.Context) *httptest.ResponseRecorder {
 		r := httptest.NewRequest("GET", "/api/messages?q=hello", nil).WithContext(ctx)
 		r.Header.Set("Authorization", "Bearer "+token)

@@ -23,6 +23,7 @@ import (
 	"herald/auth"
 	"herald/http/netquirk"
 	"herald/http/stream"
+	"herald/http/web"
 	"herald/model"
 )
 
@@ -114,7 +115,8 @@ func NewServer(store Store, hasher *auth.Hasher, cfg Config) *Server {
 		now = time.Now
 	}
 	s.now = now
-	s.guard = newGuard(cfg.Limits, now)
+	shared, _ := store.(SharedLimits)
+	s.guard = newGuard(cfg.Limits, shared, now)
 	s.streams = stream.New(store, store, cfg.Streams, now, s.log)
 	s.metrics = cfg.Metrics
 	s.register, s.version, s.public = cfg.Registration, cfg.Version, strings.TrimSuffix(cfg.PublicURL, "/")
@@ -268,7 +270,7 @@ type route struct {
 // routes is the one route table: everything Herald answers is listed here.
 func (s *Server) routes() []route {
 	docs := newDocsUI()
-	web := newWebClient()
+	webClient := webRoutes{web.New()}
 	return []route{
 		{http.MethodGet, "/api/info", public, s.info},
 		{http.MethodPost, "/api/register", public, s.registerAccount},
@@ -308,8 +310,8 @@ func (s *Server) routes() []route {
 		{http.MethodGet, docsPagePath, public, docs.page},
 		{http.MethodGet, docsPagePath + "/:asset", public, docs.asset},
 
-		{http.MethodGet, webIndexPath, public, web.page},
-		{http.MethodGet, webAssetsPath, public, web.asset},
+		{http.MethodGet, webIndexPath, public, webClient.page},
+		{http.MethodGet, webAssetsPath, public, webClient.asset},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"herald/auth"
 	"herald/http/stream"
 	"herald/model"
 )
@@ -160,6 +161,17 @@ type Health interface {
 	// WritesFailing returns why writes fail now, an error of kind
 	// model.ErrNoSpace, or nil once a write has succeeded since.
 	WritesFailing(ctx context.Context) error
+}
+
+// SharedLimits is offered by a store that several processes share and
+// that can count the guessing and write limits itself, so N processes
+// never allow N times the budget. It is checked for, not required:
+// without it the limits are kept in this process's memory.
+type SharedLimits interface {
+	// Limiter returns the limiter called name, allowing rate per key. A
+	// limiter that cannot reach the store should let the event through
+	// (and say so in its logs) rather than lock everyone out.
+	Limiter(name string, rate auth.Rate) auth.Spender
 }
 
 // HotBackup is offered by a store that can copy itself, consistently,

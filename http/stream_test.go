@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -22,7 +21,7 @@ import (
 
 	"herald/auth"
 	heraldhttp "herald/http"
-	"herald/http/netquirk"
+	"herald/http/internal/apitest"
 	"herald/http/stream"
 	"herald/model"
 )
@@ -51,22 +50,22 @@ type sseStream struct {
 
 // openStream opens GET /api/messages/stream?query with token, sending
 // lastEventID as the Last-Event-ID header when it is not empty.
-func (e *env) openStream(token, query, lastEventID string) *sseStream {
-	e.t.Helper()
-	res, st := e.tryStream(token, query, lastEventID)
+func openStream(e *apitest.Env, token, query, lastEventID string) *sseStream {
+	e.T.Helper()
+	res, st := tryStream(e, token, query, lastEventID)
 	if res != nil {
-		e.t.Fatalf("stream %q: status %d: %s", query, res.Status, res.Body)
+		e.T.Fatalf("stream %q: status %d: %s", query, res.Status, res.Body)
 	}
 	return st
 }
 
 // tryStream opens a stream; a refusal comes back as a response instead.
-func (e *env) tryStream(token, query, lastEventID string) (*response, *sseStream) {
-	e.t.Helper()
+func tryStream(e *apitest.Env, token, query, lastEventID string) (*apitest.Response, *sseStream) {
+	e.T.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL+"/api/messages/stream?"+query, nil)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -77,20 +76,20 @@ func (e *env) tryStream(token, query, lastEventID string) (*response, *sseStream
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel()
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer cancel()
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
-		return &response{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
+		return &apitest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-		e.t.Errorf("stream Content-Type = %q", ct)
+		e.T.Errorf("stream Content-Type = %q", ct)
 	}
-	st := &sseStream{t: e.t, resp: resp, events: make(chan sseEvent, 10000), done: make(chan struct{}), cancel: cancel}
+	st := &sseStream{t: e.T, resp: resp, events: make(chan sseEvent, 10000), done: make(chan struct{}), cancel: cancel}
 	go st.read()
-	e.t.Cleanup(st.close)
+	e.T.Cleanup(st.close)
 	return nil, st
 }
 
@@ -233,84 +232,21 @@ func (st *sseStream) nextSummaries(t *testing.T, n int) []string {
 	return out
 }
 
-// serveDB serves an open database with cfg, letting tune adjust the
-// http.Server before it starts, for tests that restart the server or need
-// its timeouts or connections; stop ends it and closes the database.
-func serveDB(t *testing.T, db testStore, cfg heraldhttp.Config, tune func(*http.Server)) (e *env, stop func()) {
-	t.Helper()
-	return serveDBOn(t, nil, db, cfg, tune)
-}
-
-// serveDBOn is serveDB on listener l, or on one of httptest's when l is nil.
-func serveDBOn(t *testing.T, l net.Listener, db testStore, cfg heraldhttp.Config, tune func(*http.Server)) (e *env, stop func()) {
-	t.Helper()
-	if cfg.Limits.WritesPerAccount == (auth.Rate{}) {
-		cfg.Limits.WritesPerAccount = unlimitedWrites
-	}
-	if cfg.Limits.Shared == nil {
-		cfg.Limits.Shared = sharedLimits(db)
-	}
-	handler := heraldhttp.NewServer(db, auth.NewHasher(fastParams, 2), cfg)
-	srv := httptest.NewUnstartedServer(handler)
-	if l != nil {
-		srv.Listener.Close()
-		srv.Listener = l
-	}
-	if tune != nil {
-		tune(srv.Config)
-	}
-	srv.Listener = netquirk.CoalesceWrites(srv.Config, srv.Listener)
-	srv.Start()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			handler.CloseStreams()
-			srv.Close()
-			if err := db.Close(); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return &env{t: t, URL: srv.URL, DB: db, Server: handler, HTTP: srv}, stop
-}
-
-func openDB(t *testing.T, path string) testStore {
-	t.Helper()
-	return openTestStore(t, path, nil)
-}
-
-func (e *env) patch(token string, id float64, content string) {
-	e.t.Helper()
-	res := e.do(request{Method: http.MethodPatch, Path: fmt.Sprintf("/api/messages/%d", int(id)), Token: token, ContentType: "application/json", Body: jsonBody(e.t, map[string]string{"content": content})})
-	if res.Status != http.StatusOK {
-		e.t.Fatalf("PATCH: %d %s", res.Status, res.Body)
-	}
-}
-
-func (e *env) remove(token string, id float64) {
-	e.t.Helper()
-	res := e.do(request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/messages/%d", int(id)), Token: token})
-	if res.Status != http.StatusNoContent {
-		e.t.Fatalf("DELETE: %d %s", res.Status, res.Body)
-	}
-}
-
 // TestStreamDeliversChanges: creates, updates and deletes arrive as
 // events in commit order, each with a rising id, with the contract's
 // payloads; the stream opens with a retry hint.
 func TestStreamDeliversChanges(t *testing.T) {
-	e := newEnv(t)
-	ada := e.register("ada@example.com", "correct horse battery")
-	st := e.openStream(ada, "", "")
+	e := apitest.New(t)
+	ada := e.Register("ada@example.com", "correct horse battery")
+	st := openStream(e, ada, "", "")
 	first := <-st.events
 	if first.Retry == "" || len(first.Comments) == 0 {
 		t.Errorf("stream opened with %+v, want a retry hint and a comment", first)
 	}
 
-	m := e.post(ada, "hello stream")
-	e.patch(ada, m["id"].(float64), "hello again")
-	e.remove(ada, m["id"].(float64))
+	m := e.Post(ada, "hello stream")
+	e.Patch(ada, m["id"].(float64), "hello again")
+	e.Remove(ada, m["id"].(float64))
 	evs := []sseEvent{st.next(), st.next(), st.next()}
 	want := []string{"created #1 hello stream", "updated #1 hello again", "deleted #1"}
 	for i, ev := range evs {
@@ -340,7 +276,7 @@ func TestStreamDeliversChanges(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				e.post(ada, fmt.Sprintf("writer %d post %d", w, i))
+				e.Post(ada, fmt.Sprintf("writer %d post %d", w, i))
 			}
 		}()
 	}
@@ -366,26 +302,26 @@ func TestStreamDeliversChanges(t *testing.T) {
 // rendered, and one rendered only after the next edit of its message
 // committed shows the message as that edit left it.
 func TestStreamFilters(t *testing.T) {
-	e := newEnv(t)
-	ada := e.register("ada@example.com", "correct horse battery")
-	bob := e.register("bob@example.com", "correct horse battery")
-	byWord := e.openStream(bob, "q=Caf%C3%A9", "")
-	byOwner := e.openStream(bob, "owner=ADA@example.com", "")
-	both := e.openStream(bob, "q=cafe%CC%81&owner=bob@example.com", "")
-	watcher := e.openStream(ada, "", "")
+	e := apitest.New(t)
+	ada := e.Register("ada@example.com", "correct horse battery")
+	bob := e.Register("bob@example.com", "correct horse battery")
+	byWord := openStream(e, bob, "q=Caf%C3%A9", "")
+	byOwner := openStream(e, bob, "owner=ADA@example.com", "")
+	both := openStream(e, bob, "q=cafe%CC%81&owner=bob@example.com", "")
+	watcher := openStream(e, ada, "", "")
 	seen := func() { watcher.next() }
 
-	a1 := e.post(ada, "café with ada") // word, ada
+	a1 := e.Post(ada, "café with ada") // word, ada
 	seen()
-	e.post(bob, "tea with bob") // neither
+	e.Post(bob, "tea with bob") // neither
 	seen()
-	b1 := e.post(bob, "CAFÉ with bob") // word, bob
+	b1 := e.Post(bob, "CAFÉ with bob") // word, bob
 	seen()
-	e.patch(ada, a1["id"].(float64), "now tea") // left the word: passes by before
+	e.Patch(ada, a1["id"].(float64), "now tea") // left the word: passes by before
 	seen()
-	e.patch(ada, a1["id"].(float64), "still tea") // never the word: ada only
+	e.Patch(ada, a1["id"].(float64), "still tea") // never the word: ada only
 	seen()
-	e.remove(bob, b1["id"].(float64)) // word, bob
+	e.Remove(bob, b1["id"].(float64)) // word, bob
 
 	wants := map[*sseStream][]string{
 		byWord:  {"created #1 café with ada", "created #3 CAFÉ with bob", "updated #1 now tea", "deleted #3"},
@@ -404,8 +340,8 @@ func TestStreamFilters(t *testing.T) {
 // TestStreamRequests: the stream's refusals are problem documents naming
 // what is wrong.
 func TestStreamRequests(t *testing.T) {
-	e := newEnv(t)
-	ada := e.register("ada@example.com", "correct horse battery")
+	e := apitest.New(t)
+	ada := e.Register("ada@example.com", "correct horse battery")
 	for _, tc := range []struct {
 		name, token, query, lastEventID string
 		status                          int
@@ -423,11 +359,11 @@ func TestStreamRequests(t *testing.T) {
 		{"bad lastEventId", ada, "lastEventId=-1", "", http.StatusBadRequest, "lastEventId"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, _ := e.tryStream(tc.token, tc.query, tc.lastEventID)
+			res, _ := tryStream(e, tc.token, tc.query, tc.lastEventID)
 			if res == nil {
 				t.Fatalf("stream opened, want %d", tc.status)
 			}
-			p := assertProblem(t, res, tc.status)
+			p := apitest.AssertProblem(t, res, tc.status)
 			if tc.param != "" && !strings.Contains(fmt.Sprint(p["detail"]), tc.param) {
 				t.Errorf("detail %q does not name %s", p["detail"], tc.param)
 			}
@@ -445,8 +381,8 @@ func TestStreamRequests(t *testing.T) {
 		t.Errorf("HEAD = %d %q", head.StatusCode, head.Header.Get("Content-Type"))
 	}
 	// GET /api/messages/{id} still serves messages beside the stream.
-	m := e.post(ada, "beside the stream")
-	if res := e.do(request{Method: http.MethodGet, Path: fmt.Sprintf("/api/messages/%d", int(m["id"].(float64))), Token: ada}); res.Status != http.StatusOK {
+	m := e.Post(ada, "beside the stream")
+	if res := e.Do(apitest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/api/messages/%d", int(m["id"].(float64))), Token: ada}); res.Status != http.StatusOK {
 		t.Errorf("GET message = %d", res.Status)
 	}
 }
@@ -455,16 +391,16 @@ func TestStreamRequests(t *testing.T) {
 // it saw gets exactly the events it missed, then the live ones, whether it
 // sends the header or the parameter; the header wins over the parameter.
 func TestStreamResume(t *testing.T) {
-	e := newEnv(t)
-	ada := e.register("ada@example.com", "correct horse battery")
-	st := e.openStream(ada, "", "")
-	e.post(ada, "one")
-	e.post(ada, "two")
+	e := apitest.New(t)
+	ada := e.Register("ada@example.com", "correct horse battery")
+	st := openStream(e, ada, "", "")
+	e.Post(ada, "one")
+	e.Post(ada, "two")
 	seen := st.next()
 	st.close()
-	e.post(ada, "three")
-	m := e.post(ada, "four")
-	e.remove(ada, m["id"].(float64))
+	e.Post(ada, "three")
+	m := e.Post(ada, "four")
+	e.Remove(ada, m["id"].(float64))
 
 	// Four was deleted before the stream resumed: only its deletion comes.
 	want := []string{"created #2 two", "created #3 three", "deleted #4"}
@@ -474,7 +410,7 @@ func TestStreamResume(t *testing.T) {
 		{"header over parameter", seen.ID, "lastEventId=4"},
 	} {
 		t.Run(how.name, func(t *testing.T) {
-			re := e.openStream(ada, how.query, how.header)
+			re := openStream(e, ada, how.query, how.header)
 			re.t = t
 			t.Cleanup(re.close)
 			if got := re.nextSummaries(t, len(want)); strings.Join(got, "|") != strings.Join(want, "|") {
@@ -485,8 +421,8 @@ func TestStreamResume(t *testing.T) {
 		})
 	}
 	// And resuming at the head is simply live.
-	re := e.openStream(ada, "", "5")
-	e.post(ada, "five")
+	re := openStream(e, ada, "", "5")
+	e.Post(ada, "five")
 	if got := re.next().summary(t); got != "created #5 five" {
 		t.Errorf("live after resuming at the head: %q", got)
 	}
@@ -497,17 +433,17 @@ func TestStreamResume(t *testing.T) {
 // resumes from there and misses nothing; a resuming stream's opening block
 // carries no id, since the client already holds its position.
 func TestStreamResumeBeforeAnyEvent(t *testing.T) {
-	e := newEnv(t)
-	ada := e.register("ada@example.com", "correct horse battery")
-	e.post(ada, "before")
-	st := e.openStream(ada, "", "")
+	e := apitest.New(t)
+	ada := e.Register("ada@example.com", "correct horse battery")
+	e.Post(ada, "before")
+	st := openStream(e, ada, "", "")
 	opening := <-st.events
 	if opening.ID != "1" || opening.Retry == "" {
 		t.Fatalf("opening block %+v, want id 1 (the head) and a retry hint", opening)
 	}
 	st.close()
-	e.post(ada, "while away")
-	re := e.openStream(ada, "", opening.ID)
+	e.Post(ada, "while away")
+	re := openStream(e, ada, "", opening.ID)
 	if opening := <-re.events; opening.ID != "" {
 		t.Errorf("a resuming stream's opening block has id %q", opening.ID)
 	}
@@ -520,24 +456,26 @@ func TestStreamResumeBeforeAnyEvent(t *testing.T) {
 // resumes after the server restarts with nothing lost or repeated.
 func TestStreamResumeAcrossRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "herald.db")
-	start := func() (*env, func()) { return serveDB(t, openDB(t, path), heraldhttp.Config{}, nil) }
+	start := func() (*apitest.Env, func()) {
+		return apitest.Serve(t, apitest.OpenStore(t, path, nil), heraldhttp.Config{}, nil)
+	}
 	e, stop := start()
-	ada := e.register("ada@example.com", "correct horse battery")
-	st := e.openStream(ada, "", "")
-	e.post(ada, "before the restart")
+	ada := e.Register("ada@example.com", "correct horse battery")
+	st := openStream(e, ada, "", "")
+	e.Post(ada, "before the restart")
 	seen := st.next()
-	e.post(ada, "missed before the restart")
+	e.Post(ada, "missed before the restart")
 	stop()
 
 	e, _ = start()
-	e.post(ada, "made after the restart")
-	re := e.openStream(ada, "", seen.ID)
+	e.Post(ada, "made after the restart")
+	re := openStream(e, ada, "", seen.ID)
 	want := []string{"created #2 missed before the restart", "created #3 made after the restart"}
 	if got := re.nextSummaries(t, 2); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("resumed across a restart with %q, want %q", got, want)
 	}
 	re.expectQuiet(50 * time.Millisecond)
-	e.post(ada, "live after the restart")
+	e.Post(ada, "live after the restart")
 	if got := re.next().summary(t); got != "created #4 live after the restart" {
 		t.Errorf("then live: %q", got)
 	}
@@ -546,29 +484,29 @@ func TestStreamResumeAcrossRestart(t *testing.T) {
 // TestStreamReset: a position the change log no longer holds, or never
 // held, gets a reset event (with the id to go on from), then live events.
 func TestStreamReset(t *testing.T) {
-	e := newEnv(t)
-	ada := e.register("ada@example.com", "correct horse battery")
+	e := apitest.New(t)
+	ada := e.Register("ada@example.com", "correct horse battery")
 	for i := range 10 {
-		e.post(ada, fmt.Sprintf("post %d", i))
+		e.Post(ada, fmt.Sprintf("post %d", i))
 	}
 	if n, err := e.DB.TrimChanges(context.Background(), 0, 3); err != nil || n != 7 {
 		t.Fatalf("TrimChanges = %d, %v", n, err)
 	}
 	for _, from := range []string{"2", "99"} {
 		head, _, _ := e.DB.ChangeHead(context.Background())
-		st := e.openStream(ada, "", from)
+		st := openStream(e, ada, "", from)
 		ev := st.next()
 		if ev.Event != "reset" || ev.ID != strconv.FormatUint(head, 10) {
 			t.Errorf("resume from %s: %+v, want a reset with id %d", from, ev, head)
 		}
-		e.post(ada, "after the reset "+from)
+		e.Post(ada, "after the reset "+from)
 		if got := st.next(); got.Event != "message.created" || !strings.Contains(got.Data, "after the reset "+from) {
 			t.Errorf("after the reset: %+v", got)
 		}
 		st.close()
 	}
 	// Positions still held resume normally.
-	st := e.openStream(ada, "", "8")
+	st := openStream(e, ada, "", "8")
 	if got := st.nextSummaries(t, 2); got[0] != "created #9 post 8" {
 		t.Errorf("resume from a kept position: %q", got)
 	}
@@ -580,23 +518,23 @@ func TestStreamReset(t *testing.T) {
 // log must answer one position alike, and a restart must not change the
 // answer.
 func TestStreamResetFollowsTheLog(t *testing.T) {
-	e := newEnv(t)
-	ada := e.register("ada@example.com", "correct horse battery")
-	watcher := e.openStream(ada, "", "")
+	e := apitest.New(t)
+	ada := e.Register("ada@example.com", "correct horse battery")
+	watcher := openStream(e, ada, "", "")
 	for i := range 10 {
-		e.post(ada, fmt.Sprintf("post %d", i))
+		e.Post(ada, fmt.Sprintf("post %d", i))
 	}
 	watcher.nextSummaries(t, 10) // the hub has rendered all ten
 	if n, err := e.DB.TrimChanges(context.Background(), 0, 3); err != nil || n != 7 {
 		t.Fatalf("TrimChanges = %d, %v", n, err)
 	}
 	head, _, _ := e.DB.ChangeHead(context.Background())
-	st := e.openStream(ada, "", "2")
+	st := openStream(e, ada, "", "2")
 	if ev := st.next(); ev.Event != "reset" || ev.ID != strconv.FormatUint(head, 10) {
 		t.Errorf("resume from a trimmed position: %+v, want a reset with id %d", ev, head)
 	}
 	st.close()
-	st = e.openStream(ada, "", "7") // the oldest position the log resumes after
+	st = openStream(e, ada, "", "7") // the oldest position the log resumes after
 	if got := st.nextSummaries(t, 3); got[0] != "created #8 post 7" {
 		t.Errorf("resume from the oldest kept position: %q", got)
 	}
@@ -607,28 +545,28 @@ func TestStreamResetFollowsTheLog(t *testing.T) {
 // only the deletions of its messages, while everyone else's changes come
 // as they happened. A stream that was live meanwhile saw them then.
 func TestStreamResumeAfterAnAccountIsDeleted(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	const password = "correct horse battery"
-	ada := e.register("ada@example.com", password)
-	bob := e.register("bob@example.com", password)
-	opening := e.openStream(ada, "", "")
+	ada := e.Register("ada@example.com", password)
+	bob := e.Register("bob@example.com", password)
+	opening := openStream(e, ada, "", "")
 	var from string
 	for from == "" {
 		from = (<-opening.events).ID
 	}
 	opening.close()
-	live := e.openStream(ada, "", "")
+	live := openStream(e, ada, "", "")
 
 	// Each change reaches the live stream before the next is made: one
 	// rendered only after the next edit of its message shows the message
 	// as that edit left it.
-	secret := e.post(bob, "bob's first secret")
+	secret := e.Post(bob, "bob's first secret")
 	seen := live.nextSummaries(t, 1)
-	e.patch(bob, secret["id"].(float64), "bob's edited secret")
+	e.Patch(bob, secret["id"].(float64), "bob's edited secret")
 	seen = append(seen, live.nextSummaries(t, 1)...)
-	kept := e.post(ada, "ada stays")
-	if res := e.do(request{Method: http.MethodDelete, Path: "/api/me", Token: bob, ContentType: "application/json",
-		Body: jsonBody(t, map[string]string{"password": password})}); res.Status != http.StatusNoContent {
+	kept := e.Post(ada, "ada stays")
+	if res := e.Do(apitest.Request{Method: http.MethodDelete, Path: "/api/me", Token: bob, ContentType: "application/json",
+		Body: apitest.JSONBody(t, map[string]string{"password": password})}); res.Status != http.StatusNoContent {
 		t.Fatalf("delete bob's account: %d %s", res.Status, res.Body)
 	}
 	secretID, keptID := int(secret["id"].(float64)), int(kept["id"].(float64))
@@ -636,7 +574,7 @@ func TestStreamResumeAfterAnAccountIsDeleted(t *testing.T) {
 		fmt.Sprintf("created #%d ada stays", keptID),
 		fmt.Sprintf("deleted #%d", secretID),
 	}
-	resumed := e.openStream(ada, "", from)
+	resumed := openStream(e, ada, "", from)
 	if got := resumed.nextSummaries(t, len(want)); !slices.Equal(got, want) {
 		t.Errorf("resumed from %s after bob's account went: %q, want %q", from, got, want)
 	}
@@ -654,15 +592,15 @@ func TestStreamResumeAfterAnAccountIsDeleted(t *testing.T) {
 // while other streams go on. A deleted account's messages are announced as
 // deleted.
 func TestStreamEndsWithItsToken(t *testing.T) {
-	e := newEnv(t, withStreams(stream.Limits{TokenCheck: time.Hour}))
+	e := apitest.New(t, apitest.WithStreams(stream.Limits{TokenCheck: time.Hour}))
 	const password = "correct horse battery"
-	root := e.admin("root@example.com")
-	e.register("ada@example.com", password)
-	adaID := e.accountID(root, "ada@example.com")
-	bob := e.register("bob@example.com", password)
-	watcher := e.openStream(bob, "", "")
+	root := e.Admin("root@example.com")
+	e.Register("ada@example.com", password)
+	adaID := e.AccountID(root, "ada@example.com")
+	bob := e.Register("bob@example.com", password)
+	watcher := openStream(e, bob, "", "")
 
-	expect204 := func(what string, res *response) {
+	expect204 := func(what string, res *apitest.Response) {
 		t.Helper()
 		if res.Status != http.StatusNoContent {
 			t.Fatalf("%s: %d %s", what, res.Status, res.Body)
@@ -673,7 +611,7 @@ func TestStreamEndsWithItsToken(t *testing.T) {
 		end  func(token, other string)
 	}{
 		{"logout", func(token, _ string) {
-			expect204("logout", e.do(request{Method: http.MethodPost, Path: "/api/logout", Token: token}))
+			expect204("logout", e.Do(apitest.Request{Method: http.MethodPost, Path: "/api/logout", Token: token}))
 		}},
 		{"revoke this device", func(token, other string) {
 			var list struct {
@@ -682,54 +620,54 @@ func TestStreamEndsWithItsToken(t *testing.T) {
 					Current bool
 				}
 			}
-			if err := json.Unmarshal(e.do(request{Method: http.MethodGet, Path: "/api/me/tokens", Token: token}).Body, &list); err != nil {
+			if err := json.Unmarshal(e.Do(apitest.Request{Method: http.MethodGet, Path: "/api/me/tokens", Token: token}).Body, &list); err != nil {
 				t.Fatal(err)
 			}
 			for _, it := range list.Items {
 				if it.Current {
-					expect204("revoke", e.do(request{Method: http.MethodDelete, Path: "/api/me/tokens/" + it.ID, Token: other}))
+					expect204("revoke", e.Do(apitest.Request{Method: http.MethodDelete, Path: "/api/me/tokens/" + it.ID, Token: other}))
 				}
 			}
 		}},
 		{"sign out everywhere", func(_, other string) {
-			expect204("revoke all", e.do(request{Method: http.MethodDelete, Path: "/api/me/tokens", Token: other}))
+			expect204("revoke all", e.Do(apitest.Request{Method: http.MethodDelete, Path: "/api/me/tokens", Token: other}))
 		}},
 		{"password changed elsewhere", func(_, other string) {
-			expect204("password", e.do(request{Method: http.MethodPost, Path: "/api/me/password", Token: other, ContentType: "application/json",
-				Body: jsonBody(t, map[string]string{"currentPassword": password, "newPassword": password + "!"})}))
-			expect204("password back", e.do(request{Method: http.MethodPost, Path: "/api/me/password", Token: other, ContentType: "application/json",
-				Body: jsonBody(t, map[string]string{"currentPassword": password + "!", "newPassword": password})}))
+			expect204("password", e.Do(apitest.Request{Method: http.MethodPost, Path: "/api/me/password", Token: other, ContentType: "application/json",
+				Body: apitest.JSONBody(t, map[string]string{"currentPassword": password, "newPassword": password + "!"})}))
+			expect204("password back", e.Do(apitest.Request{Method: http.MethodPost, Path: "/api/me/password", Token: other, ContentType: "application/json",
+				Body: apitest.JSONBody(t, map[string]string{"currentPassword": password + "!", "newPassword": password})}))
 		}},
 		{"suspended by an administrator", func(_, _ string) {
 			for _, suspended := range []string{`{"suspended":true}`, `{"suspended":false}`} {
-				res := e.do(request{Method: http.MethodPatch, Path: "/api/admin/users/" + adaID, Token: root, ContentType: "application/merge-patch+json", Body: suspended})
+				res := e.Do(apitest.Request{Method: http.MethodPatch, Path: "/api/admin/users/" + adaID, Token: root, ContentType: "application/merge-patch+json", Body: suspended})
 				if res.Status != http.StatusOK {
 					t.Fatalf("%s: %d %s", suspended, res.Status, res.Body)
 				}
 			}
 		}},
 		{"a password reset", func(_, _ string) {
-			res := e.do(request{Method: http.MethodPost, Path: "/api/admin/users/" + adaID + "/password-reset", Token: root})
+			res := e.Do(apitest.Request{Method: http.MethodPost, Path: "/api/admin/users/" + adaID + "/password-reset", Token: root})
 			code, _ := res.JSON(t)["code"].(string)
-			expect204("reset", e.do(request{Method: http.MethodPost, Path: "/api/password-reset", ContentType: "application/json",
-				Body: jsonBody(t, map[string]string{"code": code, "newPassword": password})}))
+			expect204("reset", e.Do(apitest.Request{Method: http.MethodPost, Path: "/api/password-reset", ContentType: "application/json",
+				Body: apitest.JSONBody(t, map[string]string{"code": code, "newPassword": password})}))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			token := e.login("ada@example.com", password)
-			other := e.login("ada@example.com", password)
-			st := e.openStream(token, "", "")
+			token := e.Login("ada@example.com", password)
+			other := e.Login("ada@example.com", password)
+			st := openStream(e, token, "", "")
 			tc.end(token, other)
 			st.expectEnd(3 * time.Second)
 		})
 	}
-	ada := e.login("ada@example.com", password)
-	m := e.post(ada, "ada's last words")
+	ada := e.Login("ada@example.com", password)
+	m := e.Post(ada, "ada's last words")
 	if got := watcher.next().summary(t); got != fmt.Sprintf("created #%d ada's last words", int(m["id"].(float64))) {
 		t.Fatalf("watcher got %q", got)
 	}
-	st := e.openStream(ada, "", "")
-	expect204("delete account", e.do(request{Method: http.MethodDelete, Path: "/api/me", Token: ada, ContentType: "application/json", Body: jsonBody(t, map[string]string{"password": password})}))
+	st := openStream(e, ada, "", "")
+	expect204("delete account", e.Do(apitest.Request{Method: http.MethodDelete, Path: "/api/me", Token: ada, ContentType: "application/json", Body: apitest.JSONBody(t, map[string]string{"password": password})}))
 	st.expectEnd(3 * time.Second)
 	if got := watcher.next().summary(t); got != fmt.Sprintf("deleted #%d", int(m["id"].(float64))) {
 		t.Errorf("after ada's account went, the watcher got %q", got)
@@ -737,28 +675,28 @@ func TestStreamEndsWithItsToken(t *testing.T) {
 
 	// An administrator removing an account's messages: the watcher hears
 	// of each; removing the account: its stream ends.
-	carol := e.register("carol@example.com", password)
-	carolID := e.accountID(root, "carol@example.com")
-	first, second := e.post(carol, "spam one"), e.post(carol, "spam two")
+	carol := e.Register("carol@example.com", password)
+	carolID := e.AccountID(root, "carol@example.com")
+	first, second := e.Post(carol, "spam one"), e.Post(carol, "spam two")
 	watcher.next()
 	watcher.next()
-	expect204("remove messages", e.do(request{Method: http.MethodDelete, Path: "/api/admin/users/" + carolID + "/messages", Token: root}))
+	expect204("remove messages", e.Do(apitest.Request{Method: http.MethodDelete, Path: "/api/admin/users/" + carolID + "/messages", Token: root}))
 	for _, want := range []map[string]any{second, first} { // newest first
 		if got := watcher.next().summary(t); got != fmt.Sprintf("deleted #%d", int(want["id"].(float64))) {
 			t.Errorf("after an administrator removed carol's messages, the watcher got %q", got)
 		}
 	}
-	st = e.openStream(carol, "", "")
-	expect204("remove account", e.do(request{Method: http.MethodDelete, Path: "/api/admin/users/" + carolID, Token: root}))
+	st = openStream(e, carol, "", "")
+	expect204("remove account", e.Do(apitest.Request{Method: http.MethodDelete, Path: "/api/admin/users/" + carolID, Token: root}))
 	st.expectEnd(3 * time.Second)
 }
 
 // TestStreamEndsWhenItsTokenExpires: the store's clock passing the token's
 // expiry ends the stream at the next check.
 func TestStreamEndsWhenItsTokenExpires(t *testing.T) {
-	e := newEnv(t, withStreams(stream.Limits{TokenCheck: 50 * time.Millisecond}), withTokenTTL(time.Hour))
-	ada := e.register("ada@example.com", "correct horse battery")
-	st := e.openStream(ada, "", "")
+	e := apitest.New(t, apitest.WithStreams(stream.Limits{TokenCheck: 50 * time.Millisecond}), apitest.WithTokenTTL(time.Hour))
+	ada := e.Register("ada@example.com", "correct horse battery")
+	st := openStream(e, ada, "", "")
 	st.expectQuiet(150 * time.Millisecond) // checks pass while the token is good
 	e.Clock.Advance(time.Hour)
 	st.expectEnd(3 * time.Second)
@@ -767,24 +705,24 @@ func TestStreamEndsWhenItsTokenExpires(t *testing.T) {
 // TestStreamLimits: beyond the per-account and total caps, 429 with
 // Retry-After; closing a stream frees its place.
 func TestStreamLimits(t *testing.T) {
-	e := newEnv(t, withStreams(stream.Limits{PerUser: 2, Total: 3}))
-	ada := e.register("ada@example.com", "correct horse battery")
-	bob := e.register("bob@example.com", "correct horse battery")
-	a1 := e.openStream(ada, "", "")
-	e.openStream(ada, "", "")
-	res, _ := e.tryStream(ada, "", "")
+	e := apitest.New(t, apitest.WithStreams(stream.Limits{PerUser: 2, Total: 3}))
+	ada := e.Register("ada@example.com", "correct horse battery")
+	bob := e.Register("bob@example.com", "correct horse battery")
+	a1 := openStream(e, ada, "", "")
+	openStream(e, ada, "", "")
+	res, _ := tryStream(e, ada, "", "")
 	if res == nil || res.Status != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
 		t.Fatalf("third stream of one account: %+v, want 429 with Retry-After", res)
 	}
-	e.openStream(bob, "", "")
-	if res, _ := e.tryStream(bob, "", ""); res == nil || res.Status != http.StatusTooManyRequests {
+	openStream(e, bob, "", "")
+	if res, _ := tryStream(e, bob, "", ""); res == nil || res.Status != http.StatusTooManyRequests {
 		t.Fatalf("fourth stream in all: %+v, want 429", res)
 	}
 	a1.close()
 	// The server notices the closed stream when its connection ends.
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		res, st := e.tryStream(bob, "", "")
+		res, st := tryStream(e, bob, "", "")
 		if st != nil {
 			break
 		}
@@ -798,9 +736,9 @@ func TestStreamLimits(t *testing.T) {
 // TestStreamShutdown: CloseStreams ends every stream with a retry hint, and
 // refuses new ones with 503.
 func TestStreamShutdown(t *testing.T) {
-	e := newEnv(t)
-	ada := e.register("ada@example.com", "correct horse battery")
-	st := e.openStream(ada, "", "")
+	e := apitest.New(t)
+	ada := e.Register("ada@example.com", "correct horse battery")
+	st := openStream(e, ada, "", "")
 	<-st.events // the opening block
 	e.Server.CloseStreams()
 	st.expectEnd(3 * time.Second)
@@ -811,7 +749,7 @@ func TestStreamShutdown(t *testing.T) {
 	if last.Retry == "" {
 		t.Errorf("last block before the end = %+v, want a retry hint", last)
 	}
-	res, _ := e.tryStream(ada, "", "")
+	res, _ := tryStream(e, ada, "", "")
 	if res == nil || res.Status != http.StatusServiceUnavailable {
 		t.Errorf("stream during shutdown: %+v, want 503", res)
 	}
@@ -821,9 +759,9 @@ func TestStreamShutdown(t *testing.T) {
 // has caught up, so its end gets a line of its own, saying whose stream it was and
 // why it ended, and nothing secret.
 func TestStreamEndIsLogged(t *testing.T) {
-	e := newEnv(t, withStreams(stream.Limits{TokenCheck: time.Hour}))
-	ada := e.register("ada@example.com", "correct horse battery")
-	id := int(e.do(request{Method: http.MethodGet, Path: "/api/me", Token: ada}).JSON(t)["id"].(float64))
+	e := apitest.New(t, apitest.WithStreams(stream.Limits{TokenCheck: time.Hour}))
+	ada := e.Register("ada@example.com", "correct horse battery")
+	id := int(e.Do(apitest.Request{Method: http.MethodGet, Path: "/api/me", Token: ada}).JSON(t)["id"].(float64))
 	user := fmt.Sprintf("user=%d ", id)
 
 	// waitForEnd waits for the n-th "stream ended" line and returns it.
@@ -858,21 +796,21 @@ func TestStreamEndIsLogged(t *testing.T) {
 		}
 	}
 
-	st := e.openStream(ada, "", "")
+	st := openStream(e, ada, "", "")
 	<-st.events
 	st.close()
 	expect(waitForEnd(1), "the client closed the connection")
 
-	other := e.login("ada@example.com", "correct horse battery")
-	st = e.openStream(other, "", "")
+	other := e.Login("ada@example.com", "correct horse battery")
+	st = openStream(e, other, "", "")
 	<-st.events
-	if res := e.do(request{Method: http.MethodPost, Path: "/api/logout", Token: other}); res.Status != http.StatusNoContent {
+	if res := e.Do(apitest.Request{Method: http.MethodPost, Path: "/api/logout", Token: other}); res.Status != http.StatusNoContent {
 		t.Fatalf("logout: %d %s", res.Status, res.Body)
 	}
 	st.expectEnd(3 * time.Second)
 	expect(waitForEnd(2), "its token expired or no longer works")
 
-	st = e.openStream(ada, "", "")
+	st = openStream(e, ada, "", "")
 	<-st.events
 	e.Server.CloseStreams()
 	st.expectEnd(3 * time.Second)
@@ -886,9 +824,9 @@ func TestStreamEndIsLogged(t *testing.T) {
 // TestStreamHeartbeat: an idle stream gets comment lines, as often as its
 // response header says.
 func TestStreamHeartbeat(t *testing.T) {
-	e := newEnv(t, withStreams(stream.Limits{Heartbeat: 30 * time.Millisecond}))
-	ada := e.register("ada@example.com", "correct horse battery")
-	st := e.openStream(ada, "", "")
+	e := apitest.New(t, apitest.WithStreams(stream.Limits{Heartbeat: 30 * time.Millisecond}))
+	ada := e.Register("ada@example.com", "correct horse battery")
+	st := openStream(e, ada, "", "")
 	if got := st.resp.Header.Get("Herald-Stream-Heartbeat"); got != "30" {
 		t.Errorf("Herald-Stream-Heartbeat = %q, want the interval in milliseconds, 30", got)
 	}
@@ -906,13 +844,13 @@ func TestStreamHeartbeat(t *testing.T) {
 // TestStreamOutlivesServerTimeouts: the server's read and write timeouts
 // bound ordinary requests, not streams.
 func TestStreamOutlivesServerTimeouts(t *testing.T) {
-	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{}, func(srv *http.Server) {
+	e, _ := apitest.Serve(t, apitest.OpenStore(t, filepath.Join(t.TempDir(), "herald.db"), nil), heraldhttp.Config{}, func(srv *http.Server) {
 		srv.ReadTimeout, srv.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond
 	})
-	ada := e.register("ada@example.com", "correct horse battery")
-	st := e.openStream(ada, "", "")
+	ada := e.Register("ada@example.com", "correct horse battery")
+	st := openStream(e, ada, "", "")
 	time.Sleep(600 * time.Millisecond)
-	e.post(ada, "still there?")
+	e.Post(ada, "still there?")
 	if got := st.next().summary(t); got != "created #1 still there?" {
 		t.Errorf("after the server's timeouts passed: %q", got)
 	}
@@ -924,7 +862,7 @@ func TestStreamSlowConsumer(t *testing.T) {
 	limits := stream.Limits{MaxLag: 8, WriteTimeout: 300 * time.Millisecond}
 	// Small send buffers on the server's side, so a client that stops
 	// reading blocks the server's writes after kilobytes, not megabytes.
-	e, _ := serveDB(t, openDB(t, filepath.Join(t.TempDir(), "herald.db")), heraldhttp.Config{Streams: limits}, func(srv *http.Server) {
+	e, _ := apitest.Serve(t, apitest.OpenStore(t, filepath.Join(t.TempDir(), "herald.db"), nil), heraldhttp.Config{Streams: limits}, func(srv *http.Server) {
 		srv.ConnState = func(c net.Conn, state http.ConnState) {
 			if under, ok := c.(interface{ NetConn() net.Conn }); ok {
 				c = under.NetConn()
@@ -940,8 +878,8 @@ func TestStreamSlowConsumer(t *testing.T) {
 			_ = tcp.SetWriteBuffer(8192)
 		}
 	})
-	ada := e.register("ada@example.com", "correct horse battery")
-	fast := e.openStream(ada, "", "")
+	ada := e.Register("ada@example.com", "correct horse battery")
+	fast := openStream(e, ada, "", "")
 
 	// The slow client: a raw connection with a small receive buffer that
 	// reads nothing after the request.
@@ -965,7 +903,7 @@ func TestStreamSlowConsumer(t *testing.T) {
 	big := strings.Repeat("slow consumers fall behind ", 360) // ~10 KB
 	const n = 100
 	for i := range n {
-		e.post(ada, fmt.Sprintf("%d %s", i, big))
+		e.Post(ada, fmt.Sprintf("%d %s", i, big))
 		ev := fast.next()
 		if want := strconv.Itoa(i + 1); ev.ID != want {
 			t.Fatalf("fast stream: event %s, want %s", ev.ID, want)
@@ -985,8 +923,8 @@ func TestStreamSlowConsumer(t *testing.T) {
 // TestStreamClientThatTalks: SSE clients send nothing after their request;
 // one that keeps sending is cut off rather than read forever.
 func TestStreamClientThatTalks(t *testing.T) {
-	e := newEnv(t)
-	ada := e.register("ada@example.com", "correct horse battery")
+	e := apitest.New(t)
+	ada := e.Register("ada@example.com", "correct horse battery")
 	conn, err := net.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -1002,7 +940,7 @@ func TestStreamClientThatTalks(t *testing.T) {
 	if _, err := conn.Write([]byte("hello?\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	e.post(ada, "still listening")
+	e.Post(ada, "still listening")
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
@@ -1030,7 +968,7 @@ func TestStreamClientThatTalks(t *testing.T) {
 // gone, so is what they held. A client that reads, resuming from the same
 // place meanwhile, gets every message.
 func TestStreamCatchUpMemoryBounded(t *testing.T) {
-	e := newEnv(t, withStreams(stream.Limits{WriteTimeout: 3 * time.Second}))
+	e := apitest.New(t, apitest.WithStreams(stream.Limits{WriteTimeout: 3 * time.Second}))
 	ctx := context.Background()
 	from, _, err := e.DB.ChangeHead(ctx)
 	if err != nil {
@@ -1039,7 +977,7 @@ func TestStreamCatchUpMemoryBounded(t *testing.T) {
 	content := strings.Repeat("\x01", model.MaxContentChars)
 	var tokens []string
 	for i := range 5 {
-		token := e.register(fmt.Sprintf("attacker%d@example.com", i), "correct horse battery")
+		token := e.Register(fmt.Sprintf("attacker%d@example.com", i), "correct horse battery")
 		tokens = append(tokens, token)
 		u, _, err := e.DB.Authenticate(ctx, auth.HashToken(token))
 		if err != nil {
@@ -1075,7 +1013,7 @@ func TestStreamCatchUpMemoryBounded(t *testing.T) {
 			fmt.Fprintf(c, "GET /api/messages/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nLast-Event-ID: %s\r\n\r\n", host, token, last)
 		}
 	}
-	reader := e.openStream(e.register("reader@example.com", "correct horse battery"), "", last)
+	reader := openStream(e, e.Register("reader@example.com", "correct horse battery"), "", last)
 
 	// The heap held after each collection, at its highest, while the
 	// stalled streams catch up and the reader reads.
@@ -1145,30 +1083,30 @@ func TestStreamCatchUpMemoryBounded(t *testing.T) {
 // the log after a restart.
 func TestStreamResumeReplaysAsNow(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "herald.db")
-	e, stop := serveDB(t, openDB(t, path), heraldhttp.Config{}, nil)
+	e, stop := apitest.Serve(t, apitest.OpenStore(t, path, nil), heraldhttp.Config{}, nil)
 	const password = "correct horse battery"
-	root := e.admin("root@example.com")
-	ada := e.register("ada@example.com", password)
-	bob := e.register("bob@example.com", password)
-	opening := e.openStream(ada, "", "")
+	root := e.Admin("root@example.com")
+	ada := e.Register("ada@example.com", password)
+	bob := e.Register("bob@example.com", password)
+	opening := openStream(e, ada, "", "")
 	var from string
 	for from == "" {
 		from = (<-opening.events).ID
 	}
 	opening.close()
-	watcher := e.openStream(root, "", "")
+	watcher := openStream(e, root, "", "")
 
-	edited := id(e.post(ada, "first draft alpha"))
-	e.patch(ada, edited, "second draft bravo")
-	e.patch(ada, edited, "final words charlie")
-	regretted := id(e.post(ada, "regretted delta"))
-	e.remove(ada, regretted)
-	abusive := id(e.post(bob, "abusive echo"))
-	e.remove(root, abusive)
-	spam := id(e.post(bob, "spam foxtrot"))
-	kept := id(e.post(ada, "kept golf"))
-	bobID := int(e.do(request{Method: http.MethodGet, Path: "/api/me", Token: bob}).JSON(t)["id"].(float64))
-	if res := e.do(request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/admin/users/%d/messages", bobID), Token: root}); res.Status != http.StatusNoContent {
+	edited := id(e.Post(ada, "first draft alpha"))
+	e.Patch(ada, edited, "second draft bravo")
+	e.Patch(ada, edited, "final words charlie")
+	regretted := id(e.Post(ada, "regretted delta"))
+	e.Remove(ada, regretted)
+	abusive := id(e.Post(bob, "abusive echo"))
+	e.Remove(root, abusive)
+	spam := id(e.Post(bob, "spam foxtrot"))
+	kept := id(e.Post(ada, "kept golf"))
+	bobID := int(e.Do(apitest.Request{Method: http.MethodGet, Path: "/api/me", Token: bob}).JSON(t)["id"].(float64))
+	if res := e.Do(apitest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/admin/users/%d/messages", bobID), Token: root}); res.Status != http.StatusNoContent {
 		t.Fatalf("remove bob's messages: %d %s", res.Status, res.Body)
 	}
 	want := []string{
@@ -1184,9 +1122,9 @@ func TestStreamResumeReplaysAsNow(t *testing.T) {
 	if watched[0] != fmt.Sprintf("created #%d first draft alpha", int(edited)) {
 		t.Fatalf("the watching stream got %q first, want the message as it was created", watched[0])
 	}
-	resume := func(e *env, how string) {
+	resume := func(e *apitest.Env, how string) {
 		t.Helper()
-		st := e.openStream(ada, "", from)
+		st := openStream(e, ada, "", from)
 		if got := st.nextSummaries(t, len(want)); !slices.Equal(got, want) {
 			t.Errorf("%s: resumed with\n%q\nwant\n%q", how, got, want)
 		}
@@ -1195,7 +1133,7 @@ func TestStreamResumeReplaysAsNow(t *testing.T) {
 	}
 	resume(e, "from the hub's window")
 	stop()
-	e, _ = serveDB(t, openDB(t, path), heraldhttp.Config{}, nil)
+	e, _ = apitest.Serve(t, apitest.OpenStore(t, path, nil), heraldhttp.Config{}, nil)
 	resume(e, "from the log, after a restart")
 }
 
@@ -1208,9 +1146,9 @@ func id(m map[string]any) float64 { return m["id"].(float64) }
 // of another account is not held up by them: its own change reaches it
 // long before the stalled streams' writes time out (a minute here).
 func TestStreamCatchUpsLeaveLiveStreamsAlone(t *testing.T) {
-	e := newEnv(t, withStreams(stream.Limits{WriteTimeout: time.Minute}))
+	e := apitest.New(t, apitest.WithStreams(stream.Limits{WriteTimeout: time.Minute}))
 	ctx := context.Background()
-	bystander := e.register("bystander@example.com", "correct horse battery")
+	bystander := e.Register("bystander@example.com", "correct horse battery")
 	from, _, err := e.DB.ChangeHead(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -1218,7 +1156,7 @@ func TestStreamCatchUpsLeaveLiveStreamsAlone(t *testing.T) {
 	content := strings.Repeat("\x01", model.MaxContentChars)
 	var tokens []string
 	for i := range 3 {
-		token := e.register(fmt.Sprintf("stalled%d@example.com", i), "correct horse battery")
+		token := e.Register(fmt.Sprintf("stalled%d@example.com", i), "correct horse battery")
 		tokens = append(tokens, token)
 		u, _, err := e.DB.Authenticate(ctx, auth.HashToken(token))
 		if err != nil {
@@ -1230,7 +1168,7 @@ func TestStreamCatchUpsLeaveLiveStreamsAlone(t *testing.T) {
 			}
 		}
 	}
-	live := e.openStream(bystander, "", "")
+	live := openStream(e, bystander, "", "")
 	<-live.events // the opening block: the stream is live
 	host := strings.TrimPrefix(e.URL, "http://")
 	var stalled []net.Conn
@@ -1253,7 +1191,7 @@ func TestStreamCatchUpsLeaveLiveStreamsAlone(t *testing.T) {
 	// The stalled streams' catch-ups have taken what they may, and their
 	// writes wait on clients that do not read.
 	time.Sleep(time.Second)
-	e.post(bystander, "the bystander's own message")
+	e.Post(bystander, "the bystander's own message")
 	if ev, ok := live.tryNext(30 * time.Second); !ok || ev.Event != "message.created" || !strings.Contains(ev.Data, "the bystander's own message") {
 		t.Fatalf("the live stream got %+v (ok %v) while stalled catch-ups held the budget; want its own message", ev, ok)
 	}

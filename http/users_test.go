@@ -22,6 +22,7 @@ import (
 	"herald/auth"
 	"herald/bolt"
 	heraldhttp "herald/http"
+	"herald/http/internal/apitest"
 )
 
 // Helpers of this file carry the acct prefix so they cannot collide with
@@ -57,10 +58,10 @@ func acctKeys(m map[string]any) []string {
 
 // acctRegister registers over JSON, fails the test unless it answers 201, and
 // returns the decoded body.
-func acctRegister(t *testing.T, e *env, email, password string) map[string]any {
+func acctRegister(t *testing.T, e *apitest.Env, email, password string) map[string]any {
 	t.Helper()
-	res := e.do(request{Method: "POST", Path: "/api/register", ContentType: "application/json",
-		Body: jsonBody(t, map[string]string{"email": email, "password": password})})
+	res := e.Do(apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/json",
+		Body: apitest.JSONBody(t, map[string]string{"email": email, "password": password})})
 	if res.Status != http.StatusCreated {
 		t.Fatalf("register %q: status %d: %s", email, res.Status, res.Body)
 	}
@@ -68,14 +69,14 @@ func acctRegister(t *testing.T, e *env, email, password string) map[string]any {
 }
 
 // acctLogin sends a JSON login and returns the response, whatever it is.
-func acctLogin(t *testing.T, e *env, username, password string) *response {
+func acctLogin(t *testing.T, e *apitest.Env, username, password string) *apitest.Response {
 	t.Helper()
-	return e.do(request{Method: "POST", Path: "/api/login", ContentType: "application/json",
-		Body: jsonBody(t, map[string]string{"username": username, "password": password})})
+	return e.Do(apitest.Request{Method: "POST", Path: "/api/login", ContentType: "application/json",
+		Body: apitest.JSONBody(t, map[string]string{"username": username, "password": password})})
 }
 
 // acctMustLogin logs in over JSON and returns the new token.
-func acctMustLogin(t *testing.T, e *env, username, password string) string {
+func acctMustLogin(t *testing.T, e *apitest.Env, username, password string) string {
 	t.Helper()
 	res := acctLogin(t, e, username, password)
 	if res.Status != http.StatusOK {
@@ -87,7 +88,7 @@ func acctMustLogin(t *testing.T, e *env, username, password string) string {
 
 // acctAssertNoLogin checks that the credentials of a refused registration do
 // not work: nothing was stored under them.
-func acctAssertNoLogin(t *testing.T, e *env, email, password string) {
+func acctAssertNoLogin(t *testing.T, e *apitest.Env, email, password string) {
 	t.Helper()
 	res := acctLogin(t, e, email, password)
 	if res.Status == http.StatusOK {
@@ -96,28 +97,28 @@ func acctAssertNoLogin(t *testing.T, e *env, email, password string) {
 }
 
 // acctAssertUnchanged checks that the store holds what it held before.
-func acctAssertUnchanged(t *testing.T, e *env, before bolt.Counts) {
+func acctAssertUnchanged(t *testing.T, e *apitest.Env, before bolt.Counts) {
 	t.Helper()
-	if got := e.counts(); got != before {
+	if got := e.Counts(); got != before {
 		t.Errorf("store changed: counts = %+v, want %+v", got, before)
 	}
 }
 
 // acctMe calls GET /api/me with an Authorization header of the caller's
 // choosing ("" sends none).
-func acctMe(t *testing.T, e *env, authorization string) *response {
+func acctMe(t *testing.T, e *apitest.Env, authorization string) *apitest.Response {
 	t.Helper()
-	req := request{Method: "GET", Path: "/api/me"}
+	req := apitest.Request{Method: "GET", Path: "/api/me"}
 	if authorization != "" {
 		req.Header = http.Header{"Authorization": {authorization}}
 	}
-	return e.do(req)
+	return e.Do(req)
 }
 
 // acctAssertInvalidToken checks a 401 for a presented but unusable token.
-func acctAssertInvalidToken(t *testing.T, res *response) {
+func acctAssertInvalidToken(t *testing.T, res *apitest.Response) {
 	t.Helper()
-	assertProblem(t, res, http.StatusUnauthorized)
+	apitest.AssertProblem(t, res, http.StatusUnauthorized)
 	challenge := res.Header.Get("WWW-Authenticate")
 	if !strings.HasPrefix(challenge, "Bearer ") || !strings.Contains(challenge, `error="invalid_token"`) {
 		t.Errorf(`WWW-Authenticate = %q, want a Bearer challenge with error="invalid_token"`, challenge)
@@ -165,7 +166,7 @@ func acctEmailOfBytes(t *testing.T, n int) string {
 }
 
 func TestRegister_Created(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	mpBody, mpType := acctMultipart(t, [][2]string{{"email", "mp@example.com"}, {"password", "correct horse"}}, "")
 	fileBody, fileType := acctMultipart(t, [][2]string{{"email", "file@example.com"}, {"password", "correct horse"}}, "password")
 	tests := []struct {
@@ -195,7 +196,7 @@ func TestRegister_Created(t *testing.T) {
 		},
 		{
 			name: "form", contentType: "application/x-www-form-urlencoded",
-			body:      formBody(map[string]string{"email": " Form@Example.com ", "password": "pass wörd+&="}),
+			body:      apitest.FormBody(map[string]string{"email": " Form@Example.com ", "password": "pass wörd+&="}),
 			sentEmail: " Form@Example.com ", password: "pass wörd+&=", wantEmail: "Form@Example.com",
 		},
 		{
@@ -209,8 +210,8 @@ func TestRegister_Created(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := e.counts()
-			res := e.do(request{Method: "POST", Path: "/api/register", ContentType: tt.contentType, Body: tt.body})
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: "POST", Path: "/api/register", ContentType: tt.contentType, Body: tt.body})
 			if got, want := res.Status, http.StatusCreated; got != want {
 				t.Fatalf("status = %d, want %d: %s", got, want, res.Body)
 			}
@@ -251,7 +252,7 @@ func TestRegister_Created(t *testing.T) {
 					t.Errorf("response contains %q: %s", secret, res.Body)
 				}
 			}
-			if got, want := e.counts(), (bolt.Counts{Users: before.Users + 1, Tokens: before.Tokens + 1, Messages: before.Messages}); got != want {
+			if got, want := e.Counts(), (bolt.Counts{Users: before.Users + 1, Tokens: before.Tokens + 1, Messages: before.Messages}); got != want {
 				t.Errorf("counts = %+v, want %+v", got, want)
 			}
 
@@ -269,7 +270,7 @@ func TestRegister_Created(t *testing.T) {
 }
 
 func TestRegister_TokenTTL(t *testing.T) {
-	e := newEnv(t, withTokenTTL(2*time.Hour))
+	e := apitest.New(t, apitest.WithTokenTTL(2*time.Hour))
 	body := acctRegister(t, e, "ada@example.com", "correct horse")
 	created := acctTime(t, "createdAt", body["createdAt"])
 	if got, want := acctTime(t, "expiresAt", body["expiresAt"]).Sub(created), 2*time.Hour; got != want {
@@ -287,7 +288,7 @@ func TestRegister_TokenTTL(t *testing.T) {
 }
 
 func TestRegister_TimestampPrecision(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	e.Clock.Advance(1234567 * time.Nanosecond) // 1.234567 ms: the store keeps microseconds
 	body := acctRegister(t, e, "ada@example.com", "correct horse")
 	if got, want := body["createdAt"], "2026-01-02T15:04:05.001234Z"; got != want {
@@ -301,7 +302,7 @@ func TestRegister_TimestampPrecision(t *testing.T) {
 // TestRegister_Boundaries registers values at the edges of the field rules
 // that must be accepted.
 func TestRegister_Boundaries(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	tests := []struct {
 		name, email, password string
 	}{
@@ -331,10 +332,10 @@ func TestRegister_Boundaries(t *testing.T) {
 }
 
 func TestRegister_Invalid(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	const form = "application/x-www-form-urlencoded"
 	const pw = "correct horse"
-	js := func(v map[string]any) string { return jsonBody(t, v) }
+	js := func(v map[string]any) string { return apitest.JSONBody(t, v) }
 	tests := []struct {
 		name            string
 		contentType     string
@@ -386,12 +387,12 @@ func TestRegister_Invalid(t *testing.T) {
 				ct = "application/json"
 			}
 			if body == "" && ct == "application/json" {
-				body = jsonBody(t, map[string]string{"email": tt.email, "password": tt.password})
+				body = apitest.JSONBody(t, map[string]string{"email": tt.email, "password": tt.password})
 			}
-			before := e.counts()
-			res := e.do(request{Method: "POST", Path: "/api/register", ContentType: ct, Body: body})
-			p := assertProblem(t, res, http.StatusUnprocessableEntity)
-			if got, want := strings.Join(violationPaths(p), ","), strings.Join(tt.want, ","); got != want {
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: "POST", Path: "/api/register", ContentType: ct, Body: body})
+			p := apitest.AssertProblem(t, res, http.StatusUnprocessableEntity)
+			if got, want := strings.Join(apitest.ViolationPaths(p), ","), strings.Join(tt.want, ","); got != want {
 				t.Errorf("violation paths = %q, want %q: %s", got, want, res.Body)
 			}
 			for _, v := range p["violations"].([]any) {
@@ -409,7 +410,7 @@ func TestRegister_Invalid(t *testing.T) {
 }
 
 func TestRegister_DuplicateEmail(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	acctRegister(t, e, "ada@example.com", "correct horse")
 	mpBody, mpType := acctMultipart(t, [][2]string{{"email", "Ada@Example.Com"}, {"password", "other password"}}, "")
 	tests := []struct {
@@ -423,9 +424,9 @@ func TestRegister_DuplicateEmail(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := e.counts()
-			res := e.do(request{Method: "POST", Path: "/api/register", ContentType: tt.contentType, Body: tt.body})
-			p := assertProblem(t, res, http.StatusConflict)
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: "POST", Path: "/api/register", ContentType: tt.contentType, Body: tt.body})
+			p := apitest.AssertProblem(t, res, http.StatusConflict)
 			if detail, _ := p["detail"].(string); detail == "" {
 				t.Errorf("409 without a detail: %s", res.Body)
 			}
@@ -437,7 +438,7 @@ func TestRegister_DuplicateEmail(t *testing.T) {
 }
 
 func TestLogin_OK(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	first := acctRegister(t, e, "Ada@Example.com", "correct horse")["token"].(string)
 	mpBody, mpType := acctMultipart(t, [][2]string{{"username", "ada@example.com"}, {"password", "correct horse"}}, "")
 	tests := []struct {
@@ -453,8 +454,8 @@ func TestLogin_OK(t *testing.T) {
 	tokens := []string{first}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := e.counts()
-			res := e.do(request{Method: "POST", Path: "/api/login", ContentType: tt.contentType, Body: tt.body})
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: "POST", Path: "/api/login", ContentType: tt.contentType, Body: tt.body})
 			if got, want := res.Status, http.StatusOK; got != want {
 				t.Fatalf("status = %d, want %d: %s", got, want, res.Body)
 			}
@@ -479,7 +480,7 @@ func TestLogin_OK(t *testing.T) {
 			if bytes.Contains(res.Body, []byte("correct horse")) {
 				t.Errorf("response contains the password: %s", res.Body)
 			}
-			if got, want := e.counts(), (bolt.Counts{Users: before.Users, Tokens: before.Tokens + 1, Messages: before.Messages}); got != want {
+			if got, want := e.Counts(), (bolt.Counts{Users: before.Users, Tokens: before.Tokens + 1, Messages: before.Messages}); got != want {
 				t.Errorf("counts = %+v, want %+v", got, want)
 			}
 		})
@@ -493,7 +494,7 @@ func TestLogin_OK(t *testing.T) {
 }
 
 func TestLogin_BadCredentials(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	acctRegister(t, e, "ada@example.com", "correct horse")
 	tests := []struct {
 		name, body string
@@ -502,16 +503,16 @@ func TestLogin_BadCredentials(t *testing.T) {
 		{"unknown e-mail", `{"username":"nobody@example.com","password":"correct horse"}`},
 		{"password in another letter case", `{"username":"ada@example.com","password":"CORRECT HORSE"}`},
 		{"password with a trailing space", `{"username":"ada@example.com","password":"correct horse "}`},
-		{"password longer than any stored one", jsonBody(t, map[string]string{"username": "ada@example.com", "password": strings.Repeat("x", 1025)})},
+		{"password longer than any stored one", apitest.JSONBody(t, map[string]string{"username": "ada@example.com", "password": strings.Repeat("x", 1025)})},
 		{"e-mail that is not an address", `{"username":"ada","password":"correct horse"}`},
 	}
 	var firstBody []byte
 	var firstChallenge string
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := e.counts()
-			res := e.do(request{Method: "POST", Path: "/api/login", ContentType: "application/json", Body: tt.body})
-			assertProblem(t, res, http.StatusUnauthorized)
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: "POST", Path: "/api/login", ContentType: "application/json", Body: tt.body})
+			apitest.AssertProblem(t, res, http.StatusUnauthorized)
 			challenge := res.Header.Get("WWW-Authenticate")
 			if !strings.HasPrefix(challenge, "Bearer") {
 				t.Errorf("WWW-Authenticate = %q, want a Bearer challenge", challenge)
@@ -535,7 +536,7 @@ func TestLogin_BadCredentials(t *testing.T) {
 }
 
 func TestLogin_MissingFields(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	acctRegister(t, e, "ada@example.com", "correct horse")
 	tests := []struct {
 		name, contentType, body string
@@ -552,10 +553,10 @@ func TestLogin_MissingFields(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := e.counts()
-			res := e.do(request{Method: "POST", Path: "/api/login", ContentType: tt.contentType, Body: tt.body})
-			p := assertProblem(t, res, http.StatusUnprocessableEntity)
-			if got, want := strings.Join(violationPaths(p), ","), strings.Join(tt.want, ","); got != want {
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: "POST", Path: "/api/login", ContentType: tt.contentType, Body: tt.body})
+			p := apitest.AssertProblem(t, res, http.StatusUnprocessableEntity)
+			if got, want := strings.Join(apitest.ViolationPaths(p), ","), strings.Join(tt.want, ","); got != want {
 				t.Errorf("violation paths = %q, want %q", got, want)
 			}
 			acctAssertUnchanged(t, e, before)
@@ -564,7 +565,7 @@ func TestLogin_MissingFields(t *testing.T) {
 }
 
 func TestMe(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	reg := acctRegister(t, e, " Ada@Example.com ", "correct horse")
 	token := reg["token"].(string)
 	res := acctMe(t, e, "Bearer "+token)
@@ -603,7 +604,7 @@ func TestMe(t *testing.T) {
 }
 
 func TestAuthorizationHeader(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := acctRegister(t, e, "ada@example.com", "correct horse")["token"].(string)
 	unknown, _, err := auth.MintToken()
 	if err != nil {
@@ -653,7 +654,7 @@ func TestAuthorizationHeader(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := e.counts()
+			before := e.Counts()
 			res := acctMe(t, e, tt.authorization)
 			if tt.wantStatus == http.StatusOK {
 				if got, want := res.Status, http.StatusOK; got != want {
@@ -667,7 +668,7 @@ func TestAuthorizationHeader(t *testing.T) {
 			if tt.wantChallenge == "invalid" {
 				acctAssertInvalidToken(t, res)
 			} else {
-				assertProblem(t, res, tt.wantStatus)
+				apitest.AssertProblem(t, res, tt.wantStatus)
 				if got, want := res.Header.Get("WWW-Authenticate"), tt.wantChallenge; got != want {
 					t.Errorf("WWW-Authenticate = %q, want %q", got, want)
 				}
@@ -681,7 +682,7 @@ func TestAuthorizationHeader(t *testing.T) {
 }
 
 func TestTokenExpiry(t *testing.T) {
-	e := newEnv(t, withTokenTTL(time.Hour))
+	e := apitest.New(t, apitest.WithTokenTTL(time.Hour))
 	reg := acctRegister(t, e, "ada@example.com", "correct horse")
 	token := reg["token"].(string)
 	if got, want := acctTime(t, "expiresAt", reg["expiresAt"]).Sub(acctTime(t, "createdAt", reg["createdAt"])), time.Hour; got != want {
@@ -710,10 +711,10 @@ func TestTokenExpiry(t *testing.T) {
 
 // acctInvalidEverywhere checks that token is refused by every protected route
 // and that the refusals change nothing.
-func acctInvalidEverywhere(t *testing.T, e *env, token string) {
+func acctInvalidEverywhere(t *testing.T, e *apitest.Env, token string) {
 	t.Helper()
-	before := e.counts()
-	for _, req := range []request{
+	before := e.Counts()
+	for _, req := range []apitest.Request{
 		{Method: "GET", Path: "/api/me"},
 		{Method: "POST", Path: "/api/logout"},
 		{Method: "POST", Path: "/api/messages", ContentType: "application/json", Body: `{"content":"hello"}`},
@@ -724,7 +725,7 @@ func acctInvalidEverywhere(t *testing.T, e *env, token string) {
 		{Method: "DELETE", Path: "/api/messages/1"},
 	} {
 		req.Token = token
-		res := e.do(req)
+		res := e.Do(req)
 		if res.Status != http.StatusUnauthorized {
 			t.Errorf("%s %s: status %d, want 401: %s", req.Method, req.Path, res.Status, res.Body)
 			continue
@@ -735,21 +736,21 @@ func acctInvalidEverywhere(t *testing.T, e *env, token string) {
 }
 
 func TestLogout(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	phone := acctRegister(t, e, "ada@example.com", "correct horse")["token"].(string)
 	laptop := acctMustLogin(t, e, "ada@example.com", "correct horse")
 	grace := acctRegister(t, e, "grace@example.com", "correct horse")["token"].(string)
-	msg := e.post(laptop, "before logout")
+	msg := e.Post(laptop, "before logout")
 
-	before := e.counts()
-	res := e.do(request{Method: "POST", Path: "/api/logout", Token: phone})
+	before := e.Counts()
+	res := e.Do(apitest.Request{Method: "POST", Path: "/api/logout", Token: phone})
 	if got, want := res.Status, http.StatusNoContent; got != want {
 		t.Fatalf("logout status = %d, want %d: %s", got, want, res.Body)
 	}
 	if len(res.Body) != 0 {
 		t.Errorf("204 with a body: %q", res.Body)
 	}
-	if got, want := e.counts(), (bolt.Counts{Users: before.Users, Tokens: before.Tokens - 1, Messages: before.Messages}); got != want {
+	if got, want := e.Counts(), (bolt.Counts{Users: before.Users, Tokens: before.Tokens - 1, Messages: before.Messages}); got != want {
 		t.Errorf("counts = %+v, want %+v", got, want)
 	}
 
@@ -761,17 +762,17 @@ func TestLogout(t *testing.T) {
 			t.Errorf("%s: GET /api/me status %d, want 200: %s", name, res.Status, res.Body)
 		}
 	}
-	res = e.do(request{Method: "GET", Path: fmt.Sprint("/api/messages/", msg["id"]), Token: laptop})
+	res = e.Do(apitest.Request{Method: "GET", Path: fmt.Sprint("/api/messages/", msg["id"]), Token: laptop})
 	if got, want := res.Status, http.StatusOK; got != want {
 		t.Errorf("GET own message with the other token: status %d, want %d: %s", got, want, res.Body)
 	}
-	e.post(laptop, "after logout")
+	e.Post(laptop, "after logout")
 
 	// Logging out again with the revoked token, or with none, is refused.
-	before = e.counts()
-	acctAssertInvalidToken(t, e.do(request{Method: "POST", Path: "/api/logout", Token: phone}))
-	res = e.do(request{Method: "POST", Path: "/api/logout"})
-	assertProblem(t, res, http.StatusUnauthorized)
+	before = e.Counts()
+	acctAssertInvalidToken(t, e.Do(apitest.Request{Method: "POST", Path: "/api/logout", Token: phone}))
+	res = e.Do(apitest.Request{Method: "POST", Path: "/api/logout"})
+	apitest.AssertProblem(t, res, http.StatusUnauthorized)
 	if got, want := res.Header.Get("WWW-Authenticate"), `Bearer realm="herald"`; got != want {
 		t.Errorf("WWW-Authenticate = %q, want %q", got, want)
 	}
@@ -791,10 +792,10 @@ func TestSecretsNotInDatabaseFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
-	srv := httptest.NewServer(heraldhttp.NewServer(db, auth.NewHasher(fastParams, 2),
+	var logs apitest.SyncBuffer
+	srv := httptest.NewServer(heraldhttp.NewServer(db, auth.NewHasher(apitest.FastParams, 2),
 		heraldhttp.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
-	e := &env{t: t, URL: srv.URL, DB: db, Clock: &testClock{}, Logs: &logs}
+	e := &apitest.Env{T: t, URL: srv.URL, DB: db, Clock: &apitest.Clock{}, Logs: &logs}
 
 	const (
 		email     = "leak.check@example.com"
@@ -805,9 +806,9 @@ func TestSecretsNotInDatabaseFile(t *testing.T) {
 	)
 	tokens := []string{acctRegister(t, e, email, password)["token"].(string)}
 	tokens = append(tokens, acctMustLogin(t, e, email, password), acctMustLogin(t, e, " LEAK.CHECK@example.com ", password))
-	e.post(tokens[1], content)
+	e.Post(tokens[1], content)
 	tokens = append(tokens, acctRegister(t, e, "second@example.com", password2)["token"].(string))
-	if res := e.do(request{Method: "POST", Path: "/api/logout", Token: tokens[2]}); res.Status != http.StatusNoContent {
+	if res := e.Do(apitest.Request{Method: "POST", Path: "/api/logout", Token: tokens[2]}); res.Status != http.StatusNoContent {
 		t.Fatalf("logout: status %d", res.Status)
 	}
 	if res := acctLogin(t, e, email, wrong); res.Status != http.StatusUnauthorized {
@@ -854,7 +855,7 @@ func TestSecretsNotInDatabaseFile(t *testing.T) {
 // TestLogsHoldNoSecrets runs requests that carry secrets, good and bad, and
 // checks that the access log names the requests but none of their contents.
 func TestLogsHoldNoSecrets(t *testing.T) {
-	e := newEnv(t, withMaxBody(2048))
+	e := apitest.New(t, apitest.WithMaxBody(2048))
 	const (
 		email    = "logged.user@example.com"
 		password = "log-check passw0rd"
@@ -863,9 +864,9 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	)
 	tokens := []string{acctRegister(t, e, email, password)["token"].(string)}
 	tokens = append(tokens, acctMustLogin(t, e, email, password))
-	e.post(tokens[1], content+" "+term)
-	e.do(request{Method: "GET", Path: "/api/messages?q=" + term, Token: tokens[1]})
-	e.do(request{Method: "GET", Path: "/api/me", Token: tokens[0]})
+	e.Post(tokens[1], content+" "+term)
+	e.Do(apitest.Request{Method: "GET", Path: "/api/messages?q=" + term, Token: tokens[1]})
+	e.Do(apitest.Request{Method: "GET", Path: "/api/me", Token: tokens[0]})
 
 	// Refused requests, each carrying something that must not be logged.
 	const (
@@ -879,19 +880,19 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	unknown, _, _ := auth.MintToken()
 	acctLogin(t, e, email, wrongPassword)
 	acctLogin(t, e, rejectedEmail, password)
-	e.do(request{Method: "POST", Path: "/api/register", ContentType: "application/json",
-		Body: jsonBody(t, map[string]string{"email": rejectedEmail, "password": shortPassword})})
-	e.do(request{Method: "POST", Path: "/api/register", ContentType: "application/json",
-		Body: jsonBody(t, map[string]string{"email": rejectedEmail, "password": password, unknownField: "x"})})
-	e.do(request{Method: "POST", Path: "/api/register", ContentType: "application/json",
-		Body: jsonBody(t, map[string]string{"email": email, "password": password})}) // 409
-	e.do(request{Method: "POST", Path: "/api/register", ContentType: "application/xml", Body: "<x>" + xmlContent + "</x>"})
-	e.do(request{Method: "POST", Path: "/api/register", ContentType: "application/json",
-		Body: jsonBody(t, map[string]string{"email": rejectedEmail, "password": strings.Repeat(password, 200)})}) // 413
-	e.do(request{Method: "GET", Path: "/api/me", Header: http.Header{"Authorization": {"Bearer " + garbageToken}}})
-	e.do(request{Method: "GET", Path: "/api/me", Token: unknown})
-	e.do(request{Method: "POST", Path: "/api/logout", Token: tokens[0]})
-	e.do(request{Method: "GET", Path: "/api/me", Token: tokens[0]})
+	e.Do(apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/json",
+		Body: apitest.JSONBody(t, map[string]string{"email": rejectedEmail, "password": shortPassword})})
+	e.Do(apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/json",
+		Body: apitest.JSONBody(t, map[string]string{"email": rejectedEmail, "password": password, unknownField: "x"})})
+	e.Do(apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/json",
+		Body: apitest.JSONBody(t, map[string]string{"email": email, "password": password})}) // 409
+	e.Do(apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/xml", Body: "<x>" + xmlContent + "</x>"})
+	e.Do(apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/json",
+		Body: apitest.JSONBody(t, map[string]string{"email": rejectedEmail, "password": strings.Repeat(password, 200)})}) // 413
+	e.Do(apitest.Request{Method: "GET", Path: "/api/me", Header: http.Header{"Authorization": {"Bearer " + garbageToken}}})
+	e.Do(apitest.Request{Method: "GET", Path: "/api/me", Token: unknown})
+	e.Do(apitest.Request{Method: "POST", Path: "/api/logout", Token: tokens[0]})
+	e.Do(apitest.Request{Method: "GET", Path: "/api/me", Token: tokens[0]})
 
 	logs := e.Logs.String()
 	if !strings.Contains(logs, "/api/register") || !strings.Contains(logs, "/api/login") {
@@ -914,9 +915,9 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 }
 
 func TestRouter_NotFound(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := acctRegister(t, e, "ada@example.com", "correct horse")["token"].(string)
-	for _, req := range []request{
+	for _, req := range []apitest.Request{
 		{Method: "GET", Path: "/index.html"},
 		{Method: "GET", Path: "/api"},
 		{Method: "GET", Path: "/api/"},
@@ -928,9 +929,9 @@ func TestRouter_NotFound(t *testing.T) {
 		{Method: "GET", Path: "/api/users/1", Token: token},
 	} {
 		t.Run(req.Method+" "+req.Path, func(t *testing.T) {
-			before := e.counts()
-			res := e.do(req)
-			p := assertProblem(t, res, http.StatusNotFound)
+			before := e.Counts()
+			res := e.Do(req)
+			p := apitest.AssertProblem(t, res, http.StatusNotFound)
 			if detail, _ := p["detail"].(string); detail == "" {
 				t.Errorf("404 without a detail: %s", res.Body)
 			}
@@ -943,7 +944,7 @@ func TestRouter_NotFound(t *testing.T) {
 }
 
 func TestRouter_MethodNotAllowed(t *testing.T) {
-	e := newEnv(t)
+	e := apitest.New(t)
 	token := acctRegister(t, e, "ada@example.com", "correct horse")["token"].(string)
 	tests := []struct {
 		method, path string
@@ -963,10 +964,10 @@ func TestRouter_MethodNotAllowed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
-			before := e.counts()
-			res := e.do(request{Method: tt.method, Path: tt.path, Token: token, ContentType: "application/json",
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: tt.method, Path: tt.path, Token: token, ContentType: "application/json",
 				Body: `{"email":"x@example.com","password":"correct horse"}`})
-			assertProblem(t, res, http.StatusMethodNotAllowed)
+			apitest.AssertProblem(t, res, http.StatusMethodNotAllowed)
 			allow := res.Header.Get("Allow")
 			methods := strings.Split(strings.ReplaceAll(allow, " ", ""), ",")
 			if !slices.Contains(methods, tt.allow) {
@@ -987,35 +988,35 @@ func TestRouter_MethodNotAllowed(t *testing.T) {
 // TestNosniffOnEveryResponse sends one request of each outcome and checks
 // the headers every response carries.
 func TestNosniffOnEveryResponse(t *testing.T) {
-	e := newEnv(t, withMaxBody(2048))
+	e := apitest.New(t, apitest.WithMaxBody(2048))
 	token := acctRegister(t, e, "ada@example.com", "correct horse")["token"].(string)
 	mpBody, mpType := acctMultipart(t, [][2]string{{"username", "ada@example.com"}, {"password", "correct horse"}}, "")
 	tests := []struct {
 		name string
-		req  request
+		req  apitest.Request
 		want int
 	}{
-		{"register", request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: `{"email":"b@example.com","password":"correct horse"}`}, 201},
-		{"login", request{Method: "POST", Path: "/api/login", ContentType: mpType, Body: mpBody}, 200},
-		{"me", request{Method: "GET", Path: "/api/me", Token: token}, 200},
-		{"healthz", request{Method: "GET", Path: "/healthz"}, 200},
-		{"malformed", request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: `{`}, 400},
-		{"no token", request{Method: "GET", Path: "/api/me"}, 401},
-		{"bad token", request{Method: "GET", Path: "/api/me", Token: "herald_nope"}, 401},
-		{"bad login", request{Method: "POST", Path: "/api/login", ContentType: "application/json", Body: `{"username":"ada@example.com","password":"wrong horse"}`}, 401},
-		{"no route", request{Method: "GET", Path: "/nope"}, 404},
-		{"wrong method", request{Method: "GET", Path: "/api/register"}, 405},
-		{"duplicate", request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: `{"email":"ADA@example.com","password":"correct horse"}`}, 409},
-		{"too large", request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: `{"email":"` + strings.Repeat("a", 3000) + `"}`}, 413},
-		{"media type", request{Method: "POST", Path: "/api/register", ContentType: "text/plain", Body: "hi"}, 415},
-		{"invalid", request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: `{}`}, 422},
-		{"tokens", request{Method: "GET", Path: "/api/me/tokens", Token: token}, 200},
-		{"search", request{Method: "GET", Path: "/api/messages", Token: token}, 200},
-		{"logout", request{Method: "POST", Path: "/api/logout", Token: token}, 204},
+		{"register", apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: `{"email":"b@example.com","password":"correct horse"}`}, 201},
+		{"login", apitest.Request{Method: "POST", Path: "/api/login", ContentType: mpType, Body: mpBody}, 200},
+		{"me", apitest.Request{Method: "GET", Path: "/api/me", Token: token}, 200},
+		{"healthz", apitest.Request{Method: "GET", Path: "/healthz"}, 200},
+		{"malformed", apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: `{`}, 400},
+		{"no token", apitest.Request{Method: "GET", Path: "/api/me"}, 401},
+		{"bad token", apitest.Request{Method: "GET", Path: "/api/me", Token: "herald_nope"}, 401},
+		{"bad login", apitest.Request{Method: "POST", Path: "/api/login", ContentType: "application/json", Body: `{"username":"ada@example.com","password":"wrong horse"}`}, 401},
+		{"no route", apitest.Request{Method: "GET", Path: "/nope"}, 404},
+		{"wrong method", apitest.Request{Method: "GET", Path: "/api/register"}, 405},
+		{"duplicate", apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: `{"email":"ADA@example.com","password":"correct horse"}`}, 409},
+		{"too large", apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: `{"email":"` + strings.Repeat("a", 3000) + `"}`}, 413},
+		{"media type", apitest.Request{Method: "POST", Path: "/api/register", ContentType: "text/plain", Body: "hi"}, 415},
+		{"invalid", apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: `{}`}, 422},
+		{"tokens", apitest.Request{Method: "GET", Path: "/api/me/tokens", Token: token}, 200},
+		{"search", apitest.Request{Method: "GET", Path: "/api/messages", Token: token}, 200},
+		{"logout", apitest.Request{Method: "POST", Path: "/api/logout", Token: token}, 204},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := e.do(tt.req)
+			res := e.Do(tt.req)
 			if got, want := res.Status, tt.want; got != want {
 				t.Fatalf("status = %d, want %d: %s", got, want, res.Body)
 			}
@@ -1043,30 +1044,30 @@ func TestNosniffOnEveryResponse(t *testing.T) {
 // it finds nothing, a login with it is refused as any unknown address is,
 // and an administrator's search of accounts by it finds none.
 func TestAnEmailWithNULNamesNoAccount(t *testing.T) {
-	e := newEnv(t)
-	tok := e.register("ada@example.com", "correct horse")
-	e.post(tok, "hello world")
-	e.register("root@example.com", "correct horse")
-	e.makeAdmin("root@example.com")
-	root := e.login("root@example.com", "correct horse")
+	e := apitest.New(t)
+	tok := e.Register("ada@example.com", "correct horse")
+	e.Post(tok, "hello world")
+	e.Register("root@example.com", "correct horse")
+	e.MakeAdmin("root@example.com")
+	root := e.Login("root@example.com", "correct horse")
 	nul := url.QueryEscape("ada\x00@example.com")
 	for _, c := range []struct {
 		name   string
-		req    request
+		req    apitest.Request
 		status int
 		empty  string // the JSON field that must be an empty list
 	}{
-		{"search by owner", request{Method: "GET", Path: "/api/messages?owner=" + nul, Token: tok}, http.StatusOK, "items"},
-		{"search by owner, with words", request{Method: "GET", Path: "/api/messages?q=hello&owner=" + nul, Token: tok}, http.StatusOK, "items"},
-		{"login", request{Method: "POST", Path: "/api/login", ContentType: "application/json",
+		{"search by owner", apitest.Request{Method: "GET", Path: "/api/messages?owner=" + nul, Token: tok}, http.StatusOK, "items"},
+		{"search by owner, with words", apitest.Request{Method: "GET", Path: "/api/messages?q=hello&owner=" + nul, Token: tok}, http.StatusOK, "items"},
+		{"login", apitest.Request{Method: "POST", Path: "/api/login", ContentType: "application/json",
 			Body: `{"username": "ada\u0000@example.com", "password": "correct horse"}`}, http.StatusUnauthorized, ""},
-		{"register", request{Method: "POST", Path: "/api/register", ContentType: "application/json",
+		{"register", apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/json",
 			Body: `{"email": "ada\u0000@example.com", "password": "correct horse"}`}, http.StatusUnprocessableEntity, ""},
-		{"accounts matching", request{Method: "GET", Path: "/api/admin/users?q=" + url.QueryEscape("ada\x00"), Token: root}, http.StatusOK, "items"},
-		{"accounts matching, not an administrator", request{Method: "GET", Path: "/api/admin/users?q=" + url.QueryEscape("ada\x00"), Token: tok}, http.StatusForbidden, ""},
+		{"accounts matching", apitest.Request{Method: "GET", Path: "/api/admin/users?q=" + url.QueryEscape("ada\x00"), Token: root}, http.StatusOK, "items"},
+		{"accounts matching, not an administrator", apitest.Request{Method: "GET", Path: "/api/admin/users?q=" + url.QueryEscape("ada\x00"), Token: tok}, http.StatusForbidden, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			res := e.do(c.req)
+			res := e.Do(c.req)
 			if res.Status != c.status {
 				t.Fatalf("status %d, want %d: %s", res.Status, c.status, res.Body)
 			}
@@ -1085,4 +1086,77 @@ func TestAnEmailWithNULNamesNoAccount(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRegistrationModes: open takes anyone; closed nobody; invite whoever
+// holds a working invitation, each use counted, with one answer for an
+// unknown, used up, revoked or expired one, which counts like a failed
+// login against the address.
+func TestRegistrationModes(t *testing.T) {
+	t.Run("open", func(t *testing.T) {
+		e := apitest.New(t)
+		if res := e.RegisterWith("ada@example.com", "herald_invite_ignored"); res.Status != http.StatusCreated {
+			t.Errorf("open registration with an invite field: %d %s", res.Status, res.Body)
+		}
+	})
+	t.Run("closed", func(t *testing.T) {
+		e := apitest.New(t, apitest.WithRegistration(heraldhttp.RegistrationClosed))
+		p := apitest.AssertProblem(t, e.RegisterWith("ada@example.com", ""), http.StatusForbidden)
+		if !strings.Contains(p["detail"].(string), "closed") {
+			t.Errorf("detail %q does not say registration is closed", p["detail"])
+		}
+		if c := e.Counts(); c.Users != 0 {
+			t.Errorf("%d accounts after a closed registration", c.Users)
+		}
+	})
+	t.Run("invite", func(t *testing.T) {
+		e := apitest.New(t, apitest.WithRegistration(heraldhttp.RegistrationInvite))
+		e.MakeFirstAdmin("root@example.com")
+		root := e.Login("root@example.com", pw)
+		p := apitest.AssertProblem(t, e.RegisterWith("ada@example.com", ""), http.StatusForbidden)
+		if !strings.Contains(p["detail"].(string), "invitation") {
+			t.Errorf("detail %q does not say an invitation is needed", p["detail"])
+		}
+		two := e.Invite(root, `{"maxUses": 2}`)
+		if two["uses"] != 0.0 || two["maxUses"] != 2.0 || !strings.HasPrefix(two["code"].(string), auth.InvitePrefix) ||
+			!strings.HasSuffix(two["url"].(string), "/#invite="+two["code"].(string)) {
+			t.Errorf("invitation = %v", two)
+		}
+		for _, email := range []string{"ada@example.com", "bob@example.com"} {
+			if res := e.RegisterWith(email, two["code"].(string)); res.Status != http.StatusCreated {
+				t.Fatalf("%s with an invitation: %d %s", email, res.Status, res.Body)
+			}
+		}
+		bad := func(name, code string) {
+			t.Helper()
+			p := apitest.AssertProblem(t, e.RegisterWith("carol@example.com", code), http.StatusUnprocessableEntity)
+			if got := apitest.ViolationPaths(p); !slices.Equal(got, []string{"invite"}) {
+				t.Errorf("%s: violations %v, want invite", name, got)
+			}
+		}
+		bad("used up", two["code"].(string))
+		bad("unknown", mintCode(t, auth.InvitePrefix))
+		bad("not a code", "come in")
+		revoked := e.Invite(root, "")
+		if res := e.Do(apitest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/admin/invites/%v", revoked["id"]), Token: root}); res.Status != http.StatusNoContent {
+			t.Fatalf("revoke: %d %s", res.Status, res.Body)
+		}
+		bad("revoked", revoked["code"].(string))
+		soon := e.Invite(root, apitest.JSONBody(t, map[string]string{"expiresAt": e.Clock.Now().Add(time.Hour).Format(time.RFC3339)}))
+		e.Clock.Advance(time.Hour)
+		bad("expired", soon["code"].(string))
+		list := e.Do(apitest.Request{Method: "GET", Path: "/api/admin/invites", Token: root}).JSON(t)["items"].([]any)
+		if len(list) != 2 || strings.Contains(fmt.Sprint(list), "herald_invite_") {
+			t.Errorf("invitations %v, want the two left, without codes", list)
+		}
+		// Guessing codes is guessing: 20 failures from one address (the
+		// hour that expired the last one gave them all back), then 429.
+		for range 19 {
+			bad("guess", mintCode(t, auth.InvitePrefix))
+		}
+		res := e.RegisterWith("carol@example.com", mintCode(t, auth.InvitePrefix))
+		if p := apitest.AssertProblem(t, res, http.StatusTooManyRequests); res.Header.Get("Retry-After") == "" {
+			t.Errorf("guessing invitations: %v without Retry-After", p)
+		}
+	})
 }

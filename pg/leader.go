@@ -8,30 +8,18 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Chores. Some background work is the service's, not each instance's:
-// sweeping expired tokens, invitations, password resets and full limit
-// buckets, deleting messages past --retain, trimming the change and
-// audit logs. Done by every instance it would only be done N times over,
-// racing itself. It is done by the leader: the instance holding a
+// The leader. Some background work is the service's, not each
+// instance's: sweeping expired tokens, invitations, password resets and
+// full limit buckets, deleting messages past --retain, trimming the change
+// and audit logs. Done by every instance it would only be done N times
+// over, racing itself. It is done by the leader: the instance holding a
 // session-level advisory lock on a connection it keeps for that alone.
 // When that instance stops, or its connection breaks, PostgreSQL releases
-// the lock, and another instance, trying every Chores.Every, takes it.
+// the lock, and another instance, asking at each round of its chores
+// (package chores, which runs them), takes it.
 //
 // Writing the token uses each instance has noted in memory is every
 // instance's own chore.
-
-// Chores says how often Maintain does what.
-type Chores struct {
-	// Every is how often this instance writes its noted token uses and,
-	// when it does not lead, tries to take the lead.
-	Every time.Duration
-	// SweepEvery is how often the leader runs Sweep and sweeps the
-	// shared limits.
-	SweepEvery time.Duration
-	// Sweep, when set, runs the service's sweeps (expired tokens, codes
-	// and messages, the logs' trimming) as of now, the store's clock.
-	Sweep func(ctx context.Context, now time.Time)
-}
 
 // leader is this instance's hold on the leader's lock, on a connection
 // of its own, outside the pool: held from the pool, the lock would take
@@ -45,43 +33,13 @@ type leader struct {
 // Leading reports whether this instance holds the leader's lock.
 func (db *DB) Leading() bool { return db.lead.leading.Load() }
 
-// Maintain runs the chores until ctx ends: this instance's own at every
-// tick, and the leader's while it leads. Errors are reported to report
-// and do not stop the loop. The lead is given up when ctx ends.
-func (db *DB) Maintain(ctx context.Context, chores Chores, report func(chore string, err error)) {
-	tick := time.NewTicker(chores.Every)
-	defer tick.Stop()
-	defer db.resign()
-	lastSweep := time.Now()
+// Leads reports whether this instance leads the service's chores, once it
+// has checked that a lead held is still held and, when it holds none,
+// tried to take it. The chores loop calls it when it starts and at each
+// of its ticks, from one goroutine.
+func (db *DB) Leads(ctx context.Context) bool {
 	db.keepLead(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if _, err := db.FlushTokenUses(ctx); err != nil && ctx.Err() == nil {
-			report("recording token use", err)
-		}
-		// Checked just before the chores: a lead lost since the last tick
-		// is not acted on.
-		db.keepLead(ctx)
-		if !db.Leading() || time.Since(lastSweep) < chores.SweepEvery {
-			continue
-		}
-		lastSweep = time.Now()
-		db.leaderChores(ctx, chores, report)
-	}
-}
-
-// leaderChores runs the chores the service needs once, not per instance.
-func (db *DB) leaderChores(ctx context.Context, chores Chores, report func(chore string, err error)) {
-	if chores.Sweep != nil {
-		chores.Sweep(ctx, db.clock())
-	}
-	if _, err := db.SweepLimits(ctx); err != nil && ctx.Err() == nil {
-		report("sweeping the shared limits", err)
-	}
+	return db.Leading()
 }
 
 // keepLead checks that a lead held is still held (its connection
@@ -144,9 +102,10 @@ func leadConnConfig(pool *pgx.ConnConfig) *pgx.ConnConfig {
 	return cfg
 }
 
-// resign gives up the lead, if held, so another instance takes it at
-// once rather than when this one's connection closes.
-func (db *DB) resign() {
+// Resign gives up the lead, if held, so another instance takes it at
+// once rather than when this one's connection closes. The chores loop
+// calls it when it stops, from the goroutine that calls Leads.
+func (db *DB) Resign() {
 	l := &db.lead
 	if l.conn == nil {
 		return

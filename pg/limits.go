@@ -22,8 +22,8 @@ import (
 // at once are counted one after the other. Rows whose bucket is full again say
 // nothing a missing row would not, and the leader sweeps them.
 
-// Limiter counts events per key against a rate, in the database. It
-// satisfies the limiter interface of http/.
+// Limiter counts events per key against a rate, in the database: an
+// auth.Spender.
 type Limiter struct {
 	db           *DB
 	name         string
@@ -32,7 +32,7 @@ type Limiter struct {
 
 // Limiter returns the shared limiter called name, allowing rate per key.
 // Instances that give the same name the same rate share its counts.
-func (db *DB) Limiter(name string, rate auth.Rate) *Limiter {
+func (db *DB) Limiter(name string, rate auth.Rate) auth.Spender {
 	burst := max(rate.Burst, 1)
 	return &Limiter{db: db, name: name, every: rate.Every, slack: rate.Every * time.Duration(burst-1)}
 }

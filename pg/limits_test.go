@@ -14,8 +14,8 @@ import (
 	"herald/storetest"
 )
 
-// A shared limiter is what http/ asks for.
-var _ heraldhttp.Limiter = (*pg.Limiter)(nil)
+// The store keeps the limits http/ checks it for.
+var _ heraldhttp.SharedLimits = (*pg.DB)(nil)
 
 // TestLimitsClockSteppingBack: a clock stepping back does not lengthen a
 // penalty; spends count from the latest time the instance has seen, as
@@ -54,12 +54,12 @@ func TestLimitsShared(t *testing.T) {
 	b := openURL(t, url, pg.Options{Now: clock.Now})
 	rate := auth.Rate{Burst: 3, Every: time.Minute}
 	la, lb := a.Limiter("writes", rate), b.Limiter("writes", rate)
-	for i, l := range []*pg.Limiter{la, lb, la} {
+	for i, l := range []auth.Spender{la, lb, la} {
 		if ok, _ := l.Spend(ctx, "ada"); !ok {
 			t.Fatalf("spend %d of a burst of 3 refused", i+1)
 		}
 	}
-	for _, l := range []*pg.Limiter{la, lb} {
+	for _, l := range []auth.Spender{la, lb} {
 		ok, wait := l.Spend(ctx, "ada")
 		if ok || wait != time.Minute {
 			t.Errorf("a fourth spend = %v, retry after %v; want refused for a minute", ok, wait)
@@ -123,7 +123,7 @@ func TestLimitsSpentTogether(t *testing.T) {
 	rate := auth.Rate{Burst: 3, Every: time.Minute}
 	writes, logins := db.Limiter("writes", rate), db.Limiter("logins", rate)
 	type spend struct {
-		l    *pg.Limiter
+		l    auth.Spender
 		key  string
 		pass bool
 		wait time.Duration

@@ -17,7 +17,7 @@ import (
 // statements, are most of the cost: an HTTP server that reads one row by
 // primary key per request serves about twice the requests when the reads of
 // concurrent requests go to PostgreSQL together, one pipeline of many reads
-// on one connection, as bench/pgbaseline shows
+// on one connection, as bench/floor/pgbaseline shows
 // (docs/performance.md, "PostgreSQL: reads sent together"). So the short
 // reads of the hot paths (a message by ID, a page without words) are queued
 // and sent in batches, as creates are (batches.go), with up to

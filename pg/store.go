@@ -368,6 +368,9 @@ func (db *DB) writeOutcome(err error) error {
 	return err
 }
 
+// Now is the store's clock, by which the chores judge what has expired.
+func (db *DB) Now() time.Time { return db.clock() }
+
 // clock returns the current time at the precision the API shows and
 // PostgreSQL keeps, in UTC.
 func (db *DB) clock() time.Time {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"herald/chores"
 	heraldhttp "herald/http"
 	"herald/model"
 	"herald/pg"
@@ -256,14 +257,12 @@ func TestLeaderTakeover(t *testing.T) {
 	}
 	// a leads first, and looks again only after an hour: as good as dead
 	// once its connection is cut.
-	wg.Go(func() { a.Maintain(ctx, pg.Chores{Every: time.Hour, SweepEvery: time.Hour}, report) })
+	wg.Go(func() { chores.Run(ctx, a, chores.Config{FlushEvery: time.Hour, SweepEvery: time.Hour}, report) })
 	waitFor("lead by a", a.Leading)
-	chores := pg.Chores{Every: 50 * time.Millisecond, SweepEvery: 50 * time.Millisecond, Sweep: func(ctx context.Context, _ time.Time) {
-		if _, err := b.TrimChanges(ctx, 0, 1); err != nil && ctx.Err() == nil {
-			t.Errorf("trim: %v", err)
-		}
-	}}
-	wg.Go(func() { b.Maintain(ctx, chores, report) })
+	// b's sweeps keep one change of the log.
+	wg.Go(func() {
+		chores.Run(ctx, b, chores.Config{FlushEvery: 50 * time.Millisecond, SweepEvery: 50 * time.Millisecond, ChangesKeepMax: 1}, report)
+	})
 	u := &model.User{Email: "ada@example.com", PasswordHash: storetest.FakePasswordHash}
 	if _, err := a.CreateUser(ctx, u, storetest.TokenHash("ada"), time.Hour, nil); err != nil {
 		t.Fatal(err)
@@ -296,10 +295,10 @@ func TestLeaderTakeover(t *testing.T) {
 func TestResignOnStop(t *testing.T) {
 	a, url := open(t, pg.Options{})
 	b := openURL(t, url, pg.Options{})
-	chores := pg.Chores{Every: 20 * time.Millisecond, SweepEvery: time.Hour}
+	cfg := chores.Config{FlushEvery: 20 * time.Millisecond, SweepEvery: time.Hour}
 	ctxA, stopA := context.WithCancel(context.Background())
 	doneA := make(chan struct{})
-	go func() { defer close(doneA); a.Maintain(ctxA, chores, func(string, error) {}) }()
+	go func() { defer close(doneA); chores.Run(ctxA, a, cfg, func(string, error) {}) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for !a.Leading() {
 		if time.Now().After(deadline) {
@@ -309,7 +308,7 @@ func TestResignOnStop(t *testing.T) {
 	}
 	ctxB, stopB := context.WithCancel(context.Background())
 	doneB := make(chan struct{})
-	go func() { defer close(doneB); b.Maintain(ctxB, chores, func(string, error) {}) }()
+	go func() { defer close(doneB); chores.Run(ctxB, b, cfg, func(string, error) {}) }()
 	defer func() { stopB(); <-doneB }()
 	time.Sleep(100 * time.Millisecond)
 	if b.Leading() {

@@ -25,7 +25,6 @@ func openForSuite(t *testing.T, now func() time.Time) storetest.Opened {
 			c, err := db.Counts(ctx)
 			return storetest.Counts(c), err
 		},
-		FlushTokenUses:     db.FlushTokenUses,
 		Copy:               func(ctx context.Context) ([]byte, error) { return dump(ctx, url) },
 		IdempotencyRecords: func(ctx context.Context) ([][]byte, error) { return idempotencyRows(ctx, url) },
 	}
@@ -93,7 +92,6 @@ func openBolt(t *testing.T, now func() time.Time) storetest.Opened {
 			c, err := db.Counts()
 			return storetest.Counts(c), err
 		},
-		FlushTokenUses: func(context.Context) (int, error) { return db.FlushTokenUses() },
 	}
 }
 

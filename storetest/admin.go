@@ -472,7 +472,7 @@ func testLastSeen(e *env) {
 	if _, _, err := e.Store.Authenticate(ctx, adaTok); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.FlushTokenUses(ctx); err != nil {
+	if _, err := e.Store.FlushTokenUses(ctx); err != nil {
 		t.Fatal(err)
 	}
 	a, err = e.Store.Account(ctx, model.ByServer(), ada.ID)

@@ -19,35 +19,30 @@ import (
 	"testing"
 	"time"
 
+	"herald/chores"
 	heraldhttp "herald/http"
 	"herald/model"
 )
 
 // Store is what the suite asks of a store: everything the HTTP layer
-// declares, the chores main runs, and UserByID, with which the suite
-// reads accounts back.
+// declares, what every store does for the chores, CreateAdministrator,
+// as herald admin makes one, and UserByID, with which the suite reads
+// accounts back.
 type Store interface {
 	heraldhttp.Store
+	chores.Store
 	UserByID(ctx context.Context, id uint64) (*model.User, error)
-	TrimChanges(ctx context.Context, keepFor time.Duration, keepMax int) (int, error)
-	SweepExpiredTokens(ctx context.Context) (int, error)
-	DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, error)
 	CreateAdministrator(ctx context.Context, u *model.User) error
-	TrimAudit(ctx context.Context, keepFor time.Duration, keepMax int) (int, error)
-	SweepExpiredCodes(ctx context.Context) (int, error)
-	SweepIdempotencyKeys(ctx context.Context) (int, error)
 }
 
 // Counts is how many records of each kind a store holds.
 type Counts struct{ Users, Tokens, Messages int }
 
 // Opened is a store under test, with the things stores do not offer
-// alike: their counts, writing the token uses they noted, and a copy of
-// all they hold.
+// alike: their counts and a copy of all they hold.
 type Opened struct {
-	Store          Store
-	Counts         func(ctx context.Context) (Counts, error)
-	FlushTokenUses func(ctx context.Context) (int, error)
+	Store  Store
+	Counts func(ctx context.Context) (Counts, error)
 	// Copy returns the bytes of a copy of everything the store holds, as
 	// an operator's copy would hold them: a compacted copy of a bbolt
 	// file, the rows of a PostgreSQL dump.
@@ -122,6 +117,7 @@ func Run(t *testing.T, open Opener) {
 		{"ChangesBoundedByBytes", testChangesBoundedByBytes},
 		{"ChangeHeadWakes", testChangeHeadWakes},
 		{"TrimChanges", testTrimChanges},
+		{"Chores", testChores},
 		{"ConcurrentWrites", testConcurrentWrites},
 		{"DeleteAccount", testDeleteAccount},
 		{"Retention", testRetention},
@@ -434,7 +430,7 @@ func testTokenLastUsed(e *env) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := e.FlushTokenUses(ctx); err != nil || n != 0 {
+	if n, err := e.Store.FlushTokenUses(ctx); err != nil || n != 0 {
 		t.Errorf("FlushTokenUses after fresh uses = %d, %v; want 0", n, err)
 	}
 	e.clock.Add(model.TokenUseGranularity)
@@ -447,7 +443,7 @@ func testTokenLastUsed(e *env) {
 	if got := lastUsed(); !got.Equal(want) {
 		t.Errorf("LastUsedAt before the flush = %v, want %v", got, want)
 	}
-	if n, err := e.FlushTokenUses(ctx); err != nil || n != 1 {
+	if n, err := e.Store.FlushTokenUses(ctx); err != nil || n != 1 {
 		t.Errorf("FlushTokenUses = %d, %v; want 1", n, err)
 	}
 	if got := lastUsed(); !got.Equal(want) {
@@ -461,7 +457,7 @@ func testTokenLastUsed(e *env) {
 	if err := e.Store.RevokeToken(ctx, reg); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := e.FlushTokenUses(ctx); err != nil || n != 0 {
+	if n, err := e.Store.FlushTokenUses(ctx); err != nil || n != 0 {
 		t.Errorf("FlushTokenUses of a revoked token = %d, %v; want 0", n, err)
 	}
 	if c := e.counts(); c.Tokens != 0 {

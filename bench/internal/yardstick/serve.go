@@ -1,5 +1,5 @@
 // Package yardstick serves the benchmarks' yardstick servers
-// (bench/baseline, bench/pgbaseline) the way Herald serves: net/http with
+// (bench/baseline, bench/floor/pgbaseline) the way Herald serves: net/http with
 // Herald's timeouts, a "listening" log line in Herald's format, and a
 // graceful stop.
 package yardstick
