@@ -58,7 +58,7 @@ func setMemoryLimit(cfg *config, getenv func(string) string, logger *slog.Logger
 // read p99s of bench/scale.sh. With twice the Ps the kernel, which
 // preempts at a finer grain, shares the CPUs between their threads: the
 // waits halved, the read p99s with them, at the same throughput (see
-// docs/PERFORMANCE.md). GOMAXPROCS, when the operator sets it, is left
+// docs/performance.md). GOMAXPROCS, when the operator sets it, is left
 // alone.
 func setProcs(cfg *config, getenv func(string) string, logger *slog.Logger) (cpus int) {
 	if getenv("GOMAXPROCS") != "" {
