@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -49,14 +48,6 @@ func TestDocsLinksResolve(t *testing.T) {
 // and every page links back to the README, so a reader can go from the
 // front door to any page and home again.
 func TestDocsPagesLinkedBothWays(t *testing.T) {
-	// Pages excused from linking back, by name; each must still exist, so
-	// that the excuse goes with the page.
-	excused := []string{"performance.md"}
-	for _, name := range excused {
-		if _, err := os.Stat(filepath.Join("docs", name)); err != nil {
-			t.Errorf("docs/%s is excused from linking back to the README but is gone: drop the excuse", name)
-		}
-	}
 	fromREADME := make(map[string]bool)
 	for _, link := range markdownLinks(readDoc(t, "README.md")) {
 		target, _, _ := strings.Cut(link, "#")
@@ -68,9 +59,6 @@ func TestDocsPagesLinkedBothWays(t *testing.T) {
 		}
 		if !fromREADME[page] {
 			t.Errorf("README.md does not link to %s", page)
-		}
-		if slices.Contains(excused, filepath.Base(page)) {
-			continue
 		}
 		back := false
 		for _, link := range markdownLinks(readDoc(t, page)) {

@@ -57,9 +57,9 @@ func setMemoryLimit(cfg *config, getenv func(string) string, logger *slog.Logger
 // p99 (runtime/metrics /sched/latencies), and that wait was most of the
 // read p99s of bench/scale.sh. With twice the Ps the kernel, which
 // preempts at a finer grain, shares the CPUs between their threads: the
-// waits halved, the read p99s with them, at the same throughput (see
-// docs/performance.md). GOMAXPROCS, when the operator sets it, is left
-// alone.
+// waits halved, the read p99s with them, at the same throughput
+// (docs/performance.md, "The scheduler: twice the slots"). GOMAXPROCS,
+// when the operator sets it, is left alone.
 func setProcs(cfg *config, getenv func(string) string, logger *slog.Logger) (cpus int) {
 	if getenv("GOMAXPROCS") != "" {
 		return runtime.GOMAXPROCS(0)

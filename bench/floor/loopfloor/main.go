@@ -1,6 +1,6 @@
 // Command loopfloor measures what the kernel alone charges a process for
 // sending bytes to many loopback TCP connections: the floor under the live
-// stream's fan-out (docs/performance.md, "Live stream").
+// stream's fan-out (docs/performance.md, "Live stream: the kernel's floor").
 //
 // It opens -conns connections to a child process of its own that reads and
 // discards, then writes -rate bytes a second in rounds, every connection
