@@ -13,8 +13,9 @@ import (
 // rest.
 func newLogger(format string, stderr io.Writer) (*slog.Logger, io.Closer) {
 	// The log is batched: a write(2) for every request's access log line
-	// was 7% of the server's CPU under load. Lines still reach stderr
-	// within logFlushInterval, and Close writes the rest before run returns.
+	// was a large share of the server's CPU under load (docs/performance.md,
+	// "HTTP: where a request's time goes"). Lines still reach stderr within
+	// logFlushInterval, and Close writes the rest before run returns.
 	out := heraldhttp.NewLogWriter(stderr, logFlushInterval)
 	var handler slog.Handler = slog.NewTextHandler(out, nil)
 	if format == "json" {

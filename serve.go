@@ -39,11 +39,12 @@ func setMemoryLimit(cfg *config, getenv func(string) string, logger *slog.Logger
 	debug.SetMemoryLimit(int64(mib) << 20)
 	logger.Debug("memory limit set", "mib", mib)
 	// Under the limit, collecting each time the heap doubles (GOGC=100)
-	// spends CPU to stay far below memory already granted: with a live
-	// heap of ~15 MiB, a read-heavy server collected several times a
-	// second. Letting it grow 4x between collections cut that (reads
-	// 7-27% faster in bench/scale.sh); the limit still caps the heap.
-	// GOGC, when the operator sets it, is left alone.
+	// spends CPU to stay far below memory already granted: a read-heavy
+	// server's live heap is small, so it collected several times a
+	// second. Letting the heap grow fourfold between collections spends
+	// that CPU on requests instead (docs/performance.md, "HTTP: where a
+	// request's time goes"); the limit still caps the heap. GOGC, when the
+	// operator sets it, is left alone.
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
@@ -52,12 +53,11 @@ func setMemoryLimit(cfg *config, getenv func(string) string, logger *slog.Logger
 // setProcs gives the Go scheduler more slots (Ps) than there are CPUs and
 // returns the CPUs it found. With one P per CPU a goroutine that becomes
 // runnable — a request whose bytes arrived, the group committer back from
-// fsync — waits in Go's run queue until a running goroutine yields: under
-// load on two CPUs, goroutines waited 1.0-1.3 ms at p90 and 3.1-3.7 ms at
-// p99 (runtime/metrics /sched/latencies), and that wait was most of the
-// read p99s of bench/scale.sh. With twice the Ps the kernel, which
-// preempts at a finer grain, shares the CPUs between their threads: the
-// waits halved, the read p99s with them, at the same throughput
+// fsync — waits in Go's run queue until a running goroutine yields, and
+// under load that wait (runtime/metrics /sched/latencies) was most of a
+// read's tail latency. With twice the Ps the kernel, which preempts at a
+// finer grain, shares the CPUs between their threads: the waits shrink,
+// and the tail latencies with them, at the same throughput
 // (docs/performance.md, "The scheduler: twice the slots"). GOMAXPROCS,
 // when the operator sets it, is left alone.
 func setProcs(cfg *config, getenv func(string) string, logger *slog.Logger) (cpus int) {
