@@ -75,6 +75,11 @@ func (db *DB) removeAccount(tx *bbolt.Tx, u *model.User) error {
 	if err := tx.Bucket(bucketUsersBySkeleton).Delete(skeletonKey(emailSkeleton(u.Email), u.ID)); err != nil {
 		return err
 	}
+	// The handle is free for anyone: mentions hold account IDs, so
+	// whoever takes it is never mentioned by what was written before.
+	if err := tx.Bucket(bucketUsersByHandle).Delete([]byte(u.Handle)); err != nil {
+		return err
+	}
 	if err := tx.Bucket(bucketUsers).Delete(itob(u.ID)); err != nil {
 		return err
 	}

@@ -156,9 +156,9 @@ func (c *checker) sequenceAhead(name []byte) {
 
 func (c *checker) users() {
 	users, byEmail := c.tx.Bucket(bucketUsers), c.tx.Bucket(bucketUsersByEmail)
-	bySkeleton := c.tx.Bucket(bucketUsersBySkeleton)
+	bySkeleton, byHandle := c.tx.Bucket(bucketUsersBySkeleton), c.tx.Bucket(bucketUsersByHandle)
 	c.sequenceAhead(bucketUsers)
-	missing, skeletonMissing := false, false
+	missing, skeletonMissing, handleMissing := false, false, false
 	_ = c.tx.Bucket(bucketDeleting).ForEach(func(k, _ []byte) error {
 		if users.Get(k) != nil {
 			c.addf("account %d is marked as being deleted but still exists", btoi(k))
@@ -185,8 +185,33 @@ func (c *checker) users() {
 			skeletonMissing = true
 			c.addf("user %d: not in users_by_skeleton under %q", u.ID, emailSkeleton(u.Email))
 		}
+		var rules model.ValidationError
+		if rules.CheckHandle("handle", u.Handle); rules.Err() != nil {
+			c.addf("user %d: handle %q: %v", u.ID, u.Handle, rules.Err())
+		} else if got := byHandle.Get([]byte(u.Handle)); !bytes.Equal(got, k) {
+			handleMissing = true
+			c.addf("user %d: users_by_handle[%q] is %x, not this user", u.ID, u.Handle, got)
+		}
+		rules = model.ValidationError{}
+		if rules.CheckName("name", u.Name); rules.Err() != nil {
+			c.addf("user %d: name %q: %v", u.ID, u.Name, rules.Err())
+		}
 		return nil
 	})
+	if got := byHandle.Stats().KeyN; handleMissing || got != n {
+		// Each user accounts for one entry above; any other is dangling.
+		_ = byHandle.ForEach(func(k, v []byte) error {
+			b := users.Get(v)
+			if b == nil {
+				c.addf("users_by_handle[%q] points at missing user %x", k, v)
+				return nil
+			}
+			if u, err := decodeUser(btoi(v), b); err == nil && u.Handle != string(k) {
+				c.addf("users_by_handle[%q] points at user %d, whose handle is %q", k, u.ID, u.Handle)
+			}
+			return nil
+		})
+	}
 	if got := bySkeleton.Stats().KeyN; skeletonMissing || got != n {
 		// Each user accounts for one entry above; any other is dangling.
 		_ = bySkeleton.ForEach(func(k, _ []byte) error {

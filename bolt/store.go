@@ -47,9 +47,11 @@ var (
 
 	// model.EmailSkeleton(email)‖0x00‖userID → nil: see skeletonKey
 	bucketUsersBySkeleton = []byte("users_by_skeleton")
+	// handle → userID: every account's, from layout 9 on
+	bucketUsersByHandle = []byte("users_by_handle")
 
 	allBuckets = [][]byte{
-		bucketUsers, bucketUsersByEmail, bucketUsersBySkeleton, bucketAdmins,
+		bucketUsers, bucketUsersByEmail, bucketUsersBySkeleton, bucketUsersByHandle, bucketAdmins,
 		bucketTokens, bucketTokensByUser,
 		bucketMessages, bucketPostings, bucketTermsTail,
 		bucketMeta, bucketDeleting, bucketPurging, bucketChanges, bucketChangesByMessage,

@@ -58,7 +58,10 @@ import (
 //	   records. An older Herald would register accounts the index does not
 //	   know, log without scrubbing, leave a deleted account's records
 //	   behind and create again on a retry, so it must refuse the file.
-const currentLayout = 8
+//	9  every account has a handle and a name: user records of version 3,
+//	   and users_by_handle indexes the handles. An older Herald could not
+//	   read the records, so it must refuse the file.
+const currentLayout = 9
 
 // Buckets of older layouts, which only upgrades read or write:
 //
@@ -182,7 +185,64 @@ func (db *DB) prepareLayout(legacyAdmins []string, keep bool) error {
 	if err := db.upgradeFrom6(legacyAdmins); err != nil {
 		return err
 	}
-	return db.upgradeFrom7()
+	if err := db.upgradeFrom7(); err != nil {
+		return err
+	}
+	return db.upgradeFrom8()
+}
+
+// upgradeFrom8 brings a file of layout 8 to layout 9 in one transaction:
+// every account without a handle gets the one it would get registering
+// now (made from its e-mail, a number added until it is free, in the
+// order the accounts were made, so the oldest keeps the plain one) and
+// its handle as its name. A crash leaves the file as it was, and the
+// next Open does it again.
+func (db *DB) upgradeFrom8() error {
+	start := time.Now()
+	var layout uint64
+	users := 0
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if layout = btoi(meta.Get(metaLayout)); layout >= 9 {
+			return nil
+		}
+		all := tx.Bucket(bucketUsers)
+		var named []*model.User
+		err := all.ForEach(func(k, v []byte) error {
+			u, err := decodeUser(btoi(k), v)
+			if err != nil {
+				return err
+			}
+			if u.Handle == "" {
+				named = append(named, u)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		byHandle := tx.Bucket(bucketUsersByHandle)
+		// Putting while ForEach walks would move it; put after.
+		for _, u := range named {
+			u.Handle = freeHandle(byHandle, u.Email)
+			u.Name = u.Handle
+			if err := db.putUser(tx, u); err != nil {
+				return err
+			}
+			if err := byHandle.Put([]byte(u.Handle), itob(u.ID)); err != nil {
+				return err
+			}
+		}
+		users = len(named)
+		return meta.Put(metaLayout, itob(9))
+	})
+	if err != nil {
+		return fmt.Errorf("upgrading to layout 9: %w", err)
+	}
+	if layout < 9 {
+		db.log.Info("database upgraded to layout 9: every account has a handle and a name, made from its e-mail", "users", users, "took", time.Since(start).Round(time.Millisecond).String())
+	}
+	return nil
 }
 
 // upgradeFrom7 brings a file of layout 7 to layout 8: its accounts indexed
@@ -389,7 +449,7 @@ func (db *DB) upgradeFrom6(legacyAdmins []string) error {
 			var rewrite []*model.User
 			for ; k != nil && n < upgradeChunk; k, v = c.Next() {
 				n++
-				if len(v) > 0 && v[0] == userRecordVersion {
+				if len(v) > 0 && v[0] >= userRecordVersionV2 && v[0] <= userRecordVersion {
 					continue // made an administrator, or written whole by the upgrade from layout 1
 				}
 				u, err := upgradedUser(tx, btoi(k))
@@ -429,7 +489,7 @@ func (db *DB) upgradeFrom6(legacyAdmins []string) error {
 // taken from the last use of its tokens.
 func upgradedUser(tx *bbolt.Tx, id uint64) (*model.User, error) {
 	b := tx.Bucket(bucketUsers).Get(itob(id))
-	if len(b) > 0 && b[0] == userRecordVersion {
+	if len(b) > 0 && b[0] >= userRecordVersionV2 && b[0] <= userRecordVersion {
 		return decodeUser(id, b)
 	}
 	u, err := decodeUserV1(id, b)
@@ -713,7 +773,7 @@ func (db *DB) upgradeFrom1() error {
 		var rewrite []record
 		users := tx.Bucket(bucketUsers)
 		err := users.ForEach(func(k, v []byte) error {
-			if len(v) > 0 && v[0] == userRecordVersion {
+			if binaryUserRecord(v) {
 				return nil // already binary: an earlier, interrupted upgrade did it
 			}
 			u, err := decodeUserJSON(btoi(k), v)

@@ -950,3 +950,46 @@ func issueTokenRecord(tx *bbolt.Tx, t *model.Token) error {
 	}
 	return tx.Bucket(bucketTokensByUser).Put(compositeKey(t.UserID, t.Hash[:]), nil)
 }
+
+// TestUpgradeGivesHandles: the accounts of a file written before handles
+// get, once and logged, the handles they would get registering now, in the
+// order they were made, each named by it; a second Open changes nothing.
+func TestUpgradeGivesHandles(t *testing.T) {
+	ctx := context.Background()
+	path := fixtureCopy(t, "layout7.db")
+	var log bytes.Buffer
+	open := func() *DB {
+		t.Helper()
+		log.Reset()
+		db, err := Open(path, Options{Now: (&testClock{now: layout7Written.Add(time.Hour)}).Now, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	db := open()
+	if got := log.String(); strings.Count(got, "upgraded to layout 9") != 1 || !strings.Contains(got, "users=6") {
+		t.Errorf("first open logged %q, want the upgrade to layout 9 once, for the 6 accounts", got)
+	}
+	// Account 5's e-mail starts with a fullwidth r, which a handle cannot
+	// hold; carol (6) deleted her account before the upgrade.
+	want := map[uint64]string{1: "owner", 2: "ada", 3: "bob", 4: "root", 5: "oot", 7: "dave"}
+	for id, handle := range want {
+		u, err := db.UserByID(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Handle != handle || u.Name != handle {
+			t.Errorf("account %d: handle %q, name %q; want %q for both", id, u.Handle, u.Name, handle)
+		}
+	}
+	checkIndexes(t, db)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = open()
+	defer db.Close()
+	if got := log.String(); strings.Contains(got, "upgrad") {
+		t.Errorf("second open logged %q, want no upgrade", got)
+	}
+}

@@ -12,23 +12,28 @@ import (
 	"herald/model"
 )
 
-// User record layout (layout 7): a version byte, createdAt (8 bytes), then
+// User record layout (layout 9): a version byte, createdAt (8 bytes), then
 // the e-mail and the password hash each with a 2-byte length, then a role
 // count and each role with a 1-byte length, then a flags byte (bit 0:
-// suspended) and lastSeenAt (8 bytes, 0 for never). Users are read on
+// suspended) and lastSeenAt (8 bytes, 0 for never), then the handle with
+// a 1-byte length and the name with a 2-byte length. Users are read on
 // every authenticated request and joined onto every message returned, so
 // the record is binary, as messages and tokens are.
 //
-// Layouts 2 to 6 wrote version 1, the same without the flags and
-// lastSeenAt; only the upgrade reads it (decodeUserV1).
+// Layouts 7 and 8 wrote version 2, the same without the handle and name,
+// which decodeUser reads with both empty for the upgrades that run before
+// the one to layout 9 gives every account its handle. Layouts 2 to 6
+// wrote version 1, without the flags and lastSeenAt; only the upgrade
+// reads it (decodeUserV1).
 const (
-	userRecordVersion   = 2
+	userRecordVersion   = 3
+	userRecordVersionV2 = 2
 	userRecordVersionV1 = 1
 	userSuspended       = 1 << 0
 )
 
 func encodeUser(u *model.User) []byte {
-	n := 1 + 8 + 2 + len(u.Email) + 2 + len(u.PasswordHash) + 1 + 1 + 8
+	n := 1 + 8 + 2 + len(u.Email) + 2 + len(u.PasswordHash) + 1 + 1 + 8 + 1 + len(u.Handle) + 2 + len(u.Name)
 	for _, r := range u.Roles {
 		n += 1 + len(r)
 	}
@@ -53,18 +58,31 @@ func encodeUser(u *model.User) []byte {
 	if !u.LastSeenAt.IsZero() {
 		seen = uint64(timeToMicros(u.LastSeenAt))
 	}
-	return binary.BigEndian.AppendUint64(b, seen)
+	b = binary.BigEndian.AppendUint64(b, seen)
+	b = append(b, byte(len(u.Handle)))
+	b = append(b, u.Handle...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(u.Name)))
+	return append(b, u.Name...)
 }
 
 // decodeUser copies everything out of b, which bbolt only lends for the
-// life of the transaction.
+// life of the transaction. It reads versions 2 and 3.
 func decodeUser(id uint64, b []byte) (*model.User, error) {
+	if len(b) > 0 && b[0] == userRecordVersionV2 {
+		return decodeUserRecord(id, b, userRecordVersionV2)
+	}
 	return decodeUserRecord(id, b, userRecordVersion)
 }
 
 // decodeUserV1 reads a record of layouts 2 to 6, for the upgrade.
 func decodeUserV1(id uint64, b []byte) (*model.User, error) {
 	return decodeUserRecord(id, b, userRecordVersionV1)
+}
+
+// binaryUserRecord reports whether b is a user record of a binary
+// version, not layout 1's JSON (which starts with '{').
+func binaryUserRecord(b []byte) bool {
+	return len(b) > 0 && b[0] >= userRecordVersionV1 && b[0] <= userRecordVersion
 }
 
 func decodeUserRecord(id uint64, b []byte, version byte) (*model.User, error) {
@@ -79,7 +97,7 @@ func decodeUserRecord(id uint64, b []byte, version byte) (*model.User, error) {
 	for i := range u.Roles {
 		u.Roles[i] = string(r.bytes(int(r.byte())))
 	}
-	if version >= 2 {
+	if version >= userRecordVersionV2 {
 		flags := r.byte()
 		u.Suspended = flags&userSuspended != 0
 		if seen := int64(r.uint64()); seen != 0 {
@@ -88,6 +106,10 @@ func decodeUserRecord(id uint64, b []byte, version byte) (*model.User, error) {
 		if flags&^userSuspended != 0 {
 			return nil, fmt.Errorf("decode user %d: unknown flags %#x", id, flags)
 		}
+	}
+	if version >= userRecordVersion {
+		u.Handle = string(r.bytes(int(r.byte())))
+		u.Name = string(r.bytes(int(r.uint16())))
 	}
 	if r.short || len(r.b) != 0 {
 		return nil, fmt.Errorf("decode user %d: bad record", id)
@@ -122,7 +144,11 @@ func (r *recordReader) uint64() uint64 { return binary.BigEndian.Uint64(r.bytes(
 // missing or malformed record.
 func userEmail(b []byte) (string, bool) {
 	r := recordReader{b: b}
-	if len(b) == 0 || r.byte() != userRecordVersion {
+	if len(b) == 0 {
+		return "", false
+	}
+	version := r.byte()
+	if version != userRecordVersion && version != userRecordVersionV2 {
 		return "", false
 	}
 	r.uint64() // createdAt
@@ -133,6 +159,10 @@ func userEmail(b []byte) (string, bool) {
 	}
 	flags := r.byte()
 	r.uint64() // lastSeenAt
+	if version == userRecordVersion {
+		r.bytes(int(r.byte()))   // handle
+		r.bytes(int(r.uint16())) // name
+	}
 	if r.short || len(r.b) != 0 || flags&^userSuspended != 0 {
 		return "", false
 	}
@@ -235,9 +265,19 @@ func (db *DB) insertUser(tx *bbolt.Tx, u *model.User, roles []string) error {
 	if len(skeletonHolders(tx, skeleton)) > 0 {
 		return model.EmailLookAlike(u.Email)
 	}
+	byHandle := tx.Bucket(bucketUsersByHandle)
+	if u.Handle != "" && byHandle.Get([]byte(u.Handle)) != nil {
+		return model.HandleTaken(u.Handle)
+	}
 	id, err := tx.Bucket(bucketUsers).NextSequence()
 	if err != nil {
 		return err
+	}
+	if u.Handle == "" {
+		u.Handle = freeHandle(byHandle, u.Email)
+	}
+	if u.Name == "" {
+		u.Name = u.Handle
 	}
 	created := db.clock()
 	u.ID, u.Roles, u.CreatedAt, u.LastSeenAt, u.Suspended = id, roles, created, created, false
@@ -247,7 +287,21 @@ func (db *DB) insertUser(tx *bbolt.Tx, u *model.User, roles []string) error {
 	if err := tx.Bucket(bucketUsersBySkeleton).Put(skeletonKey(skeleton, id), nil); err != nil {
 		return err
 	}
+	if err := byHandle.Put([]byte(u.Handle), itob(id)); err != nil {
+		return err
+	}
 	return byEmail.Put(key, itob(id))
+}
+
+// freeHandle is the first handle model.HandleCandidate makes from email's
+// that no account in byHandle has.
+func freeHandle(byHandle *bbolt.Bucket, email string) string {
+	base := model.HandleBase(email)
+	for n := 1; ; n++ {
+		if h := model.HandleCandidate(base, n); byHandle.Get([]byte(h)) == nil {
+			return h
+		}
+	}
 }
 
 // putUser stores u's record and keeps the admins bucket in step with its

@@ -341,8 +341,8 @@ func TestChangePassword(t *testing.T) {
 func TestUserRecordRoundTrip(t *testing.T) {
 	at := testEpoch.Truncate(time.Microsecond)
 	for _, u := range []*model.User{
-		{ID: 3, Email: "Ünïcödé@Example.com", PasswordHash: fakePasswordHash, Roles: []string{model.RoleUser}, CreatedAt: at},
-		{ID: 4, Email: "root@example.com", PasswordHash: fakePasswordHash, Roles: []string{model.RoleUser, model.RoleAdmin}, CreatedAt: at, Suspended: true, LastSeenAt: at.Add(time.Hour)},
+		{ID: 3, Email: "Ünïcödé@Example.com", Handle: "ncd", Name: "Ünïcödé", PasswordHash: fakePasswordHash, Roles: []string{model.RoleUser}, CreatedAt: at},
+		{ID: 4, Email: "root@example.com", Handle: "root", Name: "root", PasswordHash: fakePasswordHash, Roles: []string{model.RoleUser, model.RoleAdmin}, CreatedAt: at, Suspended: true, LastSeenAt: at.Add(time.Hour)},
 	} {
 		b := encodeUser(u)
 		got, err := decodeUser(u.ID, b)
@@ -350,7 +350,8 @@ func TestUserRecordRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got.ID != u.ID || got.Email != u.Email || got.PasswordHash != u.PasswordHash || !slices.Equal(got.Roles, u.Roles) ||
-			!got.CreatedAt.Equal(u.CreatedAt) || got.Suspended != u.Suspended || !got.LastSeenAt.Equal(u.LastSeenAt) {
+			!got.CreatedAt.Equal(u.CreatedAt) || got.Suspended != u.Suspended || !got.LastSeenAt.Equal(u.LastSeenAt) ||
+			got.Handle != u.Handle || got.Name != u.Name {
 			t.Errorf("decodeUser(encodeUser(u)) = %+v, want %+v", got, u)
 		}
 		if email, ok := userEmail(b); !ok || email != u.Email {
@@ -382,5 +383,54 @@ func TestUserRecordRoundTrip(t *testing.T) {
 	}
 	if _, err := decodeUser(7, v1); err == nil {
 		t.Errorf("decodeUser read a version-1 record; only the upgrade should")
+	}
+}
+
+// TestCreateUserHandles: an account registered without a handle gets one
+// made from its e-mail, a number added while it is taken, and is named by
+// it; a handle asked for is kept, lower-cased, unless another account has
+// it: a conflict naming the field.
+func TestCreateUserHandles(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	register := func(u *model.User) error {
+		t.Helper()
+		u.PasswordHash = fakePasswordHash
+		_, err := db.CreateUser(ctx, u, tokenHash(u.Email), time.Hour, nil)
+		return err
+	}
+	for _, tc := range []struct {
+		email, handle, name string
+		wantHandle, wantName string
+	}{
+		{"Ada@example.com", "", "", "ada", "ada"},
+		{"ada@example.org", "", "", "ada2", "ada2"},
+		{"ada@example.net", "", "  Ada  Lovelace ", "ada3", "Ada  Lovelace"},
+		{"lovelace@example.com", "ADA_L", "", "ada_l", "ada_l"},
+		{"1@example.com", "", "", "user", "user"},
+	} {
+		u := &model.User{Email: tc.email, Handle: tc.handle, Name: tc.name}
+		if err := register(u); err != nil {
+			t.Fatalf("register %s: %v", tc.email, err)
+		}
+		got, err := db.UserByID(ctx, u.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Handle != tc.wantHandle || got.Name != tc.wantName || u.Handle != tc.wantHandle {
+			t.Errorf("%s: stored handle %q name %q (returned %q), want %q and %q", tc.email, got.Handle, got.Name, u.Handle, tc.wantHandle, tc.wantName)
+		}
+	}
+	err := register(&model.User{Email: "other@example.com", Handle: "Ada2"})
+	var refusal *model.Error
+	if !errors.Is(err, model.ErrConflict) || !errors.As(err, &refusal) || refusal.Field != "handle" {
+		t.Fatalf("a taken handle: %v, want a conflict naming handle", err)
+	}
+	if _, err := db.UserByEmail(ctx, "other@example.com"); !errors.Is(err, model.ErrNotFound) {
+		t.Errorf("the refused account exists: %v", err)
+	}
+	var invalid *model.ValidationError
+	if err := register(&model.User{Email: "bad@example.com", Handle: "1bad"}); !errors.As(err, &invalid) || invalid.Violations[0].Field != "handle" {
+		t.Errorf("a malformed handle: %v, want a violation of handle", err)
 	}
 }

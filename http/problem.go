@@ -246,6 +246,10 @@ func problemFor(err error) (problem, http.Header, bool) {
 		p.Title = http.StatusText(p.Status)
 		return p, nil, false
 	}
+	var refusal *model.Error
+	if errors.As(err, &refusal) && refusal.Field != "" && p.Violations == nil {
+		p.Violations = []violation{{PropertyPath: refusal.Field, Message: p.Detail}}
+	}
 	p.Title = http.StatusText(p.Status)
 	return p, header, true
 }

@@ -94,6 +94,9 @@ type Error struct {
 	// Cause, when set, is the failure behind the refusal (a connection
 	// reset, say), for the log: Error includes it, Detail never does.
 	Cause error
+	// Field, when set, is the request's field the refusal is about (a
+	// taken handle), so a client can show the refusal beside it.
+	Field string
 }
 
 func (e *Error) Error() string {

@@ -47,6 +47,16 @@ func EmailLookAlike(email string) error {
 	return Errorf(ErrConflict, "the e-mail %s looks like the address of an existing account (the same letters drawn alike); register with another address", email)
 }
 
+// HandleTaken is the refusal of a handle another account has.
+func HandleTaken(handle string) error {
+	return &Error{Kind: ErrConflict, Field: "handle", Detail: fmt.Sprintf("the handle %s is taken; choose another", handle)}
+}
+
+// HandleNotFound refuses a lookup of a handle no account has.
+func HandleNotFound(handle string) error {
+	return Errorf(ErrNotFound, "no account has the handle %s", handle)
+}
+
 // Logins and tokens.
 
 // BadCredentials refuses a login with an unknown e-mail or the wrong

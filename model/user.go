@@ -30,8 +30,12 @@ const (
 // User is an account. PasswordHash is an encoded argon2id string and never
 // leaves the server.
 type User struct {
-	ID           uint64
-	Email        string // as registered, trimmed; unique case-insensitively and by its look (EmailSkeleton)
+	ID    uint64
+	Email string // as registered, trimmed; unique case-insensitively and by its look (EmailSkeleton)
+	// Handle is how others address the account (@ada): unique, lower-case,
+	// by CheckHandle's rules. Name is how it is shown (Ada Lovelace).
+	Handle       string
+	Name         string
 	PasswordHash string
 	Roles        []string
 	CreatedAt    time.Time
@@ -59,11 +63,23 @@ func (u *User) CanAdminister() bool { return u.HasRole(RoleAdmin) && !u.Suspende
 
 // NewAccount is u as a store keeps a new account: its e-mail normalised
 // and checked, its password hash present. Errors: ErrInvalid.
+//
+// A handle or name u brings is normalised and checked; without a handle
+// the store makes one (HandleBase), and without a name the account is
+// shown by its handle.
 func NewAccount(u *User) (User, error) {
 	nu := *u
 	nu.Email = NormalizeEmail(nu.Email)
+	nu.Handle = NormalizeHandle(nu.Handle)
+	nu.Name = NormalizeName(nu.Name)
 	var v ValidationError
 	v.CheckEmail("email", nu.Email)
+	if nu.Handle != "" {
+		v.CheckHandle("handle", nu.Handle)
+	}
+	if u.Name != "" {
+		v.CheckName("name", nu.Name)
+	}
 	if err := v.Err(); err != nil {
 		return nu, err
 	}
