@@ -400,7 +400,7 @@ func TestCreateUserHandles(t *testing.T) {
 		return err
 	}
 	for _, tc := range []struct {
-		email, handle, name string
+		email, handle, name  string
 		wantHandle, wantName string
 	}{
 		{"Ada@example.com", "", "", "ada", "ada"},
