@@ -20,6 +20,10 @@ import (
 // other at once would each see the other still there.
 const lockAdmins = 3
 
+// lockHandles is held, to the commit, by the write that gives an account
+// its handle (see takeHandle).
+const lockHandles = 4
+
 // admin resolves by inside the write transaction and returns it if it may
 // administer: an account holding model.RoleAdmin that is not suspended,
 // or nil for model.ByServer, the operator on the server's machine.
@@ -136,7 +140,7 @@ func scanAccount(row pgx.Row) (*model.Account, error) {
 		seen    *time.Time
 		count   int64
 	)
-	if err := row.Scan(&id, &a.Email, &a.PasswordHash, &a.Roles, &created, &a.Suspended, &seen, &count); err != nil {
+	if err := row.Scan(&id, &a.Email, &a.PasswordHash, &a.Roles, &created, &a.Suspended, &seen, &a.Handle, &a.Name, &count); err != nil {
 		return nil, err
 	}
 	a.ID, a.CreatedAt, a.Messages = uint64(id), created.UTC(), int(count)

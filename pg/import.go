@@ -127,7 +127,7 @@ func (db *DB) BeginImport(ctx context.Context) (*Importer, error) {
 	im := &Importer{
 		db: db, ctx: ctx, tx: tx,
 		users: &copyBuffer{table: "users", columns: []string{"id", "email", "email_key", "email_skeleton", "skeleton_twin", "password_hash",
-			"roles", "created_at", "suspended", "last_seen_at"}},
+			"roles", "created_at", "suspended", "last_seen_at", "handle", "name"}},
 		tokens:   &copyBuffer{table: "tokens", columns: []string{"hash", "handle", "user_id", "created_at", "expires_at", "last_used_at"}},
 		messages: &copyBuffer{table: "messages", columns: []string{"id", "owner_id", "content", "terms", "created_at", "updated_at", "revision"}},
 		changes: &copyBuffer{table: "changes", columns: []string{"seq", "kind", "at", "user_id", "message_id", "owner_email", "content",
@@ -172,8 +172,8 @@ func (im *Importer) flush(b *copyBuffer) error {
 	return nil
 }
 
-// User adds an account, with its ID, e-mail, password hash, roles,
-// creation time, suspension and last sighting.
+// User adds an account, with its ID, e-mail, handle, name, password hash,
+// roles, creation time, suspension and last sighting.
 func (im *Importer) User(u *model.User) error {
 	var seen any // NULL: never known, which scanUser reads back as the zero time
 	if !u.LastSeenAt.IsZero() {
@@ -184,7 +184,7 @@ func (im *Importer) User(u *model.User) error {
 	// may hold accounts that look alike, kept from before they were
 	// refused.
 	return im.add(im.users, []any{int64(u.ID), u.Email, model.EmailKey(u.Email), model.EmailSkeleton(u.Email), int64(u.ID),
-		u.PasswordHash, u.Roles, u.CreatedAt, u.Suspended, seen})
+		u.PasswordHash, u.Roles, u.CreatedAt, u.Suspended, seen, u.Handle, u.Name})
 }
 
 // Token adds a token by its hash, with its handle, account and times.

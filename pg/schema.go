@@ -234,7 +234,19 @@ CREATE TABLE idempotency_keys (
 );
 CREATE INDEX idempotency_keys_by_time ON idempotency_keys (created_at);
 `,
+	// 4: every account has a handle (unique, lower-case) and a name.
+	// Herald gives existing accounts theirs, in this migration's
+	// transaction, right after it (fillHandles): the rules that make a
+	// handle from an e-mail are model's, not SQL's.
+	`
+ALTER TABLE users ADD COLUMN handle text COLLATE "C" CONSTRAINT users_handle_unique UNIQUE;
+ALTER TABLE users ADD COLUMN name text;
+`,
 }
+
+// handlesVersion is the migration that adds users.handle and users.name,
+// which fillHandles fills in right after it.
+const handlesVersion = 4
 
 // skeletonsVersion is the migration that adds users.email_skeleton, which
 // fillEmailSkeletons fills in right after it.
@@ -275,12 +287,18 @@ func (db *DB) migrate(ctx context.Context) error {
 		}
 	}
 	var lookAlikes []lookAlike
+	handles := 0
 	for v := have; v < len(migrations); v++ {
 		if _, err := tx.Exec(ctx, migrations[v]); err != nil {
 			return fmt.Errorf("applying schema version %d: %w", v+1, err)
 		}
 		if v+1 == skeletonsVersion {
 			if lookAlikes, err = fillEmailSkeletons(ctx, tx); err != nil {
+				return fmt.Errorf("applying schema version %d: %w", v+1, err)
+			}
+		}
+		if v+1 == handlesVersion {
+			if handles, err = fillHandles(ctx, tx); err != nil {
 				return fmt.Errorf("applying schema version %d: %w", v+1, err)
 			}
 		}
@@ -292,6 +310,9 @@ func (db *DB) migrate(ctx context.Context) error {
 		return fmt.Errorf("applying the schema: %w", err)
 	}
 	db.logLookAlikes(lookAlikes)
+	if have > 0 && have < handlesVersion {
+		db.log.Info("every account has a handle and a name, made from its e-mail", "users", handles)
+	}
 	if have == 0 {
 		db.log.Info("created Herald's schema in the PostgreSQL database", "version", len(migrations))
 	} else {

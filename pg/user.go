@@ -20,7 +20,7 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-const userColumns = `id, email, password_hash, roles, created_at, suspended, last_seen_at`
+const userColumns = `id, email, password_hash, roles, created_at, suspended, last_seen_at, handle, name`
 
 // scanUser reads a row of userColumns.
 func scanUser(row pgx.Row) (*model.User, error) {
@@ -30,7 +30,7 @@ func scanUser(row pgx.Row) (*model.User, error) {
 		created time.Time
 		seen    *time.Time
 	)
-	if err := row.Scan(&id, &u.Email, &u.PasswordHash, &u.Roles, &created, &u.Suspended, &seen); err != nil {
+	if err := row.Scan(&id, &u.Email, &u.PasswordHash, &u.Roles, &created, &u.Suspended, &seen, &u.Handle, &u.Name); err != nil {
 		return nil, err
 	}
 	u.ID, u.CreatedAt = uint64(id), created.UTC()
@@ -125,14 +125,24 @@ func (w *writeTx) insertUser(ctx context.Context, u *model.User, roles []string,
 	// insert (a token hash already issued). Every holder of a skeleton,
 	// twins included, is found by the skeleton constraint's index.
 	key, skeleton := model.EmailKey(u.Email), model.EmailSkeleton(u.Email)
+	handle, err := w.takeHandle(ctx, u.Handle, u.Email)
+	if err != nil {
+		return err
+	}
+	name := u.Name
+	if name == "" {
+		name = handle
+	}
 	var id int64
-	err := w.QueryRow(ctx, `INSERT INTO users (email, email_key, email_skeleton, password_hash, roles, created_at, last_seen_at)
-		SELECT $1::text, $2::text, $3::text, $4::text, $5::text[], $6::timestamptz, $6::timestamptz
+	err = w.QueryRow(ctx, `INSERT INTO users (email, email_key, email_skeleton, password_hash, roles, created_at, last_seen_at, handle, name)
+		SELECT $1::text, $2::text, $3::text, $4::text, $5::text[], $6::timestamptz, $6::timestamptz, $7::text, $8::text
 		WHERE NOT EXISTS (SELECT 1 FROM users WHERE email_key = $2::text)
 			AND NOT EXISTS (SELECT 1 FROM users WHERE email_skeleton = $3::text)
 		RETURNING id`,
-		u.Email, key, skeleton, u.PasswordHash, roles, now).Scan(&id)
+		u.Email, key, skeleton, u.PasswordHash, roles, now, handle, name).Scan(&id)
 	switch {
+	case uniqueViolation(err, "users_handle_unique"):
+		return model.HandleTaken(handle)
 	case uniqueViolation(err, "users_email_key_unique"):
 		return model.EmailTaken(u.Email)
 	case uniqueViolation(err, "users_email_skeleton_unique"):
@@ -151,7 +161,84 @@ func (w *writeTx) insertUser(ctx context.Context, u *model.User, roles []string,
 		return err
 	}
 	u.ID, u.Roles, u.CreatedAt, u.LastSeenAt, u.Suspended = uint64(id), roles, now, now, false
+	u.Handle, u.Name = handle, name
 	return nil
+}
+
+// takeHandle is the handle a new account gets: asked, the one it asked
+// for unless another account has it; otherwise the first that
+// model.HandleCandidate makes from email and no account has. Handles are
+// given under a lock held to the commit, so two registrations never pick
+// the same free one and one of them fail for a handle it never asked for.
+func (w *writeTx) takeHandle(ctx context.Context, asked, email string) (string, error) {
+	if _, err := w.Exec(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, lockSpace, lockHandles); err != nil {
+		return "", err
+	}
+	taken := func(h string) (bool, error) {
+		var taken bool
+		err := w.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE handle = $1)`, h).Scan(&taken)
+		return taken, err
+	}
+	if asked != "" {
+		if t, err := taken(asked); err != nil || t {
+			if err == nil {
+				err = model.HandleTaken(asked)
+			}
+			return "", err
+		}
+		return asked, nil
+	}
+	base := model.HandleBase(email)
+	for n := 1; ; n++ {
+		h := model.HandleCandidate(base, n)
+		if t, err := taken(h); err != nil || !t {
+			return h, err
+		}
+	}
+}
+
+// fillHandles gives every account of a schema older than handlesVersion
+// the handle it would get registering now, in the order the accounts were
+// made (so the oldest keeps the plain one), named by it, as bbolt's
+// upgrade to layout 9 does; then neither column may be empty. It runs in
+// the migration's transaction and returns how many accounts it named.
+func fillHandles(ctx context.Context, tx pgx.Tx) (int, error) {
+	rows, err := tx.Query(ctx, `SELECT id, email FROM users ORDER BY id`)
+	if err != nil {
+		return 0, err
+	}
+	type account struct {
+		id    int64
+		email string
+	}
+	accounts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (account, error) {
+		var a account
+		err := row.Scan(&a.id, &a.email)
+		return a, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	taken := make(map[string]bool, len(accounts))
+	ids := make([]int64, 0, len(accounts))
+	handles := make([]string, 0, len(accounts))
+	for _, a := range accounts {
+		base := model.HandleBase(a.email)
+		h := base
+		for n := 2; taken[h]; n++ {
+			h = model.HandleCandidate(base, n)
+		}
+		taken[h] = true
+		ids, handles = append(ids, a.id), append(handles, h)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE users SET handle = v.handle, name = v.handle
+		FROM unnest($1::bigint[], $2::text[]) AS v (id, handle) WHERE users.id = v.id`, ids, handles); err != nil {
+		return 0, fmt.Errorf("giving accounts handles: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `ALTER TABLE users ALTER COLUMN handle SET NOT NULL, ALTER COLUMN name SET NOT NULL`); err != nil {
+		return 0, err
+	}
+	return len(accounts), nil
 }
 
 // UserByEmail finds an account by e-mail, in any letter case and with

@@ -101,6 +101,8 @@ func Run(t *testing.T, open Opener) {
 		{"Accounts", testAccounts},
 		{"LookAlikes", testLookAlikes},
 		{"LookAlikeRace", testLookAlikeRace},
+		{"Handles", testHandles},
+		{"HandleRace", testHandleRace},
 		{"PasswordHash", testPasswordHash},
 		{"Tokens", testTokens},
 		{"TokenCap", testTokenCap},
