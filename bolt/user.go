@@ -408,5 +408,61 @@ func (db *DB) ChangePassword(_ context.Context, by model.Caller, hash string) er
 	})
 }
 
+// UpdateProfile changes the caller's handle and name as p says (p
+// normalised and checked here too) and returns the account as it is
+// then. Errors: model.ErrInvalid; model.ErrConflict when another account
+// has the handle; the caller's own (ErrUnauthorized).
+func (db *DB) UpdateProfile(_ context.Context, by model.Caller, p model.ProfileUpdate) (*model.User, error) {
+	p.Normalize()
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var u *model.User
+	err := db.writes.update(func(tx *bbolt.Tx) error {
+		var err error
+		if u, err = db.caller(tx, by); err != nil {
+			return err
+		}
+		if p.Handle != nil && *p.Handle != u.Handle {
+			byHandle := tx.Bucket(bucketUsersByHandle)
+			if byHandle.Get([]byte(*p.Handle)) != nil {
+				return model.HandleTaken(*p.Handle)
+			}
+			if err := byHandle.Delete([]byte(u.Handle)); err != nil {
+				return err
+			}
+			if err := byHandle.Put([]byte(*p.Handle), itob(u.ID)); err != nil {
+				return err
+			}
+		}
+		p.Apply(u)
+		return db.putUser(tx, u)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// UserByHandle finds the account with handle, in any letter case.
+// Errors: model.ErrNotFound.
+func (db *DB) UserByHandle(_ context.Context, handle string) (*model.User, error) {
+	handle = model.NormalizeHandle(handle)
+	var u *model.User
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		id := tx.Bucket(bucketUsersByHandle).Get([]byte(handle))
+		if id == nil {
+			return model.HandleNotFound()
+		}
+		var err error
+		u, err = userByID(tx, btoi(id))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
 // emailKey is model.EmailKey as the users_by_email bucket's key.
 func emailKey(email string) []byte { return []byte(model.EmailKey(email)) }

@@ -70,6 +70,13 @@ type Accounts interface {
 	// ChangePassword stores the caller's new hash and deletes every other
 	// token of theirs, in one transaction.
 	ChangePassword(ctx context.Context, by model.Caller, hash string) error
+	// UpdateProfile changes the caller's handle and name as the update
+	// says and returns the account. Errors: model.ErrInvalid,
+	// model.ErrConflict (model.HandleTaken).
+	UpdateProfile(ctx context.Context, by model.Caller, p model.ProfileUpdate) (*model.User, error)
+	// UserByHandle finds the account with a handle, in any letter case,
+	// suspended or not. Errors: model.ErrNotFound.
+	UserByHandle(ctx context.Context, handle string) (*model.User, error)
 	// DeleteAccount deletes the caller's account, tokens and messages.
 	// Errors: model.ErrConflict when the caller is the last administrator.
 	DeleteAccount(ctx context.Context, by model.Caller) error

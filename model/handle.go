@@ -144,3 +144,44 @@ func MentionedHandles(content string) []string {
 	}
 	return handles
 }
+
+// ProfileUpdate holds what PATCH /api/me may change; nil leaves it as it
+// is.
+type ProfileUpdate struct {
+	Handle *string
+	Name   *string
+}
+
+// Normalize puts the fields sent in the form they are stored in.
+func (p *ProfileUpdate) Normalize() {
+	if p.Handle != nil {
+		h := NormalizeHandle(*p.Handle)
+		p.Handle = &h
+	}
+	if p.Name != nil {
+		n := NormalizeName(*p.Name)
+		p.Name = &n
+	}
+}
+
+// Validate reports every rule the fields sent break.
+func (p *ProfileUpdate) Validate() error {
+	var v ValidationError
+	if p.Handle != nil {
+		v.CheckHandle("handle", *p.Handle)
+	}
+	if p.Name != nil {
+		v.CheckName("name", *p.Name)
+	}
+	return v.Err()
+}
+
+// Apply sets u's fields to those sent.
+func (p *ProfileUpdate) Apply(u *User) {
+	if p.Handle != nil {
+		u.Handle = *p.Handle
+	}
+	if p.Name != nil {
+		u.Name = *p.Name
+	}
+}

@@ -53,8 +53,8 @@ func HandleTaken(handle string) error {
 }
 
 // HandleNotFound refuses a lookup of a handle no account has.
-func HandleNotFound(handle string) error {
-	return Errorf(ErrNotFound, "no account has the handle %s", handle)
+func HandleNotFound() error {
+	return Errorf(ErrNotFound, "no account has this handle")
 }
 
 // Logins and tokens.

@@ -13,7 +13,7 @@ import (
 // authSQL finds a token and its account. A write adds a lock on the
 // token's row (see writeTx.caller).
 const authSQL = `SELECT t.user_id, t.handle, t.created_at, t.expires_at, t.last_used_at,
-	u.email, u.password_hash, u.roles, u.created_at, u.suspended, u.last_seen_at
+	u.email, u.password_hash, u.roles, u.created_at, u.suspended, u.last_seen_at, u.handle, u.name
 FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = $1`
 
 // authLockSQL locks the token until the transaction ends: a revocation
@@ -38,7 +38,7 @@ func (db *DB) scanAuth(row pgx.Row, hash model.TokenHash) (*model.User, *model.T
 		created, expires, used, uAt time.Time
 		seen                        *time.Time
 	)
-	err := row.Scan(&userID, &handle, &created, &expires, &used, &u.Email, &u.PasswordHash, &u.Roles, &uAt, &u.Suspended, &seen)
+	err := row.Scan(&userID, &handle, &created, &expires, &used, &u.Email, &u.PasswordHash, &u.Roles, &uAt, &u.Suspended, &seen, &u.Handle, &u.Name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, model.TokenUnknown()
 	}

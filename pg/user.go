@@ -197,6 +197,54 @@ func (w *writeTx) takeHandle(ctx context.Context, asked, email string) (string, 
 	}
 }
 
+// UpdateProfile changes the caller's handle and name as p says (p
+// normalised and checked here too) and returns the account as it is
+// then. Errors: model.ErrInvalid; model.ErrConflict when another account
+// has the handle; the caller's own (ErrUnauthorized).
+func (db *DB) UpdateProfile(ctx context.Context, by model.Caller, p model.ProfileUpdate) (_ *model.User, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
+	p.Normalize()
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var u *model.User
+	err = db.write(ctx, func(w *writeTx) error {
+		var err error
+		if u, err = w.caller(ctx, by); err != nil {
+			return err
+		}
+		if p.Handle != nil && *p.Handle != u.Handle {
+			if _, err := w.takeHandle(ctx, *p.Handle, ""); err != nil {
+				return err
+			}
+		}
+		p.Apply(u)
+		_, err = w.Exec(ctx, `UPDATE users SET handle = $2, name = $3 WHERE id = $1`, int64(u.ID), u.Handle, u.Name)
+		if uniqueViolation(err, "users_handle_unique") {
+			return model.HandleTaken(u.Handle)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// UserByHandle finds the account with handle, in any letter case.
+// Errors: model.ErrNotFound.
+func (db *DB) UserByHandle(ctx context.Context, handle string) (_ *model.User, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
+	handle = model.NormalizeHandle(handle)
+	u, err := scanUser(db.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE handle = $1`, handle))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, model.HandleNotFound()
+	}
+	return u, err
+}
+
 // fillHandles gives every account of a schema older than handlesVersion
 // the handle it would get registering now, in the order the accounts were
 // made (so the oldest keeps the plain one), named by it, as bbolt's

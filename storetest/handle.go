@@ -100,3 +100,49 @@ func testHandleRace(e *env) {
 		t.Errorf("handles %q, want %q", handles, want)
 	}
 }
+
+// testProfiles: an account changes its handle and name; the handle it
+// left is anyone's, one another account has is refused (naming the
+// field), one malformed is a violation; a handle is found in any letter
+// case, a suspended account's too.
+func testProfiles(e *env) {
+	t := e.t
+	ctx := e.ctx()
+	ada, adaToken := e.user("ada@example.com")
+	bob, _ := e.user("bob@example.com")
+	got, err := e.Store.UpdateProfile(ctx, model.ByToken(adaToken), model.ProfileUpdate{Handle: ptr("Lovelace"), Name: ptr("  Ada Lovelace ")})
+	if err != nil || got.Handle != "lovelace" || got.Name != "Ada Lovelace" || got.ID != ada.ID {
+		t.Fatalf("UpdateProfile = %+v, %v; want lovelace, Ada Lovelace", got, err)
+	}
+	if u, err := e.Store.UserByHandle(ctx, "LOVELACE"); err != nil || u.ID != ada.ID || u.Name != "Ada Lovelace" {
+		t.Errorf("UserByHandle(LOVELACE) = %+v, %v; want ada", u, err)
+	}
+	_, err = e.Store.UserByHandle(ctx, "ada")
+	wantKind(t, "UserByHandle of the handle ada left", err, model.ErrNotFound, model.HandleNotFound().Error())
+	// Only the name: the handle stays.
+	if got, err := e.Store.UpdateProfile(ctx, model.ByToken(adaToken), model.ProfileUpdate{Name: ptr("Ada")}); err != nil || got.Handle != "lovelace" || got.Name != "Ada" {
+		t.Errorf("UpdateProfile of the name = %+v, %v", got, err)
+	}
+	// The handle ada left is anyone's: bob takes it.
+	if got, err := e.Store.UpdateProfile(ctx, model.ByUser(bob.ID), model.ProfileUpdate{Handle: ptr("ada")}); err != nil || got.Handle != "ada" {
+		t.Errorf("bob taking ada = %+v, %v", got, err)
+	}
+	_, err = e.Store.UpdateProfile(ctx, model.ByToken(adaToken), model.ProfileUpdate{Handle: ptr("ADA")})
+	wantKind(t, "UpdateProfile to a taken handle", err, model.ErrConflict, model.HandleTaken("ada").Error())
+	for _, p := range []model.ProfileUpdate{{Handle: ptr("a")}, {Name: ptr("   ")}, {Name: ptr("x\u200by")}} {
+		var invalid *model.ValidationError
+		if _, err := e.Store.UpdateProfile(ctx, model.ByToken(adaToken), p); !errors.As(err, &invalid) {
+			t.Errorf("UpdateProfile(%+v) = %v, want a violation", p, err)
+		}
+	}
+	if u, err := e.Store.UserByID(ctx, ada.ID); err != nil || u.Handle != "lovelace" || u.Name != "Ada" {
+		t.Errorf("after the refusals ada is %+v, %v; want lovelace, Ada", u, err)
+	}
+	_, rootToken := e.admin("root@example.com")
+	if _, err := e.Store.UpdateAccount(ctx, model.ByToken(rootToken), ada.ID, model.AccountUpdate{Suspended: ptr(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := e.Store.UserByHandle(ctx, "lovelace"); err != nil || u.ID != ada.ID || !u.Suspended {
+		t.Errorf("UserByHandle of a suspended account = %+v, %v; want it found", u, err)
+	}
+}

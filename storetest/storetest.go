@@ -103,6 +103,7 @@ func Run(t *testing.T, open Opener) {
 		{"LookAlikeRace", testLookAlikeRace},
 		{"Handles", testHandles},
 		{"HandleRace", testHandleRace},
+		{"Profiles", testProfiles},
 		{"PasswordHash", testPasswordHash},
 		{"Tokens", testTokens},
 		{"TokenCap", testTokenCap},
