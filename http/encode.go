@@ -27,12 +27,23 @@ func (t apiTime) MarshalJSON() ([]byte, error) {
 type userJSON struct {
 	ID        uint64   `json:"id"`
 	Email     string   `json:"email"`
+	Handle    string   `json:"handle"`
+	Name      string   `json:"name"`
 	Roles     []string `json:"roles"`
 	CreatedAt apiTime  `json:"createdAt"`
 }
 
 func newUserJSON(u *model.User) userJSON {
-	return userJSON{ID: u.ID, Email: u.Email, Roles: u.Roles, CreatedAt: apiTime(u.CreatedAt)}
+	return userJSON{ID: u.ID, Email: u.Email, Handle: u.Handle, Name: u.Name, Roles: u.Roles, CreatedAt: apiTime(u.CreatedAt)}
+}
+
+// profileJSON is an account as anyone with a token may see it: no
+// e-mail, no roles.
+type profileJSON struct {
+	ID        uint64  `json:"id"`
+	Handle    string  `json:"handle"`
+	Name      string  `json:"name"`
+	CreatedAt apiTime `json:"createdAt"`
 }
 
 // registeredJSON is the answer to registration: the account plus the token

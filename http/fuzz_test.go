@@ -244,7 +244,7 @@ func FuzzRegisterBody(f *testing.F) {
 			t.Errorf("counts = %+v, want %+v", after, want)
 		}
 		u := fzJSON(t, rec)
-		if got, want := strings.Join(acctKeys(u), ","), "createdAt,email,expiresAt,id,roles,token"; got != want {
+		if got, want := strings.Join(acctKeys(u), ","), "createdAt,email,expiresAt,handle,id,name,roles,token"; got != want {
 			t.Errorf("keys = %s, want %s", got, want)
 		}
 		if token, _ := u["token"].(string); !auth.WellFormedToken(token) {

@@ -278,12 +278,14 @@ func (s *Server) routes() []route {
 		{http.MethodPost, "/api/password-reset", public, s.resetPassword},
 		{http.MethodGet, "/api/me", authenticated, s.me},
 		{http.MethodPost, "/api/logout", authenticated, s.logout},
+		{http.MethodPatch, "/api/me", authenticated, s.updateProfile},
 		{http.MethodDelete, "/api/me", authenticated, s.deleteAccount},
 		{http.MethodPost, "/api/me/password", authenticated, s.changePassword},
 		{http.MethodGet, "/api/me/tokens", authenticated, s.listTokens},
 		{http.MethodDelete, "/api/me/tokens", authenticated, s.revokeAllTokens},
 		{http.MethodDelete, "/api/me/tokens/:id", authenticated, s.revokeToken},
 
+		{http.MethodGet, "/api/users/:handle", bearer, s.profile},
 		{http.MethodPost, "/api/message", roleUser, s.createMessage}, // the original API's singular path, kept for its clients
 		{http.MethodPost, "/api/messages", roleUser, s.createMessage},
 		{http.MethodGet, "/api/messages", bearer, s.searchMessages},

@@ -13,8 +13,13 @@ import (
 
 var (
 	registerFields = fieldSpec{
-		writable: []string{"email", "password", "invite"},
+		writable: []string{"email", "password", "invite", "handle", "name"},
 		readOnly: []string{"id", "roles", "createdAt", "token", "expiresAt"},
+	}
+	profileFields = fieldSpec{
+		writable:   []string{"handle", "name"},
+		readOnly:   []string{"id", "email", "roles", "createdAt"},
+		mergePatch: true,
 	}
 	loginFields = fieldSpec{writable: []string{"username", "password"}}
 )
@@ -62,7 +67,8 @@ func (s *Server) registerAccount(w http.ResponseWriter, r *http.Request, _ httpr
 	case mode == RegistrationInvite && code == "":
 		return errInvitationNeeded
 	}
-	reg := model.Registration{Email: f.str("email"), Password: f.str("password")}
+	_, nameSent := f["name"]
+	reg := model.Registration{Email: f.str("email"), Password: f.str("password"), Handle: f.str("handle"), Name: f.str("name"), NameSent: nameSent}
 	reg.Normalize()
 	if err := reg.Validate(); err != nil {
 		return err
@@ -109,7 +115,7 @@ func (s *Server) createAccount(r *http.Request, reg model.Registration, invite *
 	if err != nil {
 		return nil, "", nil, err
 	}
-	u := &model.User{Email: reg.Email, PasswordHash: hash}
+	u := &model.User{Email: reg.Email, Handle: reg.Handle, Name: reg.Name, PasswordHash: hash}
 	tok, err := s.store.CreateUser(r.Context(), u, tokenHash, s.tokenTTL, invite)
 	if err != nil {
 		return nil, "", nil, err
@@ -225,6 +231,46 @@ func (s *Server) rehash(r *http.Request, u *model.User, password string) {
 // me returns the caller's account.
 func (s *Server) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	s.writeJSON(w, r, http.StatusOK, newUserJSON(caller(r).user))
+	return nil
+}
+
+// updateProfile changes the caller's handle and name.
+func (s *Server) updateProfile(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	f, err := decodeBody(w, r, s.maxBody, profileFields)
+	if err != nil {
+		return err
+	}
+	var p model.ProfileUpdate
+	var v model.ValidationError
+	for _, field := range []struct {
+		name string
+		to   **string
+	}{{"handle", &p.Handle}, {"name", &p.Name}} {
+		if value, sent := f[field.name]; sent {
+			if value == nil {
+				v.Add(field.name, "cannot be removed")
+			}
+			*field.to = value
+		}
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	u, err := s.store.UpdateProfile(r.Context(), model.ByToken(caller(r).tokenHash), p)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, newUserJSON(u))
+	return nil
+}
+
+// profile answers an account's public profile by its handle.
+func (s *Server) profile(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	u, err := s.store.UserByHandle(r.Context(), ps.ByName("handle"))
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, profileJSON{ID: u.ID, Handle: u.Handle, Name: u.Name, CreatedAt: apiTime(u.CreatedAt)})
 	return nil
 }
 

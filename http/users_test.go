@@ -219,7 +219,7 @@ func TestRegister_Created(t *testing.T) {
 				t.Errorf("Content-Type = %q, want %q", got, want)
 			}
 			body := res.JSON(t)
-			if got, want := strings.Join(acctKeys(body), ","), "createdAt,email,expiresAt,id,roles,token"; got != want {
+			if got, want := strings.Join(acctKeys(body), ","), "createdAt,email,expiresAt,handle,id,name,roles,token"; got != want {
 				t.Errorf("keys = %s, want %s", got, want)
 			}
 			if id, ok := body["id"].(float64); !ok || id < 1 || id != float64(int64(id)) {
@@ -576,7 +576,7 @@ func TestMe(t *testing.T) {
 		t.Errorf("Content-Type = %q, want %q", got, want)
 	}
 	me := res.JSON(t)
-	if got, want := strings.Join(acctKeys(me), ","), "createdAt,email,id,roles"; got != want {
+	if got, want := strings.Join(acctKeys(me), ","), "createdAt,email,handle,id,name,roles"; got != want {
 		t.Errorf("keys = %s, want %s", got, want)
 	}
 	for _, k := range []string{"id", "email", "createdAt"} {

@@ -94,16 +94,34 @@ func NewAccount(u *User) (User, error) {
 type Registration struct {
 	Email    string
 	Password string
+	// Handle and Name are optional: without them the store makes a
+	// handle from the e-mail, and the account is named by its handle.
+	// NameSent says a name was sent, which must then follow the rules,
+	// even when it is blank.
+	Handle   string
+	Name     string
+	NameSent bool
 }
 
-// Normalize trims the e-mail; spaces around an address are never meant.
-func (r *Registration) Normalize() { r.Email = NormalizeEmail(r.Email) }
+// Normalize trims the e-mail (spaces around an address are never meant)
+// and puts the handle and name in the form they are stored in.
+func (r *Registration) Normalize() {
+	r.Email = NormalizeEmail(r.Email)
+	r.Handle = NormalizeHandle(r.Handle)
+	r.Name = NormalizeName(r.Name)
+}
 
 // Validate reports every rule the registration breaks.
 func (r *Registration) Validate() error {
 	var v ValidationError
 	v.CheckEmail("email", r.Email)
 	v.CheckNewPassword("password", r.Password)
+	if r.Handle != "" {
+		v.CheckHandle("handle", r.Handle)
+	}
+	if r.NameSent {
+		v.CheckName("name", r.Name)
+	}
 	return v.Err()
 }
 
