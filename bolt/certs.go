@@ -51,3 +51,14 @@ func (db *DB) DeleteCert(_ context.Context, name string) error {
 		return tx.Bucket(bucketCerts).Delete([]byte(name))
 	})
 }
+
+// certs checks that every value HTTPS with ACME keeps holds something: a
+// certificate read back empty would be ordered again on every start.
+func (c *checker) certs() {
+	_ = c.tx.Bucket(bucketCerts).ForEach(func(k, v []byte) error {
+		if len(v) == 0 {
+			c.addf("certs: %q is empty", k)
+		}
+		return nil
+	})
+}
