@@ -566,3 +566,21 @@ func TestTLSFlags(t *testing.T) {
 		t.Errorf("--acme-directory defaults to %q, want Let's Encrypt's", cfg.acmeDirectory)
 	}
 }
+
+// TestTLSCertFilesUnreadable: a start with certificate files it cannot
+// read fails at once, naming them, and leaves no database behind.
+func TestTLSCertFilesUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "herald.db")
+	in := start(t, []string{"--addr", "127.0.0.1:0", "--db", dbPath, "--tls-cert", filepath.Join(dir, "missing.crt"),
+		"--tls-key", filepath.Join(dir, "missing.key")}, nil)
+	if got, want := in.wait(t), 1; got != want {
+		t.Errorf("a start with missing certificate files = %d, want %d", got, want)
+	}
+	if logs := in.stderr.String(); !strings.Contains(logs, "reading --tls-cert "+filepath.Join(dir, "missing.crt")) {
+		t.Errorf("the error does not name the files:\n%s", logs)
+	}
+	if _, err := os.Stat(dbPath); !os.IsNotExist(err) {
+		t.Errorf("a failed start left %s behind (%v)", dbPath, err)
+	}
+}
