@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/crypto/acme/autocert"
 
 	"herald/bolt"
 )
@@ -582,5 +584,97 @@ func TestTLSCertFilesUnreadable(t *testing.T) {
 	}
 	if _, err := os.Stat(dbPath); !os.IsNotExist(err) {
 		t.Errorf("a failed start left %s behind (%v)", dbPath, err)
+	}
+}
+
+// pemCert is a certificate (and a key before it, as autocert stores
+// them) valid from notBefore to notAfter.
+func pemCert(t *testing.T, notBefore, notAfter time.Time) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: []string{testDomain}, NotBefore: notBefore, NotAfter: notAfter}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(key)
+	return append(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+}
+
+// TestCertCacheOneOrder: reading a domain's certificate that is missing,
+// or due for renewal, keeps the lock for the order that follows, so
+// another reader waits until the certificate is stored, or until the
+// order gives up; a certificate not due is read without keeping it.
+// Other values (the account, challenges) never wait.
+func TestCertCacheOneOrder(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := newCertCache(db, []string{testDomain})
+	now := time.Now()
+	c.now = func() time.Time { return now }
+	bg := context.Background()
+	blocked := func(name string) bool {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+		defer cancel()
+		_, err := c.Get(ctx, name)
+		return errors.Is(err, context.DeadlineExceeded)
+	}
+
+	// Missing: the first reader orders; the second waits for its Put.
+	order, cancelOrder := context.WithCancel(bg)
+	if _, err := c.Get(order, testDomain); !errors.Is(err, autocert.ErrCacheMiss) {
+		t.Fatalf("Get of a missing certificate = %v, want ErrCacheMiss", err)
+	}
+	if !blocked(testDomain) || !blocked(testDomain+"+rsa") {
+		t.Fatal("another reader went ahead while an order runs")
+	}
+	if blocked("acme_account+key") {
+		t.Fatal("the account's key waited for the order, which reads it")
+	}
+	fresh := pemCert(t, now.Add(-time.Hour), now.Add(90*24*time.Hour))
+	got := make(chan []byte, 1)
+	go func() { data, _ := c.Get(bg, testDomain); got <- data }()
+	if err := c.Put(order, testDomain, fresh); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case data := <-got:
+		if !bytes.Equal(data, fresh) {
+			t.Errorf("the waiting reader got %d bytes, want the stored certificate", len(data))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting reader still waits after the certificate was stored")
+	}
+	cancelOrder()
+
+	// Not due: read without keeping the lock.
+	if blocked(testDomain) {
+		t.Fatal("a certificate not due kept the lock")
+	}
+
+	// Due (60 of 90 days gone): the reader keeps the lock until its order
+	// gives up.
+	now = now.Add(61 * 24 * time.Hour)
+	renewal, giveUp := context.WithCancel(bg)
+	if data, err := c.Get(renewal, testDomain); err != nil || !bytes.Equal(data, fresh) {
+		t.Fatalf("Get of a certificate due = %d bytes, %v; want it", len(data), err)
+	}
+	if !blocked(testDomain) {
+		t.Fatal("another reader went ahead while a renewal runs")
+	}
+	giveUp()
+	deadline := time.Now().Add(10 * time.Second)
+	for blocked(testDomain) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lock is still held after the renewal gave up")
+		}
 	}
 }
