@@ -170,6 +170,13 @@ func requirePebble(t *testing.T) {
 // and HTTP-01 challenges on httpPort of 127.0.0.1.
 func startPebble(t *testing.T, tlsPort, httpPort string) *pebble {
 	t.Helper()
+	return startPebbleValid(t, tlsPort, httpPort, 0)
+}
+
+// startPebbleValid is startPebble issuing certificates valid for validity
+// (pebble's default when 0).
+func startPebbleValid(t *testing.T, tlsPort, httpPort string, validity time.Duration) *pebble {
+	t.Helper()
 	requirePebble(t)
 	dir := t.TempDir()
 	p := &pebble{ca: newTestCA(t), out: &syncBuffer{}}
@@ -180,11 +187,15 @@ func startPebble(t *testing.T, tlsPort, httpPort string) *pebble {
 	p.directory = "https://" + listen + "/dir"
 	tp, _ := strconv.Atoi(tlsPort)
 	hp, _ := strconv.Atoi(httpPort)
-	config, _ := json.Marshal(map[string]any{"pebble": map[string]any{
+	settings := map[string]any{
 		"listenAddress": listen, "managementListenAddress": p.mgmt,
 		"certificate": certPath, "privateKey": keyPath,
 		"httpPort": hp, "tlsPort": tp, "ocspResponderURL": "", "externalAccountBindingRequired": false,
-	}})
+	}
+	if validity > 0 {
+		settings["certificateValidityPeriod"] = int(validity.Seconds())
+	}
+	config, _ := json.Marshal(map[string]any{"pebble": settings})
 	configPath := filepath.Join(dir, "pebble.json")
 	if err := os.WriteFile(configPath, config, 0o600); err != nil {
 		t.Fatal(err)
@@ -677,4 +688,49 @@ func TestCertCacheOneOrder(t *testing.T) {
 			t.Fatal("the lock is still held after the renewal gave up")
 		}
 	}
+}
+
+// TestACMERenewalOnPostgres: certificates valid for a minute, which
+// autocert renews a third of their life before they end. Two instances
+// on one database renew with one order between them, and both serve the
+// renewed certificate.
+func TestACMERenewalOnPostgres(t *testing.T) {
+	url := postgresCluster(t).Database(t)
+	httpsA, httpA := freePort(t), freePort(t)
+	const validity = time.Minute
+	pb := startPebbleValid(t, httpsA, httpA, validity)
+	if !strings.Contains(pb.out.String(), "certificate validity period of 60 seconds") {
+		t.Fatalf("pebble did not take the validity period; output:\n%s", pb.out)
+	}
+	a := startProcessEnv(t, url, pb.acmeEnv(t, httpsA, httpA)...)
+	a.waitLogWithin(t, `msg="TLS certificate ready" domain=`+testDomain, acmeTimeout)
+	b := startProcessEnv(t, url, pb.acmeEnv(t, freePort(t), freePort(t))...)
+	b.waitLogWithin(t, `msg="TLS certificate ready" domain=`+testDomain, acmeTimeout)
+	roots := pool(t, pb.roots(t))
+	first := checkServesHTTPS(t, roots, testDomain, a.addr)
+	if got := checkServesHTTPS(t, roots, testDomain, b.addr); got.Cmp(first) != 0 {
+		t.Fatalf("the instances serve %v and %v, want one certificate", first, got)
+	}
+	// Renewed at two thirds of its life (less a jitter of up to a tenth
+	// of the third): both instances serve a new certificate by then.
+	deadline := time.Now().Add(validity)
+	for {
+		sa := checkServesHTTPS(t, roots, testDomain, a.addr)
+		sb := checkServesHTTPS(t, roots, testDomain, b.addr)
+		if sa.Cmp(first) != 0 && sb.Cmp(first) != 0 {
+			if sa.Cmp(sb) != 0 {
+				t.Errorf("after the renewal the instances serve %v and %v, want one certificate", sa, sb)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no renewal within %v: the instances serve %v and %v; pebble:\n%s", validity, sa, sb, pb.out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if got, want := pb.orders(), 2; got != want {
+		t.Errorf("pebble took %d orders, want %d: one, and one renewal for both instances", got, want)
+	}
+	a.stopProcess(t)
+	b.stopProcess(t)
 }
