@@ -8,6 +8,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -496,6 +498,9 @@ func (t *serverTLS) start(ctx context.Context, srv *http.Server, ln, httpLn net.
 		t.acme.Cache = newCertCache(db, t.domains)
 	}
 	srv.Handler = hsts(srv.Handler)
+	if srv.ErrorLog != nil {
+		srv.ErrorLog = log.New(handshakeNoise{warn: srv.ErrorLog.Writer(), logger: logger}, "", 0)
+	}
 	// An empty map, not nil: no HTTP/2 (see setupTLS).
 	srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 	attrs := []any{"addr", ln.Addr().String()}
@@ -528,6 +533,26 @@ func (t *serverTLS) start(ctx context.Context, srv *http.Server, ln, httpLn net.
 	// time the handshake), so the writes are not coalesced under TLS
 	// (netquirk.CoalesceWrites): the TLS records take their place.
 	return tls.NewListener(ln, t.config), stop
+}
+
+// handshakeNoise takes the handshakes that fail for want of anything to
+// do on the server's side out of the warnings: on a public address,
+// scanners connect all day without a name (missing server name), with a
+// name this server has no certificate for, or with no TLS at all. They go
+// to the debug log; a failure to obtain a certificate stays a warning.
+type handshakeNoise struct {
+	warn   io.Writer // net/http's error log as serve set it
+	logger *slog.Logger
+}
+
+func (h handshakeNoise) Write(p []byte) (int, error) {
+	line := string(p)
+	if strings.HasPrefix(line, "http: TLS handshake error") &&
+		(!strings.Contains(line, "acme/autocert:") || strings.Contains(line, "missing server name") || strings.Contains(line, "not configured")) {
+		h.logger.Debug(strings.TrimSpace(line))
+		return len(p), nil
+	}
+	return h.warn.Write(p)
 }
 
 // portOf is the port ln listens on.

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -733,4 +734,40 @@ func TestACMERenewalOnPostgres(t *testing.T) {
 	}
 	a.stopProcess(t)
 	b.stopProcess(t)
+}
+
+// TestHandshakeNoise: failed handshakes that only say a client had
+// nothing to ask go to the debug log; a failure to obtain a certificate,
+// and any other error of net/http's, stay warnings.
+func TestHandshakeNoise(t *testing.T) {
+	var warn, all bytes.Buffer
+	h := handshakeNoise{warn: &warn, logger: slog.New(slog.NewTextHandler(&all, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	for _, line := range []string{
+		"http: TLS handshake error from 192.0.2.1:1234: acme/autocert: missing server name\n",
+		"http: TLS handshake error from 192.0.2.1:1234: acme/autocert: host \"scan.example\" not configured in HostWhitelist\n",
+		"http: TLS handshake error from 192.0.2.1:1234: tls: first record does not look like a TLS handshake\n",
+		"http: TLS handshake error from 192.0.2.1:1234: EOF\n",
+	} {
+		if _, err := h.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if warn.Len() != 0 {
+		t.Errorf("noise went to the warnings: %s", warn.String())
+	}
+	if got := strings.Count(all.String(), "level=DEBUG"); got != 4 {
+		t.Errorf("%d debug lines, want 4:\n%s", got, all.String())
+	}
+	kept := []string{
+		"http: TLS handshake error from 192.0.2.1:1234: acme/autocert: unable to satisfy \"https://ca/authz\" for domain \"herald.test\": no viable challenge type found\n",
+		"http: Accept error: accept tcp: too many open files; retrying in 5ms\n",
+	}
+	for _, line := range kept {
+		if _, err := h.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := warn.String(); got != strings.Join(kept, "") {
+		t.Errorf("warnings = %q, want %q", got, strings.Join(kept, ""))
+	}
 }
