@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,7 +67,7 @@ type serverTLS struct {
 	httpAddr    string
 	httpHandler http.Handler
 	// ready, when set, obtains the certificate right away, so the first
-	// visitor does not wait for the order; serve calls it once the HTTPS
+	// visitor does not wait for the order; start calls it as the HTTPS
 	// listener answers (the CA's TLS-ALPN-01 challenge comes to it).
 	ready func(ctx context.Context)
 	// files, when set, are --tls-cert and --tls-key, read again on SIGHUP.
@@ -103,6 +104,9 @@ func (c *tlsFlags) validate() error {
 		return configError("tls-key", "and --tls-cert go together")
 	case c.httpAddr != "" && !c.tlsEnabled():
 		return configError("http-addr", "needs --tls-domain or --tls-cert: without them --addr already answers plain HTTP")
+	}
+	if c.tlsDomain != "" && len(c.tlsDomains()) == 0 {
+		return configError("tls-domain", "names no domain")
 	}
 	for _, d := range c.tlsDomains() {
 		if strings.ContainsAny(d, ":/@ ") || !strings.Contains(strings.Trim(d, "."), ".") || net.ParseIP(d) != nil {
@@ -224,7 +228,7 @@ func (h *httpsRedirect) target(r *http.Request) string {
 		return h.base + r.URL.RequestURI()
 	}
 	host := hostOnly(r.Host)
-	if len(h.domains) > 0 && !contains(h.domains, strings.ToLower(host)) {
+	if len(h.domains) > 0 && !slices.Contains(h.domains, strings.ToLower(host)) {
 		// Only to a name the certificate is for.
 		host = h.domains[0]
 	}
@@ -247,15 +251,6 @@ func (h *httpsRedirect) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Redirect(w, r, to, http.StatusMovedPermanently)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // hsts has browsers reach the server over HTTPS only, once they have
@@ -380,7 +375,7 @@ func newCertCache(store certStore, domains []string) *certCache {
 // isCert reports whether name is one of a domain's certificates, as
 // autocert names them: the domain (ECDSA), or with "+rsa".
 func (c *certCache) isCert(name string) bool {
-	return contains(c.domains, strings.TrimSuffix(name, "+rsa"))
+	return slices.Contains(c.domains, strings.TrimSuffix(name, "+rsa"))
 }
 
 func (c *certCache) Get(ctx context.Context, name string) ([]byte, error) {

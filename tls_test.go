@@ -551,6 +551,7 @@ func TestTLSFlags(t *testing.T) {
 		{[]string{"--http-addr", ":80"}, "--http-addr (HERALD_HTTP_ADDR) needs --tls-domain or --tls-cert"},
 		{[]string{"--tls-domain", "https://herald.example.com"}, "--tls-domain (HERALD_TLS_DOMAIN) has \"https://herald.example.com\""},
 		{[]string{"--tls-domain", "herald.example.com:443"}, "--tls-domain (HERALD_TLS_DOMAIN) has"},
+		{[]string{"--tls-domain", ","}, "--tls-domain (HERALD_TLS_DOMAIN) names no domain"},
 		{[]string{"--tls-domain", "localhost"}, "--tls-domain (HERALD_TLS_DOMAIN) has \"localhost\""},
 		{[]string{"--tls-domain", "192.0.2.1"}, "--tls-domain (HERALD_TLS_DOMAIN) has"},
 		{[]string{"--tls-domain", "herald.example.com", "--acme-directory", "http://ca.example.com/dir"}, "--acme-directory (HERALD_ACME_DIRECTORY) must be an https:// URL"},
