@@ -62,9 +62,7 @@ type serverTLS struct {
 	// --tls-domain, else empty.
 	url     string
 	domains []string
-	// httpAddr is --http-addr as it applies ("" when no plain-HTTP
-	// listener is opened), httpHandler what it serves.
-	httpAddr    string
+	// httpHandler is what --http-addr serves (see listenPlainHTTP).
 	httpHandler http.Handler
 	// ready, when set, obtains the certificate right away, so the first
 	// visitor does not wait for the order; start calls it as the HTTPS
@@ -144,7 +142,7 @@ func setupTLS(cfg *config, httpsPort string, logger *slog.Logger) (*serverTLS, e
 	}
 	// Live streams take their connection over from net/http, which HTTP/2
 	// does not allow: HTTPS speaks HTTP/1.1.
-	t := &serverTLS{config: &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}, httpAddr: cfg.httpAddr}
+	t := &serverTLS{config: &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}}
 	if cfg.tlsCert != "" {
 		files := &certFiles{cert: cfg.tlsCert, key: cfg.tlsKey}
 		if err := files.load(); err != nil {
@@ -153,9 +151,7 @@ func setupTLS(cfg *config, httpsPort string, logger *slog.Logger) (*serverTLS, e
 		logger.Info("TLS certificate loaded", files.attrs()...)
 		t.files = files
 		t.config.GetCertificate = files.get
-		if t.httpAddr != "" {
-			t.httpHandler = redirect
-		}
+		t.httpHandler = redirect
 		return t, nil
 	}
 	domains := cfg.tlsDomains()
@@ -175,9 +171,6 @@ func setupTLS(cfg *config, httpsPort string, logger *slog.Logger) (*serverTLS, e
 	t.config.GetCertificate = m.GetCertificate
 	t.config.NextProtos = append(t.config.NextProtos, acme.ALPNProto)
 	t.url, t.domains = "https://"+domains[0]+"/", domains
-	if t.httpAddr == "" {
-		t.httpAddr = ":80"
-	}
 	challenges := m.HTTPHandler(redirect)
 	t.httpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The CA asks for port 80, but a router may forward another port
@@ -206,12 +199,13 @@ func setupTLS(cfg *config, httpsPort string, logger *slog.Logger) (*serverTLS, e
 	return t, nil
 }
 
-// hostOnly is a Host header without its port.
+// hostOnly is a Host header without its port (and an IPv6 address
+// without its brackets).
 func hostOnly(hostport string) string {
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		return h
 	}
-	return hostport
+	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
 }
 
 // httpsRedirect sends a plain-HTTP request to HTTPS: GET and HEAD are
@@ -235,8 +229,11 @@ func (h *httpsRedirect) target(r *http.Request) string {
 	if host == "" {
 		return ""
 	}
-	if h.port != "443" {
+	switch {
+	case h.port != "443":
 		host = net.JoinHostPort(host, h.port)
+	case strings.Contains(host, ":"):
+		host = "[" + host + "]"
 	}
 	return "https://" + host + r.URL.RequestURI()
 }

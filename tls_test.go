@@ -772,3 +772,31 @@ func TestHandshakeNoise(t *testing.T) {
 		t.Errorf("warnings = %q, want %q", got, strings.Join(kept, ""))
 	}
 }
+
+// TestHTTPSRedirectTarget: where plain HTTP is sent, by Host header,
+// --tls-domain's names, the HTTPS port and --public-url.
+func TestHTTPSRedirectTarget(t *testing.T) {
+	for _, tc := range []struct {
+		h          httpsRedirect
+		host, want string
+	}{
+		{httpsRedirect{port: "443"}, "herald.example.com", "https://herald.example.com/p?q=1"},
+		{httpsRedirect{port: "443"}, "herald.example.com:80", "https://herald.example.com/p?q=1"},
+		{httpsRedirect{port: "8443"}, "herald.example.com:8080", "https://herald.example.com:8443/p?q=1"},
+		{httpsRedirect{port: "443"}, "[2001:db8::1]:80", "https://[2001:db8::1]/p?q=1"},
+		{httpsRedirect{port: "443"}, "[2001:db8::1]", "https://[2001:db8::1]/p?q=1"},
+		{httpsRedirect{port: "8443"}, "[2001:db8::1]", "https://[2001:db8::1]:8443/p?q=1"},
+		{httpsRedirect{port: "443"}, "", ""},
+		// With --tls-domain, only to a name the certificate is for.
+		{httpsRedirect{port: "443", domains: []string{"herald.example.com", "www.example.com"}}, "WWW.example.com", "https://WWW.example.com/p?q=1"},
+		{httpsRedirect{port: "443", domains: []string{"herald.example.com"}}, "elsewhere.example", "https://herald.example.com/p?q=1"},
+		{httpsRedirect{port: "443", domains: []string{"herald.example.com"}}, "", "https://herald.example.com/p?q=1"},
+		{httpsRedirect{port: "8443", base: "https://herald.example.com:4443"}, "other:80", "https://herald.example.com:4443/p?q=1"},
+	} {
+		r, _ := http.NewRequest(http.MethodGet, "http://x/p?q=1", nil)
+		r.Host = tc.host
+		if got := tc.h.target(r); got != tc.want {
+			t.Errorf("%+v with Host %q redirects to %q, want %q", tc.h, tc.host, got, tc.want)
+		}
+	}
+}
