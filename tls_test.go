@@ -800,3 +800,28 @@ func TestHTTPSRedirectTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestACMEChallengeOnAnotherInstance: behind a balancer, the CA's
+// challenge may reach an instance other than the one that ordered. Here
+// pebble validates by HTTP-01 on instance a's plain-HTTP port only, and
+// only b can reach pebble (a's CA is an address nothing answers): a
+// answers b's challenge from the database.
+func TestACMEChallengeOnAnotherInstance(t *testing.T) {
+	url := postgresCluster(t).Database(t)
+	httpsA, httpA := freePort(t), freePort(t)
+	pb := startPebble(t, freePort(t), httpA)
+	envA := pb.acmeEnv(t, httpsA, httpA)
+	envA = append(envA, "HERALD_ACME_DIRECTORY=https://127.0.0.1:"+freePort(t)+"/dir")
+	a := startProcessEnv(t, url, envA...)
+	a.waitLogWithin(t, `msg="no TLS certificate yet;`, acmeTimeout)
+	b := startProcessEnv(t, url, pb.acmeEnv(t, freePort(t), freePort(t))...)
+	b.waitLogWithin(t, `msg="TLS certificate ready" domain=`+testDomain, acmeTimeout)
+	// (a serves the certificate too, but only once autocert has let its
+	// own failed order go, a minute later: not waited for here.)
+	checkServesHTTPS(t, pool(t, pb.roots(t)), testDomain, b.addr)
+	if got, want := len(certSerialRE.FindAllString(pb.out.String(), -1)), 1; got != want {
+		t.Errorf("pebble issued %d certificates, want %d", got, want)
+	}
+	a.stopProcess(t)
+	b.stopProcess(t)
+}
