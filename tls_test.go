@@ -505,6 +505,7 @@ func TestTLSCertFiles(t *testing.T) {
 		t.Fatalf("no http-addr in the log:\n%s", p.stderr)
 	}
 	checkRedirects(t, m[1], "https://"+testDomain+":"+httpsPort)
+	checkStreamOverTLS(t, roots, p.addr)
 
 	// The renewed files, read on SIGHUP.
 	_, _, keyPEM2 := ca.issue(t, dir, "herald", 11, testDomain)
@@ -824,4 +825,55 @@ func TestACMEChallengeOnAnotherInstance(t *testing.T) {
 	}
 	a.stopProcess(t)
 	b.stopProcess(t)
+}
+
+// checkStreamOverTLS registers an account over TLS and opens its live
+// stream, which takes its connection over from net/http: the stream's
+// first lines and a message created meanwhile arrive through TLS.
+func checkStreamOverTLS(t *testing.T, roots *x509.CertPool, addr string) {
+	t.Helper()
+	c := httpsClient(roots, testDomain, addr)
+	c.Timeout = 0 // the stream stays open; its reads are bounded below
+	base := "https://" + testDomain
+	var reg tokenResponse
+	resp, err := c.Post(base+"/api/register", "application/json", strings.NewReader(`{"email":"tls@example.com","password":"a long passphrase"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&reg); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("register over TLS = %d, %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/messages/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+reg.Token)
+	stream, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	if stream.StatusCode != http.StatusOK || stream.Header.Get("Strict-Transport-Security") == "" {
+		t.Fatalf("stream over TLS = %d, HSTS %q", stream.StatusCode, stream.Header.Get("Strict-Transport-Security"))
+	}
+	req, _ = http.NewRequest(http.MethodPost, base+"/api/messages", strings.NewReader(`{"content":"over tls"}`))
+	req.Header.Set("Authorization", "Bearer "+reg.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create over TLS = %d", resp.StatusCode)
+	}
+	var got []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(got, []byte("over tls")) {
+		n, err := stream.Body.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			t.Fatalf("the stream over TLS ended before the message: %v; read %q", err, got)
+		}
+	}
 }
