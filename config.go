@@ -53,6 +53,7 @@ type config struct {
 	loginPerAddress auth.Rate
 	registerPerAddr auth.Rate
 	connsPerAddr    int
+	tlsFlags        // HTTPS: see tls.go
 }
 
 // parseConfig reads flags, falling back to HERALD_* variables, falling back
@@ -100,6 +101,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.Var(rateFlag{&c.loginPerAccount}, "login-failures-per-account", "failed logins allowed per account: a burst, then one more per interval (`BURST/INTERVAL`)")
 	fs.Var(rateFlag{&c.loginPerAddress}, "login-failures-per-address", "failed logins allowed per client address (`BURST/INTERVAL`)")
 	fs.Var(rateFlag{&c.registerPerAddr}, "registrations-per-address", "registrations allowed per client address (`BURST/INTERVAL`)")
+	c.tlsFlags.register(fs)
 	usage := func(out io.Writer) {
 		fmt.Fprintf(out, "Usage: herald [serve] [flags]\n       herald check --db FILE\n       herald backup --db FILE OUT\n       herald compact --db FILE OUT\n       herald migrate --db FILE --to URL\n       herald admin grant|create|revoke ...\n       herald version (also --version or -v)\n\nHerald serves a messaging API with user accounts on one embedded database, or,\nfor more than one instance, on PostgreSQL.\ncheck, backup and compact work on a stopped server's bbolt file; migrate copies\none into an empty PostgreSQL database; admin manages administrators; each has --help\n(or: herald help COMMAND).\n\nServe flags (each also read from the HERALD_* variable shown; a flag beats its variable):\n")
 		fs.VisitAll(func(f *flag.Flag) {
@@ -200,7 +202,7 @@ func (c *config) validate() error {
 	if _, err := parsePrefixes(c.trustedProxies); err != nil {
 		return configError("trusted-proxies", err.Error())
 	}
-	return nil
+	return c.tlsFlags.validate()
 }
 
 // choresFor says what the chores keep by cfg's flags, run as often as

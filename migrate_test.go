@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -191,7 +192,8 @@ func TestMigrate(t *testing.T) {
 // TestMigrateAdministration copies a file holding what administrators
 // make: an administrator made on the server's machine, a suspended
 // account, an invitation partly used and one revoked, an outstanding
-// password reset, removed messages, and the audit log of all of it. On
+// password reset, removed messages, the audit log of all of it, and the
+// certificate and ACME account HTTPS kept. On
 // PostgreSQL, as in the file, each goes on working as it did, and new
 // invitations and audit entries take IDs after the copied ones.
 func TestMigrateAdministration(t *testing.T) {
@@ -261,6 +263,14 @@ func TestMigrateAdministration(t *testing.T) {
 	if _, err := file.CreatePasswordReset(ctx, byRoot, ada.ID, resetCode, model.DefaultResetLifetime); err != nil {
 		t.Fatal(err)
 	}
+	// A certificate and the ACME account HTTPS kept: the instances on
+	// PostgreSQL serve it without ordering another.
+	certs := map[string][]byte{"herald.example.com": []byte("-----BEGIN EC PRIVATE KEY-----\n"), "acme_account+key": {0, 1, 2}}
+	for name, data := range certs {
+		if err := file.PutCert(ctx, name, data); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := file.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +279,7 @@ func TestMigrateAdministration(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("migrate = %d\n%s%s", code, out, errOut)
 	}
-	for name, n := range map[string]int{"users": 4, "invitations": 1, "password resets": 1, "audit entries": 7, "idempotency keys": 1} {
+	for name, n := range map[string]int{"users": 4, "invitations": 1, "password resets": 1, "audit entries": 7, "idempotency keys": 1, "certificates": 2} {
 		if !regexp.MustCompile(`(?m)^  ` + name + ` +` + fmt.Sprint(n) + ` +` + fmt.Sprint(n) + `$`).MatchString(out) {
 			t.Errorf("migrate's report lacks %d %s in both:\n%s", n, name, out)
 		}
@@ -292,6 +302,11 @@ func TestMigrateAdministration(t *testing.T) {
 		}
 	}()
 	compareStores(t, stores, []string{"spam", "hello"})
+	for name, want := range certs {
+		if got, err := db.Cert(ctx, name); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("PostgreSQL's %s = %q, %v; want the file's %q", name, got, err, want)
+		}
+	}
 	page, err := db.AuditLog(ctx, model.ByServer(), model.AuditQuery{})
 	if err != nil || len(page.Entries) != 7 || page.Entries[0].Action != model.AuditPasswordReset || page.Entries[0].ActorEmail != root.Email ||
 		page.Entries[6].Action != model.AuditGrantAdmin || page.Entries[6].ActorID != 0 {

@@ -87,6 +87,19 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		return fmt.Errorf("cannot listen on %s: %w", cfg.addr, err)
 	}
 	defer ln.Close() // after Serve has closed it, a no-op
+	httpLn, err := listenPlainHTTP(cfg)
+	if err != nil {
+		return err
+	}
+	if httpLn != nil {
+		defer httpLn.Close()
+	}
+	// Certificate files are read before the database is opened, for the
+	// same reason.
+	tlsOn, err := setupTLS(cfg, portOf(ln), logger)
+	if err != nil {
+		return err
+	}
 	// Metrics live in one set made here and handed to the packages that
 	// record them; nothing registers itself globally.
 	var set *metrics.Set
@@ -184,8 +197,16 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	// limit is for clients that reach Herald themselves.
 	limited := connlimit.Limit(srv, ln, connlimit.Options{
 		PerAddress: cfg.connsPerAddr, Exempt: proxies, Logger: logger, OnRefuse: onRefuse})
+	var served net.Listener
+	if tlsOn != nil {
+		var stopPlain func()
+		served, stopPlain = tlsOn.start(ctx, srv, limited, httpLn, db, logger)
+		defer stopPlain()
+	} else {
+		served = netquirk.CoalesceWrites(srv, limited)
+	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(netquirk.CoalesceWrites(srv, limited)) }()
+	go func() { serveErr <- srv.Serve(served) }()
 	select {
 	case err := <-serveErr:
 		return err

@@ -22,6 +22,7 @@ import (
 type store interface {
 	heraldhttp.Store
 	chores.Store
+	certStore // HTTPS with --tls-domain: see tls.go
 	Close() error
 }
 

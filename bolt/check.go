@@ -33,6 +33,7 @@ func (db *DB) CheckInvariants() ([]string, error) {
 		c.changes()
 		c.administration()
 		c.idempotency()
+		c.certs()
 		return nil
 	})
 	return c.problems, err

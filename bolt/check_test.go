@@ -242,6 +242,9 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 		{"OrphanMessage", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketUsers).Delete(itob(m.OwnerID))
 		}, "message 1: its owner 1 does not exist", false},
+		{"EmptyCertValue", func(tx *bbolt.Tx, m *model.Message) error {
+			return tx.Bucket(bucketCerts).Put([]byte("herald.example.com"), []byte{})
+		}, `certs: "herald.example.com" is empty`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

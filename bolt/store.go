@@ -54,7 +54,7 @@ var (
 		bucketMessages, bucketPostings, bucketTermsTail,
 		bucketMeta, bucketDeleting, bucketPurging, bucketChanges, bucketChangesByMessage,
 		bucketInvites, bucketInviteCodes, bucketResets, bucketUserResets, bucketAudit,
-		bucketIdempotency, bucketIdempotencyByTime,
+		bucketIdempotency, bucketIdempotencyByTime, bucketCerts,
 	}
 
 	// Buckets whose keys only rise, so new keys land at the very end, and

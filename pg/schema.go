@@ -234,6 +234,15 @@ CREATE TABLE idempotency_keys (
 );
 CREATE INDEX idempotency_keys_by_time ON idempotency_keys (created_at);
 `,
+	// 4: TLS certificates and the ACME account, for HTTPS with
+	// --tls-domain, shared by the instances (see certs.go).
+	`
+CREATE TABLE certs (
+	name       text COLLATE "C" PRIMARY KEY, -- as the ACME client names it
+	data       bytea NOT NULL,               -- private keys among them: never logged or served
+	updated_at timestamptz NOT NULL DEFAULT now()
+);
+`,
 }
 
 // skeletonsVersion is the migration that adds users.email_skeleton, which

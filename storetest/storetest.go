@@ -33,6 +33,10 @@ type Store interface {
 	chores.Store
 	UserByID(ctx context.Context, id uint64) (*model.User, error)
 	CreateAdministrator(ctx context.Context, u *model.User) error
+	// What HTTPS with ACME keeps: see certs.go.
+	Cert(ctx context.Context, name string) ([]byte, error)
+	PutCert(ctx context.Context, name string, data []byte) error
+	DeleteCert(ctx context.Context, name string) error
 }
 
 // Counts is how many records of each kind a store holds.
@@ -130,6 +134,7 @@ func Run(t *testing.T, open Opener) {
 		{"PasswordResets", testPasswordResets},
 		{"LastSeen", testLastSeen},
 		{"Idempotency", testIdempotency},
+		{"Certs", testCerts},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
