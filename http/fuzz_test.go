@@ -13,10 +13,12 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"herald/auth"
 	"herald/bolt"
@@ -219,6 +221,34 @@ func (z *fzTarget) post(f *testing.F, token, content string) {
 	}
 }
 
+// fzPosition finds the line and column a problem's detail names.
+var fzPosition = regexp.MustCompile(`at line (\d+), column (\d+)`)
+
+// fzSaysWhere checks the refusal of a JSON body that is not valid JSON:
+// a 400 naming a line and column that lie within the body (a column may
+// be one past a line's last character, where a cut-short body stops).
+func fzSaysWhere(t *testing.T, contentType string, body []byte, status int, p map[string]any) {
+	t.Helper()
+	media, _, err := mime.ParseMediaType(contentType)
+	if err != nil || media != "application/json" || json.Valid(body) || len(bytes.TrimSpace(body)) == 0 {
+		return
+	}
+	detail, _ := p["detail"].(string)
+	if status != http.StatusBadRequest {
+		t.Fatalf("malformed JSON %q: status %d, want 400: %s", body, status, detail)
+	}
+	m := fzPosition.FindStringSubmatch(detail)
+	if m == nil {
+		t.Fatalf("malformed JSON %q: detail %q names no line and column", body, detail)
+	}
+	line, _ := strconv.Atoi(m[1])
+	column, _ := strconv.Atoi(m[2])
+	lines := strings.Split(string(body), "\n")
+	if line < 1 || line > len(lines) || column < 1 || column > utf8.RuneCountInString(lines[line-1])+1 {
+		t.Fatalf("malformed JSON %q: detail %q names a place outside the body", body, detail)
+	}
+}
+
 // FuzzRegisterBody sends arbitrary bodies of arbitrary declared types to
 // POST /api/register.
 func FuzzRegisterBody(f *testing.F) {
@@ -277,6 +307,7 @@ func FuzzMessageBody(f *testing.F) {
 			if after != before {
 				t.Fatalf("create refused with %d but the store changed: %+v → %+v", rec.Code, before, after)
 			}
+			fzSaysWhere(t, contentType, body, rec.Code, p)
 		} else {
 			if got, want := rec.Code, http.StatusCreated; got != want {
 				t.Fatalf("create status = %d, want %d or a problem", got, want)

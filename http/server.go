@@ -350,6 +350,12 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			}
 			info.userID = info.caller.user.ID
 		}
+		// After the access checks: who may not call a route learns only
+		// that, whatever they sent.
+		if err := refuseBody(r, rt); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		if err := rt.handle(w, r, ps); err != nil {
 			s.writeError(w, r, err)
 		}
