@@ -324,20 +324,15 @@ func (f rateFlag) String() string {
 	if f.rate == nil {
 		return ""
 	}
-	return fmt.Sprintf("%d/%s", f.rate.Burst, shortDuration(f.rate.Every))
+	return f.rate.String()
 }
 
 func (f rateFlag) Set(s string) error {
-	burst, every, ok := strings.Cut(s, "/")
-	n, err := strconv.Atoi(burst)
-	if !ok || err != nil || n < 1 {
-		return fmt.Errorf("want burst/interval such as 10/5m, with a burst of at least 1")
+	r, err := auth.ParseRate(s)
+	if err != nil {
+		return err
 	}
-	d, err := time.ParseDuration(every)
-	if err != nil || d <= 0 {
-		return fmt.Errorf("want burst/interval such as 10/5m, with a positive interval")
-	}
-	*f.rate = auth.Rate{Burst: n, Every: d}
+	*f.rate = r
 	return nil
 }
 

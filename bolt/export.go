@@ -25,7 +25,8 @@ import (
 // Visitor receives what Export reads, in that order: every user, every
 // token, every message by ascending ID, every change by ascending
 // position, every invitation by ascending ID, every password reset, and
-// every audit entry by ascending ID, and every idempotency record.
+// every audit entry by ascending ID, every idempotency record, and the
+// settings.
 // Accounts come first, so a reset or a record comes after the account it
 // is for. A function that returns an error
 // ends the export with it.
@@ -40,6 +41,8 @@ type Visitor struct {
 	// IdempotencyKey receives records live or not: the copy's store
 	// tells them apart by their time, as this one does.
 	IdempotencyKey func(*model.IdempotencyRecord) error
+	// Settings receives the settings the database holds, last, once.
+	Settings func(model.Settings) error
 }
 
 // Exported is where the database's counters stand, and how many records
@@ -176,14 +179,17 @@ func (s *Snapshot) Export(v Visitor) (Exported, error) {
 		}); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketIdempotency).ForEach(func(k, b []byte) error {
+		if err := tx.Bucket(bucketIdempotency).ForEach(func(k, b []byte) error {
 			r, err := decodeIdempotency(k, b)
 			if err != nil {
 				return err
 			}
 			out.IdempotencyKeys++
 			return v.IdempotencyKey(r)
-		})
+		}); err != nil {
+			return err
+		}
+		return v.Settings(readSettings(tx))
 	})
 	return out, err
 }

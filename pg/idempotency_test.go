@@ -178,8 +178,8 @@ UPDATE change_counter SET message_id = 1, message_created = now();`, tok[:])
 		t.Fatal(err)
 	}
 	db := openURL(t, url, pg.Options{})
-	if got, err := pgtest.QueryInt(ctx, url, "SELECT max(version) FROM schema_version"); err != nil || got != 3 {
-		t.Fatalf("schema version after the upgrade = %d, %v; want 3", got, err)
+	if got, err := pgtest.QueryInt(ctx, url, "SELECT max(version) FROM schema_version"); err != nil || got != int64(pg.SchemaVersion) {
+		t.Fatalf("schema version after the upgrade = %d, %v; want %d", got, err, pg.SchemaVersion)
 	}
 	key := storetest.Key("after", "after the upgrade")
 	first, err := db.CreateMessageWithKey(ctx, model.ByToken(tok), "after the upgrade", key)

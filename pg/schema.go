@@ -234,6 +234,19 @@ CREATE TABLE idempotency_keys (
 );
 CREATE INDEX idempotency_keys_by_time ON idempotency_keys (created_at);
 `,
+	// 4: the settings an administrator changes at run time (settings.go),
+	// and what a settings-update changed in its audit entry.
+	`
+-- A setting's value as its text, by the name the API gives it; a setting
+-- with no row takes the server's flag.
+CREATE TABLE settings (
+	name  text COLLATE "C" PRIMARY KEY,
+	value text NOT NULL
+);
+-- The settings a settings-update changed, with their new values, as a
+-- JSON object; NULL for other acts.
+ALTER TABLE audit ADD COLUMN settings jsonb;
+`,
 }
 
 // skeletonsVersion is the migration that adds users.email_skeleton, which
