@@ -177,6 +177,7 @@ var bodyRoutes = map[[2]string]fieldSpec{
 	{http.MethodPatch, "/api/messages/:id"}:    messagePatchFields,
 	{http.MethodPatch, "/api/admin/users/:id"}: accountPatchFields,
 	{http.MethodPost, "/api/admin/invites"}:    inviteFields,
+	{http.MethodPatch, "/api/admin/settings"}:  settingsFields,
 }
 
 func takesBody(rt route) bool {
