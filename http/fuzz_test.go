@@ -683,6 +683,8 @@ func FuzzAdminBodies(f *testing.F) {
 		{"application/x-www-form-urlencoded", "admin=true"},
 		{"application/json", `{"code":"herald_reset_x","newPassword":"a new password"}`},
 		{"multipart/form-data; boundary=X", "--X\r\nContent-Disposition: form-data; name=\"suspended\"\r\n\r\ntrue\r\n--X--\r\n"},
+		{"application/merge-patch+json", `{"registration":"invite","writesPerAccount":"60/5s"}`},
+		{"application/json", `{"writesPerAccount":"1/1ns"}`},
 	} {
 		f.Add(seed.ct, []byte(seed.body))
 	}
@@ -692,6 +694,7 @@ func FuzzAdminBodies(f *testing.F) {
 			{"PATCH", "/api/admin/users/1"},
 			{"POST", "/api/admin/invites"},
 			{"POST", "/api/password-reset"},
+			{"PATCH", "/api/admin/settings"},
 		} {
 			r := fzBodyRequest(target.method, target.path, contentType, body)
 			r.Header.Set("Authorization", "Bearer "+root)
@@ -703,6 +706,21 @@ func FuzzAdminBodies(f *testing.F) {
 		u, err := z.db.UserByEmail(ctx, "root@example.com")
 		if err != nil || !u.HasRole(model.RoleAdmin) || u.Suspended {
 			t.Fatalf("after %q %q the last administrator is %+v, %v", contentType, body, u, err)
+		}
+		// Whatever was stored, the server can read back.
+		st, err := z.db.Settings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := st[model.SettingRegistration]; ok {
+			if _, err := heraldhttp.ParseRegistration(v); err != nil {
+				t.Fatalf("after %q %q the stored registration is %q", contentType, body, v)
+			}
+		}
+		if v, ok := st[model.SettingWritesPerAccount]; ok {
+			if r, err := auth.ParseRate(v); err != nil || r.String() != v {
+				t.Fatalf("after %q %q the stored write limit is %q", contentType, body, v)
+			}
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,11 +43,29 @@ type liveSettings struct {
 type settingsState struct {
 	flags liveSettings                 // the values for a database that holds none
 	live  atomic.Pointer[liveSettings] // in force
+	// mu is held from a read or a change of the stored settings to their
+	// being put in force, so a read made before a change is never put in
+	// force after it.
+	mu sync.Mutex
+}
+
+// refreshSettings reads the settings the database holds and puts them in
+// force.
+func (s *Server) refreshSettings(ctx context.Context) error {
+	s.settings.mu.Lock()
+	defer s.settings.mu.Unlock()
+	st, err := s.store.Settings(ctx)
+	if err != nil {
+		return err
+	}
+	s.applySettings(ctx, st)
+	return nil
 }
 
 // applySettings puts the database's settings st in force, the flags'
 // values for those it lacks. A stored value this server cannot read (the
-// store only keeps what the API checked) is logged and left out.
+// store only keeps what the API checked) is logged and left out. The
+// caller holds s.settings.mu.
 func (s *Server) applySettings(ctx context.Context, st model.Settings) {
 	next := s.settings.flags
 	if v, ok := st[model.SettingRegistration]; ok {
@@ -98,11 +117,9 @@ func (s *Server) FollowSettings(ctx context.Context) (stopped <-chan struct{}, e
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.store.Settings(ctx)
-	if err != nil {
+	if err := s.refreshSettings(ctx); err != nil {
 		return nil, err
 	}
-	s.applySettings(ctx, st)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -145,13 +162,12 @@ func (s *Server) followSettings(ctx context.Context, seen uint64, changed <-chan
 		if head == seen {
 			continue
 		}
-		if st, err := s.store.Settings(ctx); err != nil {
+		if err := s.refreshSettings(ctx); err != nil {
 			if ctx.Err() == nil {
 				s.log.WarnContext(ctx, "reading the settings; trying again", "err", err)
 			}
 			retry = true
 		} else {
-			s.applySettings(ctx, st)
 			seen = head
 		}
 		if !wait() {
@@ -163,11 +179,9 @@ func (s *Server) followSettings(ctx context.Context, seen uint64, changed <-chan
 // getSettings answers GET /api/admin/settings: the settings in force, as
 // the database holds them now.
 func (s *Server) getSettings(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	st, err := s.store.Settings(r.Context())
-	if err != nil {
+	if err := s.refreshSettings(r.Context()); err != nil {
 		return err
 	}
-	s.applySettings(r.Context(), st)
 	s.writeJSON(w, r, http.StatusOK, s.settingsInForce())
 	return nil
 }
@@ -185,11 +199,15 @@ func (s *Server) updateSettings(w http.ResponseWriter, r *http.Request, _ httpro
 	if err != nil {
 		return err
 	}
+	s.settings.mu.Lock()
 	st, err := s.store.UpdateSettings(r.Context(), adminBy(r), changes)
+	if err == nil {
+		s.applySettings(r.Context(), st)
+	}
+	s.settings.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	s.applySettings(r.Context(), st)
 	s.writeJSON(w, r, http.StatusOK, s.settingsInForce())
 	return nil
 }
