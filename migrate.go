@@ -108,7 +108,7 @@ func migrate(ctx context.Context, from, to string, stdout io.Writer) error {
 		return err
 	}
 	exported, err := snap.Export(bolt.Visitor{User: im.User, Token: im.Token, Message: im.Message, Change: im.Change,
-		Invite: im.Invite, Reset: im.Reset, Audit: im.Audit, IdempotencyKey: im.IdempotencyKey, Cert: im.Cert})
+		Invite: im.Invite, Reset: im.Reset, Audit: im.Audit, IdempotencyKey: im.IdempotencyKey, Cert: im.Cert, Settings: im.Settings})
 	if err != nil {
 		im.Abort()
 		if errors.Is(err, bolt.ErrNotExportable) {

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -259,6 +260,10 @@ func TestMigrateAdministration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settings := model.Settings{model.SettingRegistration: "invite", model.SettingWritesPerAccount: "10/1m"}
+	if _, err := file.UpdateSettings(ctx, byRoot, settings); err != nil {
+		t.Fatal(err)
+	}
 	resetCode := storetest.TokenHash("reset code")
 	if _, err := file.CreatePasswordReset(ctx, byRoot, ada.ID, resetCode, model.DefaultResetLifetime); err != nil {
 		t.Fatal(err)
@@ -279,7 +284,7 @@ func TestMigrateAdministration(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("migrate = %d\n%s%s", code, out, errOut)
 	}
-	for name, n := range map[string]int{"users": 4, "invitations": 1, "password resets": 1, "audit entries": 7, "idempotency keys": 1, "certificates": 2} {
+	for name, n := range map[string]int{"users": 4, "invitations": 1, "password resets": 1, "audit entries": 8, "idempotency keys": 1, "certificates": 2} {
 		if !regexp.MustCompile(`(?m)^  ` + name + ` +` + fmt.Sprint(n) + ` +` + fmt.Sprint(n) + `$`).MatchString(out) {
 			t.Errorf("migrate's report lacks %d %s in both:\n%s", n, name, out)
 		}
@@ -308,9 +313,15 @@ func TestMigrateAdministration(t *testing.T) {
 		}
 	}
 	page, err := db.AuditLog(ctx, model.ByServer(), model.AuditQuery{})
-	if err != nil || len(page.Entries) != 7 || page.Entries[0].Action != model.AuditPasswordReset || page.Entries[0].ActorEmail != root.Email ||
-		page.Entries[6].Action != model.AuditGrantAdmin || page.Entries[6].ActorID != 0 {
-		t.Fatalf("PostgreSQL's audit log = %+v, %v; want the file's seven entries", page, err)
+	if err != nil || len(page.Entries) != 8 || page.Entries[0].Action != model.AuditPasswordReset || page.Entries[0].ActorEmail != root.Email ||
+		page.Entries[7].Action != model.AuditGrantAdmin || page.Entries[7].ActorID != 0 {
+		t.Fatalf("PostgreSQL's audit log = %+v, %v; want the file's eight entries", page, err)
+	}
+	if e := page.Entries[1]; e.Action != model.AuditUpdateSettings || !maps.Equal(e.Settings, settings) {
+		t.Errorf("PostgreSQL's audit entry of the settings change = %+v, want it to name %v", e, settings)
+	}
+	if got, err := db.Settings(ctx); err != nil || !maps.Equal(got, settings) {
+		t.Errorf("PostgreSQL's settings = %v, %v; want the file's %v", got, err, settings)
 	}
 	migratedAudit := page.Entries[0].ID
 

@@ -171,6 +171,16 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 			TrustedProxies:          proxies,
 		},
 	})
+	// The settings an administrator changed, which the flags give only
+	// for a database that holds none, are in force before the first
+	// request, and followed until the database closes.
+	followCtx, stopFollowing := context.WithCancel(context.Background())
+	followed, err := handler.FollowSettings(followCtx)
+	if err != nil {
+		stopFollowing()
+		return fmt.Errorf("reading the settings from the database: %w", err)
+	}
+	defer func() { stopFollowing(); <-followed }()
 	// Every request's context descends from requestsCtx, so cancelling it
 	// reaches every handler still running: searches stop at their next
 	// check, waits for a hashing slot end.

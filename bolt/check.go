@@ -553,6 +553,9 @@ func (c *checker) administration() {
 		}
 		return nil
 	})
+	if err := model.ValidateSettingsStored(readSettings(c.tx)); err != nil {
+		c.addf("settings: %v", err)
+	}
 	highest := c.tx.Bucket(bucketMessages).Sequence()
 	_ = c.tx.Bucket(bucketPurging).ForEach(func(k, v []byte) error {
 		switch {

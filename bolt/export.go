@@ -27,7 +27,7 @@ import (
 // token, every message by ascending ID, every change by ascending
 // position, every invitation by ascending ID, every password reset, and
 // every audit entry by ascending ID, every idempotency record, and the
-// values HTTPS with ACME keeps.
+// values HTTPS with ACME keeps, and the settings.
 // Accounts come first, so a reset or a record comes after the account it
 // is for. A function that returns an error
 // ends the export with it.
@@ -44,6 +44,8 @@ type Visitor struct {
 	IdempotencyKey func(*model.IdempotencyRecord) error
 	// Cert receives the values HTTPS with ACME keeps, by name.
 	Cert func(name string, data []byte) error
+	// Settings receives the settings the database holds, last, once.
+	Settings func(model.Settings) error
 }
 
 // Exported is where the database's counters stand, and how many records
@@ -192,10 +194,14 @@ func (s *Snapshot) Export(v Visitor) (Exported, error) {
 		}); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketCerts).ForEach(func(k, b []byte) error {
+		err := tx.Bucket(bucketCerts).ForEach(func(k, b []byte) error {
 			out.Certs++
 			return v.Cert(string(k), bytes.Clone(b))
 		})
+		if err != nil {
+			return err
+		}
+		return v.Settings(readSettings(tx))
 	})
 	return out, err
 }

@@ -58,6 +58,10 @@ import (
 //	   records. An older Herald would register accounts the index does not
 //	   know, log without scrubbing, leave a deleted account's records
 //	   behind and create again on a retry, so it must refuse the file.
+//	   And the settings an administrator changes at run time are kept in
+//	   the settings bucket (see settings.go), their changes in audit
+//	   records of version 2 and in the change log as
+//	   model.SettingsChanged; an older Herald would not follow them.
 const currentLayout = 8
 
 // Buckets of older layouts, which only upgrades read or write:

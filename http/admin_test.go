@@ -179,7 +179,7 @@ func TestAdministrationRoutesRefuse(t *testing.T) {
 		{"DELETE", "/api/admin/users/1"}, {"DELETE", "/api/admin/users/1/messages"},
 		{"POST", "/api/admin/users/1/password-reset"}, {"POST", "/api/admin/invites"},
 		{"GET", "/api/admin/invites"}, {"DELETE", "/api/admin/invites/1"}, {"GET", "/api/admin/audit"},
-		{"GET", "/api/admin/backup"},
+		{"GET", "/api/admin/backup"}, {"GET", "/api/admin/settings"}, {"PATCH", "/api/admin/settings"},
 	} {
 		apitest.AssertProblem(t, e.Do(apitest.Request{Method: r.method, Path: r.path}), http.StatusUnauthorized)
 		apitest.AssertProblem(t, e.Do(apitest.Request{Method: r.method, Path: r.path, Token: ada, ContentType: "application/json", Body: "{}"}), http.StatusForbidden)

@@ -105,6 +105,8 @@ type auditJSON struct {
 	Action string           `json:"action"`
 	Target *auditTargetJSON `json:"target"`
 	Count  *int             `json:"count,omitempty"`
+	// Settings are what a settings-update changed, with their new values.
+	Settings map[string]string `json:"settings,omitempty"`
 }
 
 // auditActorJSON is the administrator who acted; the entry's actor is
@@ -138,6 +140,9 @@ func newAuditJSON(e *model.AuditEntry) auditJSON {
 	}
 	if e.Action == model.AuditDeleteMessages {
 		out.Count = &e.Count
+	}
+	if e.Action == model.AuditUpdateSettings {
+		out.Settings = e.Settings
 	}
 	return out
 }

@@ -38,13 +38,9 @@ func ParseRegistration(s string) (Registration, error) {
 	return "", fmt.Errorf("%q is not a registration mode: say open, invite or closed", s)
 }
 
-// mode is the server's registration mode, open unless configured.
-func (s *Server) mode() Registration {
-	if s.register == "" {
-		return RegistrationOpen
-	}
-	return s.register
-}
+// mode is the registration mode in force: the database's setting, or
+// the flag's.
+func (s *Server) mode() Registration { return s.settings.live.Load().registration }
 
 // registerAccount creates an account and hands out its first token. While
 // registration needs an invitation, the invitation is checked, and one of

@@ -112,7 +112,7 @@ func (db *DB) BeginImport(ctx context.Context) (*Importer, error) {
 		return nil, err
 	}
 	if _, err := tx.Exec(ctx, `LOCK TABLE users, tokens, messages, changes, change_counter, change_floor,
-		invites, password_resets, audit, idempotency_keys, certs IN EXCLUSIVE MODE`); err != nil {
+		invites, password_resets, audit, idempotency_keys, certs, settings IN EXCLUSIVE MODE`); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func (db *DB) BeginImport(ctx context.Context) (*Importer, error) {
 		invites: &copyBuffer{table: "invites", columns: []string{"id", "code_hash", "max_uses", "uses", "created_at", "expires_at", "created_by"}},
 		resets:  &copyBuffer{table: "password_resets", columns: []string{"code_hash", "user_id", "created_at", "expires_at"}},
 		audit: &copyBuffer{table: "audit", columns: []string{"id", "at", "action", "actor_id", "actor_email", "user_id", "user_email",
-			"message_id", "invite_id", "count"}},
+			"message_id", "invite_id", "count", "settings"}},
 		keys:  &copyBuffer{table: "idempotency_keys", columns: []string{"user_id", "key", "fingerprint", "message_id", "created_at"}},
 		certs: &copyBuffer{table: "certs", columns: []string{"name", "data"}},
 	}
@@ -213,7 +213,7 @@ func (im *Importer) Message(m *model.Message) error {
 func (im *Importer) Change(ch *model.Change) error {
 	row := []any{int64(ch.Seq), int16(ch.Kind), ch.At}
 	switch ch.Kind {
-	case model.TokensRevoked:
+	case model.TokensRevoked, model.SettingsChanged:
 		row = append(row, int64(ch.UserID), int64(0), "", nil, nil, nil, int64(0))
 	default:
 		m := &ch.Message
@@ -244,7 +244,17 @@ func (im *Importer) Reset(r *model.PasswordReset) error {
 func (im *Importer) Audit(e *model.AuditEntry) error {
 	im.counts.Audit++
 	return im.add(im.audit, []any{int64(e.ID), e.At, string(e.Action), int64(e.ActorID), e.ActorEmail, int64(e.UserID), e.UserEmail,
-		int64(e.MessageID), int64(e.InviteID), int32(e.Count)})
+		int64(e.MessageID), int64(e.InviteID), int32(e.Count), auditSettings(e)})
+}
+
+// Settings adds the settings the source holds.
+func (im *Importer) Settings(s model.Settings) error {
+	for name, value := range s {
+		if _, err := im.tx.Exec(im.ctx, `INSERT INTO settings (name, value) VALUES ($1, $2)`, name, value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // IdempotencyKey adds the record of a create made with an

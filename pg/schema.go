@@ -243,6 +243,19 @@ CREATE TABLE certs (
 	updated_at timestamptz NOT NULL DEFAULT now()
 );
 `,
+	// 5: the settings an administrator changes at run time (settings.go),
+	// and what a settings-update changed in its audit entry.
+	`
+-- A setting's value as its text, by the name the API gives it; a setting
+-- with no row takes the server's flag.
+CREATE TABLE settings (
+	name  text COLLATE "C" PRIMARY KEY,
+	value text NOT NULL
+);
+-- The settings a settings-update changed, with their new values, as a
+-- JSON object; NULL for other acts.
+ALTER TABLE audit ADD COLUMN settings jsonb;
+`,
 }
 
 // skeletonsVersion is the migration that adds users.email_skeleton, which

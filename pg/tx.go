@@ -317,8 +317,8 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 	revisions := make([]int64, n)
 	for i, ch := range w.changes {
 		kinds[i] = int16(ch.Kind)
-		if ch.Kind == model.TokensRevoked {
-			users[i] = int64(ch.UserID)
+		if ch.Kind.Internal() {
+			users[i] = int64(ch.UserID) // zero for SettingsChanged, which concerns no account
 			continue
 		}
 		m := &ch.Message

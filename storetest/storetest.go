@@ -135,6 +135,7 @@ func Run(t *testing.T, open Opener) {
 		{"LastSeen", testLastSeen},
 		{"Idempotency", testIdempotency},
 		{"Certs", testCerts},
+		{"Settings", testSettings},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -482,8 +483,11 @@ func (e *env) changes(after uint64) []*model.Change {
 
 // ChangeString renders what a reader of the log sees of a change.
 func ChangeString(ch *model.Change) string {
-	if ch.Kind == model.TokensRevoked {
+	switch ch.Kind {
+	case model.TokensRevoked:
 		return fmt.Sprintf("%d %s of account %d", ch.Seq, ch.Kind, ch.UserID)
+	case model.SettingsChanged:
+		return fmt.Sprintf("%d %s", ch.Seq, ch.Kind)
 	}
 	m := ch.Message
 	s := fmt.Sprintf("%d %s #%d of %d %s %q r%d %s %s", ch.Seq, ch.Kind, m.ID, m.OwnerID, m.OwnerEmail, m.Content, m.Revision,
