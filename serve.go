@@ -173,8 +173,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	build := currentBuild()
-	logger.Info("listening", "addr", ln.Addr().String(), "db", storeName(cfg.dbPath), "version", build.Version, "commit", build.Commit)
+	logStartup(ctx, logger, cfg, db, ln.Addr())
 
 	var onRefuse func()
 	if set != nil {

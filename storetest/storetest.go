@@ -26,13 +26,14 @@ import (
 
 // Store is what the suite asks of a store: everything the HTTP layer
 // declares, what every store does for the chores, CreateAdministrator,
-// as herald admin makes one, and UserByID, with which the suite reads
-// accounts back.
+// as herald admin makes one, HasAdministrator, which the startup's log
+// asks, and UserByID, with which the suite reads accounts back.
 type Store interface {
 	heraldhttp.Store
 	chores.Store
 	UserByID(ctx context.Context, id uint64) (*model.User, error)
 	CreateAdministrator(ctx context.Context, u *model.User) error
+	HasAdministrator(ctx context.Context) (bool, error)
 }
 
 // Counts is how many records of each kind a store holds.
@@ -99,6 +100,7 @@ func Run(t *testing.T, open Opener) {
 		run  func(e *env)
 	}{
 		{"Accounts", testAccounts},
+		{"HasAdministrator", testHasAdministrator},
 		{"LookAlikes", testLookAlikes},
 		{"LookAlikeRace", testLookAlikeRace},
 		{"PasswordHash", testPasswordHash},
