@@ -30,7 +30,9 @@ const adminUsage = `Usage: herald admin grant  --db FILE|URL EMAIL   make an exi
        herald admin revoke --db FILE|URL EMAIL   take the role from an account
 
 On a bbolt file the server must be stopped: the file is opened for writing, and
-a running server's lock makes this fail at once. On PostgreSQL (a postgres://
+a running server's lock makes this fail at once. Run as root on a file in a
+directory another user owns (the package's /var/lib/herald), it acts as that
+user, so that the service can open the file afterwards. On PostgreSQL (a postgres://
 URL) the instances may keep running. Administrators may grant and revoke the
 role of others through the API too; the last one cannot be revoked.
 
@@ -86,8 +88,8 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // adminAct does one act on the database at path and says what it did;
-// prompts go to prompt.
-func adminAct(ctx context.Context, action, path, email string, stdin io.Reader, prompt io.Writer) (string, error) {
+// prompts and notes go to notes.
+func adminAct(ctx context.Context, action, path, email string, stdin io.Reader, notes io.Writer) (string, error) {
 	email = model.NormalizeEmail(email)
 	if action != "create" && !pg.IsURL(path) {
 		// Only create may make a database; a typo in --db must not.
@@ -99,7 +101,7 @@ func adminAct(ctx context.Context, action, path, email string, stdin io.Reader, 
 	if action == "create" {
 		reg := model.Registration{Email: email}
 		var err error
-		if reg.Password, err = readNewPassword(stdin, prompt, email); err != nil {
+		if reg.Password, err = readNewPassword(stdin, notes, email); err != nil {
 			return "", err
 		}
 		reg.Normalize()
@@ -107,6 +109,11 @@ func adminAct(ctx context.Context, action, path, email string, stdin io.Reader, 
 			return "", fmt.Errorf("%s", violationsText(err))
 		}
 		password = reg.Password
+	}
+	if !pg.IsURL(path) {
+		if err := actAsDatabaseOwner(path, notes); err != nil {
+			return "", err
+		}
 	}
 	store, err := openAdminStore(ctx, path)
 	if err != nil {
