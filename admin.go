@@ -32,9 +32,9 @@ const adminUsage = `Usage: herald admin grant  --db FILE|URL EMAIL   make an exi
 On a bbolt file the server must be stopped: the file is opened for writing, and
 a running server's lock makes this fail at once. Run as root on a file in a
 directory another user owns (the package's /var/lib/herald), it acts as that
-user, so that the service can open the file afterwards. On PostgreSQL (a postgres://
-URL) the instances may keep running. Administrators may grant and revoke the
-role of others through the API too; the last one cannot be revoked.
+user, so that the service can open the file afterwards. On PostgreSQL (a
+postgres:// URL) the instances may keep running. Administrators may grant and
+revoke the role of others through the API too; the last one cannot be revoked.
 
 Flags:
   --db FILE|URL
