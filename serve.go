@@ -196,8 +196,11 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	build := currentBuild()
-	logger.Info("listening", "addr", ln.Addr().String(), "db", storeName(cfg.dbPath), "version", build.Version, "commit", build.Commit)
+	var tlsURL string
+	if tlsOn != nil {
+		tlsURL = tlsOn.url
+	}
+	logStartup(ctx, logger, cfg, db, ln.Addr(), tlsOn != nil, tlsURL, string(handler.Registration()))
 
 	var onRefuse func()
 	if set != nil {

@@ -38,9 +38,9 @@ func ParseRegistration(s string) (Registration, error) {
 	return "", fmt.Errorf("%q is not a registration mode: say open, invite or closed", s)
 }
 
-// mode is the registration mode in force: the database's setting, or
-// the flag's.
-func (s *Server) mode() Registration { return s.settings.live.Load().registration }
+// Registration is the registration mode in force: the database's
+// setting, or the flag's.
+func (s *Server) Registration() Registration { return s.settings.live.Load().registration }
 
 // registerAccount creates an account and hands out its first token. While
 // registration needs an invitation, the invitation is checked, and one of
@@ -51,7 +51,7 @@ func (s *Server) registerAccount(w http.ResponseWriter, r *http.Request, _ httpr
 	if err != nil {
 		return err
 	}
-	mode, code := s.mode(), f.str("invite")
+	mode, code := s.Registration(), f.str("invite")
 	switch {
 	case mode == RegistrationClosed:
 		return errRegistrationClosed

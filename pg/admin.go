@@ -76,6 +76,16 @@ func (w *writeTx) lockedUser(ctx context.Context, id uint64) (*model.User, error
 	return u, err
 }
 
+// HasAdministrator reports whether any account can administer: one with
+// the role that is not suspended.
+func (db *DB) HasAdministrator(ctx context.Context) (found bool, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
+	err = db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users
+		WHERE '`+model.RoleAdmin+`' = ANY (roles) AND NOT suspended)`).Scan(&found)
+	return found, err
+}
+
 // keepAnAdministrator refuses to let u, whose row the transaction has
 // locked, stop administering when no one else could.
 func (w *writeTx) keepAnAdministrator(ctx context.Context, u *model.User, what string) error {

@@ -60,15 +60,11 @@ func (db *DB) write(ctx context.Context, fn func(w *writeTx) error) error {
 	return db.writeOutcome(db.writeRetried(ctx, fn))
 }
 
-// upkeep is write for the server's housekeeping (retention, trims): its
-// commits succeeding says nothing of whether a client's write would fit,
-// so they do not end a spell of writes failing for a full disk.
+// upkeep is write for the server's housekeeping (retention, trims). As
+// for every write but a create, its success does not end a spell of
+// writes failing for a full disk (see createOutcome).
 func (db *DB) upkeep(ctx context.Context, fn func(w *writeTx) error) error {
-	err := db.writeRetried(ctx, fn)
-	if err == nil {
-		return nil
-	}
-	return db.writeOutcome(err)
+	return db.write(ctx, fn)
 }
 
 func (db *DB) writeRetried(ctx context.Context, fn func(w *writeTx) error) error {

@@ -26,8 +26,8 @@ import (
 
 // Store is what the suite asks of a store: everything the HTTP layer
 // declares, what every store does for the chores, CreateAdministrator,
-// as herald admin makes one, and UserByID, with which the suite reads
-// accounts back.
+// as herald admin makes one, HasAdministrator, which the startup's log
+// asks, and UserByID, with which the suite reads accounts back.
 type Store interface {
 	heraldhttp.Store
 	chores.Store
@@ -37,6 +37,7 @@ type Store interface {
 	Cert(ctx context.Context, name string) ([]byte, error)
 	PutCert(ctx context.Context, name string, data []byte) error
 	DeleteCert(ctx context.Context, name string) error
+	HasAdministrator(ctx context.Context) (bool, error)
 }
 
 // Counts is how many records of each kind a store holds.
@@ -103,6 +104,7 @@ func Run(t *testing.T, open Opener) {
 		run  func(e *env)
 	}{
 		{"Accounts", testAccounts},
+		{"HasAdministrator", testHasAdministrator},
 		{"LookAlikes", testLookAlikes},
 		{"LookAlikeRace", testLookAlikeRace},
 		{"PasswordHash", testPasswordHash},

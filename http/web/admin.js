@@ -469,7 +469,7 @@ export function admin({ session, announce, roleLost }) {
     const what = actions[e.action] ?? e.action;
     return h('tr', {},
       h('td', {}, time(e.at)),
-      h('td', { dir: 'auto' }, e.actor ? e.actor.email : "The server's machine"),
+      h('td', { dir: 'auto' }, e.actor.type === 'server' ? "The server's machine" : e.actor.email),
       h('td', {}, typeof what === 'function' ? what(e) : what),
       h('td', {}, target(e.target)));
   }
