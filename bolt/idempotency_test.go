@@ -80,8 +80,8 @@ func TestUpgradeFromLayout7Idempotency(t *testing.T) {
 	}
 	defer snap.Close()
 	err = snap.bolt.View(func(tx *bbolt.Tx) error {
-		if got := btoi(tx.Bucket(bucketMeta).Get(metaLayout)); got != 8 {
-			t.Errorf("layout %d after the upgrade, want 8: a layout 7 Herald must refuse the file", got)
+		if got := btoi(tx.Bucket(bucketMeta).Get(metaLayout)); got != currentLayout {
+			t.Errorf("layout %d after the upgrade, want %d: a layout 7 Herald must refuse the file", got, currentLayout)
 		}
 		return nil
 	})

@@ -58,11 +58,15 @@ import (
 //	   records. An older Herald would register accounts the index does not
 //	   know, log without scrubbing, leave a deleted account's records
 //	   behind and create again on a retry, so it must refuse the file.
-//	   And the settings an administrator changes at run time are kept in
-//	   the settings bucket (see settings.go), their changes in audit
-//	   records of version 2 and in the change log as
-//	   model.SettingsChanged; an older Herald would not follow them.
-const currentLayout = 8
+//	9  the settings an administrator changes at run time are kept in the
+//	   settings bucket (see settings.go), their changes in audit records
+//	   of version 2 and in the change log as model.SettingsChanged; and
+//	   the certificates HTTPS with ACME keeps, in the certs bucket. An
+//	   older Herald could read neither those audit records nor that
+//	   change, and would not follow the settings, so it must refuse the
+//	   file. Nothing stored before changes: the upgrade only raises the
+//	   layout.
+const currentLayout = 9
 
 // Buckets of older layouts, which only upgrades read or write:
 //
@@ -186,7 +190,33 @@ func (db *DB) prepareLayout(legacyAdmins []string, keep bool) error {
 	if err := db.upgradeFrom6(legacyAdmins); err != nil {
 		return err
 	}
-	return db.upgradeFrom7()
+	if err := db.upgradeFrom7(); err != nil {
+		return err
+	}
+	return db.upgradeFrom8()
+}
+
+// upgradeFrom8 brings a file of layout 8 to layout 9. What layout 9 adds
+// are buckets, which Open has created, and records that only writes made
+// from now on hold, so raising the layout, which an older Herald then
+// refuses, is the whole upgrade.
+func (db *DB) upgradeFrom8() error {
+	raised := false
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if btoi(meta.Get(metaLayout)) >= 9 {
+			return nil
+		}
+		raised = true
+		return meta.Put(metaLayout, itob(9))
+	})
+	if err != nil {
+		return fmt.Errorf("upgrading to layout 9: %w", err)
+	}
+	if raised {
+		db.log.Info("database upgraded to layout 9: settings changed at run time and HTTPS certificates are kept; an older Herald refuses the file")
+	}
+	return nil
 }
 
 // upgradeFrom7 brings a file of layout 7 to layout 8: its accounts indexed

@@ -950,3 +950,60 @@ func issueTokenRecord(tx *bbolt.Tx, t *model.Token) error {
 	}
 	return tx.Bucket(bucketTokensByUser).Put(compositeKey(t.UserID, t.Hash[:]), nil)
 }
+
+// TestUpgradeFromLayout8: a file of layout 8, which has neither the
+// settings nor the certificates bucket, opens as layout 9, once and
+// logged, with both buckets; the landed release, which reads up to layout
+// 8, then refuses it rather than misread its audit records and change log.
+func TestUpgradeFromLayout8(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "layout8.db")
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	updateFile(t, path, func(tx *bbolt.Tx) error {
+		for _, name := range [][]byte{bucketSettings, bucketCerts} {
+			if err := tx.DeleteBucket(name); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(metaLayout, itob(8))
+	})
+	var log bytes.Buffer
+	for i := range 2 {
+		log.Reset()
+		db, err := Open(path, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkIndexes(t, db)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.Count(log.String(), "upgraded to layout 9"), 1-i; got != want {
+			t.Errorf("open %d logged %q, want the upgrade %d times", i+1, log.String(), want)
+		}
+	}
+	snap, err := OpenSnapshot(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	err = snap.bolt.View(func(tx *bbolt.Tx) error {
+		if got := btoi(tx.Bucket(bucketMeta).Get(metaLayout)); got != 9 {
+			t.Errorf("layout %d after the upgrade, want 9", got)
+		}
+		for _, name := range [][]byte{bucketSettings, bucketCerts} {
+			if tx.Bucket(name) == nil {
+				t.Errorf("bucket %s missing after the upgrade", name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
