@@ -3,12 +3,15 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+
+	"golang.org/x/term"
 
 	"herald/auth"
 	"herald/bolt"
@@ -21,14 +24,17 @@ import (
 // audit log as made on the server's machine.
 
 const adminUsage = `Usage: herald admin grant  --db FILE|URL EMAIL   make an existing account an administrator
-       herald admin create --db FILE|URL EMAIL   make a new account, an administrator; its
-                                                 password is read from standard input, one line
+       herald admin create --db FILE|URL EMAIL   make a new account, an administrator; on a
+                                                 terminal it asks for the password twice, unechoed;
+                                                 otherwise it reads one line from standard input
        herald admin revoke --db FILE|URL EMAIL   take the role from an account
 
 On a bbolt file the server must be stopped: the file is opened for writing, and
-a running server's lock makes this fail at once. On PostgreSQL (a postgres://
-URL) the instances may keep running. Administrators may grant and revoke the
-role of others through the API too; the last one cannot be revoked.
+a running server's lock makes this fail at once. Run as root on a file in a
+directory another user owns (the package's /var/lib/herald), it acts as that
+user, so that the service can open the file afterwards. On PostgreSQL (a
+postgres:// URL) the instances may keep running. Administrators may grant and
+revoke the role of others through the API too; the last one cannot be revoked.
 
 Flags:
   --db FILE|URL
@@ -72,7 +78,7 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 	if db == "" {
 		db = "herald.db"
 	}
-	msg, err := adminAct(ctx, action, db, fs.Arg(0), stdin)
+	msg, err := adminAct(ctx, action, db, fs.Arg(0), stdin, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "herald admin %s: %s\n", action, plainError(err))
 		return 1
@@ -81,8 +87,9 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 	return 0
 }
 
-// adminAct does one act on the database at path and says what it did.
-func adminAct(ctx context.Context, action, path, email string, stdin io.Reader) (string, error) {
+// adminAct does one act on the database at path and says what it did;
+// prompts and notes go to notes.
+func adminAct(ctx context.Context, action, path, email string, stdin io.Reader, notes io.Writer) (string, error) {
 	email = model.NormalizeEmail(email)
 	if action != "create" && !pg.IsURL(path) {
 		// Only create may make a database; a typo in --db must not.
@@ -93,16 +100,20 @@ func adminAct(ctx context.Context, action, path, email string, stdin io.Reader) 
 	var password string
 	if action == "create" {
 		reg := model.Registration{Email: email}
-		line, err := bufio.NewReader(stdin).ReadString('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return "", fmt.Errorf("reading the password from standard input: %w", err)
+		var err error
+		if reg.Password, err = readNewPassword(stdin, notes, email); err != nil {
+			return "", err
 		}
-		reg.Password = strings.TrimRight(line, "\r\n")
 		reg.Normalize()
 		if err := reg.Validate(); err != nil {
 			return "", fmt.Errorf("%s", violationsText(err))
 		}
 		password = reg.Password
+	}
+	if !pg.IsURL(path) {
+		if err := actAsDatabaseOwner(path, notes); err != nil {
+			return "", err
+		}
 	}
 	store, err := openAdminStore(ctx, path)
 	if err != nil {
@@ -142,6 +153,37 @@ func adminAct(ctx context.Context, action, path, email string, stdin io.Reader) 
 		}
 		return fmt.Sprintf("%s is no longer an administrator", u.Email), nil
 	}
+}
+
+// readNewPassword reads the password of a new account: from a terminal,
+// asked for twice without echoing it, so that it stays off the screen
+// and out of the shell's history, and a typo is caught before it is
+// stored; from anything else (a pipe, a file), one line, for scripts.
+func readNewPassword(stdin io.Reader, prompt io.Writer, email string) (string, error) {
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fd := int(f.Fd())
+		fmt.Fprintf(prompt, "Password for %s: ", email)
+		first, err := term.ReadPassword(fd)
+		fmt.Fprintln(prompt)
+		if err != nil {
+			return "", fmt.Errorf("reading the password from the terminal: %w", err)
+		}
+		fmt.Fprint(prompt, "The same password again: ")
+		second, err := term.ReadPassword(fd)
+		fmt.Fprintln(prompt)
+		if err != nil {
+			return "", fmt.Errorf("reading the password from the terminal: %w", err)
+		}
+		if subtle.ConstantTimeCompare(first, second) != 1 {
+			return "", errors.New("the two passwords differ; nothing was changed")
+		}
+		return string(first), nil
+	}
+	line, err := bufio.NewReader(stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("reading the password from standard input: %w", err)
+	}
+	return strings.TrimRight(line, "\r\n"), nil
 }
 
 // adminStore is what herald admin needs of a store.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -108,12 +109,13 @@ func TestAdminCommand(t *testing.T) {
 	var audit struct {
 		Items []struct {
 			Action string
-			Actor  any
+			Actor  map[string]any
 		}
 	}
 	err = json.NewDecoder(res.Body).Decode(&audit)
 	res.Body.Close()
-	if err != nil || len(audit.Items) != 3 || audit.Items[0].Action != "revoke-admin" || audit.Items[0].Actor != nil {
+	if err != nil || len(audit.Items) != 3 || audit.Items[0].Action != "revoke-admin" ||
+		!maps.Equal(audit.Items[0].Actor, map[string]any{"type": "server"}) {
 		t.Errorf("audit log after herald admin: %+v, %v", audit, err)
 	}
 	// While the server holds the database, herald admin fails at once.

@@ -53,6 +53,7 @@ type config struct {
 	loginPerAddress auth.Rate
 	registerPerAddr auth.Rate
 	connsPerAddr    int
+	tlsFlags        // HTTPS: see tls.go
 }
 
 // parseConfig reads flags, falling back to HERALD_* variables, falling back
@@ -87,7 +88,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.Var(durationFlag{&c.changesKeepFor}, "changes-keep", "how long the change log keeps changes for streams resuming with Last-Event-ID; older positions get a reset event (`DURATION`)")
 	fs.IntVar(&c.changesKeepMax, "changes-max", 100000, "most changes the change log keeps, whatever their age (`N`)")
 	c.registration = heraldhttp.RegistrationOpen
-	fs.Var(registrationFlag{&c.registration}, "registration", "who may register: anyone (open), whoever holds an invitation (invite), or nobody (closed) (`open|invite|closed`)")
+	fs.Var(registrationFlag{&c.registration}, "registration", "who may register: anyone (open), whoever holds an invitation (invite), or nobody (closed); only for a database that holds no such setting: an administrator's change (GET/PATCH /api/admin/settings) wins (`open|invite|closed`)")
 	fs.StringVar(&c.publicURL, "public-url", "", "the address people reach this server at, such as https://herald.example.com, for the links of invitations and password resets; empty: the address each request was made to (`URL`)")
 	c.auditKeepFor, c.auditKeepMax = 365*24*time.Hour, 100000
 	fs.Var(durationFlag{&c.auditKeepFor}, "audit-keep", "how long the audit log keeps administrators' acts (`DURATION`)")
@@ -96,10 +97,11 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For is believed, e.g. 127.0.0.1,::1 (`CIDRS`)")
 	c.loginPerAccount, c.loginPerAddress, c.registerPerAddr = auth.LoginFailuresPerAccount(), auth.LoginFailuresPerAddress(), auth.RegistrationsPerAddress()
 	c.writesPerAcct = auth.WritesPerAccount()
-	fs.Var(rateFlag{&c.writesPerAcct}, "writes-per-account", "creates, edits and deletes one account may make: a burst, then one more per interval; administrators are not limited (`BURST/INTERVAL`)")
+	fs.Var(rateFlag{&c.writesPerAcct}, "writes-per-account", "creates, edits and deletes one account may make: a burst, then one more per interval; administrators are not limited; only for a database that holds no such setting: an administrator's change (GET/PATCH /api/admin/settings) wins (`BURST/INTERVAL`)")
 	fs.Var(rateFlag{&c.loginPerAccount}, "login-failures-per-account", "failed logins allowed per account: a burst, then one more per interval (`BURST/INTERVAL`)")
 	fs.Var(rateFlag{&c.loginPerAddress}, "login-failures-per-address", "failed logins allowed per client address (`BURST/INTERVAL`)")
 	fs.Var(rateFlag{&c.registerPerAddr}, "registrations-per-address", "registrations allowed per client address (`BURST/INTERVAL`)")
+	c.tlsFlags.register(fs)
 	usage := func(out io.Writer) {
 		fmt.Fprintf(out, "Usage: herald [serve] [flags]\n       herald check --db FILE\n       herald backup --db FILE OUT\n       herald compact --db FILE OUT\n       herald migrate --db FILE --to URL\n       herald admin grant|create|revoke ...\n       herald version (also --version or -v)\n\nHerald serves a messaging API with user accounts on one embedded database, or,\nfor more than one instance, on PostgreSQL.\ncheck, backup and compact work on a stopped server's bbolt file; migrate copies\none into an empty PostgreSQL database; admin manages administrators; each has --help\n(or: herald help COMMAND).\n\nServe flags (each also read from the HERALD_* variable shown; a flag beats its variable):\n")
 		fs.VisitAll(func(f *flag.Flag) {
@@ -200,7 +202,7 @@ func (c *config) validate() error {
 	if _, err := parsePrefixes(c.trustedProxies); err != nil {
 		return configError("trusted-proxies", err.Error())
 	}
-	return nil
+	return c.tlsFlags.validate()
 }
 
 // choresFor says what the chores keep by cfg's flags, run as often as
@@ -324,20 +326,15 @@ func (f rateFlag) String() string {
 	if f.rate == nil {
 		return ""
 	}
-	return fmt.Sprintf("%d/%s", f.rate.Burst, shortDuration(f.rate.Every))
+	return f.rate.String()
 }
 
 func (f rateFlag) Set(s string) error {
-	burst, every, ok := strings.Cut(s, "/")
-	n, err := strconv.Atoi(burst)
-	if !ok || err != nil || n < 1 {
-		return fmt.Errorf("want burst/interval such as 10/5m, with a burst of at least 1")
+	r, err := auth.ParseRate(s)
+	if err != nil {
+		return err
 	}
-	d, err := time.ParseDuration(every)
-	if err != nil || d <= 0 {
-		return fmt.Errorf("want burst/interval such as 10/5m, with a positive interval")
-	}
-	*f.rate = auth.Rate{Burst: n, Every: d}
+	*f.rate = r
 	return nil
 }
 

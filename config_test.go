@@ -35,6 +35,7 @@ func TestParseConfig(t *testing.T) {
 		auditKeepMax:    100000,
 		writesPerAcct:   auth.WritesPerAccount(),
 		connsPerAddr:    512,
+		tlsFlags:        tlsFlags{acmeDirectory: letsEncrypt},
 	}
 	with := func(f func(*config)) config {
 		c := defaults

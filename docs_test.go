@@ -166,3 +166,31 @@ func headingAnchors(text string) map[string]bool {
 	}
 	return anchors
 }
+
+// TestInstallPromisesNoDownload: while no release is published, the
+// README's and the install page's every mention of a download says
+// "once published", and both give the ways to get Herald today: the
+// release command that builds every archive and .deb, a cross-build for a
+// Pi, go install.
+func TestInstallPromisesNoDownload(t *testing.T) {
+	if !strings.Contains(readDoc(t, "CHANGELOG.md"), "## 0.7.0 — unreleased") {
+		t.Skip("0.7.0, the first release, is out: its downloads exist")
+	}
+	install := readDoc(t, "docs/install.md")
+	honest := regexp.MustCompile(`(?i)once\s+published|once\s+releases\s+are\s+published|no\s+release\s+has\s+been\s+published\s+yet`)
+	for _, page := range []struct{ path, text string }{{"README.md", readDoc(t, "README.md")}, {"docs/install.md", install}} {
+		for _, para := range strings.Split(page.text, "\n\n") {
+			if regexp.MustCompile(`(?i)\bdownload`).MatchString(para) && !honest.MatchString(para) {
+				t.Errorf("%s promises a download without saying once published:\n%s", page.path, para)
+			}
+		}
+		for _, want := range []string{"goreleaser release --snapshot --clean", "CGO_ENABLED=0 GOOS=linux GOARCH=arm", "go install ."} {
+			if !strings.Contains(page.text, want) {
+				t.Errorf("%s does not give %q", page.path, want)
+			}
+		}
+	}
+	if !strings.Contains(install, "No release has been published yet") {
+		t.Error("docs/install.md does not say that no release is published yet")
+	}
+}

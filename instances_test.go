@@ -240,6 +240,42 @@ func TestInstancesShareLimits(t *testing.T) {
 	}
 }
 
+// TestInstancesFollowSettings: a settings change made through one
+// instance on PostgreSQL is in force on another within seconds, without a
+// restart; and an instance started afterwards, its flag saying open,
+// takes the database's value.
+func TestInstancesFollowSettings(t *testing.T) {
+	db := postgresCluster(t).Database(t)
+	a := startProcessOn(t, db)
+	b := startProcessOn(t, db)
+	baseA, baseB := "http://"+a.addr, "http://"+b.addr
+	if code, out, errOut := runWithInput(t, "outside test password\n", "admin", "create", "--db", db, "root@example.com"); code != 0 {
+		t.Fatalf("herald admin create = %d, %q, %q", code, out, errOut)
+	}
+	root := outsideLogin(t, baseA, "root@example.com")
+	c := newClient(t)
+	mode := func(base string) string {
+		var info struct{ Registration string }
+		callStatus(t, c, "GET", base+"/api/info", "", nil, http.StatusOK, &info)
+		return info.Registration
+	}
+	if got := mode(baseB); got != "open" {
+		t.Fatalf("b's registration before the change = %q, want open", got)
+	}
+	callStatus(t, c, "PATCH", baseA+"/api/admin/settings", root, map[string]string{"registration": "closed"}, http.StatusOK, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for mode(baseB) != "closed" {
+		if time.Now().After(deadline) {
+			t.Fatal("b still says registration is open 10 s after the change through a")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	callStatus(t, c, "POST", baseB+"/api/register", "", map[string]string{"email": "late@example.com", "password": "outside test password"}, http.StatusForbidden, nil)
+	if got := mode("http://" + startProcessOn(t, db).addr); got != "closed" {
+		t.Errorf("an instance started after the change says registration is %q, want the database's closed", got)
+	}
+}
+
 func outsideLogin(t *testing.T, base, email string) string {
 	t.Helper()
 	var out struct{ Token string }

@@ -597,6 +597,14 @@ func startProcess(t *testing.T) *process {
 // startProcessOn starts herald on the database at dbPath.
 func startProcessOn(t *testing.T, dbPath string) *process {
 	t.Helper()
+	return startProcessEnv(t, dbPath)
+}
+
+// startProcessEnv starts herald on the database at dbPath (a file or a
+// URL), with env's variables (NAME=value) besides those every process
+// gets.
+func startProcessEnv(t *testing.T, dbPath string, env ...string) *process {
+	t.Helper()
 	if runtime.GOOS == "windows" {
 		t.Skip("no SIGTERM on Windows")
 	}
@@ -611,6 +619,7 @@ func startProcessOn(t *testing.T, dbPath string) *process {
 	// account; the limit is tested in http (TestWriteLimits).
 	p.cmd.Env = append(p.cmd.Env, runMainEnv+"=1", "HERALD_ADDR=127.0.0.1:0", "HERALD_DB="+p.dbPath, "HERALD_HASH_CONCURRENCY=1",
 		"HERALD_WRITES_PER_ACCOUNT=1000000000/1ns")
+	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stderr, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -24,8 +24,9 @@ and suspensions, tokens (by hash; every token keeps working), messages
 with their IDs, times and revisions, the change log as it was kept (live
 streams resume with the Last-Event-ID they had), invitations with their
 uses, outstanding password resets (their codes keep working), the
-audit log with its IDs and times, and the records of creates made with an
-Idempotency-Key (a retry still gets its first answer). The guessing and
+audit log with its IDs and times, the records of creates made with an
+Idempotency-Key (a retry still gets its first answer), and the TLS
+certificates and ACME account of --tls-domain. The guessing and
 write limits start afresh. It creates Herald's schema if the database has none, refuses a
 database that holds any Herald data, copies everything in one transaction
 (all or nothing), and ends by comparing the counts.
@@ -107,7 +108,7 @@ func migrate(ctx context.Context, from, to string, stdout io.Writer) error {
 		return err
 	}
 	exported, err := snap.Export(bolt.Visitor{User: im.User, Token: im.Token, Message: im.Message, Change: im.Change,
-		Invite: im.Invite, Reset: im.Reset, Audit: im.Audit, IdempotencyKey: im.IdempotencyKey})
+		Invite: im.Invite, Reset: im.Reset, Audit: im.Audit, IdempotencyKey: im.IdempotencyKey, Cert: im.Cert, Settings: im.Settings})
 	if err != nil {
 		im.Abort()
 		if errors.Is(err, bolt.ErrNotExportable) {
@@ -143,6 +144,7 @@ func migrate(ctx context.Context, from, to string, stdout io.Writer) error {
 		{"password resets", exported.Resets, after.Resets},
 		{"audit entries", exported.Audit, after.Audit},
 		{"idempotency keys", exported.IdempotencyKeys, after.IdempotencyKeys},
+		{"certificates", exported.Certs, after.Certs},
 	}
 	mismatch := false
 	for _, r := range rows {
@@ -154,7 +156,8 @@ func migrate(ctx context.Context, from, to string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "  change log positions %d to %d; next message ID %d\n", exported.ChangesFloor+1, exported.ChangesHead, exported.MessagesSeq+1)
 	if mismatch || copied.Changes != exported.Changes || copied.Invites != exported.Invites ||
-		copied.Resets != exported.Resets || copied.Audit != exported.Audit || copied.IdempotencyKeys != exported.IdempotencyKeys {
+		copied.Resets != exported.Resets || copied.Audit != exported.Audit || copied.IdempotencyKeys != exported.IdempotencyKeys ||
+		copied.Certs != exported.Certs {
 		return errors.New("the counts differ; the PostgreSQL database is not a faithful copy")
 	}
 	fmt.Fprintln(stdout, "  every count agrees")

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -191,7 +193,8 @@ func TestMigrate(t *testing.T) {
 // TestMigrateAdministration copies a file holding what administrators
 // make: an administrator made on the server's machine, a suspended
 // account, an invitation partly used and one revoked, an outstanding
-// password reset, removed messages, and the audit log of all of it. On
+// password reset, removed messages, the audit log of all of it, and the
+// certificate and ACME account HTTPS kept. On
 // PostgreSQL, as in the file, each goes on working as it did, and new
 // invitations and audit entries take IDs after the copied ones.
 func TestMigrateAdministration(t *testing.T) {
@@ -257,9 +260,21 @@ func TestMigrateAdministration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settings := model.Settings{model.SettingRegistration: "invite", model.SettingWritesPerAccount: "10/1m"}
+	if _, err := file.UpdateSettings(ctx, byRoot, settings); err != nil {
+		t.Fatal(err)
+	}
 	resetCode := storetest.TokenHash("reset code")
 	if _, err := file.CreatePasswordReset(ctx, byRoot, ada.ID, resetCode, model.DefaultResetLifetime); err != nil {
 		t.Fatal(err)
+	}
+	// A certificate and the ACME account HTTPS kept: the instances on
+	// PostgreSQL serve it without ordering another.
+	certs := map[string][]byte{"herald.example.com": []byte("-----BEGIN EC PRIVATE KEY-----\n"), "acme_account+key": {0, 1, 2}}
+	for name, data := range certs {
+		if err := file.PutCert(ctx, name, data); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := file.Close(); err != nil {
 		t.Fatal(err)
@@ -269,7 +284,7 @@ func TestMigrateAdministration(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("migrate = %d\n%s%s", code, out, errOut)
 	}
-	for name, n := range map[string]int{"users": 4, "invitations": 1, "password resets": 1, "audit entries": 7, "idempotency keys": 1} {
+	for name, n := range map[string]int{"users": 4, "invitations": 1, "password resets": 1, "audit entries": 8, "idempotency keys": 1, "certificates": 2} {
 		if !regexp.MustCompile(`(?m)^  ` + name + ` +` + fmt.Sprint(n) + ` +` + fmt.Sprint(n) + `$`).MatchString(out) {
 			t.Errorf("migrate's report lacks %d %s in both:\n%s", n, name, out)
 		}
@@ -292,10 +307,21 @@ func TestMigrateAdministration(t *testing.T) {
 		}
 	}()
 	compareStores(t, stores, []string{"spam", "hello"})
+	for name, want := range certs {
+		if got, err := db.Cert(ctx, name); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("PostgreSQL's %s = %q, %v; want the file's %q", name, got, err, want)
+		}
+	}
 	page, err := db.AuditLog(ctx, model.ByServer(), model.AuditQuery{})
-	if err != nil || len(page.Entries) != 7 || page.Entries[0].Action != model.AuditPasswordReset || page.Entries[0].ActorEmail != root.Email ||
-		page.Entries[6].Action != model.AuditGrantAdmin || page.Entries[6].ActorID != 0 {
-		t.Fatalf("PostgreSQL's audit log = %+v, %v; want the file's seven entries", page, err)
+	if err != nil || len(page.Entries) != 8 || page.Entries[0].Action != model.AuditPasswordReset || page.Entries[0].ActorEmail != root.Email ||
+		page.Entries[7].Action != model.AuditGrantAdmin || page.Entries[7].ActorID != 0 {
+		t.Fatalf("PostgreSQL's audit log = %+v, %v; want the file's eight entries", page, err)
+	}
+	if e := page.Entries[1]; e.Action != model.AuditUpdateSettings || !maps.Equal(e.Settings, settings) {
+		t.Errorf("PostgreSQL's audit entry of the settings change = %+v, want it to name %v", e, settings)
+	}
+	if got, err := db.Settings(ctx); err != nil || !maps.Equal(got, settings) {
+		t.Errorf("PostgreSQL's settings = %v, %v; want the file's %v", got, err, settings)
 	}
 	migratedAudit := page.Entries[0].ID
 

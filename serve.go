@@ -87,6 +87,19 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		return fmt.Errorf("cannot listen on %s: %w", cfg.addr, err)
 	}
 	defer ln.Close() // after Serve has closed it, a no-op
+	httpLn, err := listenPlainHTTP(cfg)
+	if err != nil {
+		return err
+	}
+	if httpLn != nil {
+		defer httpLn.Close()
+	}
+	// Certificate files are read before the database is opened, for the
+	// same reason.
+	tlsOn, err := setupTLS(cfg, portOf(ln), logger)
+	if err != nil {
+		return err
+	}
 	// Metrics live in one set made here and handed to the packages that
 	// record them; nothing registers itself globally.
 	var set *metrics.Set
@@ -158,6 +171,16 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 			TrustedProxies:          proxies,
 		},
 	})
+	// The settings an administrator changed, which the flags give only
+	// for a database that holds none, are in force before the first
+	// request, and followed until the database closes.
+	followCtx, stopFollowing := context.WithCancel(context.Background())
+	followed, err := handler.FollowSettings(followCtx)
+	if err != nil {
+		stopFollowing()
+		return fmt.Errorf("reading the settings from the database: %w", err)
+	}
+	defer func() { stopFollowing(); <-followed }()
 	// Every request's context descends from requestsCtx, so cancelling it
 	// reaches every handler still running: searches stop at their next
 	// check, waits for a hashing slot end.
@@ -173,8 +196,11 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	build := currentBuild()
-	logger.Info("listening", "addr", ln.Addr().String(), "db", storeName(cfg.dbPath), "version", build.Version, "commit", build.Commit)
+	var tlsURL string
+	if tlsOn != nil {
+		tlsURL = tlsOn.url
+	}
+	logStartup(ctx, logger, cfg, db, ln.Addr(), tlsOn != nil, tlsURL, string(handler.Registration()))
 
 	var onRefuse func()
 	if set != nil {
@@ -184,8 +210,16 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	// limit is for clients that reach Herald themselves.
 	limited := connlimit.Limit(srv, ln, connlimit.Options{
 		PerAddress: cfg.connsPerAddr, Exempt: proxies, Logger: logger, OnRefuse: onRefuse})
+	var served net.Listener
+	if tlsOn != nil {
+		var stopPlain func()
+		served, stopPlain = tlsOn.start(ctx, srv, limited, httpLn, db, logger)
+		defer stopPlain()
+	} else {
+		served = netquirk.CoalesceWrites(srv, limited)
+	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(netquirk.CoalesceWrites(srv, limited)) }()
+	go func() { serveErr <- srv.Serve(served) }()
 	select {
 	case err := <-serveErr:
 		return err

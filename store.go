@@ -16,12 +16,15 @@ import (
 )
 
 // store is the store serve runs on, whichever --db chose: what http/
-// declares, what every store does for the chores, and closing. What only
+// declares, what every store does for the chores, whether an account
+// can administer (for the startup's log), and closing. What only
 // one store offers (a hot backup, limits shared by instances, the gauges
 // of metrics.go) is checked for where it is used.
 type store interface {
 	heraldhttp.Store
 	chores.Store
+	certStore // HTTPS with --tls-domain: see tls.go
+	HasAdministrator(ctx context.Context) (bool, error)
 	Close() error
 }
 

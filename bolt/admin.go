@@ -53,6 +53,17 @@ func othersCanAdminister(tx *bbolt.Tx, userID uint64) (bool, error) {
 	return false, nil
 }
 
+// HasAdministrator reports whether any account can administer: one with
+// the role that is not suspended.
+func (db *DB) HasAdministrator(context.Context) (bool, error) {
+	var found bool
+	err := db.view(func(tx *bbolt.Tx) (err error) {
+		found, err = othersCanAdminister(tx, 0) // no account has ID 0
+		return err
+	})
+	return found, err
+}
+
 // keepAnAdministrator refuses to let u stop administering when no one
 // else could.
 func keepAnAdministrator(tx *bbolt.Tx, u *model.User, what string) error {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -19,11 +21,16 @@ import (
 // Audit record layout: a version byte, at (8), the action (1-byte length),
 // the actor's ID (8) and e-mail (2-byte length), the target account's ID
 // (8) and e-mail (2-byte length), message ID (8), invitation ID (8) and
-// count (4).
-const auditRecordVersion = 1
+// count (4). Version 2 adds the settings a settings-update changed: their
+// number (1), then each name (1-byte length) and value (1-byte length), in
+// name order. Version 1 records, of layouts up to 7, are read as they are.
+const (
+	auditRecordVersion   = 2
+	auditRecordVersionV1 = 1
+)
 
 func encodeAudit(e *model.AuditEntry) []byte {
-	b := make([]byte, 0, 1+8+1+len(e.Action)+8+2+len(e.ActorEmail)+8+2+len(e.UserEmail)+8+8+4)
+	b := make([]byte, 0, 1+8+1+len(e.Action)+8+2+len(e.ActorEmail)+8+2+len(e.UserEmail)+8+8+4+1)
 	b = append(b, auditRecordVersion)
 	b = binary.BigEndian.AppendUint64(b, uint64(timeToMicros(e.At)))
 	b = append(b, byte(len(e.Action)))
@@ -36,12 +43,23 @@ func encodeAudit(e *model.AuditEntry) []byte {
 	b = append(b, e.UserEmail...)
 	b = binary.BigEndian.AppendUint64(b, e.MessageID)
 	b = binary.BigEndian.AppendUint64(b, e.InviteID)
-	return binary.BigEndian.AppendUint32(b, uint32(e.Count))
+	b = binary.BigEndian.AppendUint32(b, uint32(e.Count))
+	// model.ValidateSettingsStored bounds names and values far below 255
+	// bytes, and their number to the few settings there are.
+	b = append(b, byte(len(e.Settings)))
+	for _, name := range slices.Sorted(maps.Keys(e.Settings)) {
+		b = append(b, byte(len(name)))
+		b = append(b, name...)
+		b = append(b, byte(len(e.Settings[name])))
+		b = append(b, e.Settings[name]...)
+	}
+	return b
 }
 
 func decodeAudit(id uint64, b []byte) (*model.AuditEntry, error) {
 	r := recordReader{b: b}
-	if r.byte() != auditRecordVersion {
+	version := r.byte()
+	if version != auditRecordVersion && version != auditRecordVersionV1 {
 		return nil, fmt.Errorf("decode audit entry %d: unknown record version", id)
 	}
 	e := &model.AuditEntry{ID: id, At: microsToTime(int64(r.uint64()))}
@@ -53,6 +71,15 @@ func decodeAudit(id uint64, b []byte) (*model.AuditEntry, error) {
 	e.MessageID = r.uint64()
 	e.InviteID = r.uint64()
 	e.Count = int(binary.BigEndian.Uint32(r.bytes(4)))
+	if version == auditRecordVersion {
+		if n := int(r.byte()); n > 0 {
+			e.Settings = make(model.Settings, n)
+			for range n {
+				name := string(r.bytes(int(r.byte())))
+				e.Settings[name] = string(r.bytes(int(r.byte())))
+			}
+		}
+	}
 	if r.short || len(r.b) != 0 {
 		return nil, fmt.Errorf("decode audit entry %d: bad record", id)
 	}

@@ -37,7 +37,8 @@ var metaChangesFloor = []byte("changes_floor") // highest sequence trimmed from 
 // owner e-mail length (2) and e-mail, message ID (8), then the message
 // record as encodeMessage writes it, its content empty when the change is
 // scrubbed or a deletion. A TokensRevoked change keeps its account in the
-// message record's owner, the rest of it empty. Version 1 (layouts 3 to 7)
+// message record's owner, the rest of it empty; a SettingsChanged change
+// keeps nothing but its kind and time. Version 1 (layouts 3 to 7)
 // had no flags and kept the content an update replaced after the e-mail;
 // only the upgrade to layout 8 reads it.
 const (
@@ -60,7 +61,7 @@ func changeAt(v []byte) (int64, bool) {
 }
 
 func encodeChange(ch *model.Change) []byte {
-	if ch.Kind == model.TokensRevoked {
+	if ch.Kind.Internal() {
 		ch = &model.Change{Kind: ch.Kind, At: ch.At, Message: model.Message{OwnerID: ch.UserID}}
 	}
 	m := ch.Message
@@ -119,6 +120,10 @@ func decodeChange(seq uint64, b []byte) (*model.Change, error) {
 			return nil, bad
 		}
 		ch.UserID = m.OwnerID
+	case model.SettingsChanged:
+		if ch.Scrubbed || m.ID != 0 || m.OwnerID != 0 || email != "" {
+			return nil, bad
+		}
 	default:
 		return nil, bad
 	}
@@ -202,7 +207,7 @@ func scrubChange(tx *bbolt.Tx, seq uint64) error {
 	if err != nil {
 		return err
 	}
-	if ch.Scrubbed || ch.Kind == model.MessageDeleted || ch.Kind == model.TokensRevoked {
+	if ch.Scrubbed || ch.Kind == model.MessageDeleted || ch.Kind.Internal() {
 		return nil
 	}
 	ch.Scrubbed = true

@@ -262,7 +262,7 @@ func TestUpgradeFromLayout2(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open(layout 2) = %v", err)
 	}
-	if !strings.Contains(log.String(), "upgraded to layout 3") || !strings.Contains(log.String(), "upgraded to layout 4") || strings.Contains(log.String(), "layout 1") {
+	if !strings.Contains(log.String(), "upgraded to layout 3") || !strings.Contains(log.String(), "upgraded to layout 4") || strings.Contains(log.String(), "upgraded to layout 2:") {
 		t.Errorf("log = %q, want one line for each upgrade from 2 to 4", log.String())
 	}
 	if problems, err := db.CheckInvariants(); err != nil || len(problems) > 0 {

@@ -33,6 +33,7 @@ func (db *DB) CheckInvariants() ([]string, error) {
 		c.changes()
 		c.administration()
 		c.idempotency()
+		c.certs()
 		return nil
 	})
 	return c.problems, err
@@ -577,6 +578,9 @@ func (c *checker) administration() {
 		}
 		return nil
 	})
+	if err := model.ValidateSettingsStored(readSettings(c.tx)); err != nil {
+		c.addf("settings: %v", err)
+	}
 	highest := c.tx.Bucket(bucketMessages).Sequence()
 	_ = c.tx.Bucket(bucketPurging).ForEach(func(k, v []byte) error {
 		switch {

@@ -204,6 +204,20 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 			}
 			return tx.Bucket(bucketAudit).Put(itob(1), []byte{1, 2})
 		}, "audit: decode audit entry 1", false},
+		{"UnknownSetting", func(tx *bbolt.Tx, m *model.Message) error {
+			return tx.Bucket(bucketSettings).Put([]byte("colour"), []byte("blue"))
+		}, "colour: is not a setting", false},
+		{"EmptySetting", func(tx *bbolt.Tx, m *model.Message) error {
+			return tx.Bucket(bucketSettings).Put([]byte(model.SettingRegistration), nil)
+		}, "registration: must be a value", false},
+		{"SettingsChangeWithAnAccount", func(tx *bbolt.Tx, m *model.Message) error {
+			if err := tx.Bucket(bucketChanges).SetSequence(2); err != nil {
+				return err
+			}
+			b := encodeChange(&model.Change{Kind: model.TokensRevoked, UserID: 1})
+			b[1] = byte(model.SettingsChanged) // a settings change naming an account
+			return tx.Bucket(bucketChanges).Put(itob(2), b)
+		}, "changes: decode change 2: bad record", false},
 		{"SequenceBehind", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketMessages).SetSequence(0)
 		}, "messages: sequence 0 is behind the highest ID 1", false},
@@ -242,6 +256,9 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 		{"OrphanMessage", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketUsers).Delete(itob(m.OwnerID))
 		}, "message 1: its owner 1 does not exist", false},
+		{"EmptyCertValue", func(tx *bbolt.Tx, m *model.Message) error {
+			return tx.Bucket(bucketCerts).Put([]byte("herald.example.com"), []byte{})
+		}, `certs: "herald.example.com" is empty`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,10 +37,13 @@ var errClosed = errors.New("database is closed")
 type writeOp struct {
 	fn   func(*bbolt.Tx) error
 	done chan error
-	// upkeep marks the server's own housekeeping (merges, sweeps, trims):
-	// its commits succeeding, often in pages the file already has, says
-	// nothing of whether a client's write would fit (see noteCommitted).
+	// upkeep marks the server's own housekeeping (merges, sweeps, trims),
+	// which waits for its commit as long as it takes.
 	upkeep bool
+	// create marks a message's create, the write that needs new room: only
+	// its commit succeeding says that storage was freed (see
+	// noteCommitted).
+	create bool
 }
 
 type committer struct {
@@ -78,6 +81,11 @@ func newCommitter(db *DB) *committer {
 // writers, and returns once that transaction is on disk (or has failed).
 func (c *committer) update(fn func(*bbolt.Tx) error) error {
 	return c.queueWrite(&writeOp{fn: fn, done: make(chan error, 1)})
+}
+
+// create is update for a message's create.
+func (c *committer) create(fn func(*bbolt.Tx) error) error {
+	return c.queueWrite(&writeOp{fn: fn, done: make(chan error, 1), create: true})
 }
 
 // upkeep is update for the server's housekeeping.
@@ -217,7 +225,7 @@ func (c *committer) commit(batch []*writeOp) {
 		})
 		switch {
 		case err == nil:
-			if slices.ContainsFunc(batch, func(op *writeOp) bool { return !op.upkeep }) {
+			if slices.ContainsFunc(batch, func(op *writeOp) bool { return op.create }) {
 				c.db.noteCommitted()
 			}
 			c.commits.Add(1)
@@ -299,7 +307,11 @@ func (db *DB) noteCommitFailed(err error) error {
 }
 
 // noteCommitted ends a spell of writes failing for lack of storage; only
-// a commit that carried a client's write does.
+// a commit that carried a message's create does. The smaller writes (a
+// login's token, an edit, the server's housekeeping) often fit in pages
+// the file already has, so their success says nothing of the disk: while
+// creates are refused for lack of room, writes are failing, whatever
+// smaller write last succeeded.
 func (db *DB) noteCommitted() {
 	if db.noSpace.Load() != nil && db.noSpace.Swap(nil) != nil {
 		db.log.Info("writes succeed again: storage was freed")

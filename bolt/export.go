@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -25,7 +26,8 @@ import (
 // Visitor receives what Export reads, in that order: every user, every
 // token, every message by ascending ID, every change by ascending
 // position, every invitation by ascending ID, every password reset, and
-// every audit entry by ascending ID, and every idempotency record.
+// every audit entry by ascending ID, every idempotency record, and the
+// values HTTPS with ACME keeps, and the settings.
 // Accounts come first, so a reset or a record comes after the account it
 // is for. A function that returns an error
 // ends the export with it.
@@ -40,6 +42,10 @@ type Visitor struct {
 	// IdempotencyKey receives records live or not: the copy's store
 	// tells them apart by their time, as this one does.
 	IdempotencyKey func(*model.IdempotencyRecord) error
+	// Cert receives the values HTTPS with ACME keeps, by name.
+	Cert func(name string, data []byte) error
+	// Settings receives the settings the database holds, last, once.
+	Settings func(model.Settings) error
 }
 
 // Exported is where the database's counters stand, and how many records
@@ -56,6 +62,8 @@ type Exported struct {
 	// invitations, Resets how many password resets, Audit how many audit
 	// entries, IdempotencyKeys how many idempotency records.
 	Changes, Invites, Resets, Audit, IdempotencyKeys int
+	// Certs is how many values HTTPS with ACME keeps.
+	Certs int
 }
 
 // ErrNotExportable: the file must be opened by this Herald once before it
@@ -176,14 +184,24 @@ func (s *Snapshot) Export(v Visitor) (Exported, error) {
 		}); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketIdempotency).ForEach(func(k, b []byte) error {
+		if err := tx.Bucket(bucketIdempotency).ForEach(func(k, b []byte) error {
 			r, err := decodeIdempotency(k, b)
 			if err != nil {
 				return err
 			}
 			out.IdempotencyKeys++
 			return v.IdempotencyKey(r)
+		}); err != nil {
+			return err
+		}
+		err := tx.Bucket(bucketCerts).ForEach(func(k, b []byte) error {
+			out.Certs++
+			return v.Cert(string(k), bytes.Clone(b))
 		})
+		if err != nil {
+			return err
+		}
+		return v.Settings(readSettings(tx))
 	})
 	return out, err
 }

@@ -40,6 +40,13 @@ func exportAll(tb testing.TB, db *testDB) ([]string, Exported, error) {
 		Audit: func(e *model.AuditEntry) error {
 			return add("audit %d %s by %d on %d at %s", e.ID, e.Action, e.ActorID, e.UserID, e.At)
 		},
+		Cert: func(name string, data []byte) error { return add("cert %s of %d bytes", name, len(data)) },
+		Settings: func(s model.Settings) error {
+			if len(s) == 0 {
+				return nil
+			}
+			return add("settings %v", s)
+		},
 	})
 	return got, out, err
 }

@@ -113,7 +113,7 @@ func (db *DB) create(by model.Caller, content string, key *model.IdempotencyKey)
 	}
 	terms := model.SortedTerms(content)
 	var out *model.Message
-	err := db.writes.update(func(tx *bbolt.Tx) error {
+	err := db.writes.create(func(tx *bbolt.Tx) error {
 		owner, err := db.caller(tx, by)
 		if err != nil {
 			return err

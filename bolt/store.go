@@ -44,6 +44,7 @@ var (
 	bucketUserResets       = []byte("user_resets")  // userID → sha256(code): an account's one outstanding reset
 	bucketAudit            = []byte("audit")        // sequence → audit entry
 	bucketPurging          = []byte("purging")      // userID → highest message ID: accounts whose messages an administrator is removing
+	bucketSettings         = []byte("settings")     // setting's name → its value: see settings.go
 
 	// model.EmailSkeleton(email)‖0x00‖userID → nil: see skeletonKey
 	bucketUsersBySkeleton = []byte("users_by_skeleton")
@@ -56,7 +57,7 @@ var (
 		bucketMessages, bucketPostings, bucketTermsTail,
 		bucketMeta, bucketDeleting, bucketPurging, bucketChanges, bucketChangesByMessage,
 		bucketInvites, bucketInviteCodes, bucketResets, bucketUserResets, bucketAudit,
-		bucketIdempotency, bucketIdempotencyByTime,
+		bucketIdempotency, bucketIdempotencyByTime, bucketCerts, bucketSettings,
 	}
 
 	// Buckets whose keys only rise, so new keys land at the very end, and

@@ -58,10 +58,18 @@ import (
 //	   records. An older Herald would register accounts the index does not
 //	   know, log without scrubbing, leave a deleted account's records
 //	   behind and create again on a retry, so it must refuse the file.
-//	9  every account has a handle and a name: user records of version 3,
+//	9  the settings an administrator changes at run time are kept in the
+//	   settings bucket (see settings.go), their changes in audit records
+//	   of version 2 and in the change log as model.SettingsChanged; and
+//	   the certificates HTTPS with ACME keeps, in the certs bucket. An
+//	   older Herald could read neither those audit records nor that
+//	   change, and would not follow the settings, so it must refuse the
+//	   file. Nothing stored before changes: the upgrade only raises the
+//	   layout.
+//	10 every account has a handle and a name: user records of version 3,
 //	   and users_by_handle indexes the handles. An older Herald could not
 //	   read the records, so it must refuse the file.
-const currentLayout = 9
+const currentLayout = 10
 
 // Buckets of older layouts, which only upgrades read or write:
 //
@@ -188,27 +196,29 @@ func (db *DB) prepareLayout(legacyAdmins []string, keep bool) error {
 	if err := db.upgradeFrom7(); err != nil {
 		return err
 	}
-	return db.upgradeFrom8()
+	if err := db.upgradeFrom8(); err != nil {
+		return err
+	}
+	return db.upgradeFrom9()
 }
 
-// upgradeFrom8 brings a file of layout 8 to layout 9 in one transaction:
+// upgradeFrom9 brings a file of layout 9 to layout 10 in one transaction:
 // every account without a handle gets the one it would get registering
 // now (made from its e-mail, a number added until it is free, in the
 // order the accounts were made, so the oldest keeps the plain one) and
 // its handle as its name. A crash leaves the file as it was, and the
 // next Open does it again.
-func (db *DB) upgradeFrom8() error {
+func (db *DB) upgradeFrom9() error {
 	start := time.Now()
 	var layout uint64
 	users := 0
 	err := db.bolt.Update(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		if layout = btoi(meta.Get(metaLayout)); layout >= 9 {
+		if layout = btoi(meta.Get(metaLayout)); layout >= 10 {
 			return nil
 		}
-		all := tx.Bucket(bucketUsers)
 		var named []*model.User
-		err := all.ForEach(func(k, v []byte) error {
+		err := tx.Bucket(bucketUsers).ForEach(func(k, v []byte) error {
 			u, err := decodeUser(btoi(k), v)
 			if err != nil {
 				return err
@@ -234,13 +244,36 @@ func (db *DB) upgradeFrom8() error {
 			}
 		}
 		users = len(named)
+		return meta.Put(metaLayout, itob(10))
+	})
+	if err != nil {
+		return fmt.Errorf("upgrading to layout 10: %w", err)
+	}
+	if layout < 10 {
+		db.log.Info("database upgraded to layout 10: every account has a handle and a name, made from its e-mail", "users", users, "took", time.Since(start).Round(time.Millisecond).String())
+	}
+	return nil
+}
+
+// upgradeFrom8 brings a file of layout 8 to layout 9. What layout 9 adds
+// are buckets, which Open has created, and records that only writes made
+// from now on hold, so raising the layout, which an older Herald then
+// refuses, is the whole upgrade.
+func (db *DB) upgradeFrom8() error {
+	raised := false
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if btoi(meta.Get(metaLayout)) >= 9 {
+			return nil
+		}
+		raised = true
 		return meta.Put(metaLayout, itob(9))
 	})
 	if err != nil {
 		return fmt.Errorf("upgrading to layout 9: %w", err)
 	}
-	if layout < 9 {
-		db.log.Info("database upgraded to layout 9: every account has a handle and a name, made from its e-mail", "users", users, "took", time.Since(start).Round(time.Millisecond).String())
+	if raised {
+		db.log.Info("database upgraded to layout 9: settings changed at run time and HTTPS certificates are kept; an older Herald refuses the file")
 	}
 	return nil
 }

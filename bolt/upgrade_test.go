@@ -968,8 +968,8 @@ func TestUpgradeGivesHandles(t *testing.T) {
 		return db
 	}
 	db := open()
-	if got := log.String(); strings.Count(got, "upgraded to layout 9") != 1 || !strings.Contains(got, "users=6") {
-		t.Errorf("first open logged %q, want the upgrade to layout 9 once, for the 6 accounts", got)
+	if got := log.String(); strings.Count(got, "upgraded to layout 10") != 1 || !strings.Contains(got, "users=6") {
+		t.Errorf("first open logged %q, want the upgrade to layout 10 once, for the 6 accounts", got)
 	}
 	// Account 5's e-mail starts with a fullwidth r, which a handle cannot
 	// hold; carol (6) deleted her account before the upgrade.
@@ -991,5 +991,62 @@ func TestUpgradeGivesHandles(t *testing.T) {
 	defer db.Close()
 	if got := log.String(); strings.Contains(got, "upgrad") {
 		t.Errorf("second open logged %q, want no upgrade", got)
+	}
+}
+
+// TestUpgradeFromLayout8: a file of layout 8, which has neither the
+// settings nor the certificates bucket, opens as layout 9, once and
+// logged, with both buckets; the landed release, which reads up to layout
+// 8, then refuses it rather than misread its audit records and change log.
+func TestUpgradeFromLayout8(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "layout8.db")
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	updateFile(t, path, func(tx *bbolt.Tx) error {
+		for _, name := range [][]byte{bucketSettings, bucketCerts} {
+			if err := tx.DeleteBucket(name); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(metaLayout, itob(8))
+	})
+	var log bytes.Buffer
+	for i := range 2 {
+		log.Reset()
+		db, err := Open(path, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkIndexes(t, db)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.Count(log.String(), "upgraded to layout 9"), 1-i; got != want {
+			t.Errorf("open %d logged %q, want the upgrade %d times", i+1, log.String(), want)
+		}
+	}
+	snap, err := OpenSnapshot(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	err = snap.bolt.View(func(tx *bbolt.Tx) error {
+		if got := btoi(tx.Bucket(bucketMeta).Get(metaLayout)); got != currentLayout {
+			t.Errorf("layout %d after the upgrade, want %d", got, currentLayout)
+		}
+		for _, name := range [][]byte{bucketSettings, bucketCerts} {
+			if tx.Bucket(name) == nil {
+				t.Errorf("bucket %s missing after the upgrade", name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -179,7 +179,7 @@ func TestAdministrationRoutesRefuse(t *testing.T) {
 		{"DELETE", "/api/admin/users/1"}, {"DELETE", "/api/admin/users/1/messages"},
 		{"POST", "/api/admin/users/1/password-reset"}, {"POST", "/api/admin/invites"},
 		{"GET", "/api/admin/invites"}, {"DELETE", "/api/admin/invites/1"}, {"GET", "/api/admin/audit"},
-		{"GET", "/api/admin/backup"},
+		{"GET", "/api/admin/backup"}, {"GET", "/api/admin/settings"}, {"PATCH", "/api/admin/settings"},
 	} {
 		apitest.AssertProblem(t, e.Do(apitest.Request{Method: r.method, Path: r.path}), http.StatusUnauthorized)
 		apitest.AssertProblem(t, e.Do(apitest.Request{Method: r.method, Path: r.path, Token: ada, ContentType: "application/json", Body: "{}"}), http.StatusForbidden)
@@ -267,9 +267,13 @@ func TestAccountsAPI(t *testing.T) {
 	var actions []string
 	for _, it := range e.Do(apitest.Request{Method: "GET", Path: "/api/admin/audit", Token: ada}).JSON(t)["items"].([]any) {
 		a := it.(map[string]any)
-		actor := "server"
-		if a["actor"] != nil {
-			actor = a["actor"].(map[string]any)["email"].(string)
+		// Every act says who made it; the server's machine is no account.
+		by, _ := a["actor"].(map[string]any)
+		actor, _ := by["email"].(string)
+		if by["type"] == "server" && len(by) == 1 {
+			actor = "server"
+		} else if by["type"] != "user" || actor == "" {
+			t.Errorf("actor of %v: %v", a["action"], a["actor"])
 		}
 		target := a["target"].(map[string]any)
 		actions = append(actions, fmt.Sprintf("%s %s→%v", a["action"], actor, target["email"]))

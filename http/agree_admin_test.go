@@ -410,3 +410,37 @@ func (r *agreeRun) opAudit() {
 func (r *agreeRun) afterAudit(res [2]*apitest.Response, params url.Values) {
 	r.audit = r.follow(res, params, func(s *agreeServer) *string { return &s.auditNext })
 }
+
+// opSettings reads the settings, or changes them to what is in force
+// already as far as the run's model goes (the registration mode it was
+// started with, writes as good as unlimited), or sends values the
+// settings do not take. A change is stored and audited alike on both.
+func (r *agreeRun) opSettings() {
+	lt := r.adminOrNot()
+	if r.chance(0.4) {
+		r.exchange(fmt.Sprintf("get settings with %s", r.tokenName(lt)), "", func(s *agreeServer) apitest.Request {
+			return apitest.Request{Method: "GET", Path: "/api/admin/settings", Token: s.token(lt, r.unknown)}
+		})
+		return
+	}
+	body := []string{
+		fmt.Sprintf(`{"registration":%q}`, r.c.mode),
+		`{"writesPerAccount":"1000000/1ns"}`,
+		fmt.Sprintf(`{"registration":%q,"writesPerAccount":"1000000/1ns"}`, r.c.mode),
+		`{}`,
+		`{"registration":"sometimes"}`,
+		`{"registration":null}`,
+		`{"writesPerAccount":"0/5s"}`,
+		`{"writesPerAccount":"fast"}`,
+		`{"writesPerAccount":"5/48h"}`,
+		`{"writesPerAccount":60}`,
+		`{"colour":"blue"}`,
+	}[r.pick(11)]
+	ct := "application/merge-patch+json"
+	if r.chance(0.3) {
+		ct = "application/json"
+	}
+	r.exchange(fmt.Sprintf("PATCH settings with %s: %s", r.tokenName(lt), body), "", func(s *agreeServer) apitest.Request {
+		return apitest.Request{Method: "PATCH", Path: "/api/admin/settings", Token: s.token(lt, r.unknown), ContentType: ct, Body: body}
+	})
+}

@@ -339,6 +339,7 @@ func (r *agreeRun) ops() []agreeOp {
 		{3, r.opReset},
 		{3, r.opInvite},
 		{2, r.opAudit},
+		{2, r.opSettings},
 		{2, r.opMisc},
 		{2, r.opGuessBurst},
 		{1, r.opRegisterBurst},

@@ -99,11 +99,11 @@ func decodeBody(w http.ResponseWriter, r *http.Request, maxBytes int64, spec fie
 
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
-		return nil, unsupportedMediaType("Content-Type is missing; send %s", strings.Join(acceptedMedia(spec), ", "))
+		return nil, unsupportedMediaType("Content-Type is missing; %s", whatToSend(spec))
 	}
 	media, params, err := mime.ParseMediaType(ct)
 	if err != nil {
-		return nil, unsupportedMediaType("Content-Type %q cannot be parsed", ct)
+		return nil, unsupportedMediaType("Content-Type %q cannot be parsed; %s", ct, whatToSend(spec))
 	}
 	var f fields
 	switch {
@@ -114,7 +114,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, maxBytes int64, spec fie
 	case media == mediaMultipart:
 		f, err = decodeMultipart(r.Body, params["boundary"], spec)
 	default:
-		return nil, unsupportedMediaType("Content-Type %s is not supported here; send %s", media, strings.Join(acceptedMedia(spec), ", "))
+		return nil, unsupportedMediaType("Content-Type %s is not supported here; %s", media, whatToSend(spec))
 	}
 	if isTooLarge(err) {
 		return nil, bodyTooLarge(maxBytes)
@@ -127,6 +127,63 @@ func decodeBody(w http.ResponseWriter, r *http.Request, maxBytes int64, spec fie
 func isTooLarge(err error) bool {
 	var tooLarge *http.MaxBytesError
 	return errors.As(err, &tooLarge)
+}
+
+// whatToSend tells a client whose Content-Type was refused what to send
+// instead: the header a JSON body needs first, since a JSON body sent
+// without it (curl -d's default) is the usual mistake.
+func whatToSend(spec fieldSpec) string {
+	return "send the header Content-Type: " + mediaJSON + " with a JSON object, or fields as " +
+		strings.Join(acceptedMedia(spec)[1:], ", ")
+}
+
+// jsonSentAsForm: a form body whose first character opens a JSON object,
+// which no form field of ours starts with. curl -d sends bodies as a form
+// unless told otherwise.
+func jsonSentAsForm() error {
+	return unsupportedMediaType("request body is JSON but its Content-Type says %s (curl -d's default); send the header Content-Type: %s", mediaForm, mediaJSON)
+}
+
+// refuseBody refuses a request that carries a body to a route that takes
+// none, rather than ignore what the client meant to say. A body of unknown
+// length (chunked) counts once a byte of it arrives. GET and HEAD bodies
+// have no meaning (RFC 9110) and are left unread.
+func refuseBody(r *http.Request, rt route) error {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || takesBody(rt) {
+		return nil
+	}
+	switch {
+	case r.ContentLength == 0:
+		return nil
+	case r.ContentLength < 0:
+		var one [1]byte
+		if n, _ := io.ReadFull(r.Body, one[:]); n == 0 {
+			return nil
+		}
+	}
+	return badRequest("", "%s %s takes no request body; send the request without one", r.Method, r.URL.Path)
+}
+
+// bodyRoutes are the routes that take a request body (method and path),
+// with the fields each takes; every other route refuses one (refuseBody).
+var bodyRoutes = map[[2]string]fieldSpec{
+	{http.MethodPost, "/api/register"}:         registerFields,
+	{http.MethodPost, "/api/login"}:            loginFields,
+	{http.MethodPost, "/api/password-reset"}:   passwordResetFields,
+	{http.MethodDelete, "/api/me"}:             accountDeleteFields,
+	{http.MethodPatch, "/api/me"}:              profileFields,
+	{http.MethodPost, "/api/me/password"}:      passwordChangeFields,
+	{http.MethodPost, "/api/message"}:          messageFields,
+	{http.MethodPost, "/api/messages"}:         messageFields,
+	{http.MethodPatch, "/api/messages/:id"}:    messagePatchFields,
+	{http.MethodPatch, "/api/admin/users/:id"}: accountPatchFields,
+	{http.MethodPost, "/api/admin/invites"}:    inviteFields,
+	{http.MethodPatch, "/api/admin/settings"}:  settingsFields,
+}
+
+func takesBody(rt route) bool {
+	_, ok := bodyRoutes[[2]string{rt.method, rt.path}]
+	return ok
 }
 
 func acceptedMedia(spec fieldSpec) []string {
@@ -160,16 +217,16 @@ func checkFieldNames(names []string, spec fieldSpec) error {
 // names are checked before value types, so {"id": 3} is refused as
 // read-only rather than as "not a string".
 func decodeJSON(body io.Reader, spec fieldSpec) (fields, error) {
-	dec := json.NewDecoder(body)
-	malformed := func(err error) error {
-		switch {
-		case isTooLarge(err):
-			return err
-		case errors.Is(err, io.EOF):
-			return badRequest("", "request body is empty or cut short; send a JSON object")
-		}
-		return badRequest("", "request body is not a valid JSON object")
+	b, err := io.ReadAll(body) // capped by decodeBody
+	if err != nil {
+		return nil, err
 	}
+	if err := checkJSONSyntax(b); err != nil {
+		return nil, err
+	}
+	// The syntax is sound: what remains is the shape, one object.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	malformed := func(error) error { return badRequest("", "request body is not a valid JSON object") }
 	if tok, err := dec.Token(); err != nil {
 		return nil, malformed(err)
 	} else if tok != json.Delim('{') {
@@ -197,9 +254,6 @@ func decodeJSON(body io.Reader, spec fieldSpec) (fields, error) {
 		return nil, malformed(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if isTooLarge(err) {
-			return nil, err
-		}
 		return nil, badRequest("", "request body has data after the JSON object")
 	}
 	if err := checkFieldNames(names, spec); err != nil {
@@ -251,6 +305,38 @@ func decodeJSON(body io.Reader, spec fieldSpec) (fields, error) {
 	return f, invalid.Err()
 }
 
+// checkJSONSyntax refuses a body that is not one JSON text, saying where
+// it goes wrong: the 1-based line and column (in characters) of the first
+// byte the parser could not take, so a person can find it in what they
+// typed.
+func checkJSONSyntax(b []byte) error {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return badRequest("", "request body is empty; send a JSON object")
+	}
+	var syntax *json.SyntaxError
+	if err := json.Unmarshal(b, new(json.RawMessage)); !errors.As(err, &syntax) {
+		return nil // valid; or a failure that is no syntax error, which the walk after will meet
+	}
+	// encoding/json says so when the text ends before the value does;
+	// Offset then counts every byte.
+	if syntax.Offset >= int64(len(b)) && strings.HasPrefix(syntax.Error(), "unexpected end") {
+		line, col := textPosition(b, len(b))
+		return badRequest("", "request body is cut short: the JSON stops at line %d, column %d before it is complete", line, col)
+	}
+	// Offset counts the byte at fault, which is at Offset-1.
+	line, col := textPosition(b, int(max(syntax.Offset-1, 0)))
+	return badRequest("", "request body is not valid JSON at line %d, column %d: %s", line, col, syntax.Error())
+}
+
+// textPosition is the 1-based line and column, in characters, of the byte
+// at offset in b.
+func textPosition(b []byte, offset int) (line, column int) {
+	before := b[:offset]
+	line = 1 + bytes.Count(before, []byte("\n"))
+	column = 1 + utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:])
+	return line, column
+}
+
 // sentReplacementChar reports whether a raw JSON string itself carries
 // U+FFFD, literally or escaped, so a decoded U+FFFD was the client's own.
 func sentReplacementChar(raw []byte) bool {
@@ -262,6 +348,9 @@ func decodeForm(body io.Reader, spec fieldSpec) (fields, error) {
 	b, err := io.ReadAll(body)
 	if err != nil {
 		return nil, err
+	}
+	if trimmed := bytes.TrimLeft(b, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
+		return nil, jsonSentAsForm()
 	}
 	values, err := url.ParseQuery(string(b))
 	if err != nil {

@@ -491,3 +491,85 @@ func TestJSONBodyNamesTheSameBadValueEveryTime(t *testing.T) {
 		}
 	}
 }
+
+// TestDecode_SaysWhatToDo: the mistakes a newcomer makes with curl get an
+// answer that says how to put them right: a JSON body sent without its
+// Content-Type is told to send the header, malformed JSON is told where it
+// goes wrong, and a body sent to an operation that takes none is refused
+// rather than ignored. Nothing is stored.
+func TestDecode_SaysWhatToDo(t *testing.T) {
+	e := apitest.New(t)
+	token := e.Register("grace@example.com", "correct horse")
+	id := apitest.MsgID(t, e.Post(token, "kept"))
+	msgPath := "/api/messages/" + strconv.FormatUint(id, 10)
+	tests := []struct {
+		name, method, path, contentType, body string
+		status                                int
+		detail                                string // the detail holds it
+	}{
+		{"curl -d: JSON sent as a form", "POST", "/api/messages", decForm, `{"content":"hi"}`, 415, "send the header Content-Type: application/json"},
+		{"JSON sent as a form after spaces", "POST", "/api/messages", decForm, "\n  {\"content\": \"hi\"}", 415, "send the header Content-Type: application/json"},
+		{"JSON sent as a form, malformed", "POST", "/api/messages", decForm, `{"content":"hi`, 415, "send the header Content-Type: application/json"},
+		{"JSON without a Content-Type", "POST", "/api/messages", "", `{"content":"hi"}`, 415, "send the header Content-Type: application/json"},
+		{"JSON as text/plain", "POST", "/api/messages", "text/plain", `{"content":"hi"}`, 415, "send the header Content-Type: application/json"},
+		{"JSON with an unreadable Content-Type", "POST", "/api/messages", "application/json; charset", `{"content":"hi"}`, 415, "send the header Content-Type: application/json"},
+		{"bad value", "POST", "/api/messages", decJSON, `{"content":x}`, 400, "line 1, column 12"},
+		{"trailing comma on line 3", "POST", "/api/messages", decJSON, "{\n  \"content\": \"hi\",\n}", 400, "line 3, column 1"},
+		{"columns count characters", "POST", "/api/messages", decJSON, `{"content":"héllo" x}`, 400, "line 1, column 20"},
+		{"columns restart on each line", "POST", "/api/messages", decJSON, "{\n\"content\":\n  'hi'}", 400, "line 3, column 3"},
+		{"cut short", "POST", "/api/messages", decJSON, `{"content":"hi"`, 400, "cut short: the JSON stops at line 1, column 16"},
+		{"second object", "POST", "/api/messages", decJSON, `{"content":"a"} {"content":"b"}`, 400, "line 1, column 17"},
+		{"empty", "POST", "/api/messages", decJSON, "  ", 400, "empty"},
+		{"body to logout", "POST", "/api/logout", decJSON, `{}`, 400, "POST /api/logout takes no request body"},
+		{"form body to logout", "POST", "/api/logout", decForm, `a=b`, 400, "takes no request body"},
+		{"body to a delete", "DELETE", msgPath, decJSON, `{"id":1}`, 400, "DELETE " + msgPath + " takes no request body"},
+		{"body to revoke every token", "DELETE", "/api/me/tokens", decJSON, `{}`, 400, "takes no request body"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := e.Counts()
+			res := e.Do(apitest.Request{Method: tt.method, Path: tt.path, Token: token, ContentType: tt.contentType, Body: tt.body})
+			p := apitest.AssertProblem(t, res, tt.status)
+			if detail, _ := p["detail"].(string); !strings.Contains(detail, tt.detail) {
+				t.Errorf("detail = %q, want it to hold %q", detail, tt.detail)
+			}
+			acctAssertUnchanged(t, e, before)
+		})
+	}
+	// The refused logout and delete did nothing: the token works, the
+	// message is there.
+	if res := e.Do(apitest.Request{Method: "GET", Path: msgPath, Token: token}); res.Status != http.StatusOK {
+		t.Fatalf("after the refused requests, GET %s = %d: %s", msgPath, res.Status, res.Body)
+	}
+}
+
+// TestDecode_NoBodyChunked: a body of unknown length to an operation that
+// takes none is refused once a byte of it arrives; an empty one is no
+// body at all.
+func TestDecode_NoBodyChunked(t *testing.T) {
+	e := apitest.New(t)
+	token := e.Register("grace@example.com", "correct horse")
+	send := func(body string) *apitest.Response {
+		req, err := http.NewRequest("POST", e.URL+"/api/logout", io.MultiReader(strings.NewReader(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = -1
+		req.TransferEncoding = []string{"chunked"}
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &apitest.Response{Status: res.StatusCode, Header: res.Header, Body: b}
+	}
+	apitest.AssertProblem(t, send("x"), http.StatusBadRequest)
+	if res := send(""); res.Status != http.StatusNoContent {
+		t.Fatalf("logout with an empty chunked body = %d, want 204: %s", res.Status, res.Body)
+	}
+}

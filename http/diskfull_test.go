@@ -98,7 +98,8 @@ func placeOnFilesystem(t *testing.T, path, dir string) {
 
 // TestDiskFull fills a real, small filesystem through the API: a write
 // that no longer fits answers 507, not 500; reads, logins and a live
-// stream go on; /healthz says writes are failing; once space is freed,
+// stream go on; /healthz says writes are failing, even after a login
+// succeeded beside creates refused; once space is freed,
 // writes succeed again without a restart; and the database checks clean.
 func TestDiskFull(t *testing.T) {
 	dir := smallFilesystem(t, 8<<20)
@@ -200,6 +201,22 @@ func TestDiskFull(t *testing.T) {
 	}
 	close(flood)
 	flooding.Wait()
+	// A login succeeding says nothing of the disk: creates are still
+	// refused for lack of room, so writes are still failing.
+	if res := e.LoginAttempt("bob@example.com", pw); res.Status != http.StatusOK {
+		t.Errorf("a login while writes fail: %d %s", res.Status, res.Body)
+	}
+	if res := e.Do(apitest.Request{Method: "POST", Path: "/api/messages", Token: ada, ContentType: "application/json",
+		Body: apitest.JSONBody(t, map[string]string{"content": content(0)})}); res.Status != http.StatusInsufficientStorage {
+		t.Fatalf("a create after the flood: %d %s", res.Status, res.Body)
+	}
+	if res := e.LoginAttempt("bob@example.com", pw); res.Status != http.StatusOK {
+		t.Errorf("a login while writes fail: %d %s", res.Status, res.Body)
+	}
+	health = e.Do(apitest.Request{Method: "GET", Path: "/healthz"})
+	if got := health.JSON(t); got["status"] != "degraded" || got["writes"] != "failing" {
+		t.Errorf("/healthz after a login succeeded, while creates are refused: %d %v", health.Status, got)
+	}
 	select {
 	case <-stream.done:
 		t.Errorf("the stream ended while writes failed: %v", stream.err)

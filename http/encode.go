@@ -112,14 +112,25 @@ type resetJSON struct {
 type auditJSON struct {
 	ID     uint64           `json:"id"`
 	At     apiTime          `json:"at"`
-	Actor  *auditActorJSON  `json:"actor"`
+	Actor  auditByJSON      `json:"actor"`
 	Action string           `json:"action"`
 	Target *auditTargetJSON `json:"target"`
 	Count  *int             `json:"count,omitempty"`
+	// Settings are what a settings-update changed, with their new values.
+	Settings map[string]string `json:"settings,omitempty"`
 }
 
-// auditActorJSON is the administrator who acted; the entry's actor is
-// null for an act made on the server's machine.
+// auditByJSON is who made an act: an administrator ("user", with the ID
+// and e-mail of the account), or the operator on the server's machine
+// ("server": herald admin, an upgrade), who has no account; never null,
+// so that every act says who made it.
+type auditByJSON struct {
+	Type  string `json:"type"`
+	ID    uint64 `json:"id,omitempty"`
+	Email string `json:"email,omitempty"`
+}
+
+// auditActorJSON is an account an act concerns, the owner of a message.
 type auditActorJSON struct {
 	ID    uint64 `json:"id"`
 	Email string `json:"email"`
@@ -136,8 +147,9 @@ type auditTargetJSON struct {
 
 func newAuditJSON(e *model.AuditEntry) auditJSON {
 	out := auditJSON{ID: e.ID, At: apiTime(e.At), Action: string(e.Action)}
+	out.Actor = auditByJSON{Type: "server"}
 	if e.ActorID != 0 {
-		out.Actor = &auditActorJSON{ID: e.ActorID, Email: e.ActorEmail}
+		out.Actor = auditByJSON{Type: "user", ID: e.ActorID, Email: e.ActorEmail}
 	}
 	switch {
 	case e.MessageID != 0:
@@ -149,6 +161,9 @@ func newAuditJSON(e *model.AuditEntry) auditJSON {
 	}
 	if e.Action == model.AuditDeleteMessages {
 		out.Count = &e.Count
+	}
+	if e.Action == model.AuditUpdateSettings {
+		out.Settings = e.Settings
 	}
 	return out
 }

@@ -13,10 +13,12 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"herald/auth"
 	"herald/bolt"
@@ -219,6 +221,34 @@ func (z *fzTarget) post(f *testing.F, token, content string) {
 	}
 }
 
+// fzPosition finds the line and column a problem's detail names.
+var fzPosition = regexp.MustCompile(`at line (\d+), column (\d+)`)
+
+// fzSaysWhere checks the refusal of a JSON body that is not valid JSON:
+// a 400 naming a line and column that lie within the body (a column may
+// be one past a line's last character, where a cut-short body stops).
+func fzSaysWhere(t *testing.T, contentType string, body []byte, status int, p map[string]any) {
+	t.Helper()
+	media, _, err := mime.ParseMediaType(contentType)
+	if err != nil || media != "application/json" || json.Valid(body) || len(bytes.TrimSpace(body)) == 0 {
+		return
+	}
+	detail, _ := p["detail"].(string)
+	if status != http.StatusBadRequest {
+		t.Fatalf("malformed JSON %q: status %d, want 400: %s", body, status, detail)
+	}
+	m := fzPosition.FindStringSubmatch(detail)
+	if m == nil {
+		t.Fatalf("malformed JSON %q: detail %q names no line and column", body, detail)
+	}
+	line, _ := strconv.Atoi(m[1])
+	column, _ := strconv.Atoi(m[2])
+	lines := strings.Split(string(body), "\n")
+	if line < 1 || line > len(lines) || column < 1 || column > utf8.RuneCountInString(lines[line-1])+1 {
+		t.Fatalf("malformed JSON %q: detail %q names a place outside the body", body, detail)
+	}
+}
+
 // FuzzRegisterBody sends arbitrary bodies of arbitrary declared types to
 // POST /api/register.
 func FuzzRegisterBody(f *testing.F) {
@@ -277,6 +307,7 @@ func FuzzMessageBody(f *testing.F) {
 			if after != before {
 				t.Fatalf("create refused with %d but the store changed: %+v → %+v", rec.Code, before, after)
 			}
+			fzSaysWhere(t, contentType, body, rec.Code, p)
 		} else {
 			if got, want := rec.Code, http.StatusCreated; got != want {
 				t.Fatalf("create status = %d, want %d or a problem", got, want)
@@ -652,6 +683,8 @@ func FuzzAdminBodies(f *testing.F) {
 		{"application/x-www-form-urlencoded", "admin=true"},
 		{"application/json", `{"code":"herald_reset_x","newPassword":"a new password"}`},
 		{"multipart/form-data; boundary=X", "--X\r\nContent-Disposition: form-data; name=\"suspended\"\r\n\r\ntrue\r\n--X--\r\n"},
+		{"application/merge-patch+json", `{"registration":"invite","writesPerAccount":"60/5s"}`},
+		{"application/json", `{"writesPerAccount":"1/1ns"}`},
 	} {
 		f.Add(seed.ct, []byte(seed.body))
 	}
@@ -661,6 +694,7 @@ func FuzzAdminBodies(f *testing.F) {
 			{"PATCH", "/api/admin/users/1"},
 			{"POST", "/api/admin/invites"},
 			{"POST", "/api/password-reset"},
+			{"PATCH", "/api/admin/settings"},
 		} {
 			r := fzBodyRequest(target.method, target.path, contentType, body)
 			r.Header.Set("Authorization", "Bearer "+root)
@@ -672,6 +706,21 @@ func FuzzAdminBodies(f *testing.F) {
 		u, err := z.db.UserByEmail(ctx, "root@example.com")
 		if err != nil || !u.HasRole(model.RoleAdmin) || u.Suspended {
 			t.Fatalf("after %q %q the last administrator is %+v, %v", contentType, body, u, err)
+		}
+		// Whatever was stored, the server can read back.
+		st, err := z.db.Settings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := st[model.SettingRegistration]; ok {
+			if _, err := heraldhttp.ParseRegistration(v); err != nil {
+				t.Fatalf("after %q %q the stored registration is %q", contentType, body, v)
+			}
+		}
+		if v, ok := st[model.SettingWritesPerAccount]; ok {
+			if r, err := auth.ParseRate(v); err != nil || r.String() != v {
+				t.Fatalf("after %q %q the stored write limit is %q", contentType, body, v)
+			}
 		}
 	})
 }

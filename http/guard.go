@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"herald/auth"
@@ -41,29 +42,61 @@ func (l localLimiter) Refund(_ context.Context, key string) { l.l.Refund(key) }
 // limiters live in memory, bounded in size; a restart forgets them, which
 // costs a guesser nothing they could not get by waiting a few minutes.
 type guard struct {
-	perAccount, perAddress, registrations, writes auth.Spender
-	trusted                                       []netip.Prefix
+	perAccount, perAddress, registrations auth.Spender
+	// writes is the write limit an administrator may change at run time
+	// (setWriteRate): a new limiter takes the old one's place.
+	writes  atomic.Pointer[rateLimiter]
+	trusted []netip.Prefix
+	limiter func(name string, r auth.Rate) auth.Spender
 }
+
+// rateLimiter is a limiter and the rate it allows.
+type rateLimiter struct {
+	auth.Spender
+	rate auth.Rate
+}
+
+// writesLimiter names the write limit's limiter.
+const writesLimiter = "writes-per-account"
 
 // newGuard applies l, counting in shared when it is not nil.
 func newGuard(l Limits, shared SharedLimits, now func() time.Time) *guard {
-	limiter := func(name string, r auth.Rate, def func() auth.Rate) auth.Spender {
-		if r == (auth.Rate{}) {
-			r = def()
-		}
+	limiter := func(name string, r auth.Rate) auth.Spender {
 		if shared != nil {
 			return shared.Limiter(name, r)
 		}
 		return localLimiter{auth.NewLimiter(r, auth.DefaultMaxKeys, now)}
 	}
-	return &guard{
-		perAccount:    limiter("login-failures-per-account", l.LoginFailuresPerAccount, auth.LoginFailuresPerAccount),
-		perAddress:    limiter("login-failures-per-address", l.LoginFailuresPerAddress, auth.LoginFailuresPerAddress),
-		registrations: limiter("registrations-per-address", l.RegistrationsPerAddress, auth.RegistrationsPerAddress),
-		writes:        limiter("writes-per-account", l.WritesPerAccount, auth.WritesPerAccount),
-		trusted:       l.TrustedProxies,
+	orDefault := func(r auth.Rate, def func() auth.Rate) auth.Rate {
+		if r == (auth.Rate{}) {
+			return def()
+		}
+		return r
 	}
+	g := &guard{
+		perAccount:    limiter("login-failures-per-account", orDefault(l.LoginFailuresPerAccount, auth.LoginFailuresPerAccount)),
+		perAddress:    limiter("login-failures-per-address", orDefault(l.LoginFailuresPerAddress, auth.LoginFailuresPerAddress)),
+		registrations: limiter("registrations-per-address", orDefault(l.RegistrationsPerAddress, auth.RegistrationsPerAddress)),
+		trusted:       l.TrustedProxies,
+		limiter:       limiter,
+	}
+	g.setWriteRate(orDefault(l.WritesPerAccount, auth.WritesPerAccount))
+	return g
 }
+
+// setWriteRate makes r the write limit. A limiter of the new rate takes
+// the old one's place: kept in memory, its counts start afresh, which
+// gives each account at most one more burst per change; kept by the store
+// (SharedLimits), they carry on under the same name.
+func (g *guard) setWriteRate(r auth.Rate) {
+	if cur := g.writes.Load(); cur != nil && cur.rate == r {
+		return
+	}
+	g.writes.Store(&rateLimiter{Spender: g.limiter(writesLimiter, r), rate: r})
+}
+
+// writeRate is the write limit in force.
+func (g *guard) writeRate() auth.Rate { return g.writes.Load().rate }
 
 // loginAttempt is one password check that counts against the limits until
 // it turns out not to: a success, or a check that never ran.
@@ -124,9 +157,9 @@ func (g *guard) startRegistration(r *http.Request) error {
 // writeAttempt is one create, edit or delete counted against its account's
 // write limit.
 type writeAttempt struct {
-	g   *guard
-	ctx context.Context
-	key string // "" for a write that is not counted
+	writes auth.Spender // the limiter it was counted by
+	ctx    context.Context
+	key    string // "" for a write that is not counted
 }
 
 // startWrite counts one create, edit or delete of u's against the
@@ -134,12 +167,12 @@ type writeAttempt struct {
 // trusted, and removing a flood can take many. Errors: 429 beyond the
 // limit.
 func (g *guard) startWrite(r *http.Request, u *model.User) (*writeAttempt, error) {
-	a := &writeAttempt{g: g, ctx: r.Context()}
+	a := &writeAttempt{writes: g.writes.Load(), ctx: r.Context()}
 	if u.CanAdminister() {
 		return a, nil
 	}
 	a.key = strconv.FormatUint(u.ID, 10)
-	if ok, wait := g.writes.Spend(a.ctx, a.key); !ok {
+	if ok, wait := a.writes.Spend(a.ctx, a.key); !ok {
 		return nil, tooManyRequests("this account is writing faster than the server allows; slow down and try again", wait)
 	}
 	return a, nil
@@ -152,7 +185,7 @@ func (a *writeAttempt) done(err error) {
 		return
 	}
 	if errors.Is(err, model.ErrNoSpace) || errors.Is(err, model.ErrUnavailable) || errors.Is(err, context.Canceled) {
-		a.g.writes.Refund(a.ctx, a.key)
+		a.writes.Refund(a.ctx, a.key)
 	}
 }
 

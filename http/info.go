@@ -20,7 +20,7 @@ type infoJSON struct {
 // A token that does not work is no error here: the answer is simply the
 // public one.
 func (s *Server) info(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	out := infoJSON{Registration: s.mode()}
+	out := infoJSON{Registration: s.Registration()}
 	if token, ok := bearerToken(r.Header.Get("Authorization")); ok && auth.WellFormedToken(token) {
 		u, _, err := s.store.Authenticate(r.Context(), model.TokenHash(auth.HashToken(token)))
 		if err == nil && u.HasRole(model.RoleAdmin) {

@@ -39,8 +39,10 @@ type Config struct {
 	MaxBodyBytes int64         // larger request bodies get 413
 	Logger       *slog.Logger  // access and error log; nil discards
 	Limits       Limits        // guessing and write limits; zero values take defaults
-	// Registration says who may register; the zero value is
-	// RegistrationOpen.
+	// Registration says who may register, unless the database holds an
+	// administrator's setting (FollowSettings); the zero value is
+	// RegistrationOpen. Limits.WritesPerAccount is likewise the write
+	// limit for a database that holds none.
 	Registration Registration
 	// Version is the running build's version, which GET /api/info tells
 	// administrators.
@@ -70,7 +72,7 @@ type Server struct {
 	guard    *guard
 	metrics  *metrics.Set // nil: not collected
 	now      func() time.Time
-	register Registration
+	settings settingsState
 	version  string
 	public   string
 	streams  *stream.Hub
@@ -119,7 +121,13 @@ func NewServer(store Store, hasher *auth.Hasher, cfg Config) *Server {
 	s.guard = newGuard(cfg.Limits, shared, now)
 	s.streams = stream.New(store, store, cfg.Streams, now, s.log)
 	s.metrics = cfg.Metrics
-	s.register, s.version, s.public = cfg.Registration, cfg.Version, strings.TrimSuffix(cfg.PublicURL, "/")
+	s.version, s.public = cfg.Version, strings.TrimSuffix(cfg.PublicURL, "/")
+	s.settings.flags = liveSettings{registration: cfg.Registration, writes: s.guard.writeRate()}
+	if s.settings.flags.registration == "" {
+		s.settings.flags.registration = RegistrationOpen
+	}
+	flags := s.settings.flags
+	s.settings.live.Store(&flags)
 
 	rt := httprouter.New()
 	// An API answers the path it was asked, never a redirect to a guess.
@@ -305,6 +313,8 @@ func (s *Server) routes() []route {
 		{http.MethodDelete, "/api/admin/invites/:id", roleAdmin, s.revokeInvite},
 		{http.MethodGet, "/api/admin/audit", roleAdmin, s.auditLog},
 		{http.MethodGet, "/api/admin/backup", roleAdmin, s.backup},
+		{http.MethodGet, "/api/admin/settings", roleAdmin, s.getSettings},
+		{http.MethodPatch, "/api/admin/settings", roleAdmin, s.updateSettings},
 
 		{http.MethodGet, "/healthz", public, s.health},
 
@@ -351,6 +361,12 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 				return
 			}
 			info.userID = info.caller.user.ID
+		}
+		// After the access checks: who may not call a route learns only
+		// that, whatever they sent.
+		if err := refuseBody(r, rt); err != nil {
+			s.writeError(w, r, err)
+			return
 		}
 		if err := rt.handle(w, r, ps); err != nil {
 			s.writeError(w, r, err)

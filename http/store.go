@@ -27,8 +27,24 @@ type Store interface {
 	Accounts
 	Messages
 	Administration
+	Settings
 	stream.Feed
 	Health
+}
+
+// Settings are what an administrator changes at run time, kept in the
+// store so that every instance follows them (see followSettings).
+type Settings interface {
+	// Settings returns the settings the database holds; one it holds no
+	// value for is absent.
+	Settings(ctx context.Context) (model.Settings, error)
+	// UpdateSettings stores those of changes whose values differ from the
+	// stored ones and returns the settings held after. One that changes
+	// something writes an audit entry naming what it changed and a
+	// model.SettingsChanged change to the log, in its transaction; one
+	// that changes nothing writes nothing. Errors: model.ErrForbidden,
+	// model.ErrInvalid (see model.ValidateSettingsStored).
+	UpdateSettings(ctx context.Context, by model.Caller, changes model.Settings) (model.Settings, error)
 }
 
 // Accounts keeps accounts and their tokens.

@@ -43,13 +43,9 @@ func ParseRegistration(s string) (Registration, error) {
 	return "", fmt.Errorf("%q is not a registration mode: say open, invite or closed", s)
 }
 
-// mode is the server's registration mode, open unless configured.
-func (s *Server) mode() Registration {
-	if s.register == "" {
-		return RegistrationOpen
-	}
-	return s.register
-}
+// Registration is the registration mode in force: the database's
+// setting, or the flag's.
+func (s *Server) Registration() Registration { return s.settings.live.Load().registration }
 
 // registerAccount creates an account and hands out its first token. While
 // registration needs an invitation, the invitation is checked, and one of
@@ -60,7 +56,7 @@ func (s *Server) registerAccount(w http.ResponseWriter, r *http.Request, _ httpr
 	if err != nil {
 		return err
 	}
-	mode, code := s.mode(), f.str("invite")
+	mode, code := s.Registration(), f.str("invite")
 	switch {
 	case mode == RegistrationClosed:
 		return errRegistrationClosed

@@ -177,6 +177,7 @@ const (
 	AuditCreateInvite   AuditAction = "create-invite"
 	AuditRevokeInvite   AuditAction = "revoke-invite"
 	AuditDownloadBackup AuditAction = "download-backup"
+	AuditUpdateSettings AuditAction = "settings-update"
 )
 
 // AuditEntry is one administrative act: who, when, what and on whom.
@@ -196,6 +197,9 @@ type AuditEntry struct {
 	InviteID  uint64
 	// Count is how many messages a delete-messages act removed.
 	Count int
+	// Settings are the settings a settings-update changed, with their new
+	// values; nil for other acts.
+	Settings Settings
 }
 
 // Limits of the audit log's pages.

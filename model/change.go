@@ -19,11 +19,16 @@ const (
 	// deleted). It is never sent to a client: it tells every live stream,
 	// in whatever process reads the log, to check its own token.
 	TokensRevoked
+	// SettingsChanged: an administrator changed the settings (Settings).
+	// It carries nothing and is never sent to a client: it wakes every
+	// process that reads the log, whose server then reads the settings
+	// again.
+	SettingsChanged
 )
 
 // Internal reports whether changes of kind k are for Herald itself and
 // never reach a client.
-func (k ChangeKind) Internal() bool { return k == TokensRevoked }
+func (k ChangeKind) Internal() bool { return k == TokensRevoked || k == SettingsChanged }
 
 func (k ChangeKind) String() string {
 	switch k {
@@ -35,6 +40,8 @@ func (k ChangeKind) String() string {
 		return "message.deleted"
 	case TokensRevoked:
 		return "tokens.revoked"
+	case SettingsChanged:
+		return "settings.changed"
 	}
 	return fmt.Sprintf("ChangeKind(%d)", uint8(k))
 }

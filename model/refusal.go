@@ -239,3 +239,10 @@ func StorageFull() error {
 func DatabaseFull() error {
 	return Errorf(ErrNoSpace, "the database server is out of storage; reads go on, and writes succeed again once space is freed")
 }
+
+// Certificates (HTTPS with ACME): read by the server, never by a client.
+
+// CertNotStored says nothing is stored under a certificate value's name.
+func CertNotStored(name string) error {
+	return Errorf(ErrNotFound, "no certificate value is stored as %q", name)
+}

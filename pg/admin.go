@@ -22,7 +22,7 @@ const lockAdmins = 3
 
 // lockHandles is held, to the commit, by the write that gives an account
 // its handle (see takeHandle).
-const lockHandles = 4
+const lockHandles = 5
 
 // admin resolves by inside the write transaction and returns it if it may
 // administer: an account holding model.RoleAdmin that is not suspended,
@@ -78,6 +78,16 @@ func (w *writeTx) lockedUser(ctx context.Context, id uint64) (*model.User, error
 		return nil, model.AccountNotFound(id)
 	}
 	return u, err
+}
+
+// HasAdministrator reports whether any account can administer: one with
+// the role that is not suspended.
+func (db *DB) HasAdministrator(ctx context.Context) (found bool, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
+	err = db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users
+		WHERE '`+model.RoleAdmin+`' = ANY (roles) AND NOT suspended)`).Scan(&found)
+	return found, err
 }
 
 // keepAnAdministrator refuses to let u, whose row the transaction has

@@ -20,10 +20,19 @@ func (w *writeTx) audit(ctx context.Context, actor *model.User, e *model.AuditEn
 	if actor != nil {
 		e.ActorID, e.ActorEmail = actor.ID, actor.Email
 	}
-	return w.QueryRow(ctx, `INSERT INTO audit (at, action, actor_id, actor_email, user_id, user_email, message_id, invite_id, count)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+	return w.QueryRow(ctx, `INSERT INTO audit (at, action, actor_id, actor_email, user_id, user_email, message_id, invite_id, count, settings)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
 		e.At, string(e.Action), int64(e.ActorID), e.ActorEmail, int64(e.UserID), e.UserEmail,
-		int64(e.MessageID), int64(e.InviteID), e.Count).Scan(&e.ID)
+		int64(e.MessageID), int64(e.InviteID), e.Count, auditSettings(e)).Scan(&e.ID)
+}
+
+// auditSettings is what the audit table's settings column keeps of e: the
+// settings it changed, or NULL.
+func auditSettings(e *model.AuditEntry) any {
+	if len(e.Settings) == 0 {
+		return nil
+	}
+	return map[string]string(e.Settings)
 }
 
 // AuditLog pages through the audit log, newest first. Errors:
@@ -35,7 +44,7 @@ func (db *DB) AuditLog(ctx context.Context, by model.Caller, q model.AuditQuery)
 	before := idsBelow(q.BeforeID)
 	page := &model.AuditPage{}
 	err = db.adminRead(ctx, by, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, at, action, actor_id, actor_email, user_id, user_email, message_id, invite_id, count
+		rows, err := tx.Query(ctx, `SELECT id, at, action, actor_id, actor_email, user_id, user_email, message_id, invite_id, count, settings
 			FROM audit WHERE id < $1 ORDER BY id DESC LIMIT $2`, before, limit+1)
 		if err != nil {
 			return err
@@ -46,8 +55,12 @@ func (db *DB) AuditLog(ctx context.Context, by model.Caller, q model.AuditQuery)
 				id, actor, user, msg, inv int64
 				action                    string
 			)
-			if err := row.Scan(&id, &e.At, &action, &actor, &e.ActorEmail, &user, &e.UserEmail, &msg, &inv, &e.Count); err != nil {
+			var settings map[string]string
+			if err := row.Scan(&id, &e.At, &action, &actor, &e.ActorEmail, &user, &e.UserEmail, &msg, &inv, &e.Count, &settings); err != nil {
 				return nil, err
+			}
+			if len(settings) > 0 {
+				e.Settings = settings
 			}
 			e.ID, e.At, e.Action = uint64(id), e.At.UTC(), model.AuditAction(action)
 			e.ActorID, e.UserID, e.MessageID, e.InviteID = uint64(actor), uint64(user), uint64(msg), uint64(inv)

@@ -76,7 +76,7 @@ func (f *feed) keep(chs ...*model.Change) {
 		f.committed = make(map[uint64]*model.Change)
 	}
 	for _, ch := range chs {
-		if ch.Kind == model.TokensRevoked || ch.Kind == model.MessageDeleted {
+		if ch.Kind.Internal() || ch.Kind == model.MessageDeleted {
 			continue // nothing a scrub takes from them
 		}
 		f.committed[ch.Seq] = ch
@@ -320,6 +320,7 @@ func (db *DB) ChangesAfter(ctx context.Context, after uint64, max int) (_ []*mod
 		switch ch.Kind {
 		case model.TokensRevoked:
 			ch.UserID = uint64(*userID)
+		case model.SettingsChanged:
 		case model.MessageCreated, model.MessageUpdated, model.MessageDeleted:
 			ch.Message = model.Message{
 				ID: uint64(*messageID), OwnerID: uint64(*userID), OwnerEmail: *email,

@@ -156,8 +156,9 @@ func TestKeyedCreatesOnTwoInstances(t *testing.T) {
 
 // TestSchemaUpgradeFrom2: a database at schema version 2, as the landed
 // release left it with an account, its token and a message, gains the
-// idempotency table once; the account's token creates with a key, its
-// retry gets the first answer, and the account's deletion takes its rows.
+// idempotency table once (and the certificates' table); the account's
+// token creates with a key, its retry gets the first answer, and the
+// account's deletion takes its rows.
 func TestSchemaUpgradeFrom2(t *testing.T) {
 	cluster.Require(t)
 	ctx := context.Background()
@@ -180,6 +181,13 @@ UPDATE change_counter SET message_id = 1, message_created = now();`, tok[:])
 	db := openURL(t, url, pg.Options{})
 	if got, err := pgtest.QueryInt(ctx, url, "SELECT max(version) FROM schema_version"); err != nil || got != int64(pg.SchemaVersion) {
 		t.Fatalf("schema version after the upgrade = %d, %v; want %d", got, err, pg.SchemaVersion)
+	}
+	// The certificates' table (version 4) came with it.
+	if err := db.PutCert(ctx, "herald.example.com", []byte("pem")); err != nil {
+		t.Fatalf("storing a certificate after the upgrade: %v", err)
+	}
+	if got, err := db.Cert(ctx, "herald.example.com"); err != nil || string(got) != "pem" {
+		t.Errorf("the certificate stored after the upgrade reads %q, %v", got, err)
 	}
 	key := storetest.Key("after", "after the upgrade")
 	first, err := db.CreateMessageWithKey(ctx, model.ByToken(tok), "after the upgrade", key)

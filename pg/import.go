@@ -32,10 +32,10 @@ type Importer struct {
 
 	// One buffer per table; ordered lists them in the order the foreign
 	// keys need: a table's rows are copied before the next table's first.
-	users, tokens, messages, changes, invites, resets, audit, keys *copyBuffer
-	ordered                                                        []*copyBuffer
-	newestCreated                                                  time.Time
-	counts                                                         ImportCounts
+	users, tokens, messages, changes, invites, resets, audit, keys, certs *copyBuffer
+	ordered                                                               []*copyBuffer
+	newestCreated                                                         time.Time
+	counts                                                                ImportCounts
 }
 
 // copyBuffer holds rows for one table until a COPY sends them.
@@ -49,6 +49,9 @@ type copyBuffer struct {
 // database holds.
 type ImportCounts struct {
 	Users, Tokens, Messages, Changes, Invites, Resets, Audit, IdempotencyKeys int
+	// Certs is how many values HTTPS with ACME keeps (certificates, the
+	// account's key).
+	Certs int
 }
 
 // ImportState is where the source's counters stand: the last user,
@@ -74,6 +77,7 @@ func (e *ErrNotEmpty) Error() string {
 		{e.Invites, "invitation", "invitations"}, {e.Resets, "password reset", "password resets"},
 		{e.Audit, "audit entry", "audit entries"},
 		{e.IdempotencyKeys, "idempotency key", "idempotency keys"},
+		{e.Certs, "certificate value", "certificate values"},
 	} {
 		switch {
 		case c.n == 1:
@@ -108,7 +112,7 @@ func (db *DB) BeginImport(ctx context.Context) (*Importer, error) {
 		return nil, err
 	}
 	if _, err := tx.Exec(ctx, `LOCK TABLE users, tokens, messages, changes, change_counter, change_floor,
-		invites, password_resets, audit, idempotency_keys IN EXCLUSIVE MODE`); err != nil {
+		invites, password_resets, audit, idempotency_keys, certs, settings IN EXCLUSIVE MODE`); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, err
 	}
@@ -135,10 +139,11 @@ func (db *DB) BeginImport(ctx context.Context) (*Importer, error) {
 		invites: &copyBuffer{table: "invites", columns: []string{"id", "code_hash", "max_uses", "uses", "created_at", "expires_at", "created_by"}},
 		resets:  &copyBuffer{table: "password_resets", columns: []string{"code_hash", "user_id", "created_at", "expires_at"}},
 		audit: &copyBuffer{table: "audit", columns: []string{"id", "at", "action", "actor_id", "actor_email", "user_id", "user_email",
-			"message_id", "invite_id", "count"}},
-		keys: &copyBuffer{table: "idempotency_keys", columns: []string{"user_id", "key", "fingerprint", "message_id", "created_at"}},
+			"message_id", "invite_id", "count", "settings"}},
+		keys:  &copyBuffer{table: "idempotency_keys", columns: []string{"user_id", "key", "fingerprint", "message_id", "created_at"}},
+		certs: &copyBuffer{table: "certs", columns: []string{"name", "data"}},
 	}
-	im.ordered = []*copyBuffer{im.users, im.tokens, im.messages, im.changes, im.invites, im.resets, im.audit, im.keys}
+	im.ordered = []*copyBuffer{im.users, im.tokens, im.messages, im.changes, im.invites, im.resets, im.audit, im.keys, im.certs}
 	return im, nil
 }
 
@@ -208,7 +213,7 @@ func (im *Importer) Message(m *model.Message) error {
 func (im *Importer) Change(ch *model.Change) error {
 	row := []any{int64(ch.Seq), int16(ch.Kind), ch.At}
 	switch ch.Kind {
-	case model.TokensRevoked:
+	case model.TokensRevoked, model.SettingsChanged:
 		row = append(row, int64(ch.UserID), int64(0), "", nil, nil, nil, int64(0))
 	default:
 		m := &ch.Message
@@ -239,7 +244,17 @@ func (im *Importer) Reset(r *model.PasswordReset) error {
 func (im *Importer) Audit(e *model.AuditEntry) error {
 	im.counts.Audit++
 	return im.add(im.audit, []any{int64(e.ID), e.At, string(e.Action), int64(e.ActorID), e.ActorEmail, int64(e.UserID), e.UserEmail,
-		int64(e.MessageID), int64(e.InviteID), int32(e.Count)})
+		int64(e.MessageID), int64(e.InviteID), int32(e.Count), auditSettings(e)})
+}
+
+// Settings adds the settings the source holds.
+func (im *Importer) Settings(s model.Settings) error {
+	for name, value := range s {
+		if _, err := im.tx.Exec(im.ctx, `INSERT INTO settings (name, value) VALUES ($1, $2)`, name, value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // IdempotencyKey adds the record of a create made with an
@@ -248,6 +263,14 @@ func (im *Importer) Audit(e *model.AuditEntry) error {
 func (im *Importer) IdempotencyKey(r *model.IdempotencyRecord) error {
 	im.counts.IdempotencyKeys++
 	return im.add(im.keys, []any{int64(r.UserID), r.Key.ID[:], r.Key.Fingerprint[:], int64(r.ResourceID), r.CreatedAt})
+}
+
+// Cert adds a value HTTPS with ACME keeps (a certificate with its key,
+// the account's key), so the instances on PostgreSQL go on serving the
+// certificate the file held without ordering another.
+func (im *Importer) Cert(name string, data []byte) error {
+	im.counts.Certs++
+	return im.add(im.certs, []any{name, data})
 }
 
 // Finish copies what is buffered, sets the counters where the source's
@@ -318,7 +341,7 @@ func tableCounts(ctx context.Context, q querier) (ImportCounts, error) {
 	var n ImportCounts
 	err := q.QueryRow(ctx, `SELECT (SELECT count(*) FROM users), (SELECT count(*) FROM tokens), (SELECT count(*) FROM messages),
 		(SELECT count(*) FROM changes), (SELECT count(*) FROM invites), (SELECT count(*) FROM password_resets), (SELECT count(*) FROM audit),
-		(SELECT count(*) FROM idempotency_keys)`).
-		Scan(&n.Users, &n.Tokens, &n.Messages, &n.Changes, &n.Invites, &n.Resets, &n.Audit, &n.IdempotencyKeys)
+		(SELECT count(*) FROM idempotency_keys), (SELECT count(*) FROM certs)`).
+		Scan(&n.Users, &n.Tokens, &n.Messages, &n.Changes, &n.Invites, &n.Resets, &n.Audit, &n.IdempotencyKeys, &n.Certs)
 	return n, err
 }

@@ -66,7 +66,7 @@ func (db *DB) create(ctx context.Context, by model.Caller, content string, key *
 	}
 	select {
 	case r := <-op.done:
-		return r.m, db.writeOutcome(r.err)
+		return r.m, db.createOutcome(r.err)
 	case <-ctx.Done():
 	}
 	if op.state.CompareAndSwap(createQueued, createAbandoned) {
@@ -75,7 +75,7 @@ func (db *DB) create(ctx context.Context, by model.Caller, content string, key *
 	// In a batch already, which ends by this create's deadline at the
 	// latest.
 	r := <-op.done
-	return r.m, db.writeOutcome(r.err)
+	return r.m, db.createOutcome(r.err)
 }
 
 // createSQL is a create in one statement, so in one round trip and one

@@ -234,7 +234,29 @@ CREATE TABLE idempotency_keys (
 );
 CREATE INDEX idempotency_keys_by_time ON idempotency_keys (created_at);
 `,
-	// 4: every account has a handle (unique, lower-case) and a name.
+	// 4: TLS certificates and the ACME account, for HTTPS with
+	// --tls-domain, shared by the instances (see certs.go).
+	`
+CREATE TABLE certs (
+	name       text COLLATE "C" PRIMARY KEY, -- as the ACME client names it
+	data       bytea NOT NULL,               -- private keys among them: never logged or served
+	updated_at timestamptz NOT NULL DEFAULT now()
+);
+`,
+	// 5: the settings an administrator changes at run time (settings.go),
+	// and what a settings-update changed in its audit entry.
+	`
+-- A setting's value as its text, by the name the API gives it; a setting
+-- with no row takes the server's flag.
+CREATE TABLE settings (
+	name  text COLLATE "C" PRIMARY KEY,
+	value text NOT NULL
+);
+-- The settings a settings-update changed, with their new values, as a
+-- JSON object; NULL for other acts.
+ALTER TABLE audit ADD COLUMN settings jsonb;
+`,
+	// 6: every account has a handle (unique, lower-case) and a name.
 	// Herald gives existing accounts theirs, in this migration's
 	// transaction, right after it (fillHandles): the rules that make a
 	// handle from an e-mail are model's, not SQL's.
@@ -246,7 +268,7 @@ ALTER TABLE users ADD COLUMN name text;
 
 // handlesVersion is the migration that adds users.handle and users.name,
 // which fillHandles fills in right after it.
-const handlesVersion = 4
+const handlesVersion = 6
 
 // skeletonsVersion is the migration that adds users.email_skeleton, which
 // fillEmailSkeletons fills in right after it.

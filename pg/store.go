@@ -340,8 +340,8 @@ func (db *DB) Ping(ctx context.Context) (err error) {
 }
 
 // WritesFailing returns the refusal of the last write PostgreSQL failed
-// for a full disk (kind model.ErrNoSpace), until a write succeeds, on this
-// instance.
+// for a full disk (kind model.ErrNoSpace), until a message's create
+// succeeds, on this instance.
 func (db *DB) WritesFailing(context.Context) error {
 	if err := db.noSpace.Load(); err != nil {
 		return *err
@@ -351,21 +351,31 @@ func (db *DB) WritesFailing(context.Context) error {
 
 // writeOutcome is a write's error as the API should see it: PostgreSQL's
 // disk_full becomes model.ErrNoSpace, and is remembered for
-// WritesFailing until a write succeeds.
+// WritesFailing.
 func (db *DB) writeOutcome(err error) error {
 	var pe *pgconn.PgError
-	switch {
-	case err == nil:
-		if db.noSpace.Load() != nil {
-			db.noSpace.Store(nil)
-		}
-		return nil
-	case errors.As(err, &pe) && pe.Code == "53100":
+	if errors.As(err, &pe) && pe.Code == "53100" {
 		refused := model.DatabaseFull()
 		db.noSpace.Store(&refused)
 		return refused
 	}
 	return err
+}
+
+// createOutcome is writeOutcome for a message's create, the write that
+// needs new room: only its success ends a spell of writes failing for a
+// full disk. The smaller writes (a login's token, an edit) often fit in
+// pages the tables already have, so their success says nothing of the
+// disk: while creates are refused for lack of room, writes are failing,
+// whatever smaller write last succeeded.
+func (db *DB) createOutcome(err error) error {
+	if err == nil {
+		if db.noSpace.Load() != nil {
+			db.noSpace.Store(nil)
+		}
+		return nil
+	}
+	return db.writeOutcome(err)
 }
 
 // Now is the store's clock, by which the chores judge what has expired.

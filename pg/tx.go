@@ -60,15 +60,11 @@ func (db *DB) write(ctx context.Context, fn func(w *writeTx) error) error {
 	return db.writeOutcome(db.writeRetried(ctx, fn))
 }
 
-// upkeep is write for the server's housekeeping (retention, trims): its
-// commits succeeding says nothing of whether a client's write would fit,
-// so they do not end a spell of writes failing for a full disk.
+// upkeep is write for the server's housekeeping (retention, trims). As
+// for every write but a create, its success does not end a spell of
+// writes failing for a full disk (see createOutcome).
 func (db *DB) upkeep(ctx context.Context, fn func(w *writeTx) error) error {
-	err := db.writeRetried(ctx, fn)
-	if err == nil {
-		return nil
-	}
-	return db.writeOutcome(err)
+	return db.write(ctx, fn)
 }
 
 func (db *DB) writeRetried(ctx context.Context, fn func(w *writeTx) error) error {
@@ -317,8 +313,8 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 	revisions := make([]int64, n)
 	for i, ch := range w.changes {
 		kinds[i] = int16(ch.Kind)
-		if ch.Kind == model.TokensRevoked {
-			users[i] = int64(ch.UserID)
+		if ch.Kind.Internal() {
+			users[i] = int64(ch.UserID) // zero for SettingsChanged, which concerns no account
 			continue
 		}
 		m := &ch.Message

@@ -58,6 +58,31 @@ func (e *env) auditActs() []string {
 	return out
 }
 
+// testHasAdministrator: whether an account can administer, as the
+// startup's log asks: not on an empty store nor with users alone, yes
+// once one is made, and still with one suspended beside another.
+func testHasAdministrator(e *env) {
+	t := e.t
+	has := func(when string, want bool) {
+		t.Helper()
+		if got, err := e.Store.HasAdministrator(e.ctx()); err != nil || got != want {
+			t.Errorf("HasAdministrator %s = %v, %v; want %v", when, got, err, want)
+		}
+	}
+	has("on an empty store", false)
+	ada, _ := e.user("ada@example.com")
+	has("with a user only", false)
+	root, _ := e.admin("root@example.com")
+	has("with an administrator", true)
+	if _, err := e.Store.UpdateAccount(e.ctx(), model.ByServer(), ada.ID, model.AccountUpdate{Admin: ptr(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Store.UpdateAccount(e.ctx(), model.ByServer(), root.ID, model.AccountUpdate{Suspended: ptr(true)}); err != nil {
+		t.Fatal(err)
+	}
+	has("with one administrator suspended and another not", true)
+}
+
 func testAdministration(e *env) {
 	t := e.t
 	ctx := e.ctx()

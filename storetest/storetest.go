@@ -26,13 +26,18 @@ import (
 
 // Store is what the suite asks of a store: everything the HTTP layer
 // declares, what every store does for the chores, CreateAdministrator,
-// as herald admin makes one, and UserByID, with which the suite reads
-// accounts back.
+// as herald admin makes one, HasAdministrator, which the startup's log
+// asks, and UserByID, with which the suite reads accounts back.
 type Store interface {
 	heraldhttp.Store
 	chores.Store
 	UserByID(ctx context.Context, id uint64) (*model.User, error)
 	CreateAdministrator(ctx context.Context, u *model.User) error
+	// What HTTPS with ACME keeps: see certs.go.
+	Cert(ctx context.Context, name string) ([]byte, error)
+	PutCert(ctx context.Context, name string, data []byte) error
+	DeleteCert(ctx context.Context, name string) error
+	HasAdministrator(ctx context.Context) (bool, error)
 }
 
 // Counts is how many records of each kind a store holds.
@@ -99,6 +104,7 @@ func Run(t *testing.T, open Opener) {
 		run  func(e *env)
 	}{
 		{"Accounts", testAccounts},
+		{"HasAdministrator", testHasAdministrator},
 		{"LookAlikes", testLookAlikes},
 		{"LookAlikeRace", testLookAlikeRace},
 		{"Handles", testHandles},
@@ -133,6 +139,8 @@ func Run(t *testing.T, open Opener) {
 		{"PasswordResets", testPasswordResets},
 		{"LastSeen", testLastSeen},
 		{"Idempotency", testIdempotency},
+		{"Certs", testCerts},
+		{"Settings", testSettings},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -480,8 +488,11 @@ func (e *env) changes(after uint64) []*model.Change {
 
 // ChangeString renders what a reader of the log sees of a change.
 func ChangeString(ch *model.Change) string {
-	if ch.Kind == model.TokensRevoked {
+	switch ch.Kind {
+	case model.TokensRevoked:
 		return fmt.Sprintf("%d %s of account %d", ch.Seq, ch.Kind, ch.UserID)
+	case model.SettingsChanged:
+		return fmt.Sprintf("%d %s", ch.Seq, ch.Kind)
 	}
 	m := ch.Message
 	s := fmt.Sprintf("%d %s #%d of %d %s %q r%d %s %s", ch.Seq, ch.Kind, m.ID, m.OwnerID, m.OwnerEmail, m.Content, m.Revision,

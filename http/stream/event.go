@@ -15,7 +15,8 @@ type event struct {
 	seq  uint64
 	kind model.ChangeKind
 	// revoked, when not zero, is the account whose tokens a TokensRevoked
-	// change concerns: an event no stream sends, with no text.
+	// change concerns: an event no stream sends, with no text, as is a
+	// SettingsChanged one's.
 	revoked uint64
 	message uint64 // the message's ID, in the events of messages
 	owner   string // model.EmailKey of the message's owner; "" when unknown
@@ -116,7 +117,8 @@ func renderBlock(evs []*event, chs []*model.Change, room int, h history) []*even
 	first := len(evs)
 	block := make([]byte, 0, room)
 	for _, ch := range chs {
-		if ch.Kind == model.TokensRevoked {
+		if ch.Kind.Internal() {
+			// No text: nobody is sent it. A revocation names its account.
 			evs = append(evs, &event{seq: ch.Seq, kind: ch.Kind, revoked: ch.UserID, off: len(block)})
 			continue
 		}

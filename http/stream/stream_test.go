@@ -76,7 +76,7 @@ func TestStreamStartsBeforeItsStatus(t *testing.T) {
 // took away, and either passes every filter by words when those are
 // unknown (the log no longer held them); a change whose owner is unknown
 // (a deletion of a purge an older release began) passes every owner; and
-// a revocation passes no filter.
+// a revocation, or a change of the settings, passes no filter.
 func TestStreamFilterPasses(t *testing.T) {
 	orphan := testChange(6, model.MessageDeleted, 15, "")
 	orphan.Message.OwnerEmail = ""
@@ -92,6 +92,7 @@ func TestStreamFilterPasses(t *testing.T) {
 		byBob,
 		{Seq: 8, Kind: model.TokensRevoked, UserID: 1},
 		testChange(9, model.MessageDeleted, 13, ""), // took away: unknown
+		{Seq: 10, Kind: model.SettingsChanged},
 	}, make(history))
 
 	ada, bob := model.EmailKey("ADA@example.com"), model.EmailKey("bob@example.com")

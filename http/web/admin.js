@@ -1,6 +1,6 @@
 // The administration screen (#admin): accounts (search, suspend, the
 // administrator role, deleting messages or the account, password resets),
-// invitations and the audit log. The page offers it to administrators
+// invitations, the audit log and the settings changed without a restart. The page offers it to administrators
 // only; the server refuses its routes to everyone else whatever the page
 // does.
 
@@ -64,6 +64,7 @@ export function admin({ session, announce, roleLost }) {
   const auditPanel = $('#panel-audit');
   const audit = $('#audit tbody');
   const auditMore = $('#audit-more');
+  const settingsForm = $('#settings-form');
 
   // epoch changes when the screen stops (the session ends): answers to
   // what was asked before are dropped, so one person's administration
@@ -103,7 +104,7 @@ export function admin({ session, announce, roleLost }) {
 
   // Tabs, as the WAI-ARIA tabs pattern has them: one Tab stop, arrows
   // (and Home, End) move between them, and the tab focused is shown.
-  const loaders = { 'tab-users': () => loadUsers(), 'tab-invites': loadInvites, 'tab-audit': () => loadAudit() };
+  const loaders = { 'tab-users': () => loadUsers(), 'tab-invites': loadInvites, 'tab-audit': () => loadAudit(), 'tab-settings': loadSettings };
   function select(tab, { focus = false } = {}) {
     $('#notice').replaceChildren(); // news of the tab left
     for (const t of tabs) {
@@ -450,6 +451,8 @@ export function admin({ session, announce, roleLost }) {
     'create-invite': 'Made an invitation',
     'revoke-invite': 'Revoked an invitation',
     'download-backup': 'Downloaded a backup',
+    'settings-update': (e) => `Changed the settings: ${Object.entries(e.settings ?? {})
+      .map(([name, value]) => `${settingNames[name] ?? name} ${value}`).join(', ')}`,
   };
 
   function target(t) {
@@ -466,7 +469,7 @@ export function admin({ session, announce, roleLost }) {
     const what = actions[e.action] ?? e.action;
     return h('tr', {},
       h('td', {}, time(e.at)),
-      h('td', { dir: 'auto' }, e.actor ? e.actor.email : "The server's machine"),
+      h('td', { dir: 'auto' }, e.actor.type === 'server' ? "The server's machine" : e.actor.email),
       h('td', {}, typeof what === 'function' ? what(e) : what),
       h('td', {}, target(e.target)));
   }
@@ -500,6 +503,46 @@ export function admin({ session, announce, roleLost }) {
   }
   auditMore.addEventListener('click', () => audit.hasAttribute('aria-busy') || loadAudit({ more: true }));
 
+  // Settings.
+
+  const settingNames = { registration: 'who may register:', writesPerAccount: 'writes per account:' };
+
+  function showSettings(data) {
+    const f = settingsForm.elements;
+    for (const radio of f.registration) radio.checked = radio.value === data.registration;
+    f.writesPerAccount.value = data.writesPerAccount;
+  }
+
+  async function loadSettings() {
+    const gen = epoch;
+    clearError(settingsForm);
+    try {
+      const { data } = await call('GET', '/api/admin/settings');
+      if (current(gen)) showSettings(data);
+    } catch (err) {
+      if (current(gen)) showError(settingsForm, err);
+    }
+  }
+
+  settingsForm.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const f = settingsForm.elements;
+    const body = { writesPerAccount: f.writesPerAccount.value.trim() };
+    if (f.registration.value) body.registration = f.registration.value;
+    busy(settingsForm, async () => {
+      const gen = epoch;
+      try {
+        const { data } = await call('PATCH', '/api/admin/settings', { body, contentType: 'application/merge-patch+json' });
+        if (!current(gen)) return;
+        clearError(settingsForm);
+        showSettings(data);
+        announce('The settings are saved, and in force on every instance.');
+      } catch (err) {
+        if (current(gen)) showError(settingsForm, err);
+      }
+    });
+  });
+
   async function version() {
     const gen = epoch;
     try {
@@ -522,7 +565,8 @@ export function admin({ session, announce, roleLost }) {
       usersNext = auditNext = null;
       usersSearch.reset();
       inviteForm.reset();
-      for (const scope of [usersSearch, inviteForm, invitesCard, auditPanel]) clearError(scope);
+      settingsForm.reset();
+      for (const scope of [usersSearch, inviteForm, invitesCard, auditPanel, settingsForm]) clearError(scope);
       for (const list of [users, invites, audit, inviteMade]) {
         list.replaceChildren();
         list.removeAttribute('aria-busy');

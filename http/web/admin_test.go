@@ -399,3 +399,53 @@ func TestWebClientNotAdministrator(t *testing.T) {
 		t.Error("after the role was taken away the entry to the screen is still there")
 	}
 }
+
+// TestWebClientSettings: an administrator reads the settings on the
+// administration screen (the flags' values while the database holds
+// none), is told which field is wrong when a value is refused, and saves
+// a change that is in force at once (GET /api/info, a registration
+// refused) and in the audit log; axe checks the tab.
+func TestWebClientSettings(t *testing.T) {
+	e := apitest.New(t)
+	e.MakeFirstAdmin("root@example.com")
+	b := newWebBrowser(t, e.URL)
+	p := b.person("root")
+	p.screen("auth")
+	p.login("root@example.com", apitest.Password)
+	p.click("#nav-admin")
+	p.screen("admin")
+	p.click("#tab-settings")
+	p.waitFor("the settings show", `document.querySelector('#settings-form input[name=registration][value=open]').checked && document.querySelector('#settings-writes').value !== ''`)
+	if got, want := webEval[string](p, `document.querySelector('#settings-writes').value`), apitest.UnlimitedWrites.String(); got != want {
+		t.Errorf("writes per account shows %q, want the flag's %q", got, want)
+	}
+	p.axeCheck("administration, settings")
+
+	p.click("#settings-form input[name=registration][value=invite]")
+	p.fill("#settings-writes", "fast")
+	p.expect(http.StatusUnprocessableEntity, "/api/admin/settings")
+	p.click("#settings-form button[type=submit]")
+	p.waitFor("the refusal shows", `document.querySelector('#settings-writes').getAttribute('aria-invalid') === 'true'`)
+	if got := p.text("#settings-form .form-error"); !strings.Contains(got, "Writes per account") || !strings.Contains(got, "BURST/INTERVAL") {
+		t.Errorf("the refusal says %q, want it to name the field and what it takes", got)
+	}
+	p.axeCheck("administration, settings refused")
+	if mode := e.Do(apitest.Request{Method: "GET", Path: "/api/info"}).JSON(t)["registration"]; mode != "open" {
+		t.Fatalf("after a refused change, registration is %v", mode)
+	}
+
+	p.fill("#settings-writes", "30/10s")
+	p.click("#settings-form button[type=submit]")
+	p.waitFor("the change is saved", `document.querySelector('#settings-writes').getAttribute('aria-invalid') === null && document.querySelector('#settings-writes').value === '30/10s' && !document.querySelector('#settings-form button').disabled`)
+	if mode := e.Do(apitest.Request{Method: "GET", Path: "/api/info"}).JSON(t)["registration"]; mode != "invite" {
+		t.Errorf("after the change, /api/info says registration %v, want invite", mode)
+	}
+	reg := e.Do(apitest.Request{Method: "POST", Path: "/api/register", ContentType: "application/json", Body: `{"email":"bob@example.com","password":"correct horse battery"}`})
+	apitest.AssertProblem(t, reg, http.StatusForbidden)
+
+	p.click("#tab-audit")
+	p.waitFor("the audit log is listed", `document.querySelectorAll('#audit tbody tr').length > 0 && !document.querySelector('#audit tbody').hasAttribute('aria-busy')`)
+	if got, want := p.text("#audit tbody tr"), "Changed the settings: who may register: invite, writes per account: 30/10s"; !strings.Contains(got, want) {
+		t.Errorf("the audit log's newest entry says %q, want it to hold %q", got, want)
+	}
+}

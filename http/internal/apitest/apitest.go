@@ -142,6 +142,7 @@ func NewOn(t *testing.T, db Store, clock *Clock, opts ...Option) *Env {
 		o(&cfg)
 	}
 	handler := heraldhttp.NewServer(db, auth.NewHasher(FastParams, 4), cfg)
+	stopFollowing := followSettings(t, handler)
 	// Served as main serves it, so every test goes through CoalesceWrites.
 	srv := httptest.NewUnstartedServer(handler)
 	srv.Listener = netquirk.CoalesceWrites(srv.Config, srv.Listener)
@@ -151,6 +152,7 @@ func NewOn(t *testing.T, db Store, clock *Clock, opts ...Option) *Env {
 		// on their own.
 		handler.CloseStreams()
 		srv.Close()
+		stopFollowing()
 		if err := CheckStore(db); err != nil {
 			t.Errorf("store check: %v", err)
 		}
@@ -159,6 +161,20 @@ func NewOn(t *testing.T, db Store, clock *Clock, opts ...Option) *Env {
 		}
 	})
 	return &Env{T: t, URL: srv.URL, DB: db, Clock: clock, Logs: logs, Server: handler, HTTP: srv}
+}
+
+// followSettings has handler follow the settings its store holds, as
+// main has it do; the function returned stops that, before the store
+// closes.
+func followSettings(t *testing.T, handler *heraldhttp.Server) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped, err := handler.FollowSettings(ctx)
+	if err != nil {
+		cancel()
+		t.Fatalf("reading the settings: %v", err)
+	}
+	return func() { cancel(); <-stopped }
 }
 
 // MakeAdmin gives email's account the administrator role, as the operator
@@ -391,6 +407,7 @@ func ServeOn(t *testing.T, l net.Listener, db Store, cfg heraldhttp.Config, tune
 		cfg.Limits.WritesPerAccount = UnlimitedWrites
 	}
 	handler := heraldhttp.NewServer(db, auth.NewHasher(FastParams, 2), cfg)
+	stopFollowing := followSettings(t, handler)
 	srv := httptest.NewUnstartedServer(handler)
 	if l != nil {
 		srv.Listener.Close()
@@ -406,6 +423,7 @@ func ServeOn(t *testing.T, l net.Listener, db Store, cfg heraldhttp.Config, tune
 		once.Do(func() {
 			handler.CloseStreams()
 			srv.Close()
+			stopFollowing()
 			if err := db.Close(); err != nil {
 				t.Error(err)
 			}
