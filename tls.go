@@ -376,6 +376,12 @@ func (c *certCache) isCert(name string) bool {
 }
 
 func (c *certCache) Get(ctx context.Context, name string) ([]byte, error) {
+	// autocert asks for a TLS-ALPN-01 answer before it checks the name
+	// against its policy: a handshake naming a domain not served must not
+	// cost a read of the store.
+	if domain, ok := strings.CutSuffix(name, "+token"); ok && !slices.Contains(c.domains, domain) {
+		return nil, autocert.ErrCacheMiss
+	}
 	if !c.isCert(name) {
 		return c.get(ctx, name)
 	}
@@ -540,11 +546,17 @@ type handshakeNoise struct {
 func (h handshakeNoise) Write(p []byte) (int, error) {
 	line := string(p)
 	if strings.HasPrefix(line, "http: TLS handshake error") &&
-		(!strings.Contains(line, "acme/autocert:") || strings.Contains(line, "missing server name") || strings.Contains(line, "not configured")) {
+		(!strings.Contains(line, "acme/autocert:") || containsAny(line, "missing server name", "not configured",
+			"server name component count invalid", "server name contains invalid character", "no token cert for")) {
 		h.logger.Debug(strings.TrimSpace(line))
 		return len(p), nil
 	}
 	return h.warn.Write(p)
+}
+
+// containsAny reports whether s holds any of subs.
+func containsAny(s string, subs ...string) bool {
+	return slices.ContainsFunc(subs, func(sub string) bool { return strings.Contains(s, sub) })
 }
 
 // portOf is the port ln listens on.

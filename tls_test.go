@@ -749,6 +749,9 @@ func TestHandshakeNoise(t *testing.T) {
 		"http: TLS handshake error from 192.0.2.1:1234: acme/autocert: host \"scan.example\" not configured in HostWhitelist\n",
 		"http: TLS handshake error from 192.0.2.1:1234: tls: first record does not look like a TLS handshake\n",
 		"http: TLS handshake error from 192.0.2.1:1234: EOF\n",
+		"http: TLS handshake error from 192.0.2.1:1234: acme/autocert: server name component count invalid\n",
+		"http: TLS handshake error from 192.0.2.1:1234: acme/autocert: server name contains invalid character\n",
+		"http: TLS handshake error from 192.0.2.1:1234: acme/autocert: no token cert for \"scan.example\"\n",
 	} {
 		if _, err := h.Write([]byte(line)); err != nil {
 			t.Fatal(err)
@@ -757,8 +760,8 @@ func TestHandshakeNoise(t *testing.T) {
 	if warn.Len() != 0 {
 		t.Errorf("noise went to the warnings: %s", warn.String())
 	}
-	if got := strings.Count(all.String(), "level=DEBUG"); got != 4 {
-		t.Errorf("%d debug lines, want 4:\n%s", got, all.String())
+	if got := strings.Count(all.String(), "level=DEBUG"); got != 7 {
+		t.Errorf("%d debug lines, want 7:\n%s", got, all.String())
 	}
 	kept := []string{
 		"http: TLS handshake error from 192.0.2.1:1234: acme/autocert: unable to satisfy \"https://ca/authz\" for domain \"herald.test\": no viable challenge type found\n",
@@ -875,5 +878,29 @@ func checkStreamOverTLS(t *testing.T, roots *x509.CertPool, addr string) {
 		if err != nil {
 			t.Fatalf("the stream over TLS ended before the message: %v; read %q", err, got)
 		}
+	}
+}
+
+// TestCertCacheTokenOfAnotherDomain: a TLS-ALPN-01 answer asked for a
+// domain not served is a miss without a read of the store, whatever the
+// store holds under that name; one for a served domain is read.
+func TestCertCacheTokenOfAnotherDomain(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	for _, name := range []string{"scan.example+token", testDomain + "+token"} {
+		if err := db.PutCert(ctx, name, []byte("answer")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newCertCache(db, []string{testDomain})
+	if _, err := c.Get(ctx, "scan.example+token"); !errors.Is(err, autocert.ErrCacheMiss) {
+		t.Errorf("Get of another domain's token = %v, want ErrCacheMiss", err)
+	}
+	if got, err := c.Get(ctx, testDomain+"+token"); err != nil || string(got) != "answer" {
+		t.Errorf("Get of the served domain's token = %q, %v", got, err)
 	}
 }

@@ -86,6 +86,12 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 		// index's tail; otherwise it has been merged first.
 		inTail bool
 	}{
+		{"ChangeOfMessageUnindexed", func(tx *bbolt.Tx, m *model.Message) error {
+			return tx.Bucket(bucketChangesByMessage).Delete(itob(m.ID))
+		}, "changes_by_message: message 1 is missing, or not at change", true},
+		{"ChangeOfMessageMisindexed", func(tx *bbolt.Tx, m *model.Message) error {
+			return tx.Bucket(bucketChangesByMessage).Put(itob(m.ID), itob(99))
+		}, "changes_by_message: message 1 points at change 99, which does not hold its content", true},
 		{"MissingTailRecord", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketTermsTail).Delete(itob(m.ID))
 		}, "message 1: missing from the search index's tail", true},

@@ -50,12 +50,7 @@ func (db *DB) UpdateSettings(_ context.Context, by model.Caller, changes model.S
 			return err
 		}
 		out = readSettings(tx)
-		changed := make(model.Settings)
-		for name, value := range changes {
-			if out[name] != value {
-				changed[name] = value
-			}
-		}
+		changed := out.Changes(changes)
 		if len(changed) == 0 {
 			return nil
 		}

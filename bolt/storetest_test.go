@@ -23,6 +23,7 @@ func openForSuite(t *testing.T, now func() time.Time) storetest.Opened {
 		if err := db.Check(); err != nil {
 			t.Errorf("bbolt check: %v", err)
 		}
+		checkIndexes(t, db)
 		if err := db.Close(); err != nil {
 			t.Error(err)
 		}

@@ -221,15 +221,21 @@ func decodeJSON(body io.Reader, spec fieldSpec) (fields, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkJSONSyntax(b); err != nil {
-		return nil, err
-	}
-	// The syntax is sound: what remains is the shape, one object.
+	// One pass over a sound body; a body the walk refuses is parsed again
+	// by checkJSONSyntax only to say where it goes wrong.
 	dec := json.NewDecoder(bytes.NewReader(b))
-	malformed := func(error) error { return badRequest("", "request body is not a valid JSON object") }
+	malformed := func(error) error {
+		if err := checkJSONSyntax(b); err != nil {
+			return err
+		}
+		return badRequest("", "request body is not a valid JSON object")
+	}
 	if tok, err := dec.Token(); err != nil {
 		return nil, malformed(err)
 	} else if tok != json.Delim('{') {
+		if err := checkJSONSyntax(b); err != nil {
+			return nil, err
+		}
 		return nil, badRequest("", "request body must be a JSON object")
 	}
 	raw := make(map[string]json.RawMessage)
@@ -254,6 +260,9 @@ func decodeJSON(body io.Reader, spec fieldSpec) (fields, error) {
 		return nil, malformed(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err := checkJSONSyntax(b); err != nil {
+			return nil, err
+		}
 		return nil, badRequest("", "request body has data after the JSON object")
 	}
 	if err := checkFieldNames(names, spec); err != nil {

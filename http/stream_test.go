@@ -958,6 +958,62 @@ func TestStreamClientThatTalks(t *testing.T) {
 	}
 }
 
+// postLargeMessages registers n accounts named prefix0@example.com... and
+// has each post 60 messages of model.MaxContentChars control characters
+// (about 60 KB of JSON each), straight into the store; it returns their
+// tokens.
+func postLargeMessages(t *testing.T, e *apitest.Env, prefix string, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	content := strings.Repeat("\x01", model.MaxContentChars)
+	var tokens []string
+	for i := range n {
+		token := e.Register(fmt.Sprintf("%s%d@example.com", prefix, i), "correct horse battery")
+		tokens = append(tokens, token)
+		u, _, err := e.DB.Authenticate(ctx, auth.HashToken(token))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 60 {
+			if _, err := e.DB.CreateMessage(ctx, model.ByUser(u.ID), content); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return tokens
+}
+
+// requestStream sends, on c, a stream request with token resuming after
+// lastEventID.
+func requestStream(c net.Conn, host, token, lastEventID string) {
+	fmt.Fprintf(c, "GET /api/messages/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nLast-Event-ID: %s\r\n\r\n", host, token, lastEventID)
+}
+
+// stallStreams opens 16 streams with each of tokens, resuming after
+// lastEventID, on connections that never read (their receive buffers
+// small, as a client that stops reading at once), closed when t ends.
+func stallStreams(t *testing.T, host string, tokens []string, lastEventID string) []net.Conn {
+	t.Helper()
+	var stalled []net.Conn
+	t.Cleanup(func() {
+		for _, c := range stalled {
+			c.Close()
+		}
+	})
+	for _, token := range tokens {
+		for range 16 {
+			c, err := net.Dial("tcp", host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stalled = append(stalled, c)
+			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+			requestStream(c, host, token, lastEventID)
+		}
+	}
+	return stalled
+}
+
 // TestStreamCatchUpMemoryBounded is the attack of an outside test run:
 // five accounts post 60 messages each of 10,000 control characters (each
 // renders to about 60 KB of JSON), then open 16 streams each resuming
@@ -977,45 +1033,14 @@ func TestStreamCatchUpMemoryBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	content := strings.Repeat("\x01", model.MaxContentChars)
-	var tokens []string
-	for i := range 5 {
-		token := e.Register(fmt.Sprintf("attacker%d@example.com", i), "correct horse battery")
-		tokens = append(tokens, token)
-		u, _, err := e.DB.Authenticate(ctx, auth.HashToken(token))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range 60 {
-			if _, err := e.DB.CreateMessage(ctx, model.ByUser(u.ID), content); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	tokens := postLargeMessages(t, e, "attacker", 5)
 	host := strings.TrimPrefix(e.URL, "http://")
 	last := strconv.FormatUint(from, 10)
 
 	var base runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&base)
-	var stalled []net.Conn
-	defer func() {
-		for _, c := range stalled {
-			c.Close()
-		}
-	}()
-	for _, token := range tokens {
-		for range 16 {
-			c, err := net.Dial("tcp", host)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stalled = append(stalled, c)
-			// A small receive buffer, as a client that stops reading at once.
-			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
-			fmt.Fprintf(c, "GET /api/messages/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nLast-Event-ID: %s\r\n\r\n", host, token, last)
-		}
-	}
+	stalled := stallStreams(t, host, tokens, last)
 	// The reader counts the events it reads and keeps none: what it read
 	// is the test's memory, not the server's.
 	readerConn, err := net.Dial("tcp", host)
@@ -1023,8 +1048,7 @@ func TestStreamCatchUpMemoryBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer readerConn.Close()
-	fmt.Fprintf(readerConn, "GET /api/messages/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nLast-Event-ID: %s\r\n\r\n",
-		host, e.Register("reader@example.com", "correct horse battery"), last)
+	requestStream(readerConn, host, e.Register("reader@example.com", "correct horse battery"), last)
 	created := make(chan int, 1)
 	go func() {
 		lines := bufio.NewScanner(readerConn)
@@ -1172,41 +1196,11 @@ func TestStreamCatchUpsLeaveLiveStreamsAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	content := strings.Repeat("\x01", model.MaxContentChars)
-	var tokens []string
-	for i := range 3 {
-		token := e.Register(fmt.Sprintf("stalled%d@example.com", i), "correct horse battery")
-		tokens = append(tokens, token)
-		u, _, err := e.DB.Authenticate(ctx, auth.HashToken(token))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range 60 {
-			if _, err := e.DB.CreateMessage(ctx, model.ByUser(u.ID), content); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	tokens := postLargeMessages(t, e, "stalled", 3)
 	live := openStream(e, bystander, "", "")
 	<-live.events // the opening block: the stream is live
 	host := strings.TrimPrefix(e.URL, "http://")
-	var stalled []net.Conn
-	defer func() {
-		for _, c := range stalled {
-			c.Close()
-		}
-	}()
-	for _, token := range tokens {
-		for range 16 {
-			c, err := net.Dial("tcp", host)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
-			stalled = append(stalled, c)
-			fmt.Fprintf(c, "GET /api/messages/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nLast-Event-ID: %d\r\n\r\n", host, token, from)
-		}
-	}
+	stallStreams(t, host, tokens, strconv.FormatUint(from, 10))
 	// The stalled streams' catch-ups have taken what they may, and their
 	// writes wait on clients that do not read.
 	time.Sleep(time.Second)

@@ -38,3 +38,15 @@ func ValidateSettingsStored(s Settings) error {
 	}
 	return invalid.Err()
 }
+
+// Changes is what of changes differs from s: the settings an update
+// writes and audits.
+func (s Settings) Changes(changes Settings) Settings {
+	changed := make(Settings)
+	for name, value := range changes {
+		if s[name] != value {
+			changed[name] = value
+		}
+	}
+	return changed
+}

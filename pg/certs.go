@@ -40,7 +40,7 @@ func (db *DB) Cert(ctx context.Context, name string) (_ []byte, err error) {
 func (db *DB) PutCert(ctx context.Context, name string, data []byte) (err error) {
 	ctx, end := db.call(ctx, &err)
 	defer end()
-	return db.upkeep(ctx, func(w *writeTx) error {
+	return db.write(ctx, func(w *writeTx) error {
 		_, err := w.Exec(ctx, `INSERT INTO certs (name, data, updated_at) VALUES ($1, $2, now())
 			ON CONFLICT (name) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at`, name, data)
 		return err
@@ -51,7 +51,7 @@ func (db *DB) PutCert(ctx context.Context, name string, data []byte) (err error)
 func (db *DB) DeleteCert(ctx context.Context, name string) (err error) {
 	ctx, end := db.call(ctx, &err)
 	defer end()
-	return db.upkeep(ctx, func(w *writeTx) error {
+	return db.write(ctx, func(w *writeTx) error {
 		_, err := w.Exec(ctx, `DELETE FROM certs WHERE name = $1`, name)
 		return err
 	})

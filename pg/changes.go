@@ -381,7 +381,7 @@ func (db *DB) TrimChanges(ctx context.Context, keepFor time.Duration, keepMax in
 			return removed, err
 		}
 		var n int
-		err := db.upkeep(ctx, func(w *writeTx) error {
+		err := db.write(ctx, func(w *writeTx) error {
 			n = 0
 			var head, floor int64
 			// The floor's row lock keeps two trims from interleaving.

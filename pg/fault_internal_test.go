@@ -93,3 +93,24 @@ func TestNoRetryAfterACommitWasSent(t *testing.T) {
 		t.Error("a deadlock met after a commit was sent is run again")
 	}
 }
+
+// TestWritesFailingUntilACreate: a write refused for a full disk starts a
+// spell of writes failing; another write's success (a login's token fits
+// in pages the tables have) leaves it, and only a create's ends it.
+func TestWritesFailingUntilACreate(t *testing.T) {
+	ctx := context.Background()
+	db := &DB{}
+	full := &pgconn.PgError{Code: "53100"}
+	if err := db.writeOutcome(full); !errors.Is(err, model.ErrNoSpace) {
+		t.Fatalf("disk_full became %v, want model.ErrNoSpace", err)
+	}
+	if err := db.writeOutcome(nil); err != nil || db.WritesFailing(ctx) == nil {
+		t.Errorf("after a smaller write's success: %v, writes failing %v; want them still failing", err, db.WritesFailing(ctx))
+	}
+	if err := db.createOutcome(full); !errors.Is(err, model.ErrNoSpace) || db.WritesFailing(ctx) == nil {
+		t.Errorf("a create refused for room: %v, writes failing %v", err, db.WritesFailing(ctx))
+	}
+	if err := db.createOutcome(nil); err != nil || db.WritesFailing(ctx) != nil {
+		t.Errorf("after a create's success: %v, writes failing %v; want none", err, db.WritesFailing(ctx))
+	}
+}

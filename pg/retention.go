@@ -22,7 +22,7 @@ func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, 
 			return deleted, err
 		}
 		var n int
-		err := db.upkeep(ctx, func(w *writeTx) error {
+		err := db.write(ctx, func(w *writeTx) error {
 			w.purge = &purge{
 				where: "m.id IN (SELECT id FROM messages WHERE created_at < $14 ORDER BY created_at, id LIMIT $15)",
 				args:  []any{boundTime(cutoff), retainChunk},

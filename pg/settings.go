@@ -68,12 +68,7 @@ func (db *DB) UpdateSettings(ctx context.Context, by model.Caller, changes model
 		if out, err = collectSettings(rows); err != nil {
 			return err
 		}
-		changed := make(model.Settings)
-		for name, value := range changes {
-			if out[name] != value {
-				changed[name] = value
-			}
-		}
+		changed := out.Changes(changes)
 		if len(changed) == 0 {
 			return nil
 		}

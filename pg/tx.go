@@ -60,13 +60,6 @@ func (db *DB) write(ctx context.Context, fn func(w *writeTx) error) error {
 	return db.writeOutcome(db.writeRetried(ctx, fn))
 }
 
-// upkeep is write for the server's housekeeping (retention, trims). As
-// for every write but a create, its success does not end a spell of
-// writes failing for a full disk (see createOutcome).
-func (db *DB) upkeep(ctx context.Context, fn func(w *writeTx) error) error {
-	return db.write(ctx, fn)
-}
-
 func (db *DB) writeRetried(ctx context.Context, fn func(w *writeTx) error) error {
 	// A turn first, so that writes waiting on locks hold at most their
 	// share of the pool (DB.writeTurns).

@@ -414,7 +414,11 @@ func TestWebClientResetKeepsEditor(t *testing.T) {
 		t.Fatal(err)
 	}
 	ada.liveOn()
-	// Events are handled in order: once a later one shows, so has the reset.
+	// The page says the list waits for the editor: the reset has come, and
+	// with it the stream's place in the log, so what is posted from now on
+	// arrives live. Posted before, it could fall before that place and be
+	// left to the reload.
+	ada.waitFor("the page says the list waits for the editor", `document.querySelector('#notice').textContent.includes('when you close the editor')`)
 	const later = "Bob, after the stream came back"
 	e.Post(bob, later)
 	ada.waitFor("a message posted after the reset arrives live", messageJS(later))

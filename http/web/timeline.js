@@ -282,8 +282,10 @@ export function timeline({ session, announce }) {
         // The stream missed changes, so the list is loaded afresh; but not
         // under an open editor, which would go with it and take what was
         // typed. That waits until the last editor closes (reloadIfReset).
-        if (editorOpen()) resetPending = true;
-        else reload();
+        if (editorOpen()) {
+          resetPending = true;
+          announce('Some changes were missed while live updates were paused; the list is brought up to date when you close the editor.');
+        } else reload();
         break;
     }
   }
