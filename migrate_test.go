@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -353,7 +354,7 @@ func TestMigrateAdministration(t *testing.T) {
 			}
 		}
 
-		if m, err := s.CreateMessageWithKey(ctx, model.ByUser(ada.ID), "hello after the spam", storetest.Key("hello", "hello after the spam")); err != nil || *m != *hello {
+		if m, err := s.CreateMessageWithKey(ctx, model.ByUser(ada.ID), "hello after the spam", storetest.Key("hello", "hello after the spam")); err != nil || !reflect.DeepEqual(*m, *hello) {
 			t.Errorf("store %d: the retry of a create made with a key = %+v, %v; want the file's first answer %+v", i, m, err, hello)
 		}
 

@@ -69,6 +69,9 @@ func (db *DB) removeAccount(tx *bbolt.Tx, u *model.User) error {
 	if err := deleteIdempotencyOf(tx, u.ID); err != nil {
 		return err
 	}
+	if err := removeNotificationsOf(tx, u.ID); err != nil {
+		return err
+	}
 	if err := tx.Bucket(bucketUsersByEmail).Delete(emailKey(u.Email)); err != nil {
 		return err
 	}

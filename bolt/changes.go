@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -61,6 +62,9 @@ func changeAt(v []byte) (int64, bool) {
 }
 
 func encodeChange(ch *model.Change) []byte {
+	if ch.Kind == model.NotificationCreated {
+		return encodeNotificationChange(ch)
+	}
 	if ch.Kind.Internal() {
 		ch = &model.Change{Kind: ch.Kind, At: ch.At, Message: model.Message{OwnerID: ch.UserID}}
 	}
@@ -93,6 +97,9 @@ func decodeChange(seq uint64, b []byte) (*model.Change, error) {
 	ch := &model.Change{Seq: seq, Kind: model.ChangeKind(b[1]), Scrubbed: b[2]&changeScrubbed != 0,
 		At: microsToTime(int64(binary.BigEndian.Uint64(b[3:])))}
 	rest := b[changeHeaderLen:]
+	if ch.Kind == model.NotificationCreated {
+		return decodeNotificationChange(ch, rest)
+	}
 	n := int(binary.BigEndian.Uint16(rest))
 	if len(rest) < 2+n+8 {
 		return nil, bad
@@ -127,6 +134,32 @@ func decodeChange(seq uint64, b []byte) (*model.Change, error) {
 	default:
 		return nil, bad
 	}
+	return ch, nil
+}
+
+// A NotificationCreated change's record holds, after the header, the
+// notified account, the actor and the message (8 bytes each) and the
+// kind of notification (1 byte); ChangesAfter reads the rest from the
+// notification as it is then.
+func encodeNotificationChange(ch *model.Change) []byte {
+	n := ch.Notification
+	b := make([]byte, 0, changeHeaderLen+8*3+1)
+	b = append(b, changeRecordVersion, byte(ch.Kind), 0)
+	b = binary.BigEndian.AppendUint64(b, uint64(timeToMicros(ch.At)))
+	b = binary.BigEndian.AppendUint64(b, ch.UserID)
+	b = binary.BigEndian.AppendUint64(b, n.Actor.ID)
+	b = binary.BigEndian.AppendUint64(b, n.MessageID)
+	return append(b, byte(n.Kind))
+}
+
+func decodeNotificationChange(ch *model.Change, rest []byte) (*model.Change, error) {
+	if len(rest) != 8*3+1 || ch.Scrubbed {
+		return nil, fmt.Errorf("decode change %d: bad record", ch.Seq)
+	}
+	ch.UserID = binary.BigEndian.Uint64(rest)
+	ch.Notification = &model.Notification{ID: ch.Seq, UserID: ch.UserID, At: ch.At,
+		Actor: model.Profile{ID: binary.BigEndian.Uint64(rest[8:])}, MessageID: binary.BigEndian.Uint64(rest[16:]),
+		Kind: model.NotificationKind(rest[24])}
 	return ch, nil
 }
 
@@ -390,6 +423,11 @@ func (db *DB) changesAfter(after uint64, max int, resolve bool) ([]*model.Change
 			out = append(out, ch)
 		}
 		f.mu.Unlock()
+		if resolve {
+			if err := db.resolveNotifications(out); err != nil {
+				return nil, head, err
+			}
+		}
 		return out, head, nil
 	}
 	f.mu.Unlock()
@@ -407,8 +445,20 @@ func (db *DB) changesAfter(after uint64, max int, resolve bool) ([]*model.Change
 			if err != nil {
 				return err
 			}
-			if ch.Scrubbed {
+			switch {
+			case ch.Kind == model.NotificationCreated:
+				resolveNotification(tx, owners, ch)
+			case ch.Scrubbed:
 				resolveScrubbed(tx, owners, ch)
+			case ofMessage(ch):
+				// The e-mail the record keeps stays for a deleted
+				// account's; the handle and name are the owner's now.
+				if card, ok := owners.card(ch.Message.OwnerID); ok {
+					ch.Message.OwnerHandle, ch.Message.OwnerName = card.handle, card.name
+				}
+				if ch.Kind != model.MessageDeleted {
+					joinReplies(tx, &ch.Message)
+				}
 			}
 			if len(out) > 0 && bytes+model.ChangeBytes(ch) > model.ChangeBatchBytes {
 				break
@@ -424,12 +474,37 @@ func (db *DB) changesAfter(after uint64, max int, resolve bool) ([]*model.Change
 	return out, head, nil
 }
 
+// resolveNotifications replaces the NotificationCreated changes of chs,
+// which the feed shares with other readers, with copies resolved as
+// ChangesAfter reads them from disk.
+func (db *DB) resolveNotifications(chs []*model.Change) error {
+	if !slices.ContainsFunc(chs, func(ch *model.Change) bool { return ch.Kind == model.NotificationCreated }) {
+		return nil
+	}
+	var owners *ownerEmails
+	return db.bolt.View(func(tx *bbolt.Tx) error {
+		for i, ch := range chs {
+			if ch.Kind != model.NotificationCreated {
+				continue
+			}
+			if owners == nil {
+				owners = newOwnerEmails(tx)
+			}
+			c := *ch
+			resolveNotification(tx, owners, &c)
+			chs[i] = &c
+		}
+		return nil
+	})
+}
+
 // resolveScrubbed fills scrubbed change ch with its message as it is now,
 // or marks it gone: deleted, or its account deleted.
 func resolveScrubbed(tx *bbolt.Tx, owners *ownerEmails, ch *model.Change) {
 	b := tx.Bucket(bucketMessages).Get(itob(ch.Message.ID))
 	if b != nil {
 		if m, err := decodeMessage(ch.Message.ID, b); err == nil && owners.join(m) {
+			joinReplies(tx, m)
 			ch.Message = *m
 			return
 		}

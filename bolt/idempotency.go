@@ -136,15 +136,20 @@ func deleteIdempotencyOf(tx *bbolt.Tx, userID uint64) error {
 // insertMessageOnce is insertMessage for a create made with key: the
 // first answer rebuilt when owner's live record of key says the create
 // was made, else the message inserted with the key's record.
-func (db *DB) insertMessageOnce(tx *bbolt.Tx, owner *model.User, content string, terms []string, key *model.IdempotencyKey) (*model.Message, error) {
+func (db *DB) insertMessageOnce(tx *bbolt.Tx, owner *model.User, draft model.Draft, terms []string, key *model.IdempotencyKey) (*model.Message, error) {
 	r, err := db.liveIdempotency(tx, owner.ID, key)
 	if err != nil {
 		return nil, err
 	}
 	if r != nil {
-		return r.Replay(*key, owner, content)
+		m, err := r.Replay(*key, owner, draft)
+		if err != nil {
+			return nil, err
+		}
+		m.Mentions = resolveMentions(tx, m.Content)
+		return m, nil
 	}
-	m, err := db.insertMessage(tx, owner, content, terms)
+	m, err := db.insertMessage(tx, owner, draft, terms)
 	if err != nil {
 		return nil, err
 	}

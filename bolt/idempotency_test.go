@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -56,7 +57,7 @@ func TestUpgradeFromLayout7Idempotency(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, err := db.CreateMessageWithKey(context.Background(), model.ByToken(layout7Ada), "after the upgrade", key)
-	if err != nil || *again != *first {
+	if err != nil || !reflect.DeepEqual(*again, *first) {
 		t.Errorf("retry after the upgrade = %+v, %v; want %+v", again, err, first)
 	}
 	checkIndexes(t, db)

@@ -215,6 +215,9 @@ func (db *DB) removeMessage(tx *bbolt.Tx, m *model.Message) error {
 	if err := db.unindexMessage(tx, m); err != nil {
 		return err
 	}
+	if err := removeReply(tx, m); err != nil {
+		return err
+	}
 	return db.recordChange(tx, model.MessageDeleted, m)
 }
 

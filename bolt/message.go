@@ -15,7 +15,14 @@ import (
 // scans, so the layout is fixed-offset binary rather than JSON.
 const (
 	messageRecordVersion = 1
-	messageHeaderLen     = 1 + 8*4
+	// messageRecordVersionThread is a message that answers another or
+	// mentions someone: after the header, the message it answers (8
+	// bytes, zero for none), the number of mentions (1 byte) and each
+	// mention's account ID (8 bytes) and handle (1-byte length, then the
+	// handle), then the content. A message that does neither keeps the
+	// shorter record.
+	messageRecordVersionThread = 2
+	messageHeaderLen           = 1 + 8*4
 )
 
 func encodeMessage(m *model.Message) []byte {
@@ -24,11 +31,25 @@ func encodeMessage(m *model.Message) []byte {
 
 // appendMessage appends m's record to b; a change record embeds one.
 func appendMessage(b []byte, m *model.Message) []byte {
-	b = append(b, messageRecordVersion)
+	threaded := m.ReplyTo != 0 || len(m.Mentions) > 0
+	if threaded {
+		b = append(b, messageRecordVersionThread)
+	} else {
+		b = append(b, messageRecordVersion)
+	}
 	b = binary.BigEndian.AppendUint64(b, m.OwnerID)
 	b = binary.BigEndian.AppendUint64(b, uint64(timeToMicros(m.CreatedAt)))
 	b = binary.BigEndian.AppendUint64(b, uint64(timeToMicros(m.UpdatedAt)))
 	b = binary.BigEndian.AppendUint64(b, m.Revision)
+	if threaded {
+		b = binary.BigEndian.AppendUint64(b, m.ReplyTo)
+		b = append(b, byte(len(m.Mentions)))
+		for _, mention := range m.Mentions {
+			b = binary.BigEndian.AppendUint64(b, mention.UserID)
+			b = append(b, byte(len(mention.Handle)))
+			b = append(b, mention.Handle...)
+		}
+	}
 	return append(b, m.Content...)
 }
 
@@ -45,8 +66,9 @@ func decodeMessage(id uint64, b []byte) (*model.Message, error) {
 // decodeMessageInto is decodeMessage into memory the caller provides, so
 // a search can decode a page into one allocation rather than one each.
 func decodeMessageInto(m *model.Message, id uint64, b []byte) error {
-	if len(b) < messageHeaderLen || b[0] != messageRecordVersion {
-		return fmt.Errorf("decode message %d: bad record", id)
+	bad := fmt.Errorf("decode message %d: bad record", id)
+	if len(b) < messageHeaderLen || b[0] != messageRecordVersion && b[0] != messageRecordVersionThread {
+		return bad
 	}
 	*m = model.Message{
 		ID:        id,
@@ -54,8 +76,28 @@ func decodeMessageInto(m *model.Message, id uint64, b []byte) error {
 		CreatedAt: microsToTime(createdMicros(b)),
 		UpdatedAt: microsToTime(int64(binary.BigEndian.Uint64(b[17:]))),
 		Revision:  binary.BigEndian.Uint64(b[25:]),
-		Content:   string(b[messageHeaderLen:]),
 	}
+	rest := b[messageHeaderLen:]
+	if b[0] == messageRecordVersionThread {
+		r := recordReader{b: rest}
+		m.ReplyTo = r.uint64()
+		n := int(r.byte())
+		if n > model.MaxMentions {
+			return bad
+		}
+		if n > 0 {
+			m.Mentions = make([]model.Mention, n)
+		}
+		for i := range m.Mentions {
+			m.Mentions[i].UserID = r.uint64()
+			m.Mentions[i].Handle = string(r.bytes(int(r.byte())))
+		}
+		if r.short {
+			return bad
+		}
+		rest = r.b
+	}
+	m.Content = string(rest)
 	return nil
 }
 
@@ -76,6 +118,7 @@ func messageByID(tx *bbolt.Tx, id uint64) (*model.Message, error) {
 	if !joinOwner(tx, m) {
 		return nil, model.MessageNotFound(id)
 	}
+	joinReplies(tx, m)
 	return m, nil
 }
 
@@ -92,7 +135,7 @@ func messageRecord(tx *bbolt.Tx, id uint64) (*model.Message, error) {
 // returns it as stored. Errors: model.ErrInvalid for bad content, model.ErrUnauthorized
 // or model.ErrNotFound when the caller does not resolve to a user.
 func (db *DB) CreateMessage(_ context.Context, by model.Caller, content string) (*model.Message, error) {
-	return db.create(by, content, nil)
+	return db.create(by, model.Draft{Content: content}, nil)
 }
 
 // CreateMessageWithKey is CreateMessage made with an Idempotency-Key:
@@ -102,16 +145,25 @@ func (db *DB) CreateMessage(_ context.Context, by model.Caller, content string) 
 // record in one transaction. Errors: as CreateMessage, and
 // model.ErrKeyReused when the record is of another request.
 func (db *DB) CreateMessageWithKey(_ context.Context, by model.Caller, content string, key model.IdempotencyKey) (*model.Message, error) {
-	return db.create(by, content, &key)
+	return db.create(by, model.Draft{Content: content}, &key)
 }
 
-// create stores content as a new message of the caller's, made with key
-// or without (nil): see CreateMessageWithKey.
-func (db *DB) create(by model.Caller, content string, key *model.IdempotencyKey) (*model.Message, error) {
-	if err := (&model.Message{Content: content}).Validate(); err != nil {
+// PostMessage stores draft as a new message of the caller's, made with
+// key or without (nil): a reply when draft.ReplyTo is set, notifying whom
+// it mentions and whom it answers in the same transaction. Errors: as
+// CreateMessageWithKey, and model.ErrInvalid naming replyTo when the
+// message it answers does not exist.
+func (db *DB) PostMessage(_ context.Context, by model.Caller, draft model.Draft, key *model.IdempotencyKey) (*model.Message, error) {
+	return db.create(by, draft, key)
+}
+
+// create stores draft as a new message of the caller's, made with key or
+// without (nil): see CreateMessageWithKey.
+func (db *DB) create(by model.Caller, draft model.Draft, key *model.IdempotencyKey) (*model.Message, error) {
+	if err := draft.Validate(); err != nil {
 		return nil, err
 	}
-	terms := model.SortedTerms(content)
+	terms := model.SortedTerms(draft.Content)
 	var out *model.Message
 	err := db.writes.create(func(tx *bbolt.Tx) error {
 		owner, err := db.caller(tx, by)
@@ -119,10 +171,10 @@ func (db *DB) create(by model.Caller, content string, key *model.IdempotencyKey)
 			return err
 		}
 		if key == nil {
-			out, err = db.insertMessage(tx, owner, content, terms)
+			out, err = db.insertMessage(tx, owner, draft, terms)
 			return err
 		}
-		out, err = db.insertMessageOnce(tx, owner, content, terms, key)
+		out, err = db.insertMessageOnce(tx, owner, draft, terms, key)
 		return err
 	})
 	if err != nil {
@@ -131,17 +183,26 @@ func (db *DB) create(by model.Caller, content string, key *model.IdempotencyKey)
 	return out, nil
 }
 
-// insertMessage stores a new message of owner with its index entries.
-// terms is model.SortedTerms(content).
-func (db *DB) insertMessage(tx *bbolt.Tx, owner *model.User, content string, terms []string) (*model.Message, error) {
+// insertMessage stores a new message of owner with its index entries, its
+// place among the replies of the message it answers and the notifications
+// it causes. terms is model.SortedTerms(draft.Content).
+func (db *DB) insertMessage(tx *bbolt.Tx, owner *model.User, draft model.Draft, terms []string) (*model.Message, error) {
 	msgs := tx.Bucket(bucketMessages)
 	id, err := msgs.NextSequence()
 	if err != nil {
 		return nil, err
 	}
-	m := &model.Message{ID: id, OwnerID: owner.ID, OwnerEmail: owner.Email, Content: content, Revision: 1}
+	m := &model.Message{ID: id, OwnerID: owner.ID, OwnerEmail: owner.Email, OwnerHandle: owner.Handle, OwnerName: owner.Name,
+		Content: draft.Content, ReplyTo: draft.ReplyTo, Revision: 1}
 	m.CreatedAt = db.creationTime(tx)
 	m.UpdatedAt = m.CreatedAt
+	var parentOwner uint64
+	if m.ReplyTo != 0 {
+		if parentOwner, err = addReply(tx, m); err != nil {
+			return nil, err
+		}
+	}
+	m.Mentions = resolveMentions(tx, m.Content)
 	if err := msgs.Put(itob(id), encodeMessage(m)); err != nil {
 		return nil, err
 	}
@@ -150,6 +211,9 @@ func (db *DB) insertMessage(tx *bbolt.Tx, owner *model.User, content string, ter
 	}
 	if err := db.recordChange(tx, model.MessageCreated, m); err != nil {
 		return nil, err
+	}
+	if len(m.Mentions) > 0 || parentOwner != 0 {
+		return m, db.notify(tx, owner, m, parentOwner)
 	}
 	return m, nil
 }
@@ -248,10 +312,21 @@ func (db *DB) UpdateMessage(_ context.Context, id uint64, by model.Caller, upd m
 		m.Content = *upd.Content
 		m.UpdatedAt = db.clock()
 		m.Revision++
+		m.Mentions = resolveMentions(tx, m.Content)
 		if err := tx.Bucket(bucketMessages).Put(itob(id), encodeMessage(m)); err != nil {
 			return err
 		}
-		return db.recordChange(tx, model.MessageUpdated, m)
+		if err := db.recordChange(tx, model.MessageUpdated, m); err != nil {
+			return err
+		}
+		if len(m.Mentions) == 0 {
+			return nil
+		}
+		author, err := userByID(tx, m.OwnerID)
+		if err != nil {
+			return err
+		}
+		return db.notify(tx, author, m, 0)
 	})
 	if err != nil {
 		return nil, err

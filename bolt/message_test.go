@@ -467,7 +467,7 @@ func TestCreateInTheTransactionThatEmptiedTheStore(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			created, err = db.insertMessage(tx, owner, "the only one left", model.SortedTerms("the only one left"))
+			created, err = db.insertMessage(tx, owner, model.Draft{Content: "the only one left"}, model.SortedTerms("the only one left"))
 			return err
 		})
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 // address, read from the owner's record in the transaction that read the
 // message, so a message whose owner is gone is gone too.
 
-// joinOwner fills OwnerEmail. It reports false for a message whose owner
+// joinOwner fills OwnerEmail, OwnerHandle and OwnerName. It reports false for a message whose owner
 // is gone: the account was deleted and its messages are being removed (see
 // DeleteAccount), so the message no longer exists for anyone.
 func joinOwner(tx *bbolt.Tx, m *model.Message) bool {
@@ -28,8 +28,8 @@ type ownerEmails struct {
 }
 
 type ownerEmail struct {
-	id    uint64
-	email string
+	id   uint64
+	card ownerCard
 }
 
 func newOwnerEmails(tx *bbolt.Tx) *ownerEmails {
@@ -38,17 +38,24 @@ func newOwnerEmails(tx *bbolt.Tx) *ownerEmails {
 
 // join is joinOwner for a message read in the transaction o was made in.
 func (o *ownerEmails) join(m *model.Message) bool {
+	card, ok := o.card(m.OwnerID)
+	if ok {
+		m.OwnerEmail, m.OwnerHandle, m.OwnerName = card.email, card.handle, card.name
+	}
+	return ok
+}
+
+// card reads account id's ownerCard, false when the account is gone.
+func (o *ownerEmails) card(id uint64) (ownerCard, bool) {
 	for _, seen := range o.seen {
-		if seen.id == m.OwnerID {
-			m.OwnerEmail = seen.email
-			return true
+		if seen.id == id {
+			return seen.card, true
 		}
 	}
-	email, ok := userEmail(o.users.get(m.OwnerID))
+	card, ok := readOwnerCard(o.users.get(id))
 	if !ok {
-		return false
+		return ownerCard{}, false
 	}
-	m.OwnerEmail = email
-	o.seen = append(o.seen, ownerEmail{m.OwnerID, email})
-	return true
+	o.seen = append(o.seen, ownerEmail{id, card})
+	return card, true
 }

@@ -58,6 +58,7 @@ var (
 		bucketMeta, bucketDeleting, bucketPurging, bucketChanges, bucketChangesByMessage,
 		bucketInvites, bucketInviteCodes, bucketResets, bucketUserResets, bucketAudit,
 		bucketIdempotency, bucketIdempotencyByTime, bucketCerts, bucketSettings,
+		bucketReplies, bucketReplyCounts, bucketNotifications, bucketNotified, bucketNotificationMarks,
 	}
 
 	// Buckets whose keys only rise, so new keys land at the very end, and

@@ -448,7 +448,7 @@ func bulkMessages(tb testing.TB, db *testDB, owners []uint64, clockStep time.Dur
 					db.Clock.Add(clockStep)
 				}
 				content := contents(i)
-				m, err := db.insertMessage(tx, users[i%len(users)], content, model.SortedTerms(content))
+				m, err := db.insertMessage(tx, users[i%len(users)], model.Draft{Content: content}, model.SortedTerms(content))
 				if err != nil {
 					return err
 				}

@@ -138,18 +138,25 @@ func (r *recordReader) byte() byte     { return r.bytes(1)[0] }
 func (r *recordReader) uint16() uint16 { return binary.BigEndian.Uint16(r.bytes(2)) }
 func (r *recordReader) uint64() uint64 { return binary.BigEndian.Uint64(r.bytes(8)) }
 
-// userEmail reads the e-mail of a user record. It accepts exactly the
+// ownerCard is what a message shows of its owner, and whether the owner
+// is suspended (which hides the notifications the owner caused).
+type ownerCard struct {
+	email, handle, name string
+	suspended           bool
+}
+
+// readOwnerCard reads a user record's ownerCard. It accepts exactly the
 // records decodeUser accepts, but copies nothing else out: a message needs
-// only its author's e-mail, not the password hash and roles. False for a
-// missing or malformed record.
-func userEmail(b []byte) (string, bool) {
+// only its author's e-mail, handle and name, not the password hash and
+// roles. False for a missing or malformed record.
+func readOwnerCard(b []byte) (ownerCard, bool) {
 	r := recordReader{b: b}
 	if len(b) == 0 {
-		return "", false
+		return ownerCard{}, false
 	}
 	version := r.byte()
 	if version != userRecordVersion && version != userRecordVersionV2 {
-		return "", false
+		return ownerCard{}, false
 	}
 	r.uint64() // createdAt
 	email := r.bytes(int(r.uint16()))
@@ -159,14 +166,21 @@ func userEmail(b []byte) (string, bool) {
 	}
 	flags := r.byte()
 	r.uint64() // lastSeenAt
+	var handle, name []byte
 	if version == userRecordVersion {
-		r.bytes(int(r.byte()))   // handle
-		r.bytes(int(r.uint16())) // name
+		handle = r.bytes(int(r.byte()))
+		name = r.bytes(int(r.uint16()))
 	}
 	if r.short || len(r.b) != 0 || flags&^userSuspended != 0 {
-		return "", false
+		return ownerCard{}, false
 	}
-	return string(email), true
+	return ownerCard{email: string(email), handle: string(handle), name: string(name), suspended: flags&userSuspended != 0}, true
+}
+
+// userEmail reads the e-mail of a user record; see readOwnerCard.
+func userEmail(b []byte) (string, bool) {
+	card, ok := readOwnerCard(b)
+	return card.email, ok
 }
 
 // userRecordJSON is the layout-1 user record, read only to upgrade it.

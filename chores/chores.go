@@ -47,6 +47,9 @@ type Config struct {
 	// count.
 	AuditKeepFor time.Duration
 	AuditKeepMax int
+	// NotificationsKeepFor is how long notifications are kept; 0 keeps
+	// them (each account's newest model.MaxNotifications) for good.
+	NotificationsKeepFor time.Duration
 }
 
 // Store is what every store does for the chores.
@@ -75,6 +78,7 @@ type Sweeper interface {
 	// SweepExpiredCodes sweeps invitations and password resets.
 	SweepExpiredCodes(ctx context.Context) (int, error)
 	SweepIdempotencyKeys(ctx context.Context) (int, error)
+	TrimNotifications(ctx context.Context, keepFor time.Duration) (int, error)
 }
 
 // PurgeResumer is offered by a store whose removals of many messages (an
@@ -171,4 +175,7 @@ func (c Config) sweep(ctx context.Context, s Sweeper, now time.Time, report func
 	}
 	run("sweeping expired invitations and password resets", func() (int, error) { return s.SweepExpiredCodes(ctx) })
 	run("sweeping idempotency keys past their 24 hours", func() (int, error) { return s.SweepIdempotencyKeys(ctx) })
+	if c.NotificationsKeepFor > 0 {
+		run("trimming notifications past --notifications-keep", func() (int, error) { return s.TrimNotifications(ctx, c.NotificationsKeepFor) })
+	}
 }

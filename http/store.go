@@ -130,6 +130,26 @@ type Messages interface {
 	// it as it was; an administrator may delete anyone's, which the audit
 	// log records. Errors: as UpdateMessage.
 	DeleteMessage(ctx context.Context, id uint64, by model.Caller, pre model.Precondition) (*model.Message, error)
+	// PostMessage stores draft as a new message of the caller's, made
+	// with key as CreateMessageWithKey, or without (nil): a reply when
+	// draft.ReplyTo is set, with its mentions resolved and the
+	// notifications it causes written in the same transaction. Errors: as
+	// CreateMessageWithKey, and model.ErrInvalid naming replyTo when the
+	// message it answers does not exist.
+	PostMessage(ctx context.Context, by model.Caller, draft model.Draft, key *model.IdempotencyKey) (*model.Message, error)
+	// Replies returns a page of the replies to a message, oldest first;
+	// a deleted message's are still listed. Errors:
+	// model.ErrUnauthorized, model.ErrNotFound when the message does not
+	// exist and never did.
+	Replies(ctx context.Context, by model.Caller, q model.RepliesQuery) (*model.RepliesPage, error)
+	// Notifications returns a page of the caller's notifications, newest
+	// first, with the number unread; those whose actor is suspended or
+	// gone are neither listed nor counted. Errors: model.ErrUnauthorized.
+	Notifications(ctx context.Context, by model.Caller, q model.NotificationQuery) (*model.NotificationPage, error)
+	// MarkNotificationsRead marks the caller's notifications up to and
+	// including upTo read, every one when upTo is zero. Errors:
+	// model.ErrUnauthorized.
+	MarkNotificationsRead(ctx context.Context, by model.Caller, upTo uint64) error
 	// SearchMessages returns a page of the query's messages, newest first,
 	// and the caller's account. Errors: model.ErrInvalid,
 	// model.ErrUnauthorized, the context's error when it ends.

@@ -24,6 +24,9 @@ const (
 	// process that reads the log, whose server then reads the settings
 	// again.
 	SettingsChanged
+	// NotificationCreated: UserID was notified (Notification). Only
+	// UserID's own streams hear of it.
+	NotificationCreated
 )
 
 // Internal reports whether changes of kind k are for Herald itself and
@@ -42,6 +45,8 @@ func (k ChangeKind) String() string {
 		return "tokens.revoked"
 	case SettingsChanged:
 		return "settings.changed"
+	case NotificationCreated:
+		return "notification"
 	}
 	return fmt.Sprintf("ChangeKind(%d)", uint8(k))
 }
@@ -69,9 +74,16 @@ type Change struct {
 	// when it does not.
 	Scrubbed bool
 	Gone     bool
-	// UserID is the account whose tokens a TokensRevoked change concerns;
-	// zero for the changes of messages, whose owner is Message.OwnerID.
+	// UserID is the account whose tokens a TokensRevoked change concerns,
+	// or who a NotificationCreated change notifies; zero for the changes
+	// of messages, whose owner is Message.OwnerID.
 	UserID uint64
+	// Notification is a NotificationCreated change's notification, as it
+	// is when the change is read: its actor's current name, its message
+	// as it is now (nil once deleted). Gone is set instead when the
+	// notification is no longer for anyone to see: removed, or its actor
+	// suspended or deleted.
+	Notification *Notification
 }
 
 // ChangeBatchBytes bounds the content a store's ChangesAfter returns at
@@ -83,7 +95,11 @@ const ChangeBatchBytes = 64 << 10
 
 // ChangeBytes is what ch counts against ChangeBatchBytes.
 func ChangeBytes(ch *Change) int {
-	return len(ch.Message.Content) + len(ch.Message.OwnerEmail)
+	n := len(ch.Message.Content) + len(ch.Message.OwnerEmail)
+	if ch.Notification != nil && ch.Notification.Message != nil {
+		n += len(ch.Notification.Message.Content) + len(ch.Notification.Message.OwnerEmail)
+	}
+	return n
 }
 
 // ErrChangeUnknown is a store's answer to a request for the changes after a

@@ -39,13 +39,13 @@ func (r *IdempotencyRecord) Live(now time.Time) bool {
 
 // Replay answers a retry that r's key and fingerprint match: the message
 // the create made, as its first answer showed it, rebuilt from r, the
-// content the retry sends (the first request's, as the fingerprint
-// shows) and the owner's account. Errors: ErrKeyReused when the retry's
-// fingerprint is another request's.
-func (r *IdempotencyRecord) Replay(key IdempotencyKey, owner *User, content string) (*Message, error) {
+// draft the retry sends (the first request's, as the fingerprint shows)
+// and the owner's account. The store fills its mentions. Errors:
+// ErrKeyReused when the retry's fingerprint is another request's.
+func (r *IdempotencyRecord) Replay(key IdempotencyKey, owner *User, draft Draft) (*Message, error) {
 	if r.Key.Fingerprint != key.Fingerprint {
 		return nil, KeyReused()
 	}
-	return &Message{ID: r.ResourceID, OwnerID: owner.ID, OwnerEmail: owner.Email, Content: content,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.CreatedAt, Revision: 1}, nil
+	return &Message{ID: r.ResourceID, OwnerID: owner.ID, OwnerEmail: owner.Email, OwnerHandle: owner.Handle, OwnerName: owner.Name,
+		Content: draft.Content, ReplyTo: draft.ReplyTo, CreatedAt: r.CreatedAt, UpdatedAt: r.CreatedAt, Revision: 1}, nil
 }

@@ -10,14 +10,25 @@ import (
 // MaxContentChars bounds a message's content, in Unicode code points.
 const MaxContentChars = 10000
 
-// Message is a post owned by one user. OwnerEmail is the owner's e-mail as
-// the account has it when the message is read: a store joins it from the
-// account rather than keep a copy with the message.
+// Message is a post owned by one user. OwnerEmail, OwnerHandle and
+// OwnerName are the owner's as the account has them when the message is
+// read: a store joins them from the account rather than keep a copy with
+// the message.
 type Message struct {
-	ID         uint64
-	OwnerID    uint64
-	OwnerEmail string
-	Content    string
+	ID          uint64
+	OwnerID     uint64
+	OwnerEmail  string
+	OwnerHandle string
+	OwnerName   string
+	Content     string
+	// ReplyTo is the message this one answers, zero for none; it never
+	// changes, and keeps the ID when that message is deleted.
+	ReplyTo uint64
+	// Replies counts the messages that answer this one now.
+	Replies uint64
+	// Mentions are the accounts the content names with @handle, resolved
+	// when the content was written, in order of first appearance.
+	Mentions []Mention
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	// Revision starts at 1 and grows with every change; the HTTP layer

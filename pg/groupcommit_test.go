@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -242,7 +243,7 @@ func TestCreateBatch(t *testing.T) {
 		if i > 0 && m.ID != created[i-1].ID+1 {
 			t.Errorf("IDs %d then %d: not consecutive", created[i-1].ID, m.ID)
 		}
-		if _, got, err := db.Message(ctx, model.ByServer(), m.ID); err != nil || *got != *m {
+		if _, got, err := db.Message(ctx, model.ByServer(), m.ID); err != nil || !reflect.DeepEqual(*got, *m) {
 			t.Errorf("message %d as stored: %+v, %v; created %+v", m.ID, got, err, m)
 		}
 	}
@@ -251,7 +252,7 @@ func TestCreateBatch(t *testing.T) {
 		t.Fatalf("changes after the batch: %d, head %d, %v", len(chs), now, err)
 	}
 	for i, ch := range chs {
-		if ch.Message != *created[i] || ch.Seq != head+uint64(i)+1 {
+		if !reflect.DeepEqual(ch.Message, *created[i]) || ch.Seq != head+uint64(i)+1 {
 			t.Errorf("change %d: %s, want the creation of %+v", ch.Seq, storetest.ChangeString(ch), created[i])
 		}
 	}

@@ -42,7 +42,7 @@ func (f *foundKey) replay(op *createOp, userID uint64, email string) (*model.Mes
 	r := &model.IdempotencyRecord{UserID: userID, Key: model.IdempotencyKey{ID: op.key.ID},
 		ResourceID: uint64(*f.messageID), CreatedAt: f.createdAt.UTC()}
 	copy(r.Key.Fingerprint[:], f.fingerprint)
-	return r.Replay(*op.key, &model.User{ID: userID, Email: email}, op.content)
+	return r.Replay(*op.key, &model.User{ID: userID, Email: email}, model.Draft{Content: op.content})
 }
 
 // keyInTheWay reports whether op's statement failed on its key's row:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -62,7 +63,7 @@ func TestKeyedBatch(t *testing.T) {
 		t.Errorf("commits of %v creates, want 4 then 1: a key twice must not send the batch one create at a time", commits)
 	}
 	mu.Unlock()
-	if *msgs[1] != *msgs[0] {
+	if !reflect.DeepEqual(*msgs[1], *msgs[0]) {
 		t.Errorf("the key twice in a batch: %+v then %+v, want the first answer twice", *msgs[0], *msgs[1])
 	}
 	if msgs[3].OwnerID != users[1].ID || msgs[3].ID == msgs[0].ID {
@@ -75,7 +76,7 @@ func TestKeyedBatch(t *testing.T) {
 	// Found in a batch of distinct keys; and a day on, the dead records
 	// make way.
 	again, errs := db.CommitKeyed([]model.Caller{ada, ada}, []string{"two", "three"}, []*model.IdempotencyKey{k("k2", "two"), k("k4", "three")})
-	if errs[0] != nil || errs[1] != nil || *again[0] != *msgs[5] {
+	if errs[0] != nil || errs[1] != nil || !reflect.DeepEqual(*again[0], *msgs[5]) {
 		t.Errorf("a batch retrying k2 = %+v, %v; want %+v", again, errs, *msgs[5])
 	}
 	clock.Add(model.IdempotencyWindow)
@@ -146,7 +147,7 @@ func TestKeyedCreatesOnTwoInstances(t *testing.T) {
 			t.Fatalf("create on instance %d: %v", i, errs[i])
 		}
 	}
-	if *msgs[0] != *msgs[1] {
+	if !reflect.DeepEqual(*msgs[0], *msgs[1]) {
 		t.Errorf("the two instances answered %+v and %+v, want one message", *msgs[0], *msgs[1])
 	}
 	if c, _ := a.Counts(ctx); c.Messages != 1 {
@@ -194,7 +195,7 @@ UPDATE change_counter SET message_id = 1, message_created = now();`, tok[:])
 	if err != nil || first.ID != 2 {
 		t.Fatalf("a create with a key after the upgrade = %+v, %v; want message 2", first, err)
 	}
-	if again, err := db.CreateMessageWithKey(ctx, model.ByToken(tok), "after the upgrade", key); err != nil || *again != *first {
+	if again, err := db.CreateMessageWithKey(ctx, model.ByToken(tok), "after the upgrade", key); err != nil || !reflect.DeepEqual(*again, *first) {
 		t.Errorf("its retry = %+v, %v; want %+v", again, err, first)
 	}
 	if err := db.DeleteAccount(ctx, model.ByToken(tok)); err != nil {

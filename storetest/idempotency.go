@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -46,7 +47,7 @@ func (e *env) records() [][]byte {
 // message as the create showed it.
 func (e *env) sameAnswer(what string, got, first *model.Message) {
 	e.t.Helper()
-	if *got != *first {
+	if !reflect.DeepEqual(*got, *first) {
 		e.t.Errorf("%s answered %+v, want the first answer %+v", what, *got, *first)
 	}
 }

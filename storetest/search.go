@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -181,7 +182,7 @@ func testSearch(e *env) {
 	if err != nil || u.ID != ada.ID || len(p.Messages) != 1 || p.NextBeforeID != msgs[len(msgs)-1].ID {
 		t.Fatalf("SearchMessages(limit 1) = %+v, %+v, %v", u, p, err)
 	}
-	if got, want := *p.Messages[0], *msgs[len(msgs)-1]; got != want {
+	if got, want := *p.Messages[0], *msgs[len(msgs)-1]; !reflect.DeepEqual(got, want) {
 		t.Errorf("item = %+v, want %+v", got, want)
 	}
 	_, _, err = e.Store.SearchMessages(ctx, model.ByToken(TokenHash("nobody")), model.SearchQuery{})
@@ -475,7 +476,7 @@ func CompareSearch(t *testing.T, a, b Opener) {
 			if err != nil {
 				t.Fatalf("%s in store %d: %v", what, i, err)
 			}
-			if first != nil && *m != *first {
+			if first != nil && !reflect.DeepEqual(*m, *first) {
 				t.Fatalf("%s: the stores answered %+v and %+v", what, *first, *m)
 			}
 			first = m
@@ -519,7 +520,7 @@ func CompareSearch(t *testing.T, a, b Opener) {
 				}
 				pages[i] = p
 			}
-			if !slices.EqualFunc(pages[0].Messages, pages[1].Messages, func(x, y *model.Message) bool { return *x == *y }) ||
+			if !slices.EqualFunc(pages[0].Messages, pages[1].Messages, func(x, y *model.Message) bool { return reflect.DeepEqual(*x, *y) }) ||
 				pages[0].NextBeforeID != pages[1].NextBeforeID {
 				t.Fatalf("trial %d page %d (%+v):\n%v next %d\n%v next %d", trial, page, q,
 					pageIDs(pages[0]), pages[0].NextBeforeID, pageIDs(pages[1]), pages[1].NextBeforeID)

@@ -1,0 +1,452 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"herald/model"
+)
+
+// People: replies, mentions and notifications. A reply is a message whose
+// record names the message it answers; the replies bucket lists each
+// message's answers in ID order, which is commit order, so a page of them
+// resumes after the last ID it showed and never skips or repeats one. A
+// notification is written in the transaction of the message that causes
+// it, with a change in the log whose position is the notification's ID.
+
+var (
+	// parentID‖replyID → nil: the replies to each message, deleted or not
+	bucketReplies = []byte("replies")
+	// messageID → the number of replies it has (8 bytes), when it has any
+	bucketReplyCounts = []byte("reply_counts")
+	// userID‖notificationID → notification record
+	bucketNotifications = []byte("notifications")
+	// messageID‖userID → notificationID: whom a message notified, so an
+	// edit notifies only the accounts it newly mentions
+	bucketNotified = []byte("notified")
+	// userID → read-up-to notification ID‖number of notifications kept
+	bucketNotificationMarks = []byte("notification_marks")
+)
+
+func pairKey(a, b uint64) []byte {
+	k := make([]byte, 16)
+	binary.BigEndian.PutUint64(k, a)
+	binary.BigEndian.PutUint64(k[8:], b)
+	return k
+}
+
+// notification records: kind (1 byte), time (8, Unix microseconds), actor
+// (8), message (8).
+const notificationRecordLen = 1 + 8 + 8 + 8
+
+func encodeNotification(n *model.Notification) []byte {
+	b := make([]byte, 0, notificationRecordLen)
+	b = append(b, byte(n.Kind))
+	b = binary.BigEndian.AppendUint64(b, uint64(timeToMicros(n.At)))
+	b = binary.BigEndian.AppendUint64(b, n.Actor.ID)
+	return binary.BigEndian.AppendUint64(b, n.MessageID)
+}
+
+func decodeNotification(userID, id uint64, b []byte) (*model.Notification, error) {
+	if len(b) != notificationRecordLen || b[0] != byte(model.NotifyMention) && b[0] != byte(model.NotifyReply) {
+		return nil, fmt.Errorf("decode notification %d: bad record", id)
+	}
+	return &model.Notification{
+		ID: id, UserID: userID, Kind: model.NotificationKind(b[0]),
+		At:        microsToTime(int64(binary.BigEndian.Uint64(b[1:]))),
+		Actor:     model.Profile{ID: binary.BigEndian.Uint64(b[9:])},
+		MessageID: binary.BigEndian.Uint64(b[17:]),
+	}, nil
+}
+
+// notificationMarks is an account's read-up-to ID and how many
+// notifications it keeps.
+type notificationMarks struct{ readUpTo, kept uint64 }
+
+func readMarks(tx *bbolt.Tx, userID uint64) notificationMarks {
+	v := tx.Bucket(bucketNotificationMarks).Get(itob(userID))
+	if len(v) != 16 {
+		return notificationMarks{}
+	}
+	return notificationMarks{btoi(v[:8]), btoi(v[8:])}
+}
+
+func writeMarks(tx *bbolt.Tx, userID uint64, m notificationMarks) error {
+	return tx.Bucket(bucketNotificationMarks).Put(itob(userID), pairKey(m.readUpTo, m.kept))
+}
+
+// resolveMentions turns the @handles of content into the accounts they
+// name, the first model.MaxMentions that exist.
+func resolveMentions(tx *bbolt.Tx, content string) []model.Mention {
+	var out []model.Mention
+	byHandle := tx.Bucket(bucketUsersByHandle)
+	for _, h := range model.MentionedHandles(content) {
+		if id := byHandle.Get([]byte(h)); len(id) == 8 {
+			out = append(out, model.Mention{UserID: btoi(id), Handle: h})
+			if len(out) == model.MaxMentions {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// addReply files message m as a reply to m.ReplyTo, which must exist, and
+// returns the owner of the message it answers.
+func addReply(tx *bbolt.Tx, m *model.Message) (parentOwner uint64, err error) {
+	rec := tx.Bucket(bucketMessages).Get(itob(m.ReplyTo))
+	if len(rec) < messageHeaderLen {
+		return 0, model.ReplyToNotFound(m.ReplyTo)
+	}
+	if err := tx.Bucket(bucketReplies).Put(pairKey(m.ReplyTo, m.ID), nil); err != nil {
+		return 0, err
+	}
+	return binary.BigEndian.Uint64(rec[1:]), countReplies(tx, m.ReplyTo, +1)
+}
+
+// removeReply takes a deleted message m out of the replies of the message
+// it answered.
+func removeReply(tx *bbolt.Tx, m *model.Message) error {
+	if m.ReplyTo == 0 {
+		return nil
+	}
+	if err := tx.Bucket(bucketReplies).Delete(pairKey(m.ReplyTo, m.ID)); err != nil {
+		return err
+	}
+	return countReplies(tx, m.ReplyTo, -1)
+}
+
+func countReplies(tx *bbolt.Tx, id uint64, delta int) error {
+	counts := tx.Bucket(bucketReplyCounts)
+	n := uint64(0)
+	if v := counts.Get(itob(id)); len(v) == 8 {
+		n = btoi(v)
+	}
+	n = uint64(int64(n) + int64(delta))
+	if n == 0 {
+		return counts.Delete(itob(id))
+	}
+	return counts.Put(itob(id), itob(n))
+}
+
+// joinReplies fills m.Replies.
+func joinReplies(tx *bbolt.Tx, m *model.Message) {
+	m.Replies = 0
+	if v := tx.Bucket(bucketReplyCounts).Get(itob(m.ID)); len(v) == 8 {
+		m.Replies = btoi(v)
+	}
+}
+
+// notify writes the notifications model.Notified says message m causes,
+// each with its change in the log, dropping the recipient's oldest beyond
+// model.MaxNotifications. author is m's owner's account; mentioned, the
+// accounts m notified before (an edit), or nil.
+func (db *DB) notify(tx *bbolt.Tx, author *model.User, m *model.Message, parentOwner uint64) error {
+	notified := tx.Bucket(bucketNotified)
+	already := func(userID uint64) bool { return notified.Get(pairKey(m.ID, userID)) != nil }
+	for _, n := range model.Notified(author.ID, m.Mentions, parentOwner, already) {
+		n.MessageID = m.ID
+		n.Actor = model.Profile{ID: author.ID, Handle: author.Handle, Name: author.Name}
+		msg := *m
+		n.Message = &msg
+		ch := &model.Change{Kind: model.NotificationCreated, UserID: n.UserID, Notification: &n}
+		if err := db.appendChange(tx, ch); err != nil {
+			return err
+		}
+		n.ID, n.At = ch.Seq, ch.At
+		if err := tx.Bucket(bucketNotifications).Put(pairKey(n.UserID, n.ID), encodeNotification(&n)); err != nil {
+			return err
+		}
+		if err := notified.Put(pairKey(m.ID, n.UserID), itob(n.ID)); err != nil {
+			return err
+		}
+		marks := readMarks(tx, n.UserID)
+		marks.kept++
+		for marks.kept > model.MaxNotifications {
+			if err := dropOldestNotification(tx, n.UserID); err != nil {
+				return err
+			}
+			marks.kept--
+		}
+		if err := writeMarks(tx, n.UserID, marks); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func dropOldestNotification(tx *bbolt.Tx, userID uint64) error {
+	c := tx.Bucket(bucketNotifications).Cursor()
+	prefix := itob(userID)
+	k, v := c.Seek(prefix)
+	if k == nil || !bytes.HasPrefix(k, prefix) {
+		return fmt.Errorf("account %d keeps fewer notifications than its count says", userID)
+	}
+	return deleteNotification(tx, c, userID, btoi(k[8:]), v)
+}
+
+// deleteNotification removes the notification at c with its entry in
+// notified; the caller keeps the marks' count.
+func deleteNotification(tx *bbolt.Tx, c *bbolt.Cursor, userID, id uint64, rec []byte) error {
+	n, err := decodeNotification(userID, id, rec)
+	if err != nil {
+		return err
+	}
+	if err := c.Delete(); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketNotified).Delete(pairKey(n.MessageID, userID))
+}
+
+// removeNotificationsOf removes every notification of account userID, for
+// the account's deletion.
+func removeNotificationsOf(tx *bbolt.Tx, userID uint64) error {
+	prefix := itob(userID)
+	c := tx.Bucket(bucketNotifications).Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Seek(prefix) {
+		if err := deleteNotification(tx, c, userID, btoi(k[8:]), v); err != nil {
+			return err
+		}
+	}
+	return tx.Bucket(bucketNotificationMarks).Delete(prefix)
+}
+
+// shownNotification fills n's actor as the account is now and reports
+// whether n is shown at all: not while its actor is suspended, nor once
+// the actor's account is gone.
+func shownNotification(owners *ownerEmails, n *model.Notification) bool {
+	card, ok := owners.card(n.Actor.ID)
+	if !ok || card.suspended {
+		return false
+	}
+	n.Actor.Handle, n.Actor.Name = card.handle, card.name
+	return true
+}
+
+// joinNotificationMessage fills n.Message with its message as it is now,
+// nil once it is deleted.
+func joinNotificationMessage(tx *bbolt.Tx, owners *ownerEmails, n *model.Notification) {
+	n.Message = nil
+	if rec := tx.Bucket(bucketMessages).Get(itob(n.MessageID)); rec != nil {
+		if m, err := decodeMessage(n.MessageID, rec); err == nil && owners.join(m) {
+			joinReplies(tx, m)
+			n.Message = m
+		}
+	}
+}
+
+// resolveNotification fills NotificationCreated change ch with its
+// notification as it is now, or marks it gone.
+func resolveNotification(tx *bbolt.Tx, owners *ownerEmails, ch *model.Change) {
+	if ch.Notification == nil {
+		ch.Gone = true
+		return
+	}
+	rec := tx.Bucket(bucketNotifications).Get(pairKey(ch.UserID, ch.Seq))
+	if rec == nil {
+		ch.Gone = true
+		return
+	}
+	n, err := decodeNotification(ch.UserID, ch.Seq, rec)
+	if err != nil || !shownNotification(owners, n) {
+		ch.Gone = true
+		return
+	}
+	joinNotificationMessage(tx, owners, n)
+	n.Read = n.ID <= readMarks(tx, ch.UserID).readUpTo
+	ch.Notification = n
+}
+
+// Replies returns a page of the replies to q.MessageID, oldest first.
+// Errors: model.ErrUnauthorized, model.ErrNotFound when the message does
+// not exist and never did.
+func (db *DB) Replies(_ context.Context, by model.Caller, q model.RepliesQuery) (*model.RepliesPage, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = model.DefaultSearchLimit
+	}
+	page := &model.RepliesPage{}
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		if _, err := db.reader(tx, by); err != nil {
+			return err
+		}
+		msgs := tx.Bucket(bucketMessages)
+		if msgs.Get(itob(q.MessageID)) == nil && (q.MessageID == 0 || q.MessageID > msgs.Sequence()) {
+			return model.MessageNotFound(q.MessageID)
+		}
+		owners := newOwnerEmails(tx)
+		prefix := itob(q.MessageID)
+		c := tx.Bucket(bucketReplies).Cursor()
+		for k, _ := c.Seek(pairKey(q.MessageID, q.AfterID+1)); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			id := btoi(k[8:])
+			if len(page.Messages) == limit {
+				page.NextAfterID = page.Messages[limit-1].ID
+				break
+			}
+			rec := msgs.Get(itob(id))
+			if rec == nil {
+				return fmt.Errorf("the replies of %d list missing message %d", q.MessageID, id)
+			}
+			m, err := decodeMessage(id, rec)
+			if err != nil {
+				return err
+			}
+			if !owners.join(m) {
+				continue // its account's deletion is removing it
+			}
+			joinReplies(tx, m)
+			page.Messages = append(page.Messages, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// Notifications returns a page of the caller's notifications, newest
+// first, with the number unread. Errors: model.ErrUnauthorized.
+func (db *DB) Notifications(_ context.Context, by model.Caller, q model.NotificationQuery) (*model.NotificationPage, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = model.DefaultNotificationsLimit
+	}
+	page := &model.NotificationPage{}
+	err := db.bolt.View(func(tx *bbolt.Tx) error {
+		u, err := db.reader(tx, by)
+		if err != nil {
+			return err
+		}
+		readUpTo := readMarks(tx, u.ID).readUpTo
+		owners := newOwnerEmails(tx)
+		prefix := itob(u.ID)
+		c := tx.Bucket(bucketNotifications).Cursor()
+		// Newest first: from the key after the account's last, back.
+		k, v := c.Seek(itob(u.ID + 1))
+		if k == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev()
+		}
+		// At most model.MaxNotifications each: counting the unread ones
+		// walks them all, but stops at the first read one once the page
+		// is full, since every older one is read too.
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
+			id := btoi(k[8:])
+			unread := id > readUpTo
+			if !unread && (q.Unread || len(page.Items) > limit) {
+				break
+			}
+			n, err := decodeNotification(u.ID, id, v)
+			if err != nil {
+				return err
+			}
+			if !shownNotification(owners, n) {
+				continue
+			}
+			if unread {
+				page.Unread++
+			}
+			if q.BeforeID != 0 && id >= q.BeforeID || len(page.Items) > limit {
+				continue
+			}
+			n.Read = !unread
+			page.Items = append(page.Items, n)
+		}
+		if len(page.Items) > limit {
+			page.Items = page.Items[:limit]
+			page.NextBeforeID = page.Items[limit-1].ID
+		}
+		for _, n := range page.Items {
+			joinNotificationMessage(tx, owners, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// MarkNotificationsRead marks the caller's notifications up to upTo read,
+// or all of them when upTo is zero. Errors: model.ErrUnauthorized.
+func (db *DB) MarkNotificationsRead(_ context.Context, by model.Caller, upTo uint64) error {
+	return db.writes.update(func(tx *bbolt.Tx) error {
+		u, err := db.caller(tx, by)
+		if err != nil {
+			return err
+		}
+		marks := readMarks(tx, u.ID)
+		if upTo == 0 {
+			c := tx.Bucket(bucketNotifications).Cursor()
+			k, _ := c.Seek(itob(u.ID + 1))
+			if k == nil {
+				k, _ = c.Last()
+			} else {
+				k, _ = c.Prev()
+			}
+			if k == nil || !bytes.HasPrefix(k, itob(u.ID)) {
+				return nil
+			}
+			upTo = btoi(k[8:])
+		}
+		if upTo <= marks.readUpTo {
+			return nil
+		}
+		marks.readUpTo = upTo
+		return writeMarks(tx, u.ID, marks)
+	})
+}
+
+// TrimNotifications removes notifications older than keepFor, trimChunk
+// per transaction, and returns how many it removed.
+func (db *DB) TrimNotifications(ctx context.Context, keepFor time.Duration) (int, error) {
+	if keepFor <= 0 {
+		return 0, nil
+	}
+	removed := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return removed, err
+		}
+		n := 0
+		err := db.writes.update(func(tx *bbolt.Tx) error {
+			n = 0
+			cutoff := timeToMicros(db.clock().Add(-keepFor))
+			c := tx.Bucket(bucketNotifications).Cursor()
+			for k, v := c.First(); k != nil && n < trimChunk; {
+				if len(k) != 16 || len(v) != notificationRecordLen {
+					k, v = c.Next()
+					continue // malformed: left for the check to report
+				}
+				if int64(binary.BigEndian.Uint64(v[1:])) >= cutoff {
+					// The rest of this account's are newer: on to the next.
+					k, v = c.Seek(itob(btoi(k[:8]) + 1))
+					continue
+				}
+				userID, key := btoi(k[:8]), bytes.Clone(k)
+				if err := deleteNotification(tx, c, userID, btoi(k[8:]), v); err != nil {
+					return err
+				}
+				marks := readMarks(tx, userID)
+				marks.kept--
+				if err := writeMarks(tx, userID, marks); err != nil {
+					return err
+				}
+				n++
+				k, v = c.Seek(key)
+			}
+			return nil
+		})
+		removed += n
+		if err != nil || n < trimChunk {
+			return removed, err
+		}
+	}
+}
