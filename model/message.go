@@ -28,9 +28,9 @@ type Message struct {
 	Replies uint64
 	// Mentions are the accounts the content names with @handle, resolved
 	// when the content was written, in order of first appearance.
-	Mentions []Mention
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	Mentions  []Mention
+	CreatedAt time.Time
+	UpdatedAt time.Time
 	// Revision starts at 1 and grows with every change; the HTTP layer
 	// derives the ETag from it.
 	Revision uint64

@@ -303,8 +303,8 @@ func testNotifications(e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.reply(byBob, root.ID, "replying and naming @ada")     // ada: mention (wins over reply)
-	e.reply(byCarol, root.ID, "a plain reply")              // ada: reply
+	e.reply(byBob, root.ID, "replying and naming @ada")      // ada: mention (wins over reply)
+	e.reply(byCarol, root.ID, "a plain reply")               // ada: reply
 	talk := e.reply(byCarol, root.ID, "hey @bob and @carol") // bob: mention; ada: reply
 
 	seen, unread := e.notificationsSeen(byAda)
