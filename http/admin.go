@@ -53,8 +53,8 @@ func pathID(ps httprouter.Params, what string) (uint64, error) {
 
 // parsePage reads the limit and cursor of a listing: limit from 1 to max,
 // def when absent; a cursor this listing gave out with the same
-// fingerprint.
-func parsePage(params url.Values, def, maxLimit int, fingerprint uint64) (limit int, before uint64, err error) {
+// fingerprint, else a refusal saying mismatch.
+func parsePage(params url.Values, def, maxLimit int, fingerprint uint64, mismatch string) (limit int, before uint64, err error) {
 	limit = def
 	if v := params.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -69,7 +69,7 @@ func parsePage(params url.Values, def, maxLimit int, fingerprint uint64) (limit 
 			return 0, 0, foreignCursor()
 		}
 		if got != fingerprint {
-			return 0, 0, badRequest("cursor", "cursor belongs to a listing with another q; send q unchanged, or drop the cursor to start over")
+			return 0, 0, badRequest("cursor", "%s", mismatch)
 		}
 		before = id
 	}
@@ -94,7 +94,8 @@ func (s *Server) listAccounts(w http.ResponseWriter, r *http.Request, _ httprout
 	}
 	q := model.AccountQuery{Match: model.NormalizeEmail(params.Get("q"))}
 	fingerprint := matchFingerprint(q.Match)
-	if q.Limit, q.BeforeID, err = parsePage(params, model.DefaultAccountLimit, model.MaxAccountLimit, fingerprint); err != nil {
+	if q.Limit, q.BeforeID, err = parsePage(params, model.DefaultAccountLimit, model.MaxAccountLimit, fingerprint,
+		"cursor belongs to a listing with another q; send q unchanged, or drop the cursor to start over"); err != nil {
 		return err
 	}
 	page, err := s.store.ListAccounts(r.Context(), adminBy(r), q)
@@ -280,7 +281,7 @@ func (s *Server) auditLog(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		return err
 	}
 	var q model.AuditQuery
-	if q.Limit, q.BeforeID, err = parsePage(params, model.DefaultAuditLimit, model.MaxAuditLimit, 0); err != nil {
+	if q.Limit, q.BeforeID, err = parsePage(params, model.DefaultAuditLimit, model.MaxAuditLimit, 0, ""); err != nil {
 		return err
 	}
 	page, err := s.store.AuditLog(r.Context(), adminBy(r), q)

@@ -91,7 +91,7 @@ func TestDecode_FieldNames(t *testing.T) {
 		kind                          string // a word the detail must contain
 	}{
 		// Register, JSON.
-		{"unknown field", "/api/register", decJSON, `{` + creds + `,"name":"Ada"}`, "name", "unknown"},
+		{"unknown field", "/api/register", decJSON, `{` + creds + `,"nickname":"Ada"}`, "nickname", "unknown"},
 		{"login's field on register", "/api/register", decJSON, `{` + creds + `,"username":"ada"}`, "username", "unknown"},
 		{"field name in another letter case", "/api/register", decJSON, `{"Email":"ada@example.com","password":"correct horse"}`, "Email", "unknown"},
 		{"field name with a space", "/api/register", decJSON, `{"email ":"ada@example.com","password":"correct horse"}`, "email ", "unknown"},
@@ -121,7 +121,7 @@ func TestDecode_FieldNames(t *testing.T) {
 		{"repeated password (form)", "/api/register", decForm, "email=ada%40example.com&password=correct+horse&password=correct+horse", "password", "more than once"},
 		{"repeated empty value (form)", "/api/register", decForm, "email=ada%40example.com&password=correct+horse&email=", "email", "more than once"},
 		// Register, multipart.
-		{"unknown field (multipart)", "/api/register", decMPType, decMultipart(decPart(`name="email"`, "ada@example.com"), decPart(`name="password"`, "correct horse"), decPart(`name="name"`, "Ada")), "name", "unknown"},
+		{"unknown field (multipart)", "/api/register", decMPType, decMultipart(decPart(`name="email"`, "ada@example.com"), decPart(`name="password"`, "correct horse"), decPart(`name="nickname"`, "Ada")), "nickname", "unknown"},
 		{"read-only field (multipart)", "/api/register", decMPType, decMultipart(decPart(`name="email"`, "ada@example.com"), decPart(`name="password"`, "correct horse"), decPart(`name="token"`, "herald_x")), "token", "read-only"},
 		{"repeated field (multipart)", "/api/register", decMPType, decMultipart(decPart(`name="email"`, "ada@example.com"), decPart(`name="password"`, "correct horse"), decPart(`name="email"`, "eve@example.com")), "email", "more than once"},
 		{"repeated field as file (multipart)", "/api/register", decMPType, decMultipart(decPart(`name="email"`, "ada@example.com"), decPart(`name="password"`, "correct horse"), decPart(`name="password"; filename="p.txt"`, "correct horse")), "password", "more than once"},

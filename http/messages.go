@@ -21,15 +21,36 @@ import (
 
 var (
 	messageFields = fieldSpec{
-		writable: []string{"content"},
-		readOnly: []string{"id", "user", "createdAt", "updatedAt"},
+		writable: []string{"content", "replyTo"},
+		readOnly: []string{"id", "user", "createdAt", "updatedAt", "replies", "mentions"},
+		integers: []string{"replyTo"},
 	}
+	// A message answers the message it answers for good: replyTo is
+	// read-only once it is written.
 	messagePatchFields = fieldSpec{
-		writable:   messageFields.writable,
-		readOnly:   messageFields.readOnly,
+		writable:   []string{"content"},
+		readOnly:   append([]string{"replyTo"}, messageFields.readOnly...),
 		mergePatch: true,
 	}
 )
+
+// draftOf reads a create's body as a draft.
+func draftOf(f fields) (model.Draft, error) {
+	d := model.Draft{Content: f.str("content")}
+	replyTo, err := f.integer("replyTo")
+	if err != nil {
+		return d, err
+	}
+	if replyTo != nil {
+		if *replyTo < 1 {
+			var invalid model.ValidationError
+			invalid.Add("replyTo", "must be the ID of a message (a whole number from 1)")
+			return d, invalid.Err()
+		}
+		d.ReplyTo = uint64(*replyTo)
+	}
+	return d, nil
+}
 
 // createMessage stores a message owned by the caller; the client cannot
 // choose the owner. With an Idempotency-Key, a retry gets the first
@@ -43,17 +64,19 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, _ httprou
 	if err != nil {
 		return err
 	}
+	draft, err := draftOf(f)
+	if err != nil {
+		return err
+	}
 	attempt, err := s.guard.startWrite(r, caller(r).user)
 	if err != nil {
 		return err
 	}
-	by := model.ByToken(caller(r).tokenHash)
-	var m *model.Message
-	if key == "" {
-		m, err = s.store.CreateMessage(r.Context(), by, f.str("content"))
-	} else {
-		m, err = s.store.CreateMessageWithKey(r.Context(), by, f.str("content"), idempotencyFor(key, "message", f))
+	var idem *model.IdempotencyKey
+	if key != "" {
+		idem = ptrTo(idempotencyFor(key, "message", f))
 	}
+	m, err := s.store.PostMessage(r.Context(), model.ByToken(caller(r).tokenHash), draft, idem)
 	attempt.done(err)
 	if err != nil {
 		return err

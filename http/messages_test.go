@@ -84,11 +84,12 @@ func msgFormatTime(t time.Time) string {
 	return t.UTC().Truncate(time.Microsecond).Format(msgTimeLayout)
 }
 
-// assertMessageJSON checks the message_basic shape: exactly id, content,
-// user {email}, createdAt and updatedAt, with well-formed timestamps.
+// assertMessageJSON checks the message shape: exactly id, content, user
+// {id, email, handle, name}, createdAt, updatedAt, replyTo, replies and
+// mentions, with well-formed timestamps.
 func assertMessageJSON(t *testing.T, m map[string]any, content, email string) {
 	t.Helper()
-	if got, want := slices.Sorted(maps.Keys(m)), []string{"content", "createdAt", "id", "updatedAt", "user"}; !slices.Equal(got, want) {
+	if got, want := slices.Sorted(maps.Keys(m)), []string{"content", "createdAt", "id", "mentions", "replies", "replyTo", "updatedAt", "user"}; !slices.Equal(got, want) {
 		t.Errorf("message keys = %v, want %v", got, want)
 	}
 	apitest.MsgID(t, m)
@@ -99,8 +100,11 @@ func assertMessageJSON(t *testing.T, m map[string]any, content, email string) {
 	if !ok {
 		t.Fatalf("user = %#v, want an object", m["user"])
 	}
-	if got, want := slices.Sorted(maps.Keys(user)), []string{"email"}; !slices.Equal(got, want) {
+	if got, want := slices.Sorted(maps.Keys(user)), []string{"email", "handle", "id", "name"}; !slices.Equal(got, want) {
 		t.Errorf("user keys = %v, want %v", got, want)
+	}
+	if _, ok := m["mentions"].([]any); !ok {
+		t.Errorf("mentions = %#v, want an array", m["mentions"])
 	}
 	if got, want := user["email"], email; got != want {
 		t.Errorf("user.email = %v, want %v", got, want)

@@ -292,6 +292,8 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/api/me/tokens", authenticated, s.listTokens},
 		{http.MethodDelete, "/api/me/tokens", authenticated, s.revokeAllTokens},
 		{http.MethodDelete, "/api/me/tokens/:id", authenticated, s.revokeToken},
+		{http.MethodGet, "/api/me/notifications", bearer, s.listNotifications},
+		{http.MethodPost, "/api/me/notifications/read", authenticated, s.markNotificationsRead},
 
 		{http.MethodGet, "/api/users/:handle", bearer, s.profile},
 		{http.MethodPost, "/api/message", roleUser, s.createMessage}, // the original API's singular path, kept for its clients
@@ -299,6 +301,7 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/api/messages", bearer, s.searchMessages},
 		{http.MethodGet, "/api/messages/stream", bearer, s.streamMessages},
 		{http.MethodGet, "/api/messages/:id", bearer, s.getMessage},
+		{http.MethodGet, "/api/messages/:id/replies", bearer, s.listReplies},
 		{http.MethodPatch, "/api/messages/:id", authenticated, s.updateMessage},
 		{http.MethodDelete, "/api/messages/:id", authenticated, s.deleteMessage},
 

@@ -140,5 +140,7 @@ func Notified(author uint64, mentions []Mention, parentOwner uint64, already fun
 
 // ReplyToNotFound refuses a reply to a message that does not exist.
 func ReplyToNotFound(id uint64) error {
-	return &Error{Kind: ErrInvalid, Field: "replyTo", Detail: fmt.Sprintf("message %d does not exist; a reply must answer an existing message", id)}
+	var v ValidationError
+	v.Add("replyTo", fmt.Sprintf("message %d does not exist; a reply must answer an existing message", id))
+	return v.Err()
 }

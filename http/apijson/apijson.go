@@ -68,8 +68,14 @@ func AppendMessage(b []byte, m *model.Message) []byte {
 	b = strconv.AppendUint(b, m.ID, 10)
 	b = append(b, `,"content":`...)
 	b = AppendString(b, m.Content)
-	b = append(b, `,"user":{"email":`...)
+	b = append(b, `,"user":{"id":`...)
+	b = strconv.AppendUint(b, m.OwnerID, 10)
+	b = append(b, `,"email":`...)
 	b = AppendString(b, m.OwnerEmail)
+	b = append(b, `,"handle":`...)
+	b = AppendString(b, m.OwnerHandle)
+	b = append(b, `,"name":`...)
+	b = AppendString(b, m.OwnerName)
 	b = append(b, `},"createdAt":"`...)
 	created := len(b)
 	b = AppendTime(b, m.CreatedAt)
@@ -80,7 +86,26 @@ func AppendMessage(b []byte, m *model.Message) []byte {
 	} else {
 		b = AppendTime(b, m.UpdatedAt)
 	}
-	return append(b, `"}`...)
+	b = append(b, `","replyTo":`...)
+	if m.ReplyTo == 0 {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendUint(b, m.ReplyTo, 10)
+	}
+	b = append(b, `,"replies":`...)
+	b = strconv.AppendUint(b, m.Replies, 10)
+	b = append(b, `,"mentions":[`...)
+	for i, mention := range m.Mentions {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = strconv.AppendUint(b, mention.UserID, 10)
+		b = append(b, `,"handle":`...)
+		b = AppendString(b, mention.Handle)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
 }
 
 // AppendPage appends a search page and the newline encoding/json ends with;
@@ -182,4 +207,50 @@ func plainJSON8(x uint64) bool {
 	quote = (quote - ones) &^ quote
 	backslash = (backslash - ones) &^ backslash
 	return (control|quote|backslash|x)&highs == 0
+}
+
+// AppendNotification appends n in the API's notification shape.
+func AppendNotification(b []byte, n *model.Notification) []byte {
+	b = append(b, `{"id":`...)
+	b = strconv.AppendUint(b, n.ID, 10)
+	b = append(b, `,"kind":`...)
+	b = AppendString(b, n.Kind.String())
+	b = append(b, `,"at":"`...)
+	b = AppendTime(b, n.At)
+	b = append(b, `","read":`...)
+	b = strconv.AppendBool(b, n.Read)
+	b = append(b, `,"actor":{"id":`...)
+	b = strconv.AppendUint(b, n.Actor.ID, 10)
+	b = append(b, `,"handle":`...)
+	b = AppendString(b, n.Actor.Handle)
+	b = append(b, `,"name":`...)
+	b = AppendString(b, n.Actor.Name)
+	b = append(b, `},"message":`...)
+	if n.Message == nil {
+		b = append(b, "null"...)
+	} else {
+		b = AppendMessage(b, n.Message)
+	}
+	return append(b, '}')
+}
+
+// AppendNotifications appends a page of notifications, the number unread
+// and the newline encoding/json ends with; next is "" on the last page.
+func AppendNotifications(b []byte, items []*model.Notification, next string, unread int) []byte {
+	b = append(b, `{"items":[`...)
+	for i, n := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendNotification(b, n)
+	}
+	b = append(b, `],"next":`...)
+	if next == "" {
+		b = append(b, "null"...)
+	} else {
+		b = AppendString(b, next)
+	}
+	b = append(b, `,"unread":`...)
+	b = strconv.AppendInt(b, int64(unread), 10)
+	return append(b, "}\n"...)
 }

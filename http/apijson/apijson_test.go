@@ -33,26 +33,46 @@ func marshal(v any) ([]byte, error) {
 }
 
 type ownerJSON struct {
-	Email string `json:"email"`
+	ID     uint64 `json:"id"`
+	Email  string `json:"email"`
+	Handle string `json:"handle"`
+	Name   string `json:"name"`
+}
+
+type mentionJSON struct {
+	ID     uint64 `json:"id"`
+	Handle string `json:"handle"`
 }
 
 // messageJSON is the API's message_basic group.
 type messageJSON struct {
-	ID        uint64    `json:"id"`
-	Content   string    `json:"content"`
-	User      ownerJSON `json:"user"`
-	CreatedAt refTime   `json:"createdAt"`
-	UpdatedAt refTime   `json:"updatedAt"`
+	ID        uint64        `json:"id"`
+	Content   string        `json:"content"`
+	User      ownerJSON     `json:"user"`
+	CreatedAt refTime       `json:"createdAt"`
+	UpdatedAt refTime       `json:"updatedAt"`
+	ReplyTo   *uint64       `json:"replyTo"`
+	Replies   uint64        `json:"replies"`
+	Mentions  []mentionJSON `json:"mentions"`
 }
 
 func newMessageJSON(m *model.Message) messageJSON {
-	return messageJSON{
+	j := messageJSON{
 		ID:        m.ID,
 		Content:   m.Content,
-		User:      ownerJSON{Email: m.OwnerEmail},
+		User:      ownerJSON{ID: m.OwnerID, Email: m.OwnerEmail, Handle: m.OwnerHandle, Name: m.OwnerName},
 		CreatedAt: refTime(m.CreatedAt),
 		UpdatedAt: refTime(m.UpdatedAt),
+		Replies:   m.Replies,
+		Mentions:  []mentionJSON{},
 	}
+	if m.ReplyTo != 0 {
+		j.ReplyTo = &m.ReplyTo
+	}
+	for _, x := range m.Mentions {
+		j.Mentions = append(j.Mentions, mentionJSON{x.UserID, x.Handle})
+	}
+	return j
 }
 
 type pageJSON struct {
@@ -68,15 +88,20 @@ func FuzzAppendMessageJSON(f *testing.F) {
 		"tab\tnew\nline\rcarriage\bback\fform", "\x00\x01\x1f\x7f", "Ünïcödé 日本語 😀",
 		"line\u2028para\u2029end", "bad \xff\xfe utf-8", "\ufffd", "\u00a0",
 	} {
-		f.Add(s, "ada@example.com", uint64(7), int64(1767366245123456))
-		f.Add(s, "ada@example.com", uint64(8), int64(1767366245123456))
+		f.Add(s, "ada@example.com", "Ada \"Countess\" Lovelace", uint64(7), int64(1767366245123456))
+		f.Add(s, "ada@example.com", "ada", uint64(8), int64(1767366245123456))
 	}
-	f.Fuzz(func(t *testing.T, content, email string, id uint64, micros int64) {
+	f.Fuzz(func(t *testing.T, content, email, name string, id uint64, micros int64) {
 		at := time.UnixMicro(micros).UTC()
 		if at.Year() < 0 || at.Year() > 9999 {
 			at = time.UnixMicro(micros % 2e17).UTC() // beyond RFC 3339's years neither encoder applies
 		}
-		m := &model.Message{ID: id, Content: content, OwnerEmail: email, CreatedAt: at, UpdatedAt: at}
+		m := &model.Message{ID: id, Content: content, OwnerID: id / 3, OwnerEmail: email, OwnerHandle: "ada", OwnerName: name,
+			CreatedAt: at, UpdatedAt: at, Replies: id % 5}
+		if id%3 == 1 { // a reply that mentions
+			m.ReplyTo = id / 2
+			m.Mentions = []model.Mention{{UserID: id / 7, Handle: "bob"}, {UserID: 3, Handle: name}}
+		}
 		if id%2 == 1 { // edited: the encoder formats updatedAt rather than copying createdAt
 			m.UpdatedAt = at.Add(time.Second)
 		}

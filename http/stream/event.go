@@ -18,7 +18,10 @@ type event struct {
 	// change concerns: an event no stream sends, with no text, as is a
 	// SettingsChanged one's.
 	revoked uint64
-	message uint64 // the message's ID, in the events of messages
+	// recipient is the account a NotificationCreated event notifies:
+	// only its streams are sent the event.
+	recipient uint64
+	message   uint64 // the message's ID, in the events of messages
 	owner   string // model.EmailKey of the message's owner; "" when unknown
 	// author is the owner's account ID in an event that shows a message
 	// (created, updated); zero in a deletion, which shows only its ID.
@@ -108,7 +111,7 @@ func eventRoom(ch *model.Change) int {
 	if ch.Kind.Internal() || ch.Gone {
 		return 0
 	}
-	return 160 + len(ch.Message.Content) + len(ch.Message.OwnerEmail)
+	return 160 + model.ChangeBytes(ch)
 }
 
 // renderBlock appends to evs the events of chs, their texts back to back
@@ -120,6 +123,16 @@ func renderBlock(evs []*event, chs []*model.Change, room int, h history) []*even
 		if ch.Kind.Internal() {
 			// No text: nobody is sent it. A revocation names its account.
 			evs = append(evs, &event{seq: ch.Seq, kind: ch.Kind, revoked: ch.UserID, off: len(block)})
+			continue
+		}
+		if ch.Kind == model.NotificationCreated {
+			// Not an event of its message: it stands alone, as it was
+			// when rendered, and goes to its recipient only.
+			ev := &event{seq: ch.Seq, kind: ch.Kind, recipient: ch.UserID, off: len(block)}
+			if !ch.Gone && ch.Notification != nil {
+				block = appendEventText(block, ch, &ev.data)
+			}
+			evs = append(evs, ev)
 			continue
 		}
 		ev := &event{seq: ch.Seq, kind: ch.Kind, message: ch.Message.ID, owner: model.EmailKey(ch.Message.OwnerEmail), off: len(block)}
@@ -175,11 +188,14 @@ func renderBlock(evs []*event, chs []*model.Change, room int, h history) []*even
 func appendEventText(b []byte, ch *model.Change, data *int) []byte {
 	b = appendEventHead(b, ch.Seq, ch.Kind)
 	*data = len(b)
-	if ch.Kind == model.MessageDeleted {
+	switch ch.Kind {
+	case model.NotificationCreated:
+		b = apijson.AppendNotification(b, ch.Notification)
+	case model.MessageDeleted:
 		b = append(b, `{"id":`...)
 		b = strconv.AppendUint(b, ch.Message.ID, 10)
 		b = append(b, '}')
-	} else {
+	default:
 		// JSON escapes every line break, so the payload is one data: line.
 		b = apijson.AppendMessage(b, &ch.Message)
 	}

@@ -12,14 +12,16 @@ type Filter struct {
 	Owner string   // the owner's e-mail; "" for everyone
 }
 
-// filter is a Filter as a round applies it.
+// filter is a Filter as a round applies it, for the stream of account
+// user, which alone is sent user's notifications, whatever the filter.
 type filter struct {
 	terms []string
 	owner string // model.EmailKey of Filter.Owner; "" for everyone
+	user  uint64
 }
 
-func (f Filter) compile() filter {
-	c := filter{terms: f.Terms}
+func (f Filter) compile(user uint64) filter {
+	c := filter{terms: f.Terms, user: user}
 	if f.Owner != "" {
 		c.owner = model.EmailKey(f.Owner)
 	}
@@ -77,6 +79,9 @@ func (f *filter) passesAsNow(ev, cur *event) bool {
 // the changes of a message deleted since are not replayed, so a deletion
 // replayed passes every filter by words.
 func (f *filter) sends(ev *event, asNow bool) (bool, *event) {
+	if ev.kind == model.NotificationCreated {
+		return ev.text != nil && ev.recipient == f.user, ev
+	}
 	cur := ev
 	if asNow {
 		cur = ev.current()

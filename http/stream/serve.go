@@ -77,7 +77,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, req Request) error {
 	if h.afterStatus != nil {
 		h.afterStatus()
 	}
-	sub := &subscriber{conn: conn, filter: req.Filter.compile(), userID: req.User.ID, account: acct, token: req.Token.Hash, expires: req.Token.ExpiresAt, release: release,
+	sub := &subscriber{conn: conn, filter: req.Filter.compile(req.User.ID), userID: req.User.ID, account: acct, token: req.Token.Hash, expires: req.Token.ExpiresAt, release: release,
 		remote: r.RemoteAddr, started: time.Now()}
 	h.start(r.Context(), sub, req.From, head)
 	return nil
