@@ -22,7 +22,7 @@ type event struct {
 	// only its streams are sent the event.
 	recipient uint64
 	message   uint64 // the message's ID, in the events of messages
-	owner   string // model.EmailKey of the message's owner; "" when unknown
+	owner     string // model.EmailKey of the message's owner; "" when unknown
 	// author is the owner's account ID in an event that shows a message
 	// (created, updated); zero in a deletion, which shows only its ID.
 	author uint64
