@@ -34,6 +34,7 @@ func (db *DB) CheckInvariants() ([]string, error) {
 		c.administration()
 		c.idempotency()
 		c.certs()
+		c.people()
 		return nil
 	})
 	return c.problems, err
@@ -591,4 +592,102 @@ func (c *checker) administration() {
 		}
 		return nil
 	})
+}
+
+// people checks replies and notifications: every reply is listed under
+// the message it answers, and only replies are; each message's count is
+// how many are listed; every notification decodes, belongs to an account
+// that exists and is the one notified finds for its message and account;
+// each account's marks count what it keeps, within model.MaxNotifications.
+func (c *checker) people() {
+	msgs, replies, counts := c.tx.Bucket(bucketMessages), c.tx.Bucket(bucketReplies), c.tx.Bucket(bucketReplyCounts)
+	listed := map[uint64]uint64{}
+	_ = replies.ForEach(func(k, _ []byte) error {
+		if len(k) != 16 {
+			c.addf("replies: key %x is not two 8-byte IDs", k)
+			return nil
+		}
+		parent, id := btoi(k[:8]), btoi(k[8:])
+		listed[parent]++
+		rec := msgs.Get(itob(id))
+		if rec == nil {
+			c.addf("replies: message %d, listed as a reply to %d, does not exist", id, parent)
+			return nil
+		}
+		if m, err := decodeMessage(id, rec); err == nil && m.ReplyTo != parent {
+			c.addf("replies: message %d is listed as a reply to %d but answers %d", id, parent, m.ReplyTo)
+		}
+		return nil
+	})
+	_ = msgs.ForEach(func(k, v []byte) error {
+		if m, err := decodeMessage(btoi(k), v); err == nil && m.ReplyTo != 0 && replies.Get(pairKey(m.ReplyTo, m.ID)) == nil {
+			c.addf("message %d answers %d but is not listed among its replies", m.ID, m.ReplyTo)
+		}
+		return nil
+	})
+	_ = counts.ForEach(func(k, v []byte) error {
+		if len(k) != 8 || len(v) != 8 {
+			c.addf("reply_counts: entry %x → %x is not an ID and a count", k, v)
+			return nil
+		}
+		if got, want := btoi(v), listed[btoi(k)]; got != want {
+			c.addf("message %d counts %d replies, but %d are listed", btoi(k), got, want)
+		}
+		delete(listed, btoi(k))
+		return nil
+	})
+	for parent, n := range listed {
+		c.addf("message %d has %d replies listed and no count", parent, n)
+	}
+
+	users, notified, marks := c.tx.Bucket(bucketUsers), c.tx.Bucket(bucketNotified), c.tx.Bucket(bucketNotificationMarks)
+	kept := map[uint64]uint64{}
+	_ = c.tx.Bucket(bucketNotifications).ForEach(func(k, v []byte) error {
+		if len(k) != 16 {
+			c.addf("notifications: key %x is not an account and an ID", k)
+			return nil
+		}
+		userID, id := btoi(k[:8]), btoi(k[8:])
+		n, err := decodeNotification(userID, id, v)
+		if err != nil {
+			c.addf("notifications: %v", err)
+			return nil
+		}
+		kept[userID]++
+		if users.Get(itob(userID)) == nil {
+			c.addf("notification %d: its account %d does not exist", id, userID)
+		}
+		if got := notified.Get(pairKey(n.MessageID, userID)); len(got) != 8 || btoi(got) != id {
+			c.addf("notification %d: notified does not find it for message %d and account %d", id, n.MessageID, userID)
+		}
+		return nil
+	})
+	_ = notified.ForEach(func(k, v []byte) error {
+		if len(k) != 16 || len(v) != 8 {
+			c.addf("notified: entry %x → %x is not a message, an account and an ID", k, v)
+			return nil
+		}
+		if c.tx.Bucket(bucketNotifications).Get(pairKey(btoi(k[8:]), btoi(v))) == nil {
+			c.addf("notified: notification %d of account %d about message %d does not exist", btoi(v), btoi(k[8:]), btoi(k[:8]))
+		}
+		return nil
+	})
+	_ = marks.ForEach(func(k, v []byte) error {
+		if len(k) != 8 || len(v) != 16 {
+			c.addf("notification_marks: entry %x → %x is not an account, a read mark and a count", k, v)
+			return nil
+		}
+		userID := btoi(k)
+		if got, want := btoi(v[8:]), kept[userID]; got != want {
+			c.addf("account %d counts %d notifications, but keeps %d", userID, got, want)
+		}
+		if kept[userID] > model.MaxNotifications {
+			c.addf("account %d keeps %d notifications, beyond %d", userID, kept[userID], model.MaxNotifications)
+		}
+		delete(kept, userID)
+		return nil
+	})
+	for userID, n := range kept {
+		c.addf("account %d keeps %d notifications and no count of them", userID, n)
+	}
 }
