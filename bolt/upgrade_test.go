@@ -1050,3 +1050,72 @@ func TestUpgradeFromLayout8(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// testdata/layout9.db was written through the API of the landed release
+// of layout 9 (commit 81d0320) on layout9Written: ada@example.com (1),
+// bob@example.com (2), Zoë_99@example.com (3), 1st@example.com (4),
+// x@example.com (5) and ada@example.org (6) registered, with the password
+// "password " and their e-mail; ada posted 1 ("hello @bob, from before
+// handles") and 3 (edited to "ada final words"), bob 2 ("bob answers
+// @ada") and 4, which he deleted.
+var layout9Written = time.Date(2026, 11, 28, 7, 57, 34, 0, time.UTC)
+
+// TestUpgradeFromLayout9: a file of the landed layout 9 release opens as
+// the current layout, once and logged: every account has the handle it
+// would get registering now, named by it; its messages read as they were,
+// answering nothing, answered by nothing and mentioning nobody (mentions
+// are resolved when a message is written, and there were no handles then);
+// a reply, a mention and a notification then work on it, and the check
+// finds nothing wrong.
+func TestUpgradeFromLayout9(t *testing.T) {
+	ctx := context.Background()
+	path := fixtureCopy(t, "layout9.db")
+	var log bytes.Buffer
+	db, err := Open(path, Options{Now: (&testClock{now: layout9Written.Add(time.Hour)}).Now, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got := log.String(); strings.Count(got, "upgraded to layout 10") != 1 || !strings.Contains(got, "users=6") {
+		t.Errorf("the open logged %q, want the upgrade to layout 10 once, for the 6 accounts", got)
+	}
+	for id, handle := range map[uint64]string{1: "ada", 2: "bob", 3: "zo_99", 4: "st", 5: "user", 6: "ada2"} {
+		u, err := db.UserByID(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Handle != handle || u.Name != handle {
+			t.Errorf("account %d: handle %q, name %q; want %q for both", id, u.Handle, u.Name, handle)
+		}
+	}
+	_, page, err := db.SearchMessages(ctx, model.ByUser(1), model.SearchQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range page.Messages {
+		got = append(got, fmt.Sprintf("%d %s @%s %q replyTo=%d replies=%d mentions=%d", m.ID, m.OwnerEmail, m.OwnerHandle, m.Content, m.ReplyTo, m.Replies, len(m.Mentions)))
+	}
+	want := []string{
+		`3 ada@example.com @ada "ada final words" replyTo=0 replies=0 mentions=0`,
+		`2 bob@example.com @bob "bob answers @ada" replyTo=0 replies=0 mentions=0`,
+		`1 ada@example.com @ada "hello @bob, from before handles" replyTo=0 replies=0 mentions=0`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("messages after the upgrade:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	reply, err := db.PostMessage(ctx, model.ByUser(2), model.Draft{Content: "@ada yes, and @zo_99 too", ReplyTo: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply.ID != 5 || len(reply.Mentions) != 2 {
+		t.Errorf("a reply on the upgraded file = %+v, want ID 5 (4 was used) and two mentions", reply)
+	}
+	for userID, want := range map[uint64]int{1: 1, 3: 1, 2: 0} {
+		p, err := db.Notifications(ctx, model.ByUser(userID), model.NotificationQuery{})
+		if err != nil || p.Unread != want {
+			t.Errorf("account %d's notifications = %+v, %v; want %d unread", userID, p, err, want)
+		}
+	}
+	checkIndexes(t, db)
+}
