@@ -18,6 +18,7 @@ import (
 	heraldhttp "herald/http"
 	"herald/http/connlimit"
 	"herald/http/stream"
+	"herald/model"
 	"herald/pg"
 )
 
@@ -41,19 +42,21 @@ type config struct {
 	publicURL       string
 	auditKeepFor    time.Duration
 	auditKeepMax    int
-	writesPerAcct   auth.Rate
-	retain          time.Duration
-	metricsAddr     string
-	pprof           bool
-	streamsPerUser  int
-	streams         int
-	changesKeepFor  time.Duration
-	changesKeepMax  int
-	loginPerAccount auth.Rate
-	loginPerAddress auth.Rate
-	registerPerAddr auth.Rate
-	connsPerAddr    int
-	tlsFlags        // HTTPS: see tls.go
+	// notificationsKeep is how long notifications are kept.
+	notificationsKeep time.Duration
+	writesPerAcct     auth.Rate
+	retain            time.Duration
+	metricsAddr       string
+	pprof             bool
+	streamsPerUser    int
+	streams           int
+	changesKeepFor    time.Duration
+	changesKeepMax    int
+	loginPerAccount   auth.Rate
+	loginPerAddress   auth.Rate
+	registerPerAddr   auth.Rate
+	connsPerAddr      int
+	tlsFlags          // HTTPS: see tls.go
 }
 
 // parseConfig reads flags, falling back to HERALD_* variables, falling back
@@ -93,6 +96,8 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	c.auditKeepFor, c.auditKeepMax = 365*24*time.Hour, 100000
 	fs.Var(durationFlag{&c.auditKeepFor}, "audit-keep", "how long the audit log keeps administrators' acts (`DURATION`)")
 	fs.IntVar(&c.auditKeepMax, "audit-max", c.auditKeepMax, "most administrators' acts the audit log keeps, whatever their age (`N`)")
+	c.notificationsKeep = model.DefaultNotificationsKeep
+	fs.Var(durationFlag{&c.notificationsKeep}, "notifications-keep", "how long notifications are kept; an account keeps its newest 1000 whatever their age (`DURATION`)")
 	fs.StringVar(&c.admins, "admins", "", "only for the first start after upgrading from a release that named administrators this way: these e-mails' accounts are then made administrators, stored with the account; on any other start it is refused, so remove it afterwards (`EMAILS`)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For is believed, e.g. 127.0.0.1,::1 (`CIDRS`)")
 	c.loginPerAccount, c.loginPerAddress, c.registerPerAddr = auth.LoginFailuresPerAccount(), auth.LoginFailuresPerAddress(), auth.RegistrationsPerAddress()
@@ -191,6 +196,8 @@ func (c *config) validate() error {
 		return configError("pprof", "needs --metrics-addr, the listener it is served on")
 	case c.auditKeepFor <= 0:
 		return configError("audit-keep", "must be positive")
+	case c.notificationsKeep <= 0:
+		return configError("notifications-keep", "must be positive")
 	case c.auditKeepMax < 1:
 		return configError("audit-max", "must be at least 1")
 	}
@@ -210,7 +217,7 @@ func (c *config) validate() error {
 func choresFor(cfg *config) chores.Config {
 	return chores.Config{FlushEvery: chores.FlushEvery, SweepEvery: chores.SweepEvery, Retain: cfg.retain,
 		ChangesKeepFor: cfg.changesKeepFor, ChangesKeepMax: cfg.changesKeepMax,
-		AuditKeepFor: cfg.auditKeepFor, AuditKeepMax: cfg.auditKeepMax}
+		AuditKeepFor: cfg.auditKeepFor, AuditKeepMax: cfg.auditKeepMax, NotificationsKeepFor: cfg.notificationsKeep}
 }
 
 // legacyAdmins is the e-mails --admins names.

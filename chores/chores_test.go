@@ -73,6 +73,11 @@ func (s *sweepRecorder) SweepIdempotencyKeys(ctx context.Context) (int, error) {
 	return s.DB.SweepIdempotencyKeys(ctx)
 }
 
+func (s *sweepRecorder) TrimNotifications(ctx context.Context, keepFor time.Duration) (int, error) {
+	s.ran = append(s.ran, fmt.Sprintf("notifications %v", keepFor))
+	return s.DB.TrimNotifications(ctx, keepFor)
+}
+
 // TestSweep: a sweep runs each chore the configuration turns on, with
 // what it keeps, by the clock it is given; a chore that fails is reported
 // and the others still run.
@@ -88,8 +93,8 @@ func TestSweep(t *testing.T) {
 		{name: "defaults", chores: Config{ChangesKeepFor: 168 * time.Hour, ChangesKeepMax: 100000},
 			want: []string{"tokens", "changes 168h0m0s 100000", "codes", "keys"}},
 		{name: "everything kept for a while", chores: Config{Retain: 720 * time.Hour, ChangesKeepFor: time.Hour, ChangesKeepMax: 10,
-			AuditKeepFor: 2160 * time.Hour, AuditKeepMax: 5000},
-			want: []string{"tokens", "messages before 2026-10-27T12:00:00Z", "changes 1h0m0s 10", "audit 2160h0m0s 5000", "codes", "keys"}},
+			AuditKeepFor: 2160 * time.Hour, AuditKeepMax: 5000, NotificationsKeepFor: 48 * time.Hour},
+			want: []string{"tokens", "messages before 2026-10-27T12:00:00Z", "changes 1h0m0s 10", "audit 2160h0m0s 5000", "codes", "keys", "notifications 48h0m0s"}},
 		{name: "bounds by count alone", chores: Config{ChangesKeepMax: 7, AuditKeepMax: 3},
 			want: []string{"tokens", "changes 0s 7", "audit 0s 3", "codes", "keys"}},
 		{name: "nothing bounded", want: []string{"tokens", "codes", "keys"}},
