@@ -296,8 +296,8 @@ func agreeShape(x map[string]any) string {
 	case has("type") && has("id"):
 		t, _ := x["type"].(string)
 		return "target:" + t
-	case has("email"):
-		return "user"
+	case has("email"), has("handle"):
+		return "user" // an account, a mention, a notification's actor, a profile
 	}
 	return ""
 }

@@ -100,11 +100,16 @@ func (r *agreeRun) postWith(lt int, content, format, path, key string) {
 	res := r.exchange(desc, "", func(s *agreeServer) apitest.Request {
 		return apitest.Request{Method: "POST", Path: path, Token: s.token(lt, r.unknown), ContentType: ct, Body: body, Header: withKey(key)}
 	})
-	if res[0].Status != http.StatusCreated || lt < 0 {
-		return
-	}
 	if key != "" && slices.Contains(slices.Collect(maps.Values(r.srv[0].msgs)), agreeAnswerID(res[0])) {
 		return // the first answer again: no message made
+	}
+	r.noteCreated(lt, content, res)
+}
+
+// noteCreated binds the message a create made, when it made one.
+func (r *agreeRun) noteCreated(lt int, content string, res [2]*apitest.Response) {
+	if res[0].Status != http.StatusCreated || lt < 0 {
+		return
 	}
 	m := len(r.msgs)
 	r.msgs = append(r.msgs, &agreeMsg{owner: r.tokens[lt].user, content: content})

@@ -345,6 +345,12 @@ func (r *agreeRun) ops() []agreeOp {
 		{1, r.opRegisterBurst},
 		{2, r.opBulkPost},
 		{1, r.opStream},
+		{4, r.opReply},
+		{3, r.opPostMentions},
+		{3, r.opReplies},
+		{4, r.opNotifications},
+		{2, r.opMarkRead},
+		{2, r.opProfile},
 		{2, r.opScenario},
 	}
 }
