@@ -146,7 +146,7 @@ func (db *DB) insertMessageOnce(tx *bbolt.Tx, owner *model.User, draft model.Dra
 		if err != nil {
 			return nil, err
 		}
-		m.Mentions = resolveMentions(tx, m.Content)
+		m.Mentions = resolveMentions(tx, m.Content, nil)
 		return m, nil
 	}
 	m, err := db.insertMessage(tx, owner, draft, terms)

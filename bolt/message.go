@@ -202,7 +202,7 @@ func (db *DB) insertMessage(tx *bbolt.Tx, owner *model.User, draft model.Draft, 
 			return nil, err
 		}
 	}
-	m.Mentions = resolveMentions(tx, m.Content)
+	m.Mentions = resolveMentions(tx, m.Content, nil)
 	if err := msgs.Put(itob(id), encodeMessage(m)); err != nil {
 		return nil, err
 	}
@@ -312,7 +312,7 @@ func (db *DB) UpdateMessage(_ context.Context, id uint64, by model.Caller, upd m
 		m.Content = *upd.Content
 		m.UpdatedAt = db.clock()
 		m.Revision++
-		m.Mentions = resolveMentions(tx, m.Content)
+		m.Mentions = resolveMentions(tx, m.Content, m.Mentions)
 		if err := tx.Bucket(bucketMessages).Put(itob(id), encodeMessage(m)); err != nil {
 			return err
 		}

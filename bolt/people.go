@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -81,16 +82,24 @@ func writeMarks(tx *bbolt.Tx, userID uint64, m notificationMarks) error {
 }
 
 // resolveMentions turns the @handles of content into the accounts they
-// name, the first model.MaxMentions that exist.
-func resolveMentions(tx *bbolt.Tx, content string) []model.Mention {
+// name, the first model.MaxMentions that exist. An edit passes the
+// message's mentions before it as kept: a handle the content still spells
+// keeps naming the account it named when it was written, whoever holds
+// the handle now, so a handle given up and taken by someone else never
+// brings them what was written to its earlier holder.
+func resolveMentions(tx *bbolt.Tx, content string, kept []model.Mention) []model.Mention {
 	var out []model.Mention
-	byHandle := tx.Bucket(bucketUsersByHandle)
+	byHandle, users := tx.Bucket(bucketUsersByHandle), tx.Bucket(bucketUsers)
 	for _, h := range model.MentionedHandles(content) {
-		if id := byHandle.Get([]byte(h)); len(id) == 8 {
-			out = append(out, model.Mention{UserID: btoi(id), Handle: h})
-			if len(out) == model.MaxMentions {
-				break
+		if i := slices.IndexFunc(kept, func(m model.Mention) bool { return m.Handle == h }); i >= 0 {
+			if users.Get(itob(kept[i].UserID)) != nil {
+				out = append(out, kept[i])
 			}
+		} else if id := byHandle.Get([]byte(h)); len(id) == 8 {
+			out = append(out, model.Mention{UserID: btoi(id), Handle: h})
+		}
+		if len(out) == model.MaxMentions {
+			break
 		}
 	}
 	return out

@@ -508,3 +508,41 @@ func testNotificationCap(e *env) {
 		t.Errorf("after the trim and one more: %+v", p)
 	}
 }
+
+// testMentionsAfterRename: a mention names an account, not a handle. When
+// bob gives up his handle and eve takes it, what was written to @bob stays
+// bob's, even when edited, and eve is never notified of it; what is
+// written to @bob afterwards is eve's.
+func testMentionsAfterRename(e *env) {
+	t := e.t
+	ctx := e.ctx()
+	ada, byAda := e.person("ada@example.com", "ada")
+	bob, byBob := e.person("bob@example.com", "bob")
+	m := e.post(ada.ID, "hi @bob")
+	robert := "robert"
+	if _, err := e.Store.UpdateProfile(ctx, byBob, model.ProfileUpdate{Handle: &robert}); err != nil {
+		t.Fatal(err)
+	}
+	eve, byEve := e.person("eve@example.com", "bob")
+	text := "hi @bob, edited"
+	up, err := e.Store.UpdateMessage(ctx, m.ID, byAda, model.MessageUpdate{Content: &text}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(up.Mentions) != 1 || up.Mentions[0].UserID != bob.ID {
+		t.Errorf("the edited message mentions %+v, want bob's account %d still", up.Mentions, bob.ID)
+	}
+	if p := e.notifications(byEve, model.NotificationQuery{}); len(p.Items) != 0 {
+		t.Errorf("eve, who took bob's old handle, was notified of what was written to him: %+v", p.Items[0])
+	}
+	later := e.post(ada.ID, "hello @bob")
+	if len(later.Mentions) != 1 || later.Mentions[0].UserID != eve.ID {
+		t.Errorf("a message written after the rename mentions %+v, want eve %d", later.Mentions, eve.ID)
+	}
+	if p := e.notifications(byBob, model.NotificationQuery{}); p.Unread != 1 {
+		t.Errorf("bob has %d unread, want 1 (the message written to him)", p.Unread)
+	}
+	if p := e.notifications(byEve, model.NotificationQuery{}); p.Unread != 1 {
+		t.Errorf("eve has %d unread, want 1 (the message written after she took the handle)", p.Unread)
+	}
+}

@@ -113,6 +113,7 @@ func Run(t *testing.T, open Opener) {
 		{"Threads", testThreads},
 		{"RepliesWhileWriting", testRepliesWhileWriting},
 		{"Mentions", testMentions},
+		{"MentionsAfterRename", testMentionsAfterRename},
 		{"Notifications", testNotifications},
 		{"NotificationCap", testNotificationCap},
 		{"PasswordHash", testPasswordHash},
