@@ -546,3 +546,83 @@ func testMentionsAfterRename(e *env) {
 		t.Errorf("eve has %d unread, want 1 (the message written after she took the handle)", p.Unread)
 	}
 }
+
+// testNotificationsWhileWriting: four people mention ada and answer her at
+// once, some deleting what they wrote, while she reads her notifications
+// and marks them read; at the end she has exactly one per message that
+// named or answered her, none twice, newest first, and the unread count
+// is exactly those after her last mark.
+func testNotificationsWhileWriting(e *env) {
+	t := e.t
+	ctx := e.ctx()
+	ada, byAda := e.person("ada@example.com", "ada")
+	root := e.post(ada.ID, "ask me anything")
+	const writers, each = 4, 25
+	var wg sync.WaitGroup
+	for w := range writers {
+		_, by := e.person(fmt.Sprintf("w%d@example.com", w), fmt.Sprintf("w%d", w))
+		wg.Go(func() {
+			for i := range each {
+				d := model.Draft{Content: fmt.Sprintf("@ada number %d of w%d", i, w)}
+				if i%2 == 1 {
+					d = model.Draft{Content: fmt.Sprintf("answer %d of w%d", i, w), ReplyTo: root.ID}
+				}
+				m, err := e.Store.PostMessage(ctx, by, d, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%5 == 0 {
+					if _, err := e.Store.DeleteMessage(ctx, m.ID, by, nil); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 20 {
+			p, err := e.Store.Notifications(ctx, byAda, model.NotificationQuery{Limit: 5})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(p.Items) > 0 {
+				if err := e.Store.MarkNotificationsRead(ctx, byAda, p.Items[len(p.Items)-1].ID); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	})
+	wg.Wait()
+	var ids []uint64
+	unread := 0
+	q := model.NotificationQuery{Limit: 7}
+	for {
+		p := e.notifications(byAda, q)
+		for _, n := range p.Items {
+			ids = append(ids, n.ID)
+			if !n.Read {
+				unread++
+			}
+		}
+		if p.Unread != unread && p.NextBeforeID == 0 {
+			t.Errorf("unread = %d, but %d are listed unread", p.Unread, unread)
+		}
+		if p.NextBeforeID == 0 {
+			break
+		}
+		q.BeforeID = p.NextBeforeID
+	}
+	if len(ids) != writers*each || !slices.IsSortedFunc(ids, func(a, b uint64) int { return int(b) - int(a) }) || len(slices.Compact(slices.Clone(ids))) != len(ids) {
+		t.Errorf("ada has %d notifications (%v), want %d, newest first, none twice", len(ids), ids, writers*each)
+	}
+	if err := e.Store.MarkNotificationsRead(ctx, byAda, 0); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.notifications(byAda, model.NotificationQuery{}); p.Unread != 0 {
+		t.Errorf("after marking all, %d unread", p.Unread)
+	}
+}

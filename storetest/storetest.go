@@ -116,6 +116,7 @@ func Run(t *testing.T, open Opener) {
 		{"MentionsAfterRename", testMentionsAfterRename},
 		{"Notifications", testNotifications},
 		{"NotificationCap", testNotificationCap},
+		{"NotificationsWhileWriting", testNotificationsWhileWriting},
 		{"PasswordHash", testPasswordHash},
 		{"Tokens", testTokens},
 		{"TokenCap", testTokenCap},
