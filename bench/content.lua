@@ -53,8 +53,15 @@ function M.text()
   return table.concat(words, " ")
 end
 
--- body returns one POST /api/messages JSON body.
-function M.body()
+-- body returns one POST /api/messages JSON body. With kind "mention5"
+-- the content names five of the bench's accounts (user2 to user6) with
+-- @handle; with "reply" it answers a message drawn from 1 to maxid.
+function M.body(kind, maxid)
+  if kind == "mention5" then
+    return '{"content":"@user2 @user3 @user4 @user5 @user6 ' .. M.text() .. '"}'
+  elseif kind == "reply" then
+    return '{"content":"' .. M.text() .. '","replyTo":' .. math.random(1, maxid) .. '}'
+  end
   return '{"content":"' .. M.text() .. '"}'
 end
 

@@ -732,7 +732,15 @@ run_workload() {
     costly_run "$conns" "$results"
     ;;
   create)
-    bench_run create "$conns" "$results" -s "$bench/create.lua" "$base/api/messages" -- "$((SEED * 1000 + conns))" "${tokens[@]}"
+    bench_run create "$conns" "$results" -s "$bench/create.lua" "$base/api/messages" -- "$((SEED * 1000 + conns))" plain "$maxid" "${tokens[@]}"
+    ;;
+  create_mention5 | create_reply)
+    bench_run "$name" "$conns" "$results" -s "$bench/create.lua" "$base/api/messages" -- "$((SEED * 1000 + conns))" "${name#create_}" "$maxid" "${tokens[@]}"
+    ;;
+  notifications)
+    # user2 is named by every create_mention5 and answered by many
+    # create_reply: a full account's first page, with its unread count.
+    bench_run notifications "$conns" "$results" -s "$bench/report.lua" -H "Authorization: Bearer ${tokens[1]}" "$base/api/me/notifications?limit=20"
     ;;
   login)
     if [ -n "$have_login_user" ]; then
@@ -908,7 +916,10 @@ done
 for conns in $CONNS_LIST; do
   for ((round = 1; round <= ROUNDS; round++)); do
     each_store create "$conns" $((round % 2))
+    each_store create_mention5 "$conns" $(((round + 1) % 2))
+    each_store create_reply "$conns" $((round % 2))
   done
+  each_store notifications "$conns" 0
   each_store login "$conns" 0
   bench_run baseline_end "$conns" "$work/results-baseline-$conns" -s "$bench/report.lua" "$baseline_url"
 done

@@ -597,7 +597,8 @@ func (c *checker) administration() {
 // people checks replies and notifications: every reply is listed under
 // the message it answers, and only replies are; each message's count is
 // how many are listed; every notification decodes, belongs to an account
-// that exists and is the one notified finds for its message and account;
+// that exists, and is listed in its message's notified record while the
+// message exists;
 // each account's marks count what it keeps, within model.MaxNotifications.
 func (c *checker) people() {
 	msgs, replies, counts := c.tx.Bucket(bucketMessages), c.tx.Bucket(bucketReplies), c.tx.Bucket(bucketReplyCounts)
@@ -657,18 +658,16 @@ func (c *checker) people() {
 		if users.Get(itob(userID)) == nil {
 			c.addf("notification %d: its account %d does not exist", id, userID)
 		}
-		if got := notified.Get(pairKey(n.MessageID, userID)); len(got) != 8 || btoi(got) != id {
-			c.addf("notification %d: notified does not find it for message %d and account %d", id, n.MessageID, userID)
+		if msgs.Get(itob(n.MessageID)) != nil && !notifiedHas(notified.Get(itob(n.MessageID)), userID) {
+			c.addf("notification %d: message %d does not list account %d as notified", id, n.MessageID, userID)
 		}
 		return nil
 	})
 	_ = notified.ForEach(func(k, v []byte) error {
-		if len(k) != 16 || len(v) != 8 {
-			c.addf("notified: entry %x → %x is not a message, an account and an ID", k, v)
-			return nil
-		}
-		if c.tx.Bucket(bucketNotifications).Get(pairKey(btoi(k[8:]), btoi(v))) == nil {
-			c.addf("notified: notification %d of account %d about message %d does not exist", btoi(v), btoi(k[8:]), btoi(k[:8]))
+		if len(k) != 8 || len(v)%8 != 0 || len(v) == 0 {
+			c.addf("notified: entry %x → %x is not a message and the accounts it notified", k, v)
+		} else if msgs.Get(k) == nil {
+			c.addf("notified: message %d does not exist", btoi(k))
 		}
 		return nil
 	})

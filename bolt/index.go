@@ -218,6 +218,9 @@ func (db *DB) removeMessage(tx *bbolt.Tx, m *model.Message) error {
 	if err := removeReply(tx, m); err != nil {
 		return err
 	}
+	if err := tx.Bucket(bucketNotified).Delete(itob(m.ID)); err != nil {
+		return err
+	}
 	return db.recordChange(tx, model.MessageDeleted, m)
 }
 

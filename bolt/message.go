@@ -213,7 +213,7 @@ func (db *DB) insertMessage(tx *bbolt.Tx, owner *model.User, draft model.Draft, 
 		return nil, err
 	}
 	if len(m.Mentions) > 0 || parentOwner != 0 {
-		return m, db.notify(tx, owner, m, parentOwner)
+		return m, db.notify(tx, owner, m, parentOwner, false)
 	}
 	return m, nil
 }
@@ -326,7 +326,7 @@ func (db *DB) UpdateMessage(_ context.Context, id uint64, by model.Caller, upd m
 		if err != nil {
 			return err
 		}
-		return db.notify(tx, author, m, 0)
+		return db.notify(tx, author, m, 0, true)
 	})
 	if err != nil {
 		return nil, err

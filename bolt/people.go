@@ -27,8 +27,9 @@ var (
 	bucketReplyCounts = []byte("reply_counts")
 	// userID‖notificationID → notification record
 	bucketNotifications = []byte("notifications")
-	// messageID‖userID → notificationID: whom a message notified, so an
-	// edit notifies only the accounts it newly mentions
+	// messageID → the accounts it notified (8 bytes each), so an edit
+	// notifies only the accounts it newly mentions: one record a message,
+	// kept while the message is, whatever becomes of the notifications
 	bucketNotified = []byte("notified")
 	// userID → read-up-to notification ID‖number of notifications kept
 	bucketNotificationMarks = []byte("notification_marks")
@@ -153,12 +154,24 @@ func joinReplies(tx *bbolt.Tx, m *model.Message) {
 
 // notify writes the notifications model.Notified says message m causes,
 // each with its change in the log, dropping the recipient's oldest beyond
-// model.MaxNotifications. author is m's owner's account; mentioned, the
-// accounts m notified before (an edit), or nil.
-func (db *DB) notify(tx *bbolt.Tx, author *model.User, m *model.Message, parentOwner uint64) error {
+// model.MaxNotifications, and notes whom m notified. author is m's owner's
+// account; edited, whether m was written before (only then can anyone
+// have been notified of it already).
+func (db *DB) notify(tx *bbolt.Tx, author *model.User, m *model.Message, parentOwner uint64, edited bool) error {
 	notified := tx.Bucket(bucketNotified)
-	already := func(userID uint64) bool { return notified.Get(pairKey(m.ID, userID)) != nil }
-	for _, n := range model.Notified(author.ID, m.Mentions, parentOwner, already) {
+	var before []byte
+	var already func(uint64) bool
+	if edited {
+		before = notified.Get(itob(m.ID))
+		already = func(userID uint64) bool { return notifiedHas(before, userID) }
+	}
+	ns := model.Notified(author.ID, m.Mentions, parentOwner, already)
+	if len(ns) == 0 {
+		return nil
+	}
+	list := make([]byte, len(before), len(before)+8*len(ns))
+	copy(list, before)
+	for _, n := range ns {
 		n.MessageID = m.ID
 		n.Actor = model.Profile{ID: author.ID, Handle: author.Handle, Name: author.Name}
 		msg := *m
@@ -171,9 +184,7 @@ func (db *DB) notify(tx *bbolt.Tx, author *model.User, m *model.Message, parentO
 		if err := tx.Bucket(bucketNotifications).Put(pairKey(n.UserID, n.ID), encodeNotification(&n)); err != nil {
 			return err
 		}
-		if err := notified.Put(pairKey(m.ID, n.UserID), itob(n.ID)); err != nil {
-			return err
-		}
+		list = binary.BigEndian.AppendUint64(list, n.UserID)
 		marks := readMarks(tx, n.UserID)
 		marks.kept++
 		for marks.kept > model.MaxNotifications {
@@ -186,30 +197,27 @@ func (db *DB) notify(tx *bbolt.Tx, author *model.User, m *model.Message, parentO
 			return err
 		}
 	}
-	return nil
+	return notified.Put(itob(m.ID), list)
+}
+
+// notifiedHas reports whether a notified record lists userID.
+func notifiedHas(list []byte, userID uint64) bool {
+	for i := 0; i+8 <= len(list); i += 8 {
+		if binary.BigEndian.Uint64(list[i:]) == userID {
+			return true
+		}
+	}
+	return false
 }
 
 func dropOldestNotification(tx *bbolt.Tx, userID uint64) error {
 	c := tx.Bucket(bucketNotifications).Cursor()
 	prefix := itob(userID)
-	k, v := c.Seek(prefix)
+	k, _ := c.Seek(prefix)
 	if k == nil || !bytes.HasPrefix(k, prefix) {
 		return fmt.Errorf("account %d keeps fewer notifications than its count says", userID)
 	}
-	return deleteNotification(tx, c, userID, btoi(k[8:]), v)
-}
-
-// deleteNotification removes the notification at c with its entry in
-// notified; the caller keeps the marks' count.
-func deleteNotification(tx *bbolt.Tx, c *bbolt.Cursor, userID, id uint64, rec []byte) error {
-	n, err := decodeNotification(userID, id, rec)
-	if err != nil {
-		return err
-	}
-	if err := c.Delete(); err != nil {
-		return err
-	}
-	return tx.Bucket(bucketNotified).Delete(pairKey(n.MessageID, userID))
+	return c.Delete()
 }
 
 // removeNotificationsOf removes every notification of account userID, for
@@ -217,8 +225,8 @@ func deleteNotification(tx *bbolt.Tx, c *bbolt.Cursor, userID, id uint64, rec []
 func removeNotificationsOf(tx *bbolt.Tx, userID uint64) error {
 	prefix := itob(userID)
 	c := tx.Bucket(bucketNotifications).Cursor()
-	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Seek(prefix) {
-		if err := deleteNotification(tx, c, userID, btoi(k[8:]), v); err != nil {
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+		if err := c.Delete(); err != nil {
 			return err
 		}
 	}
@@ -440,7 +448,7 @@ func (db *DB) TrimNotifications(ctx context.Context, keepFor time.Duration) (int
 					continue
 				}
 				userID, key := btoi(k[:8]), bytes.Clone(k)
-				if err := deleteNotification(tx, c, userID, btoi(k[8:]), v); err != nil {
+				if err := c.Delete(); err != nil {
 					return err
 				}
 				marks := readMarks(tx, userID)
