@@ -171,17 +171,21 @@ func (db *DB) notify(tx *bbolt.Tx, author *model.User, m *model.Message, parentO
 	}
 	list := make([]byte, len(before), len(before)+8*len(ns))
 	copy(list, before)
-	for _, n := range ns {
-		n.MessageID = m.ID
-		n.Actor = model.Profile{ID: author.ID, Handle: author.Handle, Name: author.Name}
-		msg := *m
-		n.Message = &msg
-		ch := &model.Change{Kind: model.NotificationCreated, UserID: n.UserID, Notification: &n}
+	// One copy of the message for all its notifications as the feed holds
+	// them, which nothing changes.
+	msg := *m
+	actor := model.Profile{ID: author.ID, Handle: author.Handle, Name: author.Name}
+	changes := make([]model.Change, len(ns))
+	for i := range ns {
+		n := &ns[i]
+		n.MessageID, n.Actor, n.Message = m.ID, actor, &msg
+		ch := &changes[i]
+		ch.Kind, ch.UserID, ch.Notification = model.NotificationCreated, n.UserID, n
 		if err := db.appendChange(tx, ch); err != nil {
 			return err
 		}
 		n.ID, n.At = ch.Seq, ch.At
-		if err := tx.Bucket(bucketNotifications).Put(pairKey(n.UserID, n.ID), encodeNotification(&n)); err != nil {
+		if err := tx.Bucket(bucketNotifications).Put(pairKey(n.UserID, n.ID), encodeNotification(n)); err != nil {
 			return err
 		}
 		list = binary.BigEndian.AppendUint64(list, n.UserID)
