@@ -359,3 +359,68 @@ func TestTwoInstancesOutside(t *testing.T) {
 	checkOutsideReaders(t, run, readers, &readersWG, filters, log)
 	t.Logf("%d changes in the log, written through two instances, each killed once", len(log))
 }
+
+// TestInstancesShareNotifications: bob mentions ada through one instance;
+// ada's stream on another instance gets the notification, and only hers;
+// a stream resumed on a third instance from before it gets it again; a
+// name changed through one instance is shown by the others at once.
+func TestInstancesShareNotifications(t *testing.T) {
+	db := postgresCluster(t).Database(t)
+	a, b, c := startProcessOn(t, db), startProcessOn(t, db), startProcessOn(t, db)
+	baseA, baseB, baseC := "http://"+a.addr, "http://"+b.addr, "http://"+c.addr
+	ada := outsideRegister(t, baseA, "ada@example.com")
+	bob := outsideRegister(t, baseA, "bob@example.com")
+	carol := outsideRegister(t, baseA, "carol@example.com")
+	adaOnB := openStream(t, baseB, ada, -1)
+	carolOnB := openStream(t, baseB, carol, -1)
+
+	postMessages(t, baseA, bob, 1, "hello @ada,")
+	var created, notification sseEvent
+	for _, ev := range adaOnB.take(t, 2) {
+		switch ev.name {
+		case "message.created":
+			created = ev
+		case "notification":
+			notification = ev
+		}
+	}
+	var n struct {
+		ID      uint64
+		Kind    string
+		Actor   struct{ Handle string }
+		Message struct{ Content string }
+	}
+	if err := json.Unmarshal([]byte(notification.data), &n); err != nil || n.Kind != "mention" || n.Actor.Handle != "bob" ||
+		n.Message.Content != "hello @ada, 0" || n.ID != notification.id {
+		t.Fatalf("ada's stream on b: %+v then %+v (%v)", created, notification, err)
+	}
+	if ev := carolOnB.take(t, 1)[0]; ev.name != "message.created" {
+		t.Errorf("carol's stream got %+v", ev)
+	}
+	select {
+	case ev := <-carolOnB.events:
+		t.Errorf("carol's stream got someone else's %+v", ev)
+	case <-time.After(300 * time.Millisecond):
+	}
+	onC := openStream(t, baseC, ada, int64(created.id-1))
+	if evs := onC.take(t, 2); evs[1].name != "notification" || evs[1].id != notification.id {
+		t.Errorf("resumed on c: %+v", evs)
+	}
+
+	cl := newClient(t)
+	for _, base := range []string{baseB, baseC} { // each instance reads, and may keep, bob's name
+		callStatus(t, cl, "GET", base+"/api/messages?owner=bob@example.com", ada, nil, http.StatusOK, nil)
+	}
+	callStatus(t, cl, "PATCH", baseA+"/api/me", bob, map[string]string{"name": "Bob Builder"}, http.StatusOK, nil)
+	for _, base := range []string{baseB, baseC} {
+		var page struct {
+			Items []struct {
+				User struct{ Name string }
+			}
+		}
+		callStatus(t, cl, "GET", base+"/api/messages?owner=bob@example.com", ada, nil, http.StatusOK, &page)
+		if len(page.Items) != 1 || page.Items[0].User.Name != "Bob Builder" {
+			t.Errorf("%s shows bob's message as %+v after he changed his name through a", base, page.Items)
+		}
+	}
+}
