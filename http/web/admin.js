@@ -4,7 +4,7 @@
 // only; the server refuses its routes to everyone else whatever the page
 // does.
 
-import { h, $, time, showError, clearError, busy } from './dom.js';
+import { h, $, time, showError, clearError, busy, breakable } from './dom.js';
 
 export const isAdmin = (user) => !!user?.roles?.includes('ROLE_ADMIN');
 
@@ -457,8 +457,8 @@ export function admin({ session, announce, roleLost }) {
 
   function target(t) {
     switch (t?.type) {
-      case 'user': return h('span', { dir: 'auto' }, t.email || `account ${t.id}`);
-      case 'message': return h('span', {}, `message ${t.id} of `, h('span', { dir: 'auto' }, t.owner?.email ?? 'a deleted account'));
+      case 'user': return h('span', { dir: 'auto' }, ...(t.email ? breakable(t.email) : [`account ${t.id}`]));
+      case 'message': return h('span', {}, `message ${t.id} of `, h('span', { dir: 'auto' }, ...(t.owner?.email ? breakable(t.owner.email) : ['a deleted account'])));
       case 'invite': return `invitation ${t.id}`;
       case undefined: return '—';
       default: return `${t.type} ${t.id}`;
@@ -469,7 +469,7 @@ export function admin({ session, announce, roleLost }) {
     const what = actions[e.action] ?? e.action;
     return h('tr', {},
       h('td', {}, time(e.at)),
-      h('td', { dir: 'auto' }, e.actor.type === 'server' ? "The server's machine" : e.actor.email),
+      h('td', { dir: 'auto' }, ...(e.actor.type === 'server' ? ["The server's machine"] : breakable(e.actor.email))),
       h('td', {}, typeof what === 'function' ? what(e) : what),
       h('td', {}, target(e.target)));
   }

@@ -1,20 +1,42 @@
 // Herald's web client: signing in and out, registration as the server
-// allows it, and switching between the timeline, the account settings
-// (#settings), the administration screen (#admin, administrators only)
-// and the page a password-reset link opens (#reset).
+// allows it, and switching between the timeline, a thread
+// (#/messages/{id}), a profile (#/users/{handle}), the notifications
+// (#notifications), the account settings (#settings), the administration
+// screen (#admin, administrators only) and the page a password-reset link
+// opens (#reset).
 
-import { h, $, showError, clearError, clearUnreachable, busy, sleep } from './dom.js';
+import { h, $, showError, clearError, clearUnreachable, busy, sleep, refreshTimes } from './dom.js';
 import { KEY, request, savedToken, saveToken, forgetToken } from './api.js';
 import { timeline } from './timeline.js';
 import { settings } from './settings.js';
 import { admin, isAdmin } from './admin.js';
 import { resetPage } from './reset.js';
+import { threadPage } from './thread.js';
+import { profilePage } from './profile.js';
+import { notifications } from './notifications.js';
+
+// How long news stays on the screen. What says something is wrong, or
+// must be acted on, stays until it is dismissed or replaced.
+const NOTICE_MS = 8000;
+let noticeTimer = 0;
 
 // announce speaks through the polite status region. A new node each time,
 // so the same words twice are read twice.
-function announce(text) {
+function announce(text, { stay = false } = {}) {
+  clearTimeout(noticeTimer);
   $('#notice').replaceChildren(h('span', {}, text));
+  $('#notice-dismiss').hidden = !stay;
+  if (!stay) noticeTimer = setTimeout(dismiss, NOTICE_MS);
 }
+
+function dismiss() {
+  clearTimeout(noticeTimer);
+  const hadFocus = document.activeElement === $('#notice-dismiss');
+  $('#notice').replaceChildren();
+  $('#notice-dismiss').hidden = true;
+  if (hadFocus) $('#main').focus();
+}
+$('#notice-dismiss').addEventListener('click', dismiss);
 
 const session = {
   token: null,
@@ -49,21 +71,34 @@ const session = {
     views.timeline.stop(keepDraft ? me.email : null);
     views.settings.stop();
     views.admin.stop();
+    views.thread.stop();
+    views.notifications.stop();
     $('#nav').hidden = true;
     $('#nav-admin').hidden = true;
     show('auth');
-    announce(message);
+    announce(message, { stay: keepDraft });
   },
 };
 
 // The views' news is about a session: none once it has ended, when the
 // login screen's notice says why.
-const viewAnnounce = (text) => session.token && announce(text);
+const viewAnnounce = (text, opts) => session.token && announce(text, opts);
+const notify = notifications({ session, announce: viewAnnounce });
 const views = {
-  timeline: timeline({ session, announce: viewAnnounce }),
-  settings: settings({ session, announce: viewAnnounce }),
+  timeline: timeline({ session, announce: viewAnnounce, onNotification: notify.arrived }),
+  settings: settings({ session, announce: viewAnnounce, profileChanged: whoami }),
   admin: admin({ session, announce: viewAnnounce, roleLost }),
+  thread: threadPage({ session, announce: viewAnnounce }),
+  profile: profilePage({ session }),
+  notifications: notify,
 };
+
+// whoami says who is signed in, in the menu.
+function whoami(me) {
+  const who = $('#whoami');
+  who.textContent = me.handle ? `Signed in as @${me.handle} (${me.email})` : `Signed in as ${me.email}`;
+  who.title = who.textContent;
+}
 
 // roleLost follows an administrator whose role was taken away while the
 // page was open: the screen goes, and the server refuses its routes anyway.
@@ -71,7 +106,7 @@ function roleLost() {
   $('#nav-admin').hidden = true;
   views.admin.stop();
   if (location.hash === '#admin') route();
-  announce('You are no longer an administrator.');
+  announce('You are no longer an administrator.', { stay: true });
 }
 
 // The registration mode, as GET /api/info says: open, invite or closed.
@@ -104,7 +139,7 @@ const reset = resetPage({
     history.replaceState(null, '', location.pathname + location.search);
     if (session.token) route();
     else show('auth');
-    announce('Your password is changed, and every device that was signed in to the account is signed out. Log in with your new password.');
+    announce('Your password is changed, and every device that was signed in to the account is signed out. Log in with your new password.', { stay: true });
     if (!session.token) $('#login-email').focus();
   },
 });
@@ -133,7 +168,7 @@ function takeCode() {
 // invited says what an invitation link did, once the screen for it shows.
 function invited() {
   if (session.token) announce('You are signed in already; log out to create another account with the invitation.');
-  else if (registration === 'invite') announce('Your invitation is filled in: choose your e-mail and a password to create your account.');
+  else if (registration === 'invite') announce('Your invitation is filled in: choose your e-mail and a password to create your account.', { stay: true });
 }
 
 function show(name) {
@@ -143,8 +178,9 @@ function show(name) {
   // disappeared.
   const first = !$('#loading').hidden;
   $('#loading').hidden = true;
-  $('#notice').replaceChildren(); // news of the last screen
-  for (const v of ['auth', 'timeline', 'settings', 'admin', 'reset']) $(`#${v}-view`).hidden = v !== name;
+  dismiss(); // news of the last screen
+  menu(false);
+  for (const v of ['auth', 'timeline', 'settings', 'admin', 'reset', 'thread', 'profile', 'notifications']) $(`#${v}-view`).hidden = v !== name;
   for (const a of document.querySelectorAll('#nav a')) {
     if (a.hash === `#${name}`) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
@@ -163,10 +199,19 @@ function route() {
     if ($('#loading').hidden) show('auth');
   } else {
     const hash = location.hash;
-    const name = hash === '#settings' ? 'settings' : hash === '#admin' && isAdmin(session.me) ? 'admin' : 'timeline';
+    const thread = /^#\/messages\/(\d+)(\/reply)?$/.exec(hash);
+    const profile = /^#\/users\/([^/]+)$/.exec(hash);
+    const name = thread ? 'thread' : profile ? 'profile'
+      : hash === '#settings' ? 'settings' : hash === '#notifications' ? 'notifications'
+        : hash === '#admin' && isAdmin(session.me) ? 'admin' : 'timeline';
+    if (name !== 'thread') views.thread.stop();
+    if (name !== 'notifications') views.notifications.hide();
     show(name);
     if (name === 'settings') views.settings.start();
     if (name === 'admin') views.admin.start();
+    if (name === 'notifications') views.notifications.show();
+    if (thread) views.thread.open(Number(thread[1]), { reply: !!thread[2] });
+    if (profile) views.profile.open(decodeURIComponent(profile[1]));
   }
   if (took === 'invite') invited();
 }
@@ -182,10 +227,11 @@ async function signedOut() {
 function enter(token, me) {
   session.token = token;
   session.me = me;
-  $('#whoami').textContent = `Signed in as ${me.email}`;
+  whoami(me);
   $('#nav').hidden = false;
   $('#nav-admin').hidden = !isAdmin(me);
   views.timeline.start();
+  views.notifications.start();
   route();
 }
 
@@ -255,7 +301,7 @@ let toldUnreachable = false;
 addEventListener('herald:unreachable', () => {
   if (!session.token) return;
   toldUnreachable = true;
-  announce('The server cannot be reached. What you type is kept; the page reconnects when the server answers again.');
+  announce('The server cannot be reached. What you type is kept; the page reconnects when the server answers again.', { stay: true });
 });
 addEventListener('herald:reachable', () => {
   clearUnreachable();
@@ -263,6 +309,28 @@ addEventListener('herald:reachable', () => {
   toldUnreachable = false;
   announce('Connected to the server again.');
 });
+
+// The menu: at phone width, the settings, administration and logging out
+// fold into it, so the header stays one short line; wider, it is shown
+// open, inline.
+function menu(open) {
+  $('#menu').classList.toggle('open', open);
+  $('#menu-toggle').setAttribute('aria-expanded', open);
+}
+$('#menu-toggle').addEventListener('click', () => menu(!$('#menu').classList.contains('open')));
+$('#nav').addEventListener('keydown', (e) => {
+  if (e.key !== 'Escape' || !$('#menu').classList.contains('open')) return;
+  menu(false);
+  $('#menu-toggle').focus();
+});
+addEventListener('click', (e) => {
+  if (!e.target.closest('#menu-toggle') && !e.target.closest('#menu button')) menu(false);
+});
+
+// Times say how long ago; they are said again every half a minute, and
+// when the page is looked at again.
+setInterval(refreshTimes, 30000);
+document.addEventListener('visibilitychange', () => document.hidden || refreshTimes());
 
 // The skip link moves the focus to the content without touching the hash,
 // which picks the screen (route): "#main" would leave the settings.
@@ -304,14 +372,14 @@ async function start() {
     if (session.token) return;
     if (err.status === 401) {
       forgetToken(token);
-      if (!first) announce('Your session has ended. Please log in again.');
+      if (!first) announce('Your session has ended. Please log in again.', { stay: true });
       return;
     }
     const notNow = err.status === 0 || err.status === 429 || err.status >= 500;
-    if (!notNow) return announce(err.message);
+    if (!notNow) return announce(err.message, { stay: true });
     if (first) {
       const unreachable = err.status === 0 || err.status === 502 || err.status === 504;
-      announce(`${unreachable ? 'The server cannot be reached.' : 'The server is busy or down for maintenance.'} You will be signed in as soon as it answers.`);
+      announce(`${unreachable ? 'The server cannot be reached.' : 'The server is busy or down for maintenance.'} You will be signed in as soon as it answers.`, { stay: true });
     }
     // A server that said when to come back is taken at its word, within
     // reason: a maintenance page's hour would leave the page stuck.

@@ -444,7 +444,7 @@ func TestWebClientKeyboard(t *testing.T) {
 	for i := 0; i < 12 && !strings.HasPrefix(p.focused(), "delete:third"); i++ {
 		order = append(order, tab())
 	}
-	want = []string{"edit:fourth", "delete:fourth", "edit:third", "delete:third"}
+	want = []string{"A:Reply", "edit:fourth", "delete:fourth", "A:Reply", "edit:third", "delete:third"}
 	if len(order) < len(want) || strings.Join(order[len(order)-len(want):], " ") != strings.Join(want, " ") {
 		t.Errorf("Tab from Search goes %q, want it to end %q", order, want)
 	}
@@ -536,7 +536,7 @@ func TestWebClientSignsInWhenTheServerAnswers(t *testing.T) {
 		t.Errorf("with the server busy the page says %q, want %q", got, want)
 	}
 	ada.screen("timeline")
-	if got := ada.text("#whoami"); got != "Signed in as "+email {
+	if got := ada.text("#whoami"); !strings.HasPrefix(got, "Signed in as ") || !strings.Contains(got, email) {
 		t.Errorf("signed in as %q", got)
 	}
 	tap.mu.Lock()

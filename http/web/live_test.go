@@ -39,8 +39,8 @@ func TestWebClientLive(t *testing.T) {
 	if n := webEval[int](bob, fmt.Sprintf(`document.querySelectorAll(%q).length`, sel+" button")); n != 0 {
 		t.Errorf("Bob sees %d buttons on Ada's live message, want none", n)
 	}
-	if got := bob.text("#notice"); got != "New message from "+adaEmail+"." {
-		t.Errorf("Bob's page announces %q", got)
+	if got, want := bob.text("#notice"), "New message from "+bob.text(sel+" .owner")+"."; got != want {
+		t.Errorf("Bob's page announces %q, want %q", got, want)
 	}
 	if got := webEval[int](bob, `document.querySelectorAll('#messages > li').length`); got != 1 {
 		t.Errorf("Bob's timeline shows %d messages, want 1", got)

@@ -1,16 +1,42 @@
-// Account settings: signed-in devices (one token per login), password
-// change and account deletion.
+// Account settings: name and handle, signed-in devices (one token per
+// login), password change and account deletion.
 
 import { h, $, time, showError, clearError, busy } from './dom.js';
 
-export function settings({ session, announce }) {
+export function settings({ session, announce, profileChanged }) {
+  const profileForm = $('#profile-form');
   const devicesCard = $('#devices-card');
   const devices = $('#devices');
   const passwordForm = $('#password-form');
   const deleteForm = $('#delete-form');
   const deleteStart = $('#delete-start');
 
+  function fillProfile() {
+    profileForm.elements.name.value = session.me.name ?? '';
+    profileForm.elements.handle.value = session.me.handle ?? '';
+  }
+
+  // A refusal names the field at fault: a handle someone else has (409),
+  // or a name or handle the rules refuse (422).
+  profileForm.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const f = profileForm.elements;
+    busy(profileForm, async () => {
+      try {
+        const { data } = await session.call('PATCH', '/api/me', { body: { name: f.name.value, handle: f.handle.value } });
+        session.me = { ...session.me, ...data };
+        clearError(profileForm);
+        fillProfile();
+        profileChanged(session.me);
+        announce('Your name and handle are saved.');
+      } catch (err) {
+        showError(profileForm, err);
+      }
+    });
+  });
+
   async function load() {
+    fillProfile();
     clearError(devicesCard);
     devices.setAttribute('aria-busy', 'true');
     try {
@@ -108,6 +134,8 @@ export function settings({ session, announce }) {
   return {
     start: load,
     stop() {
+      profileForm.reset();
+      clearError(profileForm);
       devices.replaceChildren();
       passwordForm.reset();
       clearError(passwordForm);

@@ -3,8 +3,9 @@
 // editing and deleting one's own messages. Administrators may also delete
 // other people's (moderation); editing stays the owner's alone.
 
-import { h, $, time, showError, clearError, busy } from './dom.js';
+import { h, $, showError, clearError, busy, grow } from './dom.js';
 import { liveStream } from './stream.js';
+import { article, authorName, repliesLink, threadLink } from './message.js';
 
 const PAGE = 20;
 
@@ -12,7 +13,7 @@ const PAGE = 20;
 // only decides which controls to offer, since the server checks ownership.
 const sameEmail = (a, b) => a.normalize('NFC').toLowerCase() === b.normalize('NFC').toLowerCase();
 
-export function timeline({ session, announce }) {
+export function timeline({ session, announce, onNotification }) {
   const list = $('#messages');
   const more = $('#more');
   const postForm = $('#post-form');
@@ -37,21 +38,27 @@ export function timeline({ session, announce }) {
 
   function render(m) {
     const meta = `m${m.id}-meta`;
-    const edited = m.updatedAt !== m.createdAt;
-    const li = h('li', { class: 'msg', 'data-id': m.id },
-      h('article', { 'aria-labelledby': meta },
-        h('p', { class: 'meta', id: meta },
-          h('span', { class: 'owner' }, m.user.email), ' ', time(m.createdAt), edited ? ' · edited' : null),
-        h('p', { class: 'content', dir: 'auto' }, m.content)));
     const own = mine(m);
-    if (own || moderator()) {
-      const actions = h('div', { class: 'actions' },
-        own ? h('button', { type: 'button', 'data-act': 'edit', 'aria-describedby': meta }, 'Edit') : null,
-        h('button', { type: 'button', 'data-act': 'delete', 'aria-describedby': meta, class: 'danger' }, 'Delete'));
-      li.firstChild.append(actions);
-    }
+    const li = h('li', { class: 'msg', 'data-id': m.id }, article(m, meta));
+    $('.head', li).append(h('div', { class: 'actions' },
+      repliesLink(m),
+      h('a', { href: `${threadLink(m.id)}/reply`, class: 'reply', 'aria-describedby': meta }, 'Reply'),
+      own ? h('button', { type: 'button', 'data-act': 'edit', 'aria-describedby': meta }, 'Edit') : null,
+      own || moderator() ? h('button', { type: 'button', 'data-act': 'delete', 'aria-describedby': meta, class: 'danger' }, 'Delete') : null));
     li.message = m;
     return li;
+  }
+
+  // answered brings a shown message up to date when a reply to it
+  // arrives, for its count of replies.
+  async function answered(id) {
+    if (!shown.has(id)) return;
+    try {
+      const { data } = await session.call('GET', `/api/messages/${id}`);
+      if (shown.has(id)) put(data);
+    } catch {
+      // a message deleted meanwhile has its own event
+    }
   }
 
   // slot is where message id goes in the list, newest first: before the
@@ -259,6 +266,9 @@ export function timeline({ session, announce }) {
   }
 
   function apply(ev) {
+    // The person's own notifications come whatever the search, and do
+    // not wait for the list.
+    if (ev.type === 'notification') return void onNotification?.(ev.data);
     if (queued) return void queued.push(ev);
     let m;
     try {
@@ -268,8 +278,9 @@ export function timeline({ session, announce }) {
     }
     switch (ev.type) {
       case 'message.created':
-        if (!shown.has(m.id) && !mine(m)) announce(`New message from ${m.user.email}.`);
+        if (!shown.has(m.id) && !mine(m)) announce(`New message from ${authorName(m.user)}.`);
         put(m);
+        if (m.replyTo) answered(m.replyTo);
         break;
       case 'message.updated':
         updated(m);
@@ -284,7 +295,7 @@ export function timeline({ session, announce }) {
         // typed. That waits until the last editor closes (reloadIfReset).
         if (editorOpen()) {
           resetPending = true;
-          announce('Some changes were missed while live updates were paused; the list is brought up to date when you close the editor.');
+          announce('Some changes were missed while live updates were paused; the list is brought up to date when you close the editor.', { stay: true });
         } else reload();
         break;
     }
@@ -349,6 +360,7 @@ export function timeline({ session, announce }) {
         const { data } = await session.call('POST', '/api/messages', { body: { content: box.value } });
         clearError(postForm);
         box.value = '';
+        box.dispatchEvent(new Event('input')); // shrinks again
         // Under a search, the stream adds it if it matches.
         if (!filters.size) put(data);
         announce('Message posted.');
@@ -360,12 +372,15 @@ export function timeline({ session, announce }) {
       }
     });
   });
+  // Enter posts, and so does Ctrl+Enter (Cmd+Enter on a Mac);
+  // Shift+Enter starts a new line.
   postForm.elements.content.addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
       postForm.requestSubmit();
     }
   });
+  grow(postForm.elements.content);
 
   list.addEventListener('click', (e) => {
     const button = e.target.closest('button[data-act]');
@@ -392,7 +407,7 @@ export function timeline({ session, announce }) {
     } catch (err) {
       li.editing = false;
       reloadIfReset();
-      if (err.status !== 404) return announce(err.message);
+      if (err.status !== 404) return announce(err.message, { stay: true });
       remove(li.message.id);
       return announce('That message was deleted elsewhere.');
     }
@@ -408,6 +423,13 @@ export function timeline({ session, announce }) {
     form.addEventListener('submit', (e) => {
       e.preventDefault();
       save(li);
+    });
+    // In the editor Enter starts a new line; Ctrl+Enter (Cmd+Enter) saves.
+    form.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && !e.isComposing) {
+        e.preventDefault();
+        form.requestSubmit();
+      }
     });
     $('.actions', article).hidden = true;
     $('.content', article).replaceWith(form);
@@ -464,7 +486,7 @@ export function timeline({ session, announce }) {
   function confirmDelete(li) {
     const actions = $('.actions', li);
     const prompt = h('div', { class: 'actions confirm', role: 'group', 'aria-label': 'Confirm deletion' },
-      h('span', {}, mine(li.message) ? 'Delete this message?' : `Delete this message by ${li.message.user.email}?`),
+      h('span', {}, mine(li.message) ? 'Delete this message?' : `Delete this message by ${authorName(li.message.user)}?`),
       h('button', { type: 'button', class: 'danger', 'data-act': 'remove' }, 'Yes, delete'),
       h('button', { type: 'button', 'data-act': 'cancel' }, 'Keep it'));
     actions.replaceWith(prompt);
@@ -479,7 +501,7 @@ export function timeline({ session, announce }) {
       remove(li.message.id);
       announce('Message deleted.');
     } catch (err) {
-      if (err.status !== 404) return announce(err.message);
+      if (err.status !== 404) return announce(err.message, { stay: true });
       remove(li.message.id);
       announce('The message was already deleted.');
     } finally {
