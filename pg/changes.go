@@ -371,11 +371,14 @@ func (db *DB) ChangesAfter(ctx context.Context, after uint64, max int) (_ []*mod
 			ch.UserID = uint64(*userID)
 			n := &model.Notification{ID: ch.Seq, UserID: ch.UserID, At: ch.At, MessageID: uint64(*messageID)}
 			ch.Notification, ch.Gone = n, *gone
+			if notificationKind != nil { // its row stays: what it says, whoever reads it
+				n.Kind, n.Actor.ID = model.NotificationKind(*notificationKind), uint64(*actor)
+			}
 			if ch.Gone {
 				break
 			}
-			n.Kind, n.Read = model.NotificationKind(*notificationKind), *read
-			n.Actor = model.Profile{ID: uint64(*actor), Handle: *handle, Name: *name}
+			n.Read = *read
+			n.Actor.Handle, n.Actor.Name = *handle, *name
 			if *hasMessage {
 				m := &model.Message{ID: n.MessageID, OwnerID: n.Actor.ID, OwnerEmail: *email, OwnerHandle: *handle,
 					OwnerName: *name, Content: string(content), CreatedAt: created.UTC(), UpdatedAt: updated.UTC(),
