@@ -21,15 +21,16 @@ const migrateHelp = `Usage: herald migrate --db FILE --to URL
 Copies a Herald database file into an empty PostgreSQL database, for
 running Herald on PostgreSQL: accounts with their password hashes, roles
 and suspensions, tokens (by hash; every token keeps working), messages
-with their IDs, times and revisions, the change log as it was kept (live
-streams resume with the Last-Event-ID they had), invitations with their
-uses, outstanding password resets (their codes keep working), the
-audit log with its IDs and times, the records of creates made with an
-Idempotency-Key (a retry still gets its first answer), and the TLS
-certificates and ACME account of --tls-domain. The guessing and
-write limits start afresh. It creates Herald's schema if the database has none, refuses a
-database that holds any Herald data, copies everything in one transaction
-(all or nothing), and ends by comparing the counts.
+with their IDs, times, revisions, replies and mentions, the change log as
+it was kept (live streams resume with the Last-Event-ID they had),
+invitations with their uses, outstanding password resets (their codes
+keep working), the audit log with its IDs and times, the records of
+creates made with an Idempotency-Key (a retry still gets its first
+answer), notifications with what was read of them, and the TLS
+certificates and ACME account of --tls-domain. The guessing and write
+limits start afresh. It creates Herald's schema if the database has none,
+refuses a database that holds any Herald data, copies everything in one
+transaction (all or nothing), and ends by comparing the counts.
 
 The server must be stopped: the file is opened read-only, and a running
 server's lock makes this fail at once. A file written by an older Herald,
@@ -108,7 +109,8 @@ func migrate(ctx context.Context, from, to string, stdout io.Writer) error {
 		return err
 	}
 	exported, err := snap.Export(bolt.Visitor{User: im.User, Token: im.Token, Message: im.Message, Change: im.Change,
-		Invite: im.Invite, Reset: im.Reset, Audit: im.Audit, IdempotencyKey: im.IdempotencyKey, Cert: im.Cert, Settings: im.Settings})
+		Invite: im.Invite, Reset: im.Reset, Audit: im.Audit, IdempotencyKey: im.IdempotencyKey,
+		Notification: im.Notification, NotificationMark: im.NotificationMark, Cert: im.Cert, Settings: im.Settings})
 	if err != nil {
 		im.Abort()
 		if errors.Is(err, bolt.ErrNotExportable) {
@@ -144,6 +146,7 @@ func migrate(ctx context.Context, from, to string, stdout io.Writer) error {
 		{"password resets", exported.Resets, after.Resets},
 		{"audit entries", exported.Audit, after.Audit},
 		{"idempotency keys", exported.IdempotencyKeys, after.IdempotencyKeys},
+		{"notifications", exported.Notifications, after.Notifications},
 		{"certificates", exported.Certs, after.Certs},
 	}
 	mismatch := false
@@ -157,7 +160,7 @@ func migrate(ctx context.Context, from, to string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "  change log positions %d to %d; next message ID %d\n", exported.ChangesFloor+1, exported.ChangesHead, exported.MessagesSeq+1)
 	if mismatch || copied.Changes != exported.Changes || copied.Invites != exported.Invites ||
 		copied.Resets != exported.Resets || copied.Audit != exported.Audit || copied.IdempotencyKeys != exported.IdempotencyKeys ||
-		copied.Certs != exported.Certs {
+		copied.Certs != exported.Certs || copied.Notifications != exported.Notifications {
 		return errors.New("the counts differ; the PostgreSQL database is not a faithful copy")
 	}
 	fmt.Fprintln(stdout, "  every count agrees")

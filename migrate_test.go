@@ -191,6 +191,164 @@ func TestMigrate(t *testing.T) {
 	}
 }
 
+// TestMigratePeople copies a file holding threads, mentions and
+// notifications, some read, one about a deleted reply, one dropped by a
+// deleted account: on PostgreSQL the messages answer and mention what
+// they did and count the same replies, every account lists the same
+// notifications with the same unread counts, the change log resolves the
+// same notifications, and the next reply notifies with the same ID.
+func TestMigratePeople(t *testing.T) {
+	url := postgresCluster(t).Database(t)
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	file, err := bolt.Open(path, bolt.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	people := map[string]*model.User{}
+	for _, h := range []string{"ada", "bob", "carol", "dan"} {
+		u := &model.User{Email: h + "@example.com", Handle: h, PasswordHash: storetest.FakePasswordHash}
+		if _, err := file.CreateUser(ctx, u, storetest.TokenHash("register "+h), time.Hour, nil); err != nil {
+			t.Fatal(err)
+		}
+		people[h] = u
+	}
+	by := func(h string) model.Caller { return model.ByUser(people[h].ID) }
+	post := func(h string, replyTo uint64, content string) *model.Message {
+		t.Helper()
+		clock.Add(time.Second)
+		m, err := file.PostMessage(ctx, by(h), model.Draft{Content: content, ReplyTo: replyTo}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	root := post("ada", 0, "a question for @bob and @carol")
+	answer := post("bob", root.ID, "an answer")
+	post("carol", answer.ID, "@ada, see @bob's answer")
+	gone := post("dan", root.ID, "a reply to be deleted")
+	post("dan", 0, "hi @ada")
+	edited := post("carol", root.ID, "thanks")
+	text := "thanks @dan"
+	if _, err := file.UpdateMessage(ctx, edited.ID, by("carol"), model.MessageUpdate{Content: &text}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.DeleteMessage(ctx, gone.ID, by("dan"), nil); err != nil {
+		t.Fatal(err)
+	}
+	page, err := file.Notifications(ctx, by("ada"), model.NotificationQuery{})
+	if err != nil || len(page.Items) < 3 {
+		t.Fatalf("ada's notifications in the file: %+v, %v", page, err)
+	}
+	if err := file.MarkNotificationsRead(ctx, by("ada"), page.Items[2].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := file.MarkNotificationsRead(ctx, by("bob"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if code, out, errOut := runArgs(t, "migrate", "--db", path, "--to", url); code != 0 || !strings.Contains(out, "notifications") {
+		t.Fatalf("migrate = %d\n%s%s", code, out, errOut)
+	}
+	file, err = bolt.Open(path, bolt.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := pg.Open(ctx, url, pg.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := []migrationStore{file, db}
+	defer func() {
+		for _, s := range stores {
+			if err := s.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	handles := []string{"ada", "bob", "carol", "dan"}
+	seen := func(s migrationStore) []string {
+		t.Helper()
+		var out []string
+		for id := uint64(1); id <= edited.ID; id++ {
+			_, m, err := s.Message(ctx, model.ByServer(), id)
+			if errors.Is(err, model.ErrNotFound) {
+				out = append(out, fmt.Sprintf("message %d gone", id))
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("message %d by @%s replyTo %d replies %d mentions %v", m.ID, m.OwnerHandle, m.ReplyTo, m.Replies, m.Mentions))
+			r, err := s.Replies(ctx, by("ada"), model.RepliesQuery{MessageID: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range r.Messages {
+				out = append(out, fmt.Sprintf("  reply %d", x.ID))
+			}
+		}
+		for _, h := range handles {
+			p, err := s.Notifications(ctx, by(h), model.NotificationQuery{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("@%s: %d unread", h, p.Unread))
+			for _, n := range p.Items {
+				msg := "gone"
+				if n.Message != nil {
+					msg = fmt.Sprintf("%d %q replies %d", n.Message.ID, n.Message.Content, n.Message.Replies)
+				}
+				out = append(out, fmt.Sprintf("  %d %s by @%s %s read=%t at %s", n.ID, n.Kind, n.Actor.Handle, msg, n.Read, n.At))
+			}
+		}
+		chs, _, err := s.ChangesAfter(ctx, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Gone changes, which no stream is sent, only as gone: PostgreSQL
+		// no longer knows what a notification whose row went said, nor
+		// what a message gone mentioned.
+		for _, ch := range chs {
+			switch {
+			case ch.Kind != model.NotificationCreated && ch.Gone:
+				out = append(out, fmt.Sprintf("change %s replyTo %d", storetest.ChangeString(ch), ch.Message.ReplyTo))
+			case ch.Kind != model.NotificationCreated:
+				out = append(out, fmt.Sprintf("change %s replyTo %d mentions %v", storetest.ChangeString(ch), ch.Message.ReplyTo, ch.Message.Mentions))
+			case ch.Gone:
+				out = append(out, fmt.Sprintf("change %d notifies %d on %d: gone", ch.Seq, ch.UserID, ch.Notification.MessageID))
+			default:
+				n := ch.Notification
+				out = append(out, fmt.Sprintf("change %d notifies %d: %s by @%s on %d read=%t", ch.Seq, ch.UserID, n.Kind, n.Actor.Handle, n.MessageID, n.Read))
+			}
+		}
+		return out
+	}
+	before := [2][]string{seen(file), seen(db)}
+	if !slices.Equal(before[0], before[1]) {
+		t.Errorf("after the copy, the file reads\n%s\nand PostgreSQL\n%s", strings.Join(before[0], "\n"), strings.Join(before[1], "\n"))
+	}
+	// Both go on the same way: the next reply's notification, and the
+	// notifications of an account deleted, on both.
+	for _, s := range stores {
+		if _, err := s.PostMessage(ctx, by("bob"), model.Draft{Content: "more, @dan", ReplyTo: root.ID}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteAccount(ctx, by("carol")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	handles = slices.DeleteFunc(handles, func(h string) bool { return h == "carol" })
+	after := [2][]string{seen(file), seen(db)}
+	if !slices.Equal(after[0], after[1]) {
+		t.Errorf("after a reply and an account's deletion on both, the file reads\n%s\nand PostgreSQL\n%s", strings.Join(after[0], "\n"), strings.Join(after[1], "\n"))
+	}
+}
+
 // TestMigrateAdministration copies a file holding what administrators
 // make: an administrator made on the server's machine, a suspended
 // account, an invitation partly used and one revoked, an outstanding

@@ -26,8 +26,9 @@ import (
 // Visitor receives what Export reads, in that order: every user, every
 // token, every message by ascending ID, every change by ascending
 // position, every invitation by ascending ID, every password reset, and
-// every audit entry by ascending ID, every idempotency record, and the
-// values HTTPS with ACME keeps, and the settings.
+// every audit entry by ascending ID, every idempotency record, every
+// notification and every account's notification marks, and the values
+// HTTPS with ACME keeps, and the settings.
 // Accounts come first, so a reset or a record comes after the account it
 // is for. A function that returns an error
 // ends the export with it.
@@ -42,6 +43,12 @@ type Visitor struct {
 	// IdempotencyKey receives records live or not: the copy's store
 	// tells them apart by their time, as this one does.
 	IdempotencyKey func(*model.IdempotencyRecord) error
+	// Notification receives every notification, by account and ID, as
+	// stored: its actor's ID only, no message, Read false.
+	Notification func(*model.Notification) error
+	// NotificationMark receives every account's notification marks: the
+	// ID its notifications are read up to (and including).
+	NotificationMark func(userID, readUpTo uint64) error
 	// Cert receives the values HTTPS with ACME keeps, by name.
 	Cert func(name string, data []byte) error
 	// Settings receives the settings the database holds, last, once.
@@ -60,8 +67,9 @@ type Exported struct {
 	ChangesHead, ChangesFloor uint64
 	// Changes is how many changes the log holds, Invites how many
 	// invitations, Resets how many password resets, Audit how many audit
-	// entries, IdempotencyKeys how many idempotency records.
-	Changes, Invites, Resets, Audit, IdempotencyKeys int
+	// entries, IdempotencyKeys how many idempotency records,
+	// Notifications how many notifications.
+	Changes, Invites, Resets, Audit, IdempotencyKeys, Notifications int
 	// Certs is how many values HTTPS with ACME keeps.
 	Certs int
 }
@@ -191,6 +199,27 @@ func (s *Snapshot) Export(v Visitor) (Exported, error) {
 			}
 			out.IdempotencyKeys++
 			return v.IdempotencyKey(r)
+		}); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketNotifications).ForEach(func(k, b []byte) error {
+			if len(k) != 16 {
+				return fmt.Errorf("notifications: bad key %x", k)
+			}
+			n, err := decodeNotification(btoi(k[:8]), btoi(k[8:]), b)
+			if err != nil {
+				return err
+			}
+			out.Notifications++
+			return v.Notification(n)
+		}); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketNotificationMarks).ForEach(func(k, b []byte) error {
+			if len(k) != 8 || len(b) != 16 {
+				return fmt.Errorf("notification marks: bad record of %x", k)
+			}
+			return v.NotificationMark(btoi(k), btoi(b[:8]))
 		}); err != nil {
 			return err
 		}

@@ -40,7 +40,11 @@ func exportAll(tb testing.TB, db *testDB) ([]string, Exported, error) {
 		Audit: func(e *model.AuditEntry) error {
 			return add("audit %d %s by %d on %d at %s", e.ID, e.Action, e.ActorID, e.UserID, e.At)
 		},
-		Cert: func(name string, data []byte) error { return add("cert %s of %d bytes", name, len(data)) },
+		Notification: func(n *model.Notification) error {
+			return add("notification %d of %d: %s by %d on %d", n.ID, n.UserID, n.Kind, n.Actor.ID, n.MessageID)
+		},
+		NotificationMark: func(userID, readUpTo uint64) error { return add("notifications of %d read up to %d", userID, readUpTo) },
+		Cert:             func(name string, data []byte) error { return add("cert %s of %d bytes", name, len(data)) },
 		Settings: func(s model.Settings) error {
 			if len(s) == 0 {
 				return nil
@@ -120,6 +124,43 @@ func TestExportAdministration(t *testing.T) {
 		Changes: out.Changes, Invites: 1, Resets: 1, Audit: 6}
 	if out != wantOut || out.ChangesHead == 0 || out.Changes == 0 {
 		t.Errorf("Export = %+v, want %+v", out, wantOut)
+	}
+}
+
+// TestExportNotifications: Export hands over every notification as
+// stored, after the idempotency records, and every account's read mark.
+func TestExportNotifications(t *testing.T) {
+	db := mustOpen(t)
+	ctx := context.Background()
+	ada, adaTok := mustCreateUser(t, db, "ada@example.com")
+	bob, _ := mustCreateUser(t, db, "bob@example.com")
+	root := mustCreateMessage(t, db, ada.ID, "a question")
+	reply, err := db.PostMessage(ctx, model.ByUser(bob.ID), model.Draft{Content: "an answer", ReplyTo: root.ID}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mention := mustCreateMessage(t, db, bob.ID, "hi @ada")
+	if err := db.MarkNotificationsRead(ctx, model.ByToken(adaTok), 0); err != nil {
+		t.Fatal(err)
+	}
+	got, out, err := exportAll(t, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notified []string
+	for _, line := range got {
+		if strings.HasPrefix(line, "notification") {
+			notified = append(notified, line)
+		}
+	}
+	head := out.ChangesHead
+	want := []string{
+		fmt.Sprintf("notification %d of %d: reply by %d on %d", head-2, ada.ID, bob.ID, reply.ID),
+		fmt.Sprintf("notification %d of %d: mention by %d on %d", head, ada.ID, bob.ID, mention.ID),
+		fmt.Sprintf("notifications of %d read up to %d", ada.ID, head),
+	}
+	if !slices.Equal(notified, want) || out.Notifications != 2 {
+		t.Errorf("exported %q, %d notifications; want %q, 2", notified, out.Notifications, want)
 	}
 }
 

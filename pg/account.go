@@ -12,7 +12,7 @@ import (
 // this process (see finishSQL).
 type purge struct {
 	// where selects the messages of m to delete; its own parameters
-	// start at $14.
+	// start at $18.
 	where string
 	args  []any
 	// newestFirst orders the changes by descending ID.
@@ -64,6 +64,6 @@ func (w *writeTx) removeAccount(ctx context.Context, u *model.User) error {
 	if _, err := w.Exec(ctx, `SELECT 1 FROM users WHERE id = $1 FOR UPDATE`, int64(u.ID)); err != nil {
 		return err
 	}
-	w.purge = &purge{where: "m.owner_id = $14", args: []any{int64(u.ID)}, newestFirst: true, account: u.ID, email: u.Email}
+	w.purge = &purge{where: "m.owner_id = $18", args: []any{int64(u.ID)}, newestFirst: true, account: u.ID, email: u.Email}
 	return nil
 }

@@ -344,7 +344,7 @@ func (db *DB) RemoveMessagesOf(ctx context.Context, by model.Caller, id uint64) 
 			return err
 		}
 		if count > 0 {
-			w.purge = &purge{where: "m.owner_id = $14 AND m.id <= $15", args: []any{int64(id), upTo}, newestFirst: true}
+			w.purge = &purge{where: "m.owner_id = $18 AND m.id <= $19", args: []any{int64(id), upTo}, newestFirst: true}
 		}
 		return nil
 	})

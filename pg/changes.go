@@ -76,7 +76,7 @@ func (f *feed) keep(chs ...*model.Change) {
 		f.committed = make(map[uint64]*model.Change)
 	}
 	for _, ch := range chs {
-		if ch.Kind.Internal() || ch.Kind == model.MessageDeleted {
+		if ch.Kind.Internal() || ch.Kind == model.MessageDeleted || ch.Kind == model.NotificationCreated {
 			continue // nothing a scrub takes from them
 		}
 		f.committed[ch.Seq] = ch
@@ -177,9 +177,9 @@ func (db *DB) poll(interval time.Duration) {
 // connection; the poller covers the gap.
 const listenRetry = time.Second
 
-// listen holds a connection of its own LISTENing on notifyChannel and
-// advances the head with every notification, reconnecting when the
-// connection is lost.
+// listen holds a connection of its own LISTENing on notifyChannel, and
+// advances the head with every notification, and on ownersChannel, and
+// forgets the owner each names; it reconnects when the connection is lost.
 func (db *DB) listen() {
 	defer db.workers.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -209,10 +209,14 @@ func (db *DB) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) error {
 		return err
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		return err
+	for _, channel := range []string{notifyChannel, ownersChannel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
+			return err
+		}
 	}
-	// Whatever committed while no one listened.
+	// Whatever committed while no one listened: a handle or a name may
+	// have changed unheard.
+	db.owners.forgetAll()
 	var head, message int64
 	if err := conn.QueryRow(ctx, "SELECT seq, message_id FROM change_counter").Scan(&head, &message); err != nil {
 		return err
@@ -223,6 +227,10 @@ func (db *DB) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) error {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
+		}
+		if n.Channel == ownersChannel {
+			db.heardOwner(n.Payload)
+			continue
 		}
 		seq, id, _ := strings.Cut(n.Payload, ":")
 		if v, err := strconv.ParseUint(id, 10, 64); err == nil {
@@ -257,24 +265,46 @@ func (db *DB) ChangeHead(ctx context.Context) (_ uint64, _ <-chan struct{}, err 
 // in one statement, so in one snapshot: every change up to the head it
 // reads is committed and visible to it. A change of a message or a
 // creation scrubbed since (its content NULL) is joined to the message as
-// it is now, which it lacks when the message is gone. The changes stop at
-// $2 of them, and before the one that would take their content beyond $3
+// it is now, which it lacks when the message is gone; every change of a
+// message comes with its owner's handle and name as they are now, and
+// one of a message that stays with its replies counted now. A
+// NotificationCreated change is joined to its notification (the same ID)
+// as it is now, its actor and its message: gone when the notification
+// is, or when its actor is gone or suspended. The changes stop at $2 of
+// them, and before the one that would take their content beyond $3
 // bytes, but for the first.
 const changesSQL = `
 SELECT h.seq, f.seq, c.seq, c.kind, c.at, c.user_id, c.message_id, c.owner_email, c.content, c.scrubbed, c.gone,
-	c.created_at, c.updated_at, c.revision
+	c.created_at, c.updated_at, c.revision, c.reply_to, c.mentions, c.replies, c.handle, c.name,
+	c.notification_kind, c.actor_id, c.has_message, c.read
 FROM change_counter h CROSS JOIN change_floor f
 LEFT JOIN LATERAL (
-	SELECT x.*, sum(x.bytes) OVER (ORDER BY x.seq) AS upto, row_number() OVER (ORDER BY x.seq) AS n FROM (
-		SELECT c.seq, c.kind, c.at, c.user_id, c.message_id, c.owner_email,
-			coalesce(c.content, m.content) AS content,
-			c.content IS NULL AND c.kind IN (1, 2) AS scrubbed,
-			c.content IS NULL AND c.kind IN (1, 2) AND m.id IS NULL AS gone,
-			c.created_at, coalesce(m.updated_at, c.updated_at) AS updated_at, coalesce(m.revision, c.revision) AS revision,
-			coalesce(octet_length(coalesce(c.content, m.content)), 0) + octet_length(c.owner_email) AS bytes
-		FROM changes c LEFT JOIN messages m ON c.content IS NULL AND c.kind IN (1, 2) AND m.id = c.message_id
-		WHERE c.seq > $1 AND c.seq <= h.seq AND $1 >= f.seq ORDER BY c.seq LIMIT $2
-	) x
+	SELECT y.*, sum(y.bytes) OVER (ORDER BY y.seq) AS upto, row_number() OVER (ORDER BY y.seq) AS n FROM (
+		SELECT x.*, coalesce(octet_length(x.content), 0) + coalesce(octet_length(x.owner_email), 0) AS bytes FROM (
+			SELECT c.seq, c.kind, c.at, c.user_id, c.message_id,
+				CASE WHEN c.kind = 6 THEN o.email ELSE c.owner_email END AS owner_email,
+				CASE WHEN c.kind = 6 THEN m.content WHEN c.content IS NULL AND c.kind IN (1, 2) THEN m.content ELSE c.content END AS content,
+				c.content IS NULL AND c.kind IN (1, 2) AS scrubbed,
+				CASE WHEN c.kind = 6 THEN nt.id IS NULL OR o.id IS NULL OR o.suspended
+					ELSE c.content IS NULL AND c.kind IN (1, 2) AND m.id IS NULL END AS gone,
+				CASE WHEN c.kind = 6 THEN m.created_at ELSE c.created_at END AS created_at,
+				CASE WHEN c.kind = 6 THEN m.updated_at
+					WHEN c.content IS NULL AND c.kind IN (1, 2) THEN coalesce(m.updated_at, c.updated_at) ELSE c.updated_at END AS updated_at,
+				CASE WHEN c.kind = 6 THEN m.revision
+					WHEN c.content IS NULL AND c.kind IN (1, 2) THEN coalesce(m.revision, c.revision) ELSE c.revision END AS revision,
+				CASE WHEN c.kind = 6 THEN m.reply_to ELSE c.reply_to END AS reply_to,
+				(CASE WHEN c.kind = 6 OR c.content IS NULL AND c.kind IN (1, 2) THEN m.mentions ELSE c.mentions END)::text AS mentions,
+				m.replies, o.handle, o.name,
+				nt.kind AS notification_kind, nt.actor_id, m.id IS NOT NULL AS has_message,
+				nt.id <= coalesce(k.read_up_to, 0) AS read
+			FROM changes c
+			LEFT JOIN messages m ON c.kind IN (1, 2, 6) AND m.id = c.message_id
+			LEFT JOIN notifications nt ON c.kind = 6 AND nt.id = c.seq
+			LEFT JOIN users o ON o.id = CASE WHEN c.kind = 6 THEN nt.actor_id WHEN c.kind IN (1, 2, 3) THEN c.user_id END
+			LEFT JOIN notification_marks k ON c.kind = 6 AND k.user_id = c.user_id
+			WHERE c.seq > $1 AND c.seq <= h.seq AND $1 >= f.seq ORDER BY c.seq LIMIT $2
+		) x
+	) y
 ) c ON true
 WHERE c.seq IS NULL OR c.n = 1 OR c.upto <= $3
 ORDER BY c.seq`
@@ -282,9 +312,9 @@ ORDER BY c.seq`
 // ChangesAfter returns up to max changes after position after, oldest
 // first, and no more than about model.ChangeBatchBytes of them, and the
 // head the read saw. A change of a message edited or deleted since comes
-// scrubbed, with the message as it is now or Gone. Errors:
-// model.ErrChangeUnknown for a position the log no longer holds (trimmed
-// away) or never held (beyond the head).
+// scrubbed, with the message as it is now or Gone; a notification comes
+// as it is now, or Gone. Errors: model.ErrChangeUnknown for a position
+// the log no longer holds (trimmed away) or never held (beyond the head).
 func (db *DB) ChangesAfter(ctx context.Context, after uint64, max int) (_ []*model.Change, _ uint64, err error) {
 	ctx, end := db.call(ctx, &err)
 	defer end()
@@ -303,14 +333,16 @@ func (db *DB) ChangesAfter(ctx context.Context, after uint64, max int) (_ []*mod
 	for rows.Next() {
 		var (
 			seq, userID, messageID, revision *int64
-			kind                             *int16
+			replyTo, replies, actor          *int64
+			kind, notificationKind           *int16
 			at, created, updated             *time.Time
-			email                            *string
+			email, mentions, handle, name    *string
 			content                          []byte
-			scrubbed, gone                   *bool
+			scrubbed, gone, hasMessage, read *bool
 		)
 		if err := rows.Scan(&head, &floor, &seq, &kind, &at, &userID, &messageID, &email, &content, &scrubbed, &gone,
-			&created, &updated, &revision); err != nil {
+			&created, &updated, &revision, &replyTo, &mentions, &replies, &handle, &name,
+			&notificationKind, &actor, &hasMessage, &read); err != nil {
 			return nil, 0, err
 		}
 		if seq == nil {
@@ -324,10 +356,38 @@ func (db *DB) ChangesAfter(ctx context.Context, after uint64, max int) (_ []*mod
 		case model.MessageCreated, model.MessageUpdated, model.MessageDeleted:
 			ch.Message = model.Message{
 				ID: uint64(*messageID), OwnerID: uint64(*userID), OwnerEmail: *email,
+				OwnerHandle: deref(handle), OwnerName: deref(name),
 				Content: string(content), CreatedAt: created.UTC(), UpdatedAt: updated.UTC(),
-				Revision: uint64(*revision),
+				Revision: uint64(*revision), ReplyTo: uint64(derefInt(replyTo)),
 			}
 			ch.Scrubbed, ch.Gone = *scrubbed, *gone
+			if ch.Kind != model.MessageDeleted && !ch.Gone {
+				ch.Message.Replies = uint64(derefInt(replies))
+			}
+			if ch.Message.Mentions, err = parseMentions(mentions); err != nil {
+				return nil, 0, err
+			}
+		case model.NotificationCreated:
+			ch.UserID = uint64(*userID)
+			n := &model.Notification{ID: ch.Seq, UserID: ch.UserID, At: ch.At, MessageID: uint64(*messageID)}
+			ch.Notification, ch.Gone = n, *gone
+			if notificationKind != nil { // its row stays: what it says, whoever reads it
+				n.Kind, n.Actor.ID = model.NotificationKind(*notificationKind), uint64(*actor)
+			}
+			if ch.Gone {
+				break
+			}
+			n.Read = *read
+			n.Actor.Handle, n.Actor.Name = *handle, *name
+			if *hasMessage {
+				m := &model.Message{ID: n.MessageID, OwnerID: n.Actor.ID, OwnerEmail: *email, OwnerHandle: *handle,
+					OwnerName: *name, Content: string(content), CreatedAt: created.UTC(), UpdatedAt: updated.UTC(),
+					Revision: uint64(*revision), ReplyTo: uint64(derefInt(replyTo)), Replies: uint64(derefInt(replies))}
+				if m.Mentions, err = parseMentions(mentions); err != nil {
+					return nil, 0, err
+				}
+				n.Message = m
+			}
 		default:
 			return nil, 0, errors.New("change " + strconv.FormatInt(*seq, 10) + " is of an unknown kind")
 		}
@@ -341,6 +401,20 @@ func (db *DB) ChangesAfter(ctx context.Context, after uint64, max int) (_ []*mod
 		return nil, uint64(head), model.ErrChangeUnknown
 	}
 	return out, uint64(head), nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func derefInt(v *int64) int64 {
+	if v == nil {
+		return 0
+	}
+	return *v
 }
 
 // RecentChangesAfter is ChangesAfter, but the changes this instance

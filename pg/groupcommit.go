@@ -144,11 +144,11 @@ WITH x AS (
 	SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bytea[], $4::int[], $5::int[], $8::bytea[], $9::bytea[])
 		WITH ORDINALITY AS x(hash, account, content, lo, hi, key, fingerprint, n)
 ), t AS (
-	SELECT x.n, t.user_id, t.expires_at, t.last_used_at, u.email
+	SELECT x.n, t.user_id, t.expires_at, t.last_used_at, u.email, u.handle, u.name
 	FROM x JOIN tokens t ON t.hash = x.hash JOIN users u ON u.id = t.user_id
 	FOR NO KEY UPDATE OF t
 ), a AS (
-	SELECT x.n, u.id AS user_id, NULL::timestamptz AS expires_at, u.created_at AS last_used_at, u.email
+	SELECT x.n, u.id AS user_id, NULL::timestamptz AS expires_at, u.created_at AS last_used_at, u.email, u.handle, u.name
 	FROM x JOIN users u ON u.id = x.account
 	WHERE x.hash IS NULL
 	FOR KEY SHARE OF u
@@ -187,7 +187,7 @@ WITH x AS (
 ), nt AS (
 	SELECT pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) FROM c
 )
-SELECT x.n, who.user_id, who.expires_at, who.last_used_at, who.email,
+SELECT x.n, who.user_id, who.expires_at, who.last_used_at, who.email, who.handle, who.name,
 	c.seq - k.cnt + ok.k, c.message_id - k.cnt + ok.k, c.message_created, (SELECT count(*) FROM nt),
 	r.fingerprint, r.message_id, r.created_at
 FROM x
@@ -251,10 +251,11 @@ func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResul
 			userID, seq, id   *int64
 			expires, used, at *time.Time
 			email             *string
+			handle, name      *string
 			notified          int64
 			found             foundKey
 		)
-		if err := rows.Scan(&i, &userID, &expires, &used, &email, &seq, &id, &at, &notified,
+		if err := rows.Scan(&i, &userID, &expires, &used, &email, &handle, &name, &seq, &id, &at, &notified,
 			&found.fingerprint, &found.messageID, &found.createdAt); err != nil {
 			return nil, sentCommit(err)
 		}
@@ -269,7 +270,7 @@ func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResul
 			if byToken {
 				db.uses.Note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)
 			}
-			results[i-1].m, results[i-1].err = found.replay(op, uint64(*userID), *email)
+			results[i-1].m, results[i-1].err = found.replay(op, &model.User{ID: uint64(*userID), Email: *email, Handle: *handle, Name: *name})
 		case seq == nil:
 			results[i-1].err = model.TokenExpired()
 		default:
@@ -277,8 +278,8 @@ func (db *DB) createBatch(ctx context.Context, batch []*createOp) ([]createResul
 				db.uses.Note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)
 			}
 			created := at.UTC()
-			results[i-1].m = &model.Message{ID: uint64(*id), OwnerID: uint64(*userID), OwnerEmail: *email, Content: op.content,
-				CreatedAt: created, UpdatedAt: created, Revision: 1}
+			results[i-1].m = &model.Message{ID: uint64(*id), OwnerID: uint64(*userID), OwnerEmail: *email, OwnerHandle: *handle,
+				OwnerName: *name, Content: op.content, CreatedAt: created, UpdatedAt: created, Revision: 1}
 			committed = append(committed, &model.Change{Seq: uint64(*seq), Kind: model.MessageCreated, At: now, Message: *results[i-1].m})
 			newestSeq, newestID = max(newestSeq, uint64(*seq)), max(newestID, uint64(*id))
 		}

@@ -37,12 +37,18 @@ type foundKey struct {
 }
 
 // replay answers op from the record its statement found, for the
-// account userID with email.
-func (f *foundKey) replay(op *createOp, userID uint64, email string) (*model.Message, error) {
-	r := &model.IdempotencyRecord{UserID: userID, Key: model.IdempotencyKey{ID: op.key.ID},
+// account owner.
+func (f *foundKey) replay(op *createOp, owner *model.User) (*model.Message, error) {
+	return f.replayDraft(*op.key, owner, model.Draft{Content: op.content})
+}
+
+// replayDraft answers a retry of draft made with key from the record
+// found, for the account owner. The caller fills the mentions.
+func (f *foundKey) replayDraft(key model.IdempotencyKey, owner *model.User, draft model.Draft) (*model.Message, error) {
+	r := &model.IdempotencyRecord{UserID: owner.ID, Key: model.IdempotencyKey{ID: key.ID},
 		ResourceID: uint64(*f.messageID), CreatedAt: f.createdAt.UTC()}
 	copy(r.Key.Fingerprint[:], f.fingerprint)
-	return r.Replay(*op.key, &model.User{ID: userID, Email: email}, model.Draft{Content: op.content})
+	return r.Replay(key, owner, draft)
 }
 
 // keyInTheWay reports whether op's statement failed on its key's row:

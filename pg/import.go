@@ -13,8 +13,10 @@ import (
 
 // Import copies a whole Herald database, read from another store, into an
 // empty PostgreSQL database, in one transaction: accounts, tokens,
-// messages, the change log, invitations, password resets, the audit log
-// and the records of creates made with an Idempotency-Key keep their IDs, hashes, handles, times and positions, so every
+// messages (with what they answer and mention), the change log,
+// invitations, password resets, the audit log, the records of creates
+// made with an Idempotency-Key and the notifications with their read
+// marks keep their IDs, hashes, handles, times and positions, so every
 // token and every invitation or reset code still works, every cursor
 // still points where it did and a stream resumes with the Last-Event-ID
 // it had. Either all of it is copied or none of it. The limits table is
@@ -22,9 +24,10 @@ import (
 // full again.
 
 // Importer is an import in progress. Feed it users, tokens, messages,
-// changes, invitations, password resets, audit entries and idempotency
-// records, in that order (an account before anything that refers to it),
-// then Finish it, or Abort it.
+// changes, invitations, password resets, audit entries, idempotency
+// records, notifications and notification marks, in that order (an
+// account before anything that refers to it), then Finish it, or Abort
+// it.
 type Importer struct {
 	db  *DB
 	ctx context.Context
@@ -32,10 +35,11 @@ type Importer struct {
 
 	// One buffer per table; ordered lists them in the order the foreign
 	// keys need: a table's rows are copied before the next table's first.
-	users, tokens, messages, changes, invites, resets, audit, keys, certs *copyBuffer
-	ordered                                                               []*copyBuffer
-	newestCreated                                                         time.Time
-	counts                                                                ImportCounts
+	users, tokens, messages, changes, invites, resets, audit, keys *copyBuffer
+	notifications, marks, certs                                    *copyBuffer
+	ordered                                                        []*copyBuffer
+	newestCreated                                                  time.Time
+	counts                                                         ImportCounts
 }
 
 // copyBuffer holds rows for one table until a COPY sends them.
@@ -48,7 +52,7 @@ type copyBuffer struct {
 // ImportCounts is how many records of each kind an import copied, or a
 // database holds.
 type ImportCounts struct {
-	Users, Tokens, Messages, Changes, Invites, Resets, Audit, IdempotencyKeys int
+	Users, Tokens, Messages, Changes, Invites, Resets, Audit, IdempotencyKeys, Notifications int
 	// Certs is how many values HTTPS with ACME keeps (certificates, the
 	// account's key).
 	Certs int
@@ -77,6 +81,7 @@ func (e *ErrNotEmpty) Error() string {
 		{e.Invites, "invitation", "invitations"}, {e.Resets, "password reset", "password resets"},
 		{e.Audit, "audit entry", "audit entries"},
 		{e.IdempotencyKeys, "idempotency key", "idempotency keys"},
+		{e.Notifications, "notification", "notifications"},
 		{e.Certs, "certificate value", "certificate values"},
 	} {
 		switch {
@@ -112,7 +117,7 @@ func (db *DB) BeginImport(ctx context.Context) (*Importer, error) {
 		return nil, err
 	}
 	if _, err := tx.Exec(ctx, `LOCK TABLE users, tokens, messages, changes, change_counter, change_floor,
-		invites, password_resets, audit, idempotency_keys, certs, settings IN EXCLUSIVE MODE`); err != nil {
+		invites, password_resets, audit, idempotency_keys, certs, settings, notifications, notification_marks IN EXCLUSIVE MODE`); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, err
 	}
@@ -132,18 +137,22 @@ func (db *DB) BeginImport(ctx context.Context) (*Importer, error) {
 		db: db, ctx: ctx, tx: tx,
 		users: &copyBuffer{table: "users", columns: []string{"id", "email", "email_key", "email_skeleton", "skeleton_twin", "password_hash",
 			"roles", "created_at", "suspended", "last_seen_at", "handle", "name"}},
-		tokens:   &copyBuffer{table: "tokens", columns: []string{"hash", "handle", "user_id", "created_at", "expires_at", "last_used_at"}},
-		messages: &copyBuffer{table: "messages", columns: []string{"id", "owner_id", "content", "terms", "created_at", "updated_at", "revision"}},
+		tokens: &copyBuffer{table: "tokens", columns: []string{"hash", "handle", "user_id", "created_at", "expires_at", "last_used_at"}},
+		messages: &copyBuffer{table: "messages", columns: []string{"id", "owner_id", "content", "terms", "created_at", "updated_at", "revision",
+			"reply_to", "mentions"}},
 		changes: &copyBuffer{table: "changes", columns: []string{"seq", "kind", "at", "user_id", "message_id", "owner_email", "content",
-			"created_at", "updated_at", "revision"}},
+			"created_at", "updated_at", "revision", "reply_to", "mentions"}},
 		invites: &copyBuffer{table: "invites", columns: []string{"id", "code_hash", "max_uses", "uses", "created_at", "expires_at", "created_by"}},
 		resets:  &copyBuffer{table: "password_resets", columns: []string{"code_hash", "user_id", "created_at", "expires_at"}},
 		audit: &copyBuffer{table: "audit", columns: []string{"id", "at", "action", "actor_id", "actor_email", "user_id", "user_email",
 			"message_id", "invite_id", "count", "settings"}},
-		keys:  &copyBuffer{table: "idempotency_keys", columns: []string{"user_id", "key", "fingerprint", "message_id", "created_at"}},
-		certs: &copyBuffer{table: "certs", columns: []string{"name", "data"}},
+		keys:          &copyBuffer{table: "idempotency_keys", columns: []string{"user_id", "key", "fingerprint", "message_id", "created_at"}},
+		notifications: &copyBuffer{table: "notifications", columns: []string{"id", "user_id", "kind", "at", "actor_id", "message_id"}},
+		marks:         &copyBuffer{table: "notification_marks", columns: []string{"user_id", "read_up_to"}},
+		certs:         &copyBuffer{table: "certs", columns: []string{"name", "data"}},
 	}
-	im.ordered = []*copyBuffer{im.users, im.tokens, im.messages, im.changes, im.invites, im.resets, im.audit, im.keys, im.certs}
+	im.ordered = []*copyBuffer{im.users, im.tokens, im.messages, im.changes, im.invites, im.resets, im.audit, im.keys,
+		im.notifications, im.marks, im.certs}
 	return im, nil
 }
 
@@ -198,15 +207,16 @@ func (im *Importer) Token(t *model.Token) error {
 	return im.add(im.tokens, []any{t.Hash[:], t.ID[:], int64(t.UserID), t.CreatedAt, t.ExpiresAt, t.LastUsedAt})
 }
 
-// Message adds a message, with its ID, owner, times and revision; its
-// search terms are computed here, by Herald's own rules.
+// Message adds a message, with its ID, owner, times, revision, the
+// message it answers and its mentions; its search terms are computed
+// here, by Herald's own rules, and its replies counted by Finish.
 func (im *Importer) Message(m *model.Message) error {
 	if m.CreatedAt.After(im.newestCreated) {
 		im.newestCreated = m.CreatedAt
 	}
 	im.counts.Messages++
 	return im.add(im.messages, []any{int64(m.ID), int64(m.OwnerID), []byte(m.Content), model.SortedTerms(m.Content),
-		m.CreatedAt, m.UpdatedAt, int64(m.Revision)})
+		m.CreatedAt, m.UpdatedAt, int64(m.Revision), replyToArg(m.ReplyTo), mentionsJSON(m.Mentions)})
 }
 
 // Change adds a change of the log at its position.
@@ -214,14 +224,26 @@ func (im *Importer) Change(ch *model.Change) error {
 	row := []any{int64(ch.Seq), int16(ch.Kind), ch.At}
 	switch ch.Kind {
 	case model.TokensRevoked, model.SettingsChanged:
-		row = append(row, int64(ch.UserID), int64(0), "", nil, nil, nil, int64(0))
+		row = append(row, int64(ch.UserID), int64(0), "", nil, nil, nil, int64(0), nil, nil)
+	case model.NotificationCreated:
+		// The notification itself comes with the notifications.
+		var messageID uint64
+		if ch.Notification != nil {
+			messageID = ch.Notification.MessageID
+		}
+		row = append(row, int64(ch.UserID), int64(messageID), "", nil, nil, nil, int64(0), nil, nil)
 	default:
 		m := &ch.Message
 		var content []byte // NULL: a deletion, or a change scrubbed since
+		mentions := mentionsJSON(m.Mentions)
 		if ch.Kind != model.MessageDeleted && !ch.Scrubbed {
 			content = []byte(m.Content)
 		}
-		row = append(row, int64(m.OwnerID), int64(m.ID), m.OwnerEmail, content, m.CreatedAt, m.UpdatedAt, int64(m.Revision))
+		if ch.Scrubbed {
+			mentions = nil // as a scrub leaves it here
+		}
+		row = append(row, int64(m.OwnerID), int64(m.ID), m.OwnerEmail, content, m.CreatedAt, m.UpdatedAt, int64(m.Revision),
+			replyToArg(m.ReplyTo), mentions)
 	}
 	im.counts.Changes++
 	return im.add(im.changes, row)
@@ -265,6 +287,19 @@ func (im *Importer) IdempotencyKey(r *model.IdempotencyRecord) error {
 	return im.add(im.keys, []any{int64(r.UserID), r.Key.ID[:], r.Key.Fingerprint[:], int64(r.ResourceID), r.CreatedAt})
 }
 
+// Notification adds a notification, with its ID (its change's position),
+// account, kind, time, actor and message.
+func (im *Importer) Notification(n *model.Notification) error {
+	im.counts.Notifications++
+	return im.add(im.notifications, []any{int64(n.ID), int64(n.UserID), int16(n.Kind), n.At, int64(n.Actor.ID), int64(n.MessageID)})
+}
+
+// NotificationMark adds the ID account userID's notifications are read
+// up to; Finish counts the notifications each account keeps.
+func (im *Importer) NotificationMark(userID, readUpTo uint64) error {
+	return im.add(im.marks, []any{int64(userID), int64(readUpTo)})
+}
+
 // Cert adds a value HTTPS with ACME keeps (a certificate with its key,
 // the account's key), so the instances on PostgreSQL go on serving the
 // certificate the file held without ordering another.
@@ -284,6 +319,18 @@ func (im *Importer) Finish(st ImportState) (ImportCounts, error) {
 	}
 	if err := settleSkeletonTwins(im.ctx, im.tx); err != nil {
 		return ImportCounts{}, err
+	}
+	// What the source counts apart, counted from what was copied: the
+	// replies of each message, the notifications each account keeps.
+	if _, err := im.tx.Exec(im.ctx, `UPDATE messages p SET replies = r.n
+		FROM (SELECT reply_to, count(*) AS n FROM messages WHERE reply_to IS NOT NULL GROUP BY reply_to) r
+		WHERE p.id = r.reply_to`); err != nil {
+		return ImportCounts{}, fmt.Errorf("counting replies: %w", err)
+	}
+	if _, err := im.tx.Exec(im.ctx, `INSERT INTO notification_marks AS k (user_id, kept)
+		SELECT user_id, count(*) FROM notifications GROUP BY user_id
+		ON CONFLICT (user_id) DO UPDATE SET kept = excluded.kept`); err != nil {
+		return ImportCounts{}, fmt.Errorf("counting notifications: %w", err)
 	}
 	var created any
 	if !im.newestCreated.IsZero() {
@@ -341,7 +388,8 @@ func tableCounts(ctx context.Context, q querier) (ImportCounts, error) {
 	var n ImportCounts
 	err := q.QueryRow(ctx, `SELECT (SELECT count(*) FROM users), (SELECT count(*) FROM tokens), (SELECT count(*) FROM messages),
 		(SELECT count(*) FROM changes), (SELECT count(*) FROM invites), (SELECT count(*) FROM password_resets), (SELECT count(*) FROM audit),
-		(SELECT count(*) FROM idempotency_keys), (SELECT count(*) FROM certs)`).
-		Scan(&n.Users, &n.Tokens, &n.Messages, &n.Changes, &n.Invites, &n.Resets, &n.Audit, &n.IdempotencyKeys, &n.Certs)
+		(SELECT count(*) FROM idempotency_keys), (SELECT count(*) FROM certs), (SELECT count(*) FROM notifications)`).
+		Scan(&n.Users, &n.Tokens, &n.Messages, &n.Changes, &n.Invites, &n.Resets, &n.Audit, &n.IdempotencyKeys, &n.Certs,
+			&n.Notifications)
 	return n, err
 }

@@ -11,23 +11,29 @@ import (
 	"herald/model"
 )
 
-// messageColumns reads a message joined to its owner's e-mail (m, u).
-const messageColumns = `m.id, m.owner_id, u.email, m.content, m.created_at, m.updated_at, m.revision`
+// messageColumns reads a message joined to its owner (m, u).
+const messageColumns = `m.id, m.owner_id, u.email, u.handle, u.name, m.content, m.created_at, m.updated_at, m.revision,
+	coalesce(m.reply_to, 0), m.replies, m.mentions::text`
 
 // scanMessage reads a row of messageColumns.
 func scanMessage(row pgx.Row) (*model.Message, error) {
 	var (
-		m                 model.Message
-		id, owner, rev    int64
-		content           byteaString
-		created, modified time.Time
+		m                                model.Message
+		id, owner, rev, replyTo, replies int64
+		content                          byteaString
+		created, modified                time.Time
+		mentions                         *string
 	)
-	if err := row.Scan(&id, &owner, &m.OwnerEmail, &content, &created, &modified, &rev); err != nil {
+	if err := row.Scan(&id, &owner, &m.OwnerEmail, &m.OwnerHandle, &m.OwnerName, &content, &created, &modified, &rev,
+		&replyTo, &replies, &mentions); err != nil {
 		return nil, err
 	}
 	m.ID, m.OwnerID, m.Content, m.Revision = uint64(id), uint64(owner), string(content), uint64(rev)
 	m.CreatedAt, m.UpdatedAt = created.UTC(), modified.UTC()
-	return &m, nil
+	m.ReplyTo, m.Replies = uint64(replyTo), uint64(replies)
+	var err error
+	m.Mentions, err = parseMentions(mentions)
+	return &m, err
 }
 
 // CreateMessage stores content as a new message owned by the caller and
@@ -35,7 +41,7 @@ func scanMessage(row pgx.Row) (*model.Message, error) {
 // model.ErrUnauthorized or model.ErrNotFound when the caller does not
 // resolve to a user.
 func (db *DB) CreateMessage(ctx context.Context, by model.Caller, content string) (*model.Message, error) {
-	return db.create(ctx, by, content, nil)
+	return db.PostMessage(ctx, by, model.Draft{Content: content}, nil)
 }
 
 // CreateMessageWithKey is CreateMessage made with an Idempotency-Key:
@@ -45,7 +51,22 @@ func (db *DB) CreateMessage(ctx context.Context, by model.Caller, content string
 // record in one statement (see idempotency.go). Errors: as CreateMessage,
 // and model.ErrKeyReused when the record is of another request.
 func (db *DB) CreateMessageWithKey(ctx context.Context, by model.Caller, content string, key model.IdempotencyKey) (*model.Message, error) {
-	return db.create(ctx, by, content, &key)
+	return db.PostMessage(ctx, by, model.Draft{Content: content}, &key)
+}
+
+// PostMessage stores draft as a new message of the caller's, made with
+// key or without (nil): a reply when draft.ReplyTo is set, with its
+// mentions resolved and the notifications it causes written in the same
+// transaction. A message that neither answers nor can mention anyone
+// goes to the group commit (create); the others are transactions of
+// their own (people.go). Errors: as CreateMessageWithKey, and
+// model.ErrInvalid naming replyTo when the message it answers does not
+// exist.
+func (db *DB) PostMessage(ctx context.Context, by model.Caller, draft model.Draft, key *model.IdempotencyKey) (*model.Message, error) {
+	if draft.ReplyTo == 0 && !mayMention(draft.Content) {
+		return db.create(ctx, by, draft.Content, key)
+	}
+	return db.post(ctx, by, draft, key)
 }
 
 // create queues a create, with key or without (nil), for the next batch.
@@ -89,10 +110,10 @@ func (db *DB) create(ctx context.Context, by model.Caller, content string, key *
 // caller as found (all NULL when not), what was created (NULL when
 // nothing was), and the record found (NULL when none was).
 func createSQL(byToken bool) string {
-	caller := `SELECT t.user_id, t.expires_at, t.last_used_at, u.email FROM tokens t JOIN users u ON u.id = t.user_id
+	caller := `SELECT t.user_id, t.expires_at, t.last_used_at, u.email, u.handle, u.name FROM tokens t JOIN users u ON u.id = t.user_id
 		WHERE t.hash = $1 FOR NO KEY UPDATE OF t`
 	if !byToken {
-		caller = `SELECT id AS user_id, NULL::timestamptz AS expires_at, created_at AS last_used_at, email FROM users
+		caller = `SELECT id AS user_id, NULL::timestamptz AS expires_at, created_at AS last_used_at, email, handle, name FROM users
 		WHERE id = $1 FOR KEY SHARE`
 	}
 	return `
@@ -119,7 +140,7 @@ WITH t AS (` + caller + `
 	INSERT INTO idempotency_keys (user_id, key, fingerprint, message_id, created_at)
 	SELECT ok.user_id, $5, $6::bytea, c.message_id, c.message_created FROM c, ok WHERE $5 IS NOT NULL
 )
-SELECT t.user_id, t.expires_at, t.last_used_at, t.email, c.seq, c.message_id, c.message_created,
+SELECT t.user_id, t.expires_at, t.last_used_at, t.email, t.handle, t.name, c.seq, c.message_id, c.message_created,
 	CASE WHEN c.seq IS NOT NULL THEN pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) END,
 	r.fingerprint, r.message_id, r.created_at
 FROM (SELECT 1) one LEFT JOIN t ON true LEFT JOIN c ON true LEFT JOIN r ON true`
@@ -167,6 +188,7 @@ func (db *DB) createOnce(ctx context.Context, op *createOp) (*model.Message, err
 		userID, seq, id   *int64
 		expires, used, at *time.Time
 		email             *string
+		handle, name      *string
 		found             foundKey
 	)
 	conn, err := db.pool.Acquire(ctx)
@@ -178,7 +200,7 @@ func (db *DB) createOnce(ctx context.Context, op *createOp) (*model.Message, err
 	// The statement commits by itself: once it may have been sent, a
 	// failure leaves the create in doubt unless it proves otherwise.
 	err = conn.QueryRow(ctx, sql, who, now, []byte(op.content), op.terms, keyID, fingerprint, now.Add(-model.IdempotencyWindow)).
-		Scan(&userID, &expires, &used, &email, &seq, &id, &at, nil, &found.fingerprint, &found.messageID, &found.createdAt)
+		Scan(&userID, &expires, &used, &email, &handle, &name, &seq, &id, &at, nil, &found.fingerprint, &found.messageID, &found.createdAt)
 	if err != nil {
 		return nil, sentCommit(err)
 	}
@@ -191,7 +213,7 @@ func (db *DB) createOnce(ctx context.Context, op *createOp) (*model.Message, err
 		if byToken {
 			db.uses.Note(&model.Token{Hash: hash, LastUsedAt: used.UTC()}, now)
 		}
-		return found.replay(op, uint64(*userID), *email)
+		return found.replay(op, &model.User{ID: uint64(*userID), Email: *email, Handle: *handle, Name: *name})
 	case seq == nil:
 		return nil, model.TokenExpired()
 	}
@@ -202,8 +224,8 @@ func (db *DB) createOnce(ctx context.Context, op *createOp) (*model.Message, err
 		db.onCommit(time.Since(start), 1)
 	}
 	created := at.UTC()
-	m := &model.Message{ID: uint64(*id), OwnerID: uint64(*userID), OwnerEmail: *email, Content: op.content,
-		CreatedAt: created, UpdatedAt: created, Revision: 1}
+	m := &model.Message{ID: uint64(*id), OwnerID: uint64(*userID), OwnerEmail: *email, OwnerHandle: *handle, OwnerName: *name,
+		Content: op.content, CreatedAt: created, UpdatedAt: created, Revision: 1}
 	db.feed.sawMessage(m.ID)
 	db.feed.keep(&model.Change{Seq: uint64(*seq), Kind: model.MessageCreated, At: now, Message: *m})
 	db.feed.advance(uint64(*seq))
@@ -305,12 +327,15 @@ func (db *DB) UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd
 		m.Content = *upd.Content
 		m.UpdatedAt = db.clock()
 		m.Revision++
-		if _, err := w.Exec(ctx, `UPDATE messages SET content = $2, terms = $3, updated_at = $4, revision = $5 WHERE id = $1`,
-			int64(id), []byte(m.Content), newTerms, m.UpdatedAt, int64(m.Revision)); err != nil {
+		if m.Mentions, err = w.resolveMentions(ctx, m.Content); err != nil {
+			return err
+		}
+		if _, err := w.Exec(ctx, `UPDATE messages SET content = $2, terms = $3, updated_at = $4, revision = $5, mentions = $6::jsonb
+			WHERE id = $1`, int64(id), []byte(m.Content), newTerms, m.UpdatedAt, int64(m.Revision), mentionsJSON(m.Mentions)); err != nil {
 			return err
 		}
 		w.record(model.MessageUpdated, m)
-		return nil
+		return w.notifyMentioned(ctx, m)
 	})
 	if err != nil {
 		return nil, err
@@ -331,7 +356,9 @@ func (db *DB) DeleteMessage(ctx context.Context, id uint64, by model.Caller, pre
 		if err != nil {
 			return err
 		}
-		if _, err := w.Exec(ctx, `DELETE FROM messages WHERE id = $1`, int64(id)); err != nil {
+		// The message it answers, if any, counts one reply less.
+		if _, err := w.Exec(ctx, `WITH d AS (DELETE FROM messages WHERE id = $1 RETURNING reply_to)
+			UPDATE messages p SET replies = p.replies - 1 FROM d WHERE p.id = d.reply_to`, int64(id)); err != nil {
 			return err
 		}
 		if m.OwnerID != u.ID {

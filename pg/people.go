@@ -2,36 +2,705 @@ package pg
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"herald/model"
 )
 
-// errPeopleMissing: replies, mentions and notifications are built for
-// bbolt first; these placeholders keep the branch building until
-// PostgreSQL's are written, and this file does not reach main.
-var errPeopleMissing = errors.New("pg: replies and notifications are not written yet")
+// People: replies, mentions and notifications. A reply names the message
+// it answers in messages.reply_to, and the message answered counts its
+// replies in messages.replies, changed in the transactions that create and
+// delete replies; those lock the message answered before the counter's row,
+// as every transaction locks what it writes before the counter, so the
+// count is exact whatever runs at once. Replies are listed in ID order,
+// which is commit order, so a page resumes after the last ID it showed and
+// never skips or repeats one.
+//
+// A message that neither answers another nor holds an @ is created by
+// the group commit (groupcommit.go), in one statement, as before. Any
+// other goes through a transaction of its own (post): the caller
+// resolved, the Idempotency-Key's record looked for, the message answered
+// counted up, the mentions resolved, the notified accounts' marks counted
+// up, and then one statement that takes the message's ID and the
+// positions of its change and its notifications' changes from the
+// counter and inserts them all (postSQL). A notification's ID is the
+// position of its change, so IDs rise in commit order and a stream
+// resumes across notifications as across messages.
+//
+// Every account notified is locked (FOR KEY SHARE) before the counter, so
+// an account's deletion either waits for the transaction or is seen by it:
+// a notification never outlives its account. notification_marks holds
+// each account's read-up-to mark and how many notifications it keeps; its
+// row's lock orders the transactions that notify the account, so the
+// newest model.MaxNotifications are kept exactly.
 
-func (db *DB) PostMessage(ctx context.Context, by model.Caller, draft model.Draft, key *model.IdempotencyKey) (*model.Message, error) {
-	if draft.ReplyTo != 0 {
-		return nil, errPeopleMissing
+// mayMention reports whether content holds a candidate @handle, cheaply:
+// a plain message skips model.MentionedHandles.
+func mayMention(content string) bool {
+	return strings.IndexByte(content, '@') >= 0 && len(model.MentionedHandles(content)) > 0
+}
+
+// mentionJSON is a mention as messages.mentions holds it.
+type mentionJSON struct {
+	ID     uint64 `json:"id"`
+	Handle string `json:"handle"`
+}
+
+// mentionsJSON is ms as messages.mentions holds them, nil (NULL) for none.
+func mentionsJSON(ms []model.Mention) *string {
+	if len(ms) == 0 {
+		return nil
 	}
-	return db.create(ctx, by, draft.Content, key)
+	out := make([]mentionJSON, len(ms))
+	for i, m := range ms {
+		out[i] = mentionJSON{m.UserID, m.Handle}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		panic(err) // a slice of plain structs always marshals
+	}
+	s := string(b)
+	return &s
 }
 
-func (db *DB) Replies(context.Context, model.Caller, model.RepliesQuery) (*model.RepliesPage, error) {
-	return nil, errPeopleMissing
+// parseMentions reads mentions as mentionsJSON writes them.
+func parseMentions(s *string) ([]model.Mention, error) {
+	if s == nil {
+		return nil, nil
+	}
+	var in []mentionJSON
+	if err := json.Unmarshal([]byte(*s), &in); err != nil {
+		return nil, fmt.Errorf("reading mentions: %w", err)
+	}
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make([]model.Mention, len(in))
+	for i, m := range in {
+		out[i] = model.Mention{UserID: m.ID, Handle: m.Handle}
+	}
+	return out, nil
 }
 
-func (db *DB) Notifications(context.Context, model.Caller, model.NotificationQuery) (*model.NotificationPage, error) {
-	return nil, errPeopleMissing
+// replyToArg is a message's reply_to as a parameter: NULL for none.
+func replyToArg(id uint64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	v := int64(id)
+	return &v
 }
 
-func (db *DB) MarkNotificationsRead(context.Context, model.Caller, uint64) error {
-	return errPeopleMissing
+// mentionsSQL resolves $1, the candidate handles in order of first
+// appearance, to the first model.MaxMentions accounts that exist, and
+// locks those against deletion until the commit, in ID order.
+var mentionsSQL = `
+WITH c AS (
+	SELECT c.handle, c.i FROM unnest($1::text[]) WITH ORDINALITY AS c(handle, i)
+), f AS (
+	SELECT u.id FROM c JOIN users u ON u.handle = c.handle ORDER BY c.i LIMIT ` + strconv.Itoa(model.MaxMentions) + `
+)
+SELECT u.id, u.handle FROM users u WHERE u.id IN (SELECT id FROM f) ORDER BY u.id FOR KEY SHARE OF u`
+
+// resolveMentions turns the @handles of content into the accounts they
+// name, the first model.MaxMentions that exist, in order of first
+// appearance, each locked against deletion until the commit.
+func (w *writeTx) resolveMentions(ctx context.Context, content string) ([]model.Mention, error) {
+	if strings.IndexByte(content, '@') < 0 {
+		return nil, nil
+	}
+	candidates := model.MentionedHandles(content)
+	if len(candidates) == 0 {
+		return nil, nil
+	}
+	rows, err := w.Query(ctx, mentionsSQL, candidates)
+	if err != nil {
+		return nil, err
+	}
+	found := map[string]uint64{}
+	for rows.Next() {
+		var (
+			id     int64
+			handle string
+		)
+		if err := rows.Scan(&id, &handle); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		found[handle] = uint64(id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []model.Mention
+	for _, h := range candidates {
+		if id, ok := found[h]; ok {
+			out = append(out, model.Mention{UserID: id, Handle: h})
+		}
+	}
+	return out, nil
 }
 
-func (db *DB) TrimNotifications(context.Context, time.Duration) (int, error) {
-	return 0, errPeopleMissing
+// keepNotifications counts one more notification for each account of ns
+// in its marks, locked until the commit (in ID order, so two transactions
+// notifying the same accounts never wait for each other in turn), and
+// deletes the oldest of those that would keep more than
+// model.MaxNotifications with it.
+func (w *writeTx) keepNotifications(ctx context.Context, ns []model.Notification) error {
+	if len(ns) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(ns))
+	for i, n := range ns {
+		ids[i] = int64(n.UserID)
+	}
+	slices.Sort(ids)
+	rows, err := w.Query(ctx, `INSERT INTO notification_marks (user_id, kept)
+		SELECT id, 1 FROM unnest($1::bigint[]) AS id ORDER BY id
+		ON CONFLICT (user_id) DO UPDATE SET kept = notification_marks.kept + 1
+		RETURNING user_id, kept`, ids)
+	if err != nil {
+		return err
+	}
+	var over, excess []int64
+	for rows.Next() {
+		var id, kept int64
+		if err := rows.Scan(&id, &kept); err != nil {
+			rows.Close()
+			return err
+		}
+		if kept > model.MaxNotifications {
+			over, excess = append(over, id), append(excess, kept-model.MaxNotifications)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(over) == 0 {
+		return err
+	}
+	// The marks' locks are held: no other transaction changes these
+	// accounts' notifications meanwhile but a trim, which counts what it
+	// deletes itself.
+	_, err = w.Exec(ctx, `WITH o AS (
+			SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS o(user_id, excess)
+		), d AS (
+			DELETE FROM notifications WHERE id IN (
+				SELECT x.id FROM o CROSS JOIN LATERAL (
+					SELECT id FROM notifications n WHERE n.user_id = o.user_id ORDER BY n.id LIMIT o.excess) x)
+			RETURNING user_id
+		)
+		UPDATE notification_marks k SET kept = k.kept - x.n
+		FROM (SELECT user_id, count(*) AS n FROM d GROUP BY user_id) x WHERE k.user_id = x.user_id`, over, excess)
+	return err
+}
+
+// notifyMentioned logs the notifications an edit of m causes: the
+// accounts it mentions that it never notified before (model.Notified).
+func (w *writeTx) notifyMentioned(ctx context.Context, m *model.Message) error {
+	if len(m.Mentions) == 0 {
+		return nil
+	}
+	rows, err := w.Query(ctx, `SELECT user_id FROM notifications WHERE message_id = $1`, int64(m.ID))
+	if err != nil {
+		return err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return err
+	}
+	already := func(id uint64) bool { return slices.Contains(ids, int64(id)) }
+	ns := model.Notified(m.OwnerID, m.Mentions, 0, already)
+	if err := w.keepNotifications(ctx, ns); err != nil {
+		return err
+	}
+	for _, n := range ns {
+		n.MessageID, n.Actor = m.ID, model.Profile{ID: m.OwnerID, Handle: m.OwnerHandle, Name: m.OwnerName}
+		w.changes = append(w.changes, &model.Change{Kind: model.NotificationCreated, UserID: n.UserID, Notification: &n})
+	}
+	return nil
+}
+
+// postRow is a message post creates in its last statement, with the
+// notifications it causes.
+type postRow struct {
+	m        *model.Message // ID, times filled by finishPost
+	terms    []string
+	notified []model.Notification
+	key      *model.IdempotencyKey
+}
+
+// postSQL is post's last statement: it takes from the counter the
+// message's ID and creation time and a position for its change and one
+// for each notification, inserts them, the notifications and the key's
+// record, and notifies the other instances. $1 is the number of changes,
+// $2 the time, $3 the author, $4 to $7 the message's content, terms,
+// reply_to and mentions, $8 the author's e-mail, $9 and $10 the notified
+// accounts and why, $11 and $12 the Idempotency-Key's hash and
+// fingerprint (NULL without one).
+var postSQL = `
+WITH c AS (
+	UPDATE change_counter SET seq = seq + $1, message_id = message_id + 1, message_created = greatest(message_created, $2)
+	RETURNING seq, message_id, message_created
+), m AS (
+	INSERT INTO messages (id, owner_id, content, terms, created_at, updated_at, revision, reply_to, mentions)
+	SELECT c.message_id, $3, $4, $5, c.message_created, c.message_created, 1, $6::bigint, $7::jsonb FROM c
+), ch AS (
+	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, created_at, updated_at, revision,
+		reply_to, mentions)
+	SELECT c.seq - $1 + 1, ` + strconv.Itoa(int(model.MessageCreated)) + `, $2, $3, c.message_id, $8, $4,
+		c.message_created, c.message_created, 1, $6::bigint, $7::jsonb FROM c
+), n AS (
+	SELECT c.seq - $1 + 1 + x.i AS id, x.user_id, x.kind
+	FROM c, unnest($9::bigint[], $10::smallint[]) WITH ORDINALITY AS x(user_id, kind, i)
+), nc AS (
+	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, created_at, updated_at, revision)
+	SELECT n.id, ` + strconv.Itoa(int(model.NotificationCreated)) + `, $2, n.user_id, c.message_id, '', NULL, NULL, NULL, 0
+	FROM c, n
+), nn AS (
+	INSERT INTO notifications (id, user_id, kind, at, actor_id, message_id)
+	SELECT n.id, n.user_id, n.kind, $2, $3, c.message_id FROM c, n
+), ik AS (
+	INSERT INTO idempotency_keys (user_id, key, fingerprint, message_id, created_at)
+	SELECT $3, $11::bytea, $12::bytea, c.message_id, c.message_created FROM c WHERE $11::bytea IS NOT NULL
+)
+SELECT c.seq, c.message_id, c.message_created, pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) FROM c`
+
+// post creates draft in a transaction of its own: see the top of this
+// file.
+func (db *DB) post(ctx context.Context, by model.Caller, draft model.Draft, key *model.IdempotencyKey) (_ *model.Message, err error) {
+	if err := draft.Validate(); err != nil {
+		return nil, err
+	}
+	if by.Server() {
+		return nil, model.AccountNeeded()
+	}
+	ctx, end := db.call(ctx, &err)
+	defer end()
+	terms := model.SortedTerms(draft.Content)
+	var out *model.Message
+	for attempt := 1; ; attempt++ {
+		err = db.writeRetried(ctx, func(w *writeTx) error {
+			var err error
+			out, err = w.postMessage(ctx, by, draft, terms, key)
+			return err
+		})
+		// Another create with the key committed since this one looked
+		// for it, or a record past its window is in the way: as
+		// createMessage does.
+		if key != nil && attempt < maxWriteAttempts && uniqueViolation(err, "idempotency_keys_pkey") {
+			if err = db.dropDeadKey(ctx, key); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		break
+	}
+	if err = db.createOutcome(err); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// postMessage is post's transaction up to its last statement, which
+// finishPost sends. It returns the message to be created, or the first
+// answer a retry with key gets.
+func (w *writeTx) postMessage(ctx context.Context, by model.Caller, draft model.Draft, terms []string, key *model.IdempotencyKey) (*model.Message, error) {
+	u, err := w.caller(ctx, by)
+	if err != nil {
+		return nil, err
+	}
+	if key != nil {
+		var found foundKey
+		err := w.QueryRow(ctx, `SELECT fingerprint, message_id, created_at FROM idempotency_keys
+			WHERE user_id = $1 AND key = $2 AND created_at > $3`,
+			int64(u.ID), key.ID[:], w.db.clock().Add(-model.IdempotencyWindow)).Scan(&found.fingerprint, &found.messageID, &found.createdAt)
+		switch {
+		case err == nil:
+			m, err := found.replayDraft(*key, u, draft)
+			if err != nil {
+				return nil, err
+			}
+			m.Mentions, err = w.resolveMentions(ctx, m.Content)
+			return m, err
+		case !errors.Is(err, pgx.ErrNoRows):
+			return nil, err
+		}
+	}
+	var parentOwner uint64
+	if draft.ReplyTo != 0 {
+		if parentOwner, err = w.countReply(ctx, draft.ReplyTo); err != nil {
+			return nil, err
+		}
+	}
+	mentions, err := w.resolveMentions(ctx, draft.Content)
+	if err != nil {
+		return nil, err
+	}
+	notified := model.Notified(u.ID, mentions, parentOwner, nil)
+	if err := w.keepNotifications(ctx, notified); err != nil {
+		return nil, err
+	}
+	m := &model.Message{OwnerID: u.ID, OwnerEmail: u.Email, OwnerHandle: u.Handle, OwnerName: u.Name,
+		Content: draft.Content, ReplyTo: draft.ReplyTo, Mentions: mentions, Revision: 1}
+	w.post = &postRow{m: m, terms: terms, notified: notified, key: key}
+	return m, nil
+}
+
+// countReply counts one more reply for message id and returns its owner,
+// whose account it first locks against deletion (the owner is notified).
+// Errors: model.ReplyToNotFound when the message does not exist.
+func (w *writeTx) countReply(ctx context.Context, id uint64) (uint64, error) {
+	if id > math.MaxInt64 {
+		return 0, model.ReplyToNotFound(id)
+	}
+	var owner int64
+	err := w.QueryRow(ctx, `WITH o AS (
+			SELECT u.id FROM messages p JOIN users u ON u.id = p.owner_id WHERE p.id = $1 FOR KEY SHARE OF u
+		)
+		UPDATE messages SET replies = replies + 1 WHERE id = $1 AND EXISTS (SELECT 1 FROM o) RETURNING owner_id`,
+		int64(id)).Scan(&owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, model.ReplyToNotFound(id)
+	}
+	return uint64(owner), err
+}
+
+// finishPost sends postSQL and COMMIT in one round trip, and returns the
+// newest position it took.
+func (w *writeTx) finishPost(ctx context.Context) (uint64, error) {
+	p := w.post
+	m := p.m
+	at := w.db.clock()
+	users := make([]int64, len(p.notified))
+	kinds := make([]int16, len(p.notified))
+	for i, n := range p.notified {
+		users[i], kinds[i] = int64(n.UserID), int16(n.Kind)
+	}
+	var keyID, fingerprint []byte // NULL: no key
+	if p.key != nil {
+		keyID, fingerprint = p.key.ID[:], p.key.Fingerprint[:]
+	}
+	b := &pgx.Batch{}
+	if !w.begun {
+		b.Queue("BEGIN")
+	}
+	b.Queue(postSQL, 1+len(p.notified), at, int64(m.OwnerID), []byte(m.Content), p.terms, replyToArg(m.ReplyTo),
+		mentionsJSON(m.Mentions), m.OwnerEmail, users, kinds, keyID, fingerprint)
+	b.Queue("COMMIT")
+	var (
+		head, id int64
+		created  time.Time
+	)
+	br := w.conn.SendBatch(ctx, b)
+	err := func() error {
+		if !w.begun {
+			w.begun = true
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		if err := br.QueryRow().Scan(&head, &id, &created, nil); err != nil {
+			return err
+		}
+		_, err := br.Exec()
+		return err
+	}()
+	_ = br.Close()
+	if err != nil {
+		return 0, sentCommit(err)
+	}
+	m.ID = uint64(id)
+	m.CreatedAt = created.UTC()
+	m.UpdatedAt = m.CreatedAt
+	first := uint64(head) - uint64(len(p.notified))
+	// The message's change, for the feed; the notifications' changes are
+	// never scrubbed, and are read from the log.
+	w.changes = []*model.Change{{Seq: first, Kind: model.MessageCreated, At: at, Message: *m}}
+	w.db.feed.sawMessage(m.ID)
+	return uint64(head), nil
+}
+
+// messagePageColumns reads a message without its owner, whom fillOwners
+// fills: id, owner_id, content, created_at, updated_at, revision,
+// reply_to (0 for none), replies, mentions (NULL for none).
+const messagePageColumns = `m.id, m.owner_id, m.content, m.created_at, m.updated_at, m.revision,
+	coalesce(m.reply_to, 0), m.replies, m.mentions::text`
+
+// pageMessage is a row of messagePageColumns as scanWire reads it.
+type pageMessage struct {
+	id, owner, rev, replyTo, replies int64
+	content                          byteaString
+	created, updated                 *time.Time
+	mentions                         *string
+}
+
+func (r *pageMessage) dest() []any {
+	return []any{&r.id, &r.owner, &r.content, &r.created, &r.updated, &r.rev, &r.replyTo, &r.replies, &r.mentions}
+}
+
+func (r *pageMessage) message(m *model.Message) error {
+	*m = model.Message{ID: uint64(r.id), OwnerID: uint64(r.owner), Content: string(r.content),
+		CreatedAt: r.created.UTC(), UpdatedAt: r.updated.UTC(), Revision: uint64(r.rev),
+		ReplyTo: uint64(r.replyTo), Replies: uint64(r.replies)}
+	var err error
+	m.Mentions, err = parseMentions(r.mentions)
+	return err
+}
+
+// Replies returns a page of the replies to q.MessageID, oldest first,
+// read together with other reads. Errors: model.ErrUnauthorized,
+// model.ErrNotFound when the message does not exist and never did.
+func (db *DB) Replies(ctx context.Context, by model.Caller, q model.RepliesQuery) (_ *model.RepliesPage, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
+	limit := q.Limit
+	if limit <= 0 {
+		limit = model.DefaultSearchLimit
+	}
+	if q.MessageID > math.MaxInt64 {
+		q.MessageID = 0 // never given out
+	}
+	after := int64(min(q.AfterID, math.MaxInt64))
+	var (
+		resolve resolver
+		known   bool
+		msgs    []*model.Message
+	)
+	err = db.readTogether(ctx, func(b *pgx.Batch) {
+		resolve = db.queueCaller(b, by)
+		// Given out, so it exists or existed.
+		b.Queue(`SELECT $1::bigint BETWEEN 1 AND message_id FROM change_counter`, int64(q.MessageID))
+		b.Queue(`SELECT `+messagePageColumns+` FROM messages m WHERE m.reply_to = $1 AND m.id > $2 ORDER BY m.id LIMIT $3`,
+			int64(q.MessageID), after, limit+1)
+	}, func(br pgx.BatchResults) error {
+		msgs = nil
+		if _, err := resolve(br); err != nil {
+			return err
+		}
+		if err := br.QueryRow().Scan(&known); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var r pageMessage
+		for rows.Next() {
+			if err := scanWire(rows, r.dest()...); err != nil {
+				return err
+			}
+			m := new(model.Message)
+			if err := r.message(m); err != nil {
+				return err
+			}
+			msgs = append(msgs, m)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !known {
+		return nil, model.MessageNotFound(q.MessageID)
+	}
+	page := &model.RepliesPage{}
+	if len(msgs) > limit {
+		msgs = msgs[:limit]
+		page.NextAfterID = msgs[limit-1].ID
+	}
+	// A reply whose account's deletion removed it since the page was
+	// read is left out, as bolt leaves out one being removed.
+	if page.Messages, err = db.fillOwners(ctx, msgs); err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// notificationColumns reads a notification (n) with its actor (a), who
+// is its message's owner, its message (m, NULL once deleted) and the
+// mark (k): id, kind, at, actor_id, e-mail, handle and name, message_id,
+// read, then the message's columns.
+const notificationColumns = `n.id, n.kind, n.at, n.actor_id, a.email, a.handle, a.name, n.message_id,
+	n.id <= coalesce(k.read_up_to, 0), m.id IS NOT NULL, m.content, m.created_at, m.updated_at, coalesce(m.revision, 0),
+	coalesce(m.reply_to, 0), coalesce(m.replies, 0), m.mentions::text`
+
+// scanNotification reads a row of notificationColumns.
+func scanNotification(row pgx.Row, userID uint64) (*model.Notification, error) {
+	var (
+		id, actor, messageID, rev, replyTo, replies int64
+		kind                                        int16
+		at                                          time.Time
+		email                                       string
+		read, has                                   bool
+		content                                     []byte
+		created, updated                            *time.Time
+		mentions                                    *string
+	)
+	n := &model.Notification{UserID: userID}
+	if err := row.Scan(&id, &kind, &at, &actor, &email, &n.Actor.Handle, &n.Actor.Name, &messageID, &read,
+		&has, &content, &created, &updated, &rev, &replyTo, &replies, &mentions); err != nil {
+		return nil, err
+	}
+	n.ID, n.Kind, n.At, n.Actor.ID, n.MessageID, n.Read = uint64(id), model.NotificationKind(kind), at.UTC(), uint64(actor), uint64(messageID), read
+	if has {
+		m := &model.Message{ID: n.MessageID, OwnerID: n.Actor.ID, OwnerEmail: email, OwnerHandle: n.Actor.Handle,
+			OwnerName: n.Actor.Name, Content: string(content), CreatedAt: created.UTC(), UpdatedAt: updated.UTC(),
+			Revision: uint64(rev), ReplyTo: uint64(replyTo), Replies: uint64(replies)}
+		var err error
+		if m.Mentions, err = parseMentions(mentions); err != nil {
+			return nil, err
+		}
+		n.Message = m
+	}
+	return n, nil
+}
+
+// Notifications returns a page of the caller's notifications, newest
+// first, with the number unread; those whose actor is suspended or gone
+// are neither listed nor counted. It is read in one round trip, sent
+// together with other reads. Errors: model.ErrUnauthorized.
+func (db *DB) Notifications(ctx context.Context, by model.Caller, q model.NotificationQuery) (_ *model.NotificationPage, err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
+	if by.Server() {
+		return nil, model.AccountNeeded()
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = model.DefaultNotificationsLimit
+	}
+	before := int64(math.MaxInt64)
+	if q.BeforeID != 0 && q.BeforeID < math.MaxInt64 {
+		before = int64(q.BeforeID)
+	}
+	// The caller's account, for the statements sent with its resolution.
+	who, whoArg := "$1::bigint", any(int64(by.UserID()))
+	if hash, ok := by.Token(); ok {
+		who, whoArg = "(SELECT user_id FROM tokens WHERE hash = $1)", hash[:]
+	}
+	var (
+		resolve resolver
+		u       *model.User
+		page    model.NotificationPage
+	)
+	err = db.readTogether(ctx, func(b *pgx.Batch) {
+		resolve = db.queueCaller(b, by)
+		b.Queue(`SELECT `+notificationColumns+` FROM notifications n
+			JOIN users a ON a.id = n.actor_id AND NOT a.suspended
+			LEFT JOIN notification_marks k ON k.user_id = n.user_id
+			LEFT JOIN messages m ON m.id = n.message_id
+			WHERE n.user_id = `+who+` AND n.id < $2 AND (NOT $3 OR n.id > coalesce(k.read_up_to, 0))
+			ORDER BY n.id DESC LIMIT $4`, whoArg, before, q.Unread, limit+1)
+		b.Queue(`SELECT count(*) FROM notifications n JOIN users a ON a.id = n.actor_id AND NOT a.suspended
+			WHERE n.user_id = `+who+` AND n.id > coalesce((SELECT read_up_to FROM notification_marks WHERE user_id = `+who+`), 0)`,
+			whoArg)
+	}, func(br pgx.BatchResults) error {
+		page = model.NotificationPage{}
+		var err error
+		if u, err = resolve(br); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			n, err := scanNotification(rows, u.ID)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			page.Items = append(page.Items, n)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return br.QueryRow().Scan(&page.Unread)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		page.NextBeforeID = page.Items[limit-1].ID
+	}
+	return &page, nil
+}
+
+// MarkNotificationsRead marks the caller's notifications up to and
+// including upTo read, or all of them when upTo is zero; a mark never
+// moves back. Errors: model.ErrUnauthorized.
+func (db *DB) MarkNotificationsRead(ctx context.Context, by model.Caller, upTo uint64) (err error) {
+	ctx, end := db.call(ctx, &err)
+	defer end()
+	return db.write(ctx, func(w *writeTx) error {
+		u, err := w.caller(ctx, by)
+		if err != nil {
+			return err
+		}
+		mark := any(int64(min(upTo, math.MaxInt64)))
+		if upTo == 0 {
+			mark = nil // the newest the account has
+		}
+		_, err = w.Exec(ctx, `INSERT INTO notification_marks AS k (user_id, read_up_to)
+			SELECT $1, v FROM (SELECT coalesce($2::bigint, (SELECT max(id) FROM notifications WHERE user_id = $1)) AS v) x
+			WHERE v IS NOT NULL
+			ON CONFLICT (user_id) DO UPDATE SET read_up_to = greatest(k.read_up_to, excluded.read_up_to)`,
+			int64(u.ID), mark)
+		return err
+	})
+}
+
+// TrimNotifications removes notifications older than keepFor, trimChunk
+// per statement, and returns how many it removed.
+func (db *DB) TrimNotifications(ctx context.Context, keepFor time.Duration) (int, error) {
+	if keepFor <= 0 {
+		return 0, nil
+	}
+	removed := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return removed, err
+		}
+		var (
+			n   int
+			err error
+		)
+		for attempt := 1; attempt <= maxWriteAttempts; attempt++ {
+			// The marks' counts go down in the statement that deletes: a
+			// notification the cap deletes at once (keepNotifications) is
+			// counted by whichever deletes it. The two may deadlock on an
+			// account at its cap; PostgreSQL ends one, and this one goes
+			// again.
+			err = db.pool.QueryRow(ctx, `WITH d AS (
+					DELETE FROM notifications WHERE id IN (SELECT id FROM notifications WHERE at < $1 LIMIT $2)
+					RETURNING user_id
+				), k AS (
+					UPDATE notification_marks k SET kept = k.kept - x.n
+					FROM (SELECT user_id, count(*) AS n FROM d GROUP BY user_id) x WHERE k.user_id = x.user_id
+				)
+				SELECT count(*) FROM d`, db.clock().Add(-keepFor), trimChunk).Scan(&n)
+			if !retryable(err) {
+				break
+			}
+		}
+		if err != nil {
+			return removed, err
+		}
+		removed += n
+		if n < trimChunk {
+			return removed, nil
+		}
+	}
 }

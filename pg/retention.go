@@ -24,7 +24,7 @@ func (db *DB) DeleteMessagesBefore(ctx context.Context, cutoff time.Time) (int, 
 		var n int
 		err := db.write(ctx, func(w *writeTx) error {
 			w.purge = &purge{
-				where: "m.id IN (SELECT id FROM messages WHERE created_at < $14 ORDER BY created_at, id LIMIT $15)",
+				where: "m.id IN (SELECT id FROM messages WHERE created_at < $18 ORDER BY created_at, id LIMIT $19)",
 				args:  []any{boundTime(cutoff), retainChunk},
 			}
 			w.purged = &n

@@ -264,6 +264,53 @@ ALTER TABLE audit ADD COLUMN settings jsonb;
 ALTER TABLE users ADD COLUMN handle text COLLATE "C" CONSTRAINT users_handle_unique UNIQUE;
 ALTER TABLE users ADD COLUMN name text;
 `,
+	// 7: replies, mentions and notifications (see people.go).
+	`
+-- The message a message answers, NULL for none. No foreign key: the
+-- replies of a deleted message keep its ID.
+ALTER TABLE messages ADD COLUMN reply_to bigint;
+-- The accounts the content names with @handle, resolved when it was
+-- written, in order: [{"id": 2, "handle": "bob"}]; NULL for none.
+ALTER TABLE messages ADD COLUMN mentions jsonb;
+-- How many messages answer this one now, counted in the transactions
+-- that create and delete them.
+ALTER TABLE messages ADD COLUMN replies bigint NOT NULL DEFAULT 0;
+-- Partial: a message that answers none, most of them, costs its create
+-- no entry here.
+CREATE INDEX messages_by_reply_to ON messages (reply_to, id) WHERE reply_to IS NOT NULL;
+
+-- A change of a message carries them as the message had them; a
+-- scrubbed change loses its mentions with its content.
+ALTER TABLE changes ADD COLUMN reply_to bigint;
+ALTER TABLE changes ADD COLUMN mentions jsonb;
+
+-- Whom a message notified, and why. The ID is the position of the
+-- notification's change (kind 6, user_id the notified account), written
+-- in the transaction of the message that caused it. The rows go with the
+-- notified account; the actor's and the message's deletions leave them
+-- (hidden while the actor is gone or suspended; message null).
+CREATE TABLE notifications (
+	id         bigint PRIMARY KEY,
+	user_id    bigint NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+	kind       smallint NOT NULL,     -- model.NotificationKind: 1 mention, 2 reply
+	at         timestamptz NOT NULL,
+	actor_id   bigint NOT NULL,       -- the message's author
+	message_id bigint NOT NULL
+);
+CREATE INDEX notifications_by_user ON notifications (user_id, id);
+-- Whom a message notified already: an edit notifies only the others.
+CREATE INDEX notifications_by_message ON notifications (message_id, user_id);
+CREATE INDEX notifications_by_time ON notifications (at);
+
+-- An account's notifications read up to (and including) an ID, and how
+-- many it keeps (at most model.MaxNotifications): a row from its first
+-- notification, whose lock orders the transactions that notify it.
+CREATE TABLE notification_marks (
+	user_id    bigint PRIMARY KEY REFERENCES users (id) ON DELETE CASCADE,
+	read_up_to bigint NOT NULL DEFAULT 0,
+	kept       integer NOT NULL DEFAULT 0
+);
+`,
 }
 
 // handlesVersion is the migration that adds users.handle and users.name,

@@ -176,25 +176,27 @@ func (db *DB) SearchMessages(ctx context.Context, by model.Caller, q model.Searc
 		}
 		defer rows.Close()
 		var (
-			kind, id, owner, rev int64
-			content              byteaString
-			created, updated     *time.Time
+			kind int64
+			r    pageMessage
 		)
+		dest := append([]any{&kind}, r.dest()...)
 		// The rows' messages share one allocation.
 		store := make([]model.Message, 0, limit+1)
 		for rows.Next() {
-			if err := scanWire(rows, &kind, &id, &owner, &content, &created, &updated, &rev); err != nil {
+			if err := scanWire(rows, dest...); err != nil {
 				return err
 			}
 			if kind == 0 {
 				// The bounds row of a search with words: the windows' top in
 				// id, lo in owner_id, and whether the owner asked for exists
 				// in revision.
-				top, lo, ownerMissing = id, owner, rev == 0
+				top, lo, ownerMissing = r.id, r.owner, r.rev == 0
 				continue
 			}
-			store = append(store, model.Message{ID: uint64(id), OwnerID: uint64(owner),
-				Content: string(content), CreatedAt: created.UTC(), UpdatedAt: updated.UTC(), Revision: uint64(rev)})
+			store = append(store, model.Message{})
+			if err := r.message(&store[len(store)-1]); err != nil {
+				return err
+			}
 			msgs = append(msgs, &store[len(store)-1])
 		}
 		rows.Close()
@@ -288,7 +290,8 @@ func ctxErr(ctx context.Context, err error) error {
 // more proves a next page). newest is the newest message ID known.
 //
 // Rows: kind (0 the bounds row, 1 a message), id, owner_id, content,
-// created_at, updated_at, revision. The bounds row carries lo,
+// created_at, updated_at, revision, reply_to (0 for none), replies,
+// mentions (see messagePageColumns). The bounds row carries lo,
 // the lowest ID since allows, in owner_id, and in revision 1 when there is
 // no owner filter or its owner exists.
 func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan) (string, []any) {
@@ -336,7 +339,7 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 		}
 	}
 	// Without the owners' addresses: fillOwners sets them.
-	const columns = "m.id, m.owner_id, m.content, m.created_at, m.updated_at, m.revision"
+	const columns = messagePageColumns
 	if len(q.Terms) == 0 {
 		order := " ORDER BY m.id DESC"
 		if owner != "" {
@@ -378,9 +381,11 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 		}
 	}
 	var sb strings.Builder
-	sb.WriteString(with + "SELECT r.kind, r.id, r.owner_id, r.content, r.created_at, r.updated_at, r.revision FROM (\n")
+	sb.WriteString(with + "SELECT r.kind, r.id, r.owner_id, r.content, r.created_at, r.updated_at, r.revision, " +
+		"r.reply_to, r.replies, r.mentions FROM (\n")
 	sb.WriteString("(SELECT 0::bigint AS kind, " + top + "::bigint AS id, " + lo + "::bigint AS owner_id, NULL::bytea AS content, " +
-		"NULL::timestamptz AS created_at, NULL::timestamptz AS updated_at, " + ownerOK + "::bigint AS revision)")
+		"NULL::timestamptz AS created_at, NULL::timestamptz AS updated_at, " + ownerOK + "::bigint AS revision, " +
+		"0::bigint AS reply_to, 0::bigint AS replies, NULL::text AS mentions)")
 	// below is the window bound offset IDs below the top.
 	below := func(offset int64) string { return "(" + top + " - " + strconv.FormatInt(offset, 10) + ")" }
 	n := arg(limit + 1)
@@ -417,7 +422,7 @@ func searchQuery(q *model.SearchQuery, limit int, newest int64, plan searchPlan)
 			// words' postings instead, or reads the window once at most.
 			order = "m.id + 0 DESC"
 		}
-		sb.WriteString("\nUNION ALL\n(SELECT 1, m.id, m.owner_id, m.content, m.created_at, m.updated_at, m.revision FROM messages m WHERE " +
+		sb.WriteString("\nUNION ALL\n(SELECT 1, " + messagePageColumns + " FROM messages m WHERE " +
 			window + filter.String() + " ORDER BY " + order + " LIMIT " + n + ")")
 		above += size
 	}

@@ -49,6 +49,9 @@ type writeTx struct {
 	// finishSQL); purged then receives how many it deleted.
 	purge  *purge
 	purged *int
+	// post, when set, is a message to create in the last statement with
+	// the notifications it causes (see postSQL); it logs no other change.
+	post *postRow
 }
 
 // maxWriteAttempts bounds how often a write is run again after PostgreSQL
@@ -224,20 +227,24 @@ func (w *writeTx) recordRevocation(userID uint64) {
 
 // finishSQL is a write transaction's last statement: it takes as many
 // positions as there are changes from the counter, inserts the changes,
-// and notifies the other instances, whose notification PostgreSQL
-// delivers at commit. $1 is the number of changes, $2 the time, $3 to $7
-// and $9 to $11 the changes' fields as arrays, and $8 the messages whose
-// changes so far lose their content: those it updates or deletes.
+// and the notifications of the NotificationCreated ones, and notifies the
+// other instances, whose notification PostgreSQL delivers at commit. $1
+// is the number of changes, $2 the time, $3 to $7 and $9 to $15 the
+// changes' fields as arrays, and $8 the messages whose changes so far
+// lose their content and mentions: those it updates or deletes.
 //
 // A transaction that ends with a purge (see purge) deletes the messages
 // in the same statement, and their changes follow the others: however
-// many they are, they never pass through this process. $12 is then the
-// account deleted with them (0 for none), $13 the e-mail their changes
-// carry (NULL: each owner's), and the purge's own parameters follow.
+// many they are, they never pass through this process. The messages they
+// answer that stay count their replies down, before the counter's row is
+// locked, as every transaction locks a message before it. $16 is then the
+// account deleted with them (0 for none), $17 the e-mail their changes
+// carry (NULL: each owner's), and the purge's own parameters follow, from
+// $18.
 func finishSQL(p *purge) string {
 	var sb strings.Builder
 	sb.WriteString("WITH ")
-	purged, order, scrubbed := "0", "", ""
+	purged, order, scrubbed, parentsFirst := "0", "", "", ""
 	if p != nil {
 		order = "d.id"
 		if p.newestFirst {
@@ -245,36 +252,55 @@ func finishSQL(p *purge) string {
 		}
 		sb.WriteString(`d AS (
 	DELETE FROM messages m WHERE ` + p.where + `
-	RETURNING m.id, m.owner_id, m.created_at, m.updated_at, m.revision
-), k AS (SELECT count(*) AS n, $12::bigint AS account FROM d), `)
+	RETURNING m.id, m.owner_id, m.created_at, m.updated_at, m.revision, m.reply_to, m.mentions
+), pr AS (
+	UPDATE messages p SET replies = p.replies - r.n
+	FROM (SELECT reply_to, count(*) AS n FROM d WHERE reply_to IS NOT NULL GROUP BY reply_to) r
+	WHERE p.id = r.reply_to AND p.id NOT IN (SELECT id FROM d)
+	RETURNING 1
+), k AS (SELECT count(*) AS n, $16::bigint AS account FROM d), `)
 		scrubbed = " OR message_id IN (SELECT id FROM d)"
 		if p.account != 0 {
 			// After its messages, in the same statement: the foreign key
-			// is checked at the statement's end.
-			sb.WriteString("du AS (DELETE FROM users WHERE id = $12), ")
+			// is checked at the statement's end. Its notifications and
+			// marks go with it (the foreign keys cascade).
+			sb.WriteString("du AS (DELETE FROM users WHERE id = $16), ")
 		}
 		purged = "(SELECT n FROM k)"
+		// Read before the counter's row is locked, so the messages
+		// answered are locked first.
+		parentsFirst = " WHERE (SELECT count(*) FROM pr) >= 0"
 	}
 	// The statement's snapshot does not see the changes it inserts: only
 	// the older ones are scrubbed.
 	sb.WriteString(`s AS (
-	UPDATE changes SET content = NULL WHERE content IS NOT NULL AND (message_id = ANY($8::bigint[])` + scrubbed + `)
+	UPDATE changes SET content = NULL, mentions = NULL
+	WHERE content IS NOT NULL AND (message_id = ANY($8::bigint[])` + scrubbed + `)
 ), c AS (
-	UPDATE change_counter SET seq = seq + $1 + ` + purged + `
+	UPDATE change_counter SET seq = seq + $1 + ` + purged + parentsFirst + `
 	RETURNING seq, message_id
+), x AS (
+	SELECT * FROM unnest($3::smallint[], $4::bigint[], $5::bigint[], $6::text[], $7::bytea[],
+		$9::timestamptz[], $10::timestamptz[], $11::bigint[], $12::bigint[], $13::text[], $14::smallint[], $15::bigint[])
+		WITH ORDINALITY AS x(kind, user_id, message_id, email, content, created_at, updated_at, revision,
+			reply_to, mentions, notification_kind, actor_id, n)
 ), ch AS (
-	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, created_at, updated_at, revision)
+	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, created_at, updated_at, revision,
+		reply_to, mentions)
 	SELECT c.seq - ` + purged + ` - $1 + x.n, x.kind, $2, x.user_id, x.message_id, x.email, x.content,
-		x.created_at, x.updated_at, x.revision
-	FROM c, unnest($3::smallint[], $4::bigint[], $5::bigint[], $6::text[], $7::bytea[],
-		$9::timestamptz[], $10::timestamptz[], $11::bigint[])
-		WITH ORDINALITY AS x(kind, user_id, message_id, email, content, created_at, updated_at, revision, n)
+		x.created_at, x.updated_at, x.revision, x.reply_to, x.mentions::jsonb
+	FROM c, x
+), nt AS (
+	INSERT INTO notifications (id, user_id, kind, at, actor_id, message_id)
+	SELECT c.seq - ` + purged + ` - $1 + x.n, x.user_id, x.notification_kind, $2, x.actor_id, x.message_id
+	FROM c, x WHERE x.kind = ` + strconv.Itoa(int(model.NotificationCreated)) + `
 )`)
 	if p != nil {
 		sb.WriteString(`, pd AS (
-	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, created_at, updated_at, revision)
+	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, created_at, updated_at, revision,
+		reply_to, mentions)
 	SELECT c.seq - ` + purged + ` + row_number() OVER (ORDER BY ` + order + `), ` + strconv.Itoa(int(model.MessageDeleted)) + `, $2,
-		d.owner_id, d.id, coalesce($13::text, u.email, ''), NULL, d.created_at, d.updated_at, d.revision
+		d.owner_id, d.id, coalesce($17::text, u.email, ''), NULL, d.created_at, d.updated_at, d.revision, d.reply_to, d.mentions
 	FROM c, d LEFT JOIN users u ON u.id = d.owner_id
 )`)
 	}
@@ -287,6 +313,9 @@ SELECT c.seq, c.message_id, ` + purged + `, pg_notify('` + notifyChannel + `', c
 // has any, in the same round trip as COMMIT. It returns the newest
 // position it took (0 when it logged nothing).
 func (w *writeTx) finish(ctx context.Context) (uint64, error) {
+	if w.post != nil {
+		return w.finishPost(ctx)
+	}
 	if len(w.changes) == 0 && w.purge == nil {
 		if !w.begun {
 			return 0, nil
@@ -304,10 +333,20 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 	created := make([]*time.Time, n)
 	updated := make([]*time.Time, n)
 	revisions := make([]int64, n)
+	replyTos := make([]*int64, n)
+	mentions := make([]*string, n)
+	notificationKinds := make([]int16, n)
+	actors := make([]int64, n)
 	for i, ch := range w.changes {
 		kinds[i] = int16(ch.Kind)
 		if ch.Kind.Internal() {
 			users[i] = int64(ch.UserID) // zero for SettingsChanged, which concerns no account
+			continue
+		}
+		if ch.Kind == model.NotificationCreated {
+			nt := ch.Notification
+			users[i], ids[i] = int64(ch.UserID), int64(nt.MessageID)
+			notificationKinds[i], actors[i] = int16(nt.Kind), int64(nt.Actor.ID)
 			continue
 		}
 		m := &ch.Message
@@ -319,9 +358,11 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 			scrub = append(scrub, int64(m.ID))
 		}
 		created[i], updated[i] = &m.CreatedAt, &m.UpdatedAt
+		replyTos[i], mentions[i] = replyToArg(m.ReplyTo), mentionsJSON(m.Mentions)
 	}
 	at := w.db.clock()
-	args := []any{n, at, kinds, users, ids, emails, contents, scrub, created, updated, revisions}
+	args := []any{n, at, kinds, users, ids, emails, contents, scrub, created, updated, revisions,
+		replyTos, mentions, notificationKinds, actors}
 	if w.purge != nil {
 		var email any
 		if w.purge.account != 0 {
@@ -364,6 +405,9 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 	first := uint64(head-purged) - uint64(n) + 1
 	for i, ch := range w.changes {
 		ch.Seq, ch.At = first+uint64(i), at
+		if ch.Notification != nil {
+			ch.Notification.ID, ch.Notification.At = ch.Seq, at
+		}
 	}
 	w.db.feed.sawMessage(uint64(messageID))
 	return uint64(head), nil

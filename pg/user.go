@@ -220,7 +220,10 @@ func (db *DB) UpdateProfile(ctx context.Context, by model.Caller, p model.Profil
 			}
 		}
 		p.Apply(u)
-		_, err = w.Exec(ctx, `UPDATE users SET handle = $2, name = $3 WHERE id = $1`, int64(u.ID), u.Handle, u.Name)
+		// Every instance forgets the owner it keeps (owners.go) when
+		// this commits.
+		_, err = w.Exec(ctx, `WITH u AS (UPDATE users SET handle = $2, name = $3 WHERE id = $1)
+			SELECT pg_notify('`+ownersChannel+`', $1::bigint::text)`, int64(u.ID), u.Handle, u.Name)
 		if uniqueViolation(err, "users_handle_unique") {
 			return model.HandleTaken(u.Handle)
 		}
@@ -229,6 +232,8 @@ func (db *DB) UpdateProfile(ctx context.Context, by model.Caller, p model.Profil
 	if err != nil {
 		return nil, err
 	}
+	// This instance at once, before its listener hears it.
+	db.owners.forget(u.ID)
 	return u, nil
 }
 
