@@ -327,7 +327,7 @@ func (db *DB) UpdateMessage(ctx context.Context, id uint64, by model.Caller, upd
 		m.Content = *upd.Content
 		m.UpdatedAt = db.clock()
 		m.Revision++
-		if m.Mentions, err = w.resolveMentions(ctx, m.Content); err != nil {
+		if m.Mentions, err = w.resolveMentions(ctx, m.Content, m.Mentions); err != nil {
 			return err
 		}
 		if _, err := w.Exec(ctx, `UPDATE messages SET content = $2, terms = $3, updated_at = $4, revision = $5, mentions = $6::jsonb

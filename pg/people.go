@@ -111,16 +111,27 @@ WITH c AS (
 )
 SELECT u.id, u.handle FROM users u WHERE u.id IN (SELECT id FROM f) ORDER BY u.id FOR KEY SHARE OF u`
 
+// keptMentionsSQL locks the accounts of $1 that still exist against
+// deletion until the commit, in ID order, and returns them.
+const keptMentionsSQL = `SELECT id FROM users WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`
+
 // resolveMentions turns the @handles of content into the accounts they
 // name, the first model.MaxMentions that exist, in order of first
-// appearance, each locked against deletion until the commit.
-func (w *writeTx) resolveMentions(ctx context.Context, content string) ([]model.Mention, error) {
+// appearance, each locked against deletion until the commit. An edit
+// passes the message's mentions before it as kept: a handle the content
+// still spells keeps naming the account it named when it was written,
+// whoever holds the handle now, so a handle given up and taken by someone
+// else never brings them what was written to its earlier holder.
+func (w *writeTx) resolveMentions(ctx context.Context, content string, kept []model.Mention) ([]model.Mention, error) {
 	if strings.IndexByte(content, '@') < 0 {
 		return nil, nil
 	}
 	candidates := model.MentionedHandles(content)
 	if len(candidates) == 0 {
 		return nil, nil
+	}
+	if len(kept) > 0 {
+		return w.resolveMentionsKept(ctx, candidates, kept)
 	}
 	rows, err := w.Query(ctx, mentionsSQL, candidates)
 	if err != nil {
@@ -146,6 +157,77 @@ func (w *writeTx) resolveMentions(ctx context.Context, content string) ([]model.
 	for _, h := range candidates {
 		if id, ok := found[h]; ok {
 			out = append(out, model.Mention{UserID: id, Handle: h})
+		}
+	}
+	return out, nil
+}
+
+// resolveMentionsKept is resolveMentions for an edit of a message that
+// mentioned kept.
+func (w *writeTx) resolveMentionsKept(ctx context.Context, candidates []string, kept []model.Mention) ([]model.Mention, error) {
+	var lookup []string
+	for _, h := range candidates {
+		if !slices.ContainsFunc(kept, func(m model.Mention) bool { return m.Handle == h }) {
+			lookup = append(lookup, h)
+		}
+	}
+	found := map[string]uint64{}
+	if len(lookup) > 0 {
+		rows, err := w.Query(ctx, `SELECT id, handle FROM users WHERE handle = ANY($1)`, lookup)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var (
+				id     int64
+				handle string
+			)
+			if err := rows.Scan(&id, &handle); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			found[handle] = uint64(id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	var chosen []model.Mention
+	var ids []int64
+	for _, h := range candidates {
+		if i := slices.IndexFunc(kept, func(m model.Mention) bool { return m.Handle == h }); i >= 0 {
+			chosen = append(chosen, kept[i])
+		} else if id, ok := found[h]; ok {
+			chosen = append(chosen, model.Mention{UserID: id, Handle: h})
+		} else {
+			continue
+		}
+		ids = append(ids, int64(chosen[len(chosen)-1].UserID))
+	}
+	// Locked, and only those that still exist: a kept account may have
+	// gone, and its handle is not looked up again.
+	rows, err := w.Query(ctx, keptMentionsSQL, ids)
+	if err != nil {
+		return nil, err
+	}
+	exists := map[uint64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		exists[uint64(id)] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []model.Mention
+	for _, m := range chosen {
+		if exists[m.UserID] && len(out) < model.MaxMentions {
+			out = append(out, m)
 		}
 	}
 	return out, nil
@@ -329,7 +411,7 @@ func (w *writeTx) postMessage(ctx context.Context, by model.Caller, draft model.
 			if err != nil {
 				return nil, err
 			}
-			m.Mentions, err = w.resolveMentions(ctx, m.Content)
+			m.Mentions, err = w.resolveMentions(ctx, m.Content, nil)
 			return m, err
 		case !errors.Is(err, pgx.ErrNoRows):
 			return nil, err
@@ -341,7 +423,7 @@ func (w *writeTx) postMessage(ctx context.Context, by model.Caller, draft model.
 			return nil, err
 		}
 	}
-	mentions, err := w.resolveMentions(ctx, draft.Content)
+	mentions, err := w.resolveMentions(ctx, draft.Content, nil)
 	if err != nil {
 		return nil, err
 	}
