@@ -349,8 +349,8 @@ func (db *DB) Notifications(_ context.Context, by model.Caller, q model.Notifica
 		prefix := itob(u.ID)
 		c := tx.Bucket(bucketNotifications).Cursor()
 		// Newest first: from the key after the account's last, back.
-		k, v := c.Seek(itob(u.ID + 1))
-		if k == nil {
+		var k, v []byte
+		if after, _ := c.Seek(itob(u.ID + 1)); after == nil {
 			k, v = c.Last()
 		} else {
 			k, v = c.Prev()
