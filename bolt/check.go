@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"time"
@@ -594,6 +595,19 @@ func (c *checker) administration() {
 	})
 }
 
+// notificationOf reports whether account userID keeps a notification
+// about message msgID, walking its at most model.MaxNotifications.
+func notificationOf(tx *bbolt.Tx, userID, msgID uint64) bool {
+	prefix := itob(userID)
+	c := tx.Bucket(bucketNotifications).Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if len(v) == notificationRecordLen && binary.BigEndian.Uint64(v[17:]) == msgID {
+			return true
+		}
+	}
+	return false
+}
+
 // people checks replies and notifications: every reply is listed under
 // the message it answers, and only replies are; each message's count is
 // how many are listed; every notification decodes, belongs to an account
@@ -666,8 +680,19 @@ func (c *checker) people() {
 	_ = notified.ForEach(func(k, v []byte) error {
 		if len(k) != 8 || len(v)%8 != 0 || len(v) == 0 {
 			c.addf("notified: entry %x → %x is not a message and the accounts it notified", k, v)
-		} else if msgs.Get(k) == nil {
+			return nil
+		}
+		if msgs.Get(k) == nil {
 			c.addf("notified: message %d does not exist", btoi(k))
+		}
+		for i := 0; i+8 <= len(v); i += 8 {
+			userID := binary.BigEndian.Uint64(v[i:])
+			if users.Get(v[i:i+8]) == nil {
+				continue // its account went, with its notifications
+			}
+			if !notificationOf(c.tx, userID, btoi(k)) {
+				c.addf("notified: message %d lists account %d, which keeps no notification of it", btoi(k), userID)
+			}
 		}
 		return nil
 	})

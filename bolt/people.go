@@ -27,9 +27,10 @@ var (
 	bucketReplyCounts = []byte("reply_counts")
 	// userID‖notificationID → notification record
 	bucketNotifications = []byte("notifications")
-	// messageID → the accounts it notified (8 bytes each), so an edit
-	// notifies only the accounts it newly mentions: one record a message,
-	// kept while the message is, whatever becomes of the notifications
+	// messageID → the accounts it notified and that still keep the
+	// notification (8 bytes each), so an edit notifies only the accounts
+	// it newly mentions: one record a message, as PostgreSQL finds it
+	// among the notifications themselves
 	bucketNotified = []byte("notified")
 	// userID → read-up-to notification ID‖number of notifications kept
 	bucketNotificationMarks = []byte("notification_marks")
@@ -217,9 +218,39 @@ func notifiedHas(list []byte, userID uint64) bool {
 func dropOldestNotification(tx *bbolt.Tx, userID uint64) error {
 	c := tx.Bucket(bucketNotifications).Cursor()
 	prefix := itob(userID)
-	k, _ := c.Seek(prefix)
+	k, v := c.Seek(prefix)
 	if k == nil || !bytes.HasPrefix(k, prefix) {
 		return fmt.Errorf("account %d keeps fewer notifications than its count says", userID)
+	}
+	return deleteNotification(tx, c, userID, v)
+}
+
+// deleteNotification removes the notification rec of account userID at
+// c, and the account from its message's notified record: an edit that
+// mentions the account again notifies it again. The caller keeps the
+// marks' count.
+func deleteNotification(tx *bbolt.Tx, c *bbolt.Cursor, userID uint64, rec []byte) error {
+	if len(rec) != notificationRecordLen {
+		return fmt.Errorf("account %d keeps a malformed notification", userID)
+	}
+	msgKey := rec[17:25]
+	notified := tx.Bucket(bucketNotified)
+	if list := notified.Get(msgKey); notifiedHas(list, userID) {
+		kept := make([]byte, 0, len(list)-8)
+		for i := 0; i+8 <= len(list); i += 8 {
+			if binary.BigEndian.Uint64(list[i:]) != userID {
+				kept = append(kept, list[i:i+8]...)
+			}
+		}
+		var err error
+		if len(kept) == 0 {
+			err = notified.Delete(bytes.Clone(msgKey))
+		} else {
+			err = notified.Put(bytes.Clone(msgKey), kept)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return c.Delete()
 }
@@ -229,8 +260,8 @@ func dropOldestNotification(tx *bbolt.Tx, userID uint64) error {
 func removeNotificationsOf(tx *bbolt.Tx, userID uint64) error {
 	prefix := itob(userID)
 	c := tx.Bucket(bucketNotifications).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
-		if err := c.Delete(); err != nil {
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Seek(prefix) {
+		if err := deleteNotification(tx, c, userID, v); err != nil {
 			return err
 		}
 	}
@@ -452,7 +483,7 @@ func (db *DB) TrimNotifications(ctx context.Context, keepFor time.Duration) (int
 					continue
 				}
 				userID, key := btoi(k[:8]), bytes.Clone(k)
-				if err := c.Delete(); err != nil {
+				if err := deleteNotification(tx, c, userID, v); err != nil {
 					return err
 				}
 				marks := readMarks(tx, userID)

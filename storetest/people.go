@@ -495,11 +495,28 @@ func testNotificationCap(e *env) {
 		t.Errorf("after the trim: %+v", p)
 	}
 	// Once trimmed, a new one is counted from zero again.
-	if _, err := e.Store.PostMessage(ctx, byBob, model.Draft{Content: "@ada again"}, nil); err != nil {
+	again, err := e.Store.PostMessage(ctx, byBob, model.Draft{Content: "@ada again"}, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if p := e.notifications(byAda, model.NotificationQuery{}); len(p.Items) != 1 || p.Unread != 1 {
 		t.Errorf("after the trim and one more: %+v", p)
+	}
+	// An edit of a message whose notification was trimmed mentions anew:
+	// what ada keeps says nothing of it, so she is told again; of one she
+	// keeps, she is not.
+	_, p, err := e.Store.SearchMessages(ctx, byAda, model.SearchQuery{Terms: model.Terms("number 5")})
+	if err != nil || len(p.Messages) != 1 {
+		t.Fatalf("search = %+v, %v", p, err)
+	}
+	for _, id := range []uint64{p.Messages[0].ID, again.ID} {
+		text := "@ada edited " + fmt.Sprint(id)
+		if _, err := e.Store.UpdateMessage(ctx, id, byBob, model.MessageUpdate{Content: &text}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := e.notifications(byAda, model.NotificationQuery{}); len(p.Items) != 2 || p.Unread != 2 {
+		t.Errorf("after edits of a trimmed one and a kept one: %d notifications, %d unread; want 2, 2", len(p.Items), p.Unread)
 	}
 }
 
