@@ -423,10 +423,12 @@ func (db *DB) changesAfter(after uint64, max int, resolve bool) ([]*model.Change
 			out = append(out, ch)
 		}
 		f.mu.Unlock()
-		if resolve {
-			if err := db.resolveNotifications(out); err != nil {
-				return nil, head, err
-			}
+		// Even as committed, a message's count of replies and its owner's
+		// name are read as they are now, as from disk and as PostgreSQL
+		// reads them: what the change did is as it was, who the owner is
+		// and how many answered is as it is.
+		if err := db.resolveNow(out); err != nil {
+			return nil, head, err
 		}
 		return out, head, nil
 	}
@@ -474,25 +476,38 @@ func (db *DB) changesAfter(after uint64, max int, resolve bool) ([]*model.Change
 	return out, head, nil
 }
 
-// resolveNotifications replaces the NotificationCreated changes of chs,
-// which the feed shares with other readers, with copies resolved as
-// ChangesAfter reads them from disk.
-func (db *DB) resolveNotifications(chs []*model.Change) error {
-	if !slices.ContainsFunc(chs, func(ch *model.Change) bool { return ch.Kind == model.NotificationCreated }) {
+// resolveNow brings the changes of chs that the feed holds in memory to
+// what ChangesAfter reads from disk: notifications as they are now, and
+// messages with their owner's current handle and name and their current
+// count of replies. chs is the caller's; the changes in it are shared
+// with other readers, so a change that differs is replaced by a copy.
+func (db *DB) resolveNow(chs []*model.Change) error {
+	if !slices.ContainsFunc(chs, func(ch *model.Change) bool {
+		return ch.Kind == model.NotificationCreated || ch.Kind == model.MessageCreated || ch.Kind == model.MessageUpdated
+	}) {
 		return nil
 	}
-	var owners *ownerEmails
 	return db.bolt.View(func(tx *bbolt.Tx) error {
+		owners := newOwnerEmails(tx)
 		for i, ch := range chs {
-			if ch.Kind != model.NotificationCreated {
-				continue
+			switch {
+			case ch.Kind == model.NotificationCreated:
+				c := *ch
+				resolveNotification(tx, owners, &c)
+				chs[i] = &c
+			case ch.Gone || ch.Kind != model.MessageCreated && ch.Kind != model.MessageUpdated:
+			default:
+				now := ch.Message
+				if card, ok := owners.card(now.OwnerID); ok {
+					now.OwnerHandle, now.OwnerName = card.handle, card.name
+				}
+				joinReplies(tx, &now)
+				if now.OwnerHandle != ch.Message.OwnerHandle || now.OwnerName != ch.Message.OwnerName || now.Replies != ch.Message.Replies {
+					c := *ch
+					c.Message = now
+					chs[i] = &c
+				}
 			}
-			if owners == nil {
-				owners = newOwnerEmails(tx)
-			}
-			c := *ch
-			resolveNotification(tx, owners, &c)
-			chs[i] = &c
 		}
 		return nil
 	})
