@@ -15,27 +15,28 @@ import (
 
 func TestParseConfig(t *testing.T) {
 	defaults := config{
-		addr:            "127.0.0.1:8080",
-		dbPath:          "herald.db",
-		dbTimeout:       10 * time.Second,
-		tokenTTL:        720 * time.Hour,
-		maxBody:         65536,
-		hashConcurrency: runtime.NumCPU(),
-		shutdownTimeout: 10 * time.Second,
-		logFormat:       "text",
-		loginPerAccount: auth.LoginFailuresPerAccount(),
-		loginPerAddress: auth.LoginFailuresPerAddress(),
-		registerPerAddr: auth.RegistrationsPerAddress(),
-		streamsPerUser:  16,
-		streams:         10000,
-		changesKeepFor:  7 * 24 * time.Hour,
-		changesKeepMax:  100000,
-		registration:    heraldhttp.RegistrationOpen,
-		auditKeepFor:    365 * 24 * time.Hour,
-		auditKeepMax:    100000,
-		writesPerAcct:   auth.WritesPerAccount(),
-		connsPerAddr:    512,
-		tlsFlags:        tlsFlags{acmeDirectory: letsEncrypt},
+		addr:              "127.0.0.1:8080",
+		dbPath:            "herald.db",
+		dbTimeout:         10 * time.Second,
+		tokenTTL:          720 * time.Hour,
+		maxBody:           65536,
+		hashConcurrency:   runtime.NumCPU(),
+		shutdownTimeout:   10 * time.Second,
+		logFormat:         "text",
+		loginPerAccount:   auth.LoginFailuresPerAccount(),
+		loginPerAddress:   auth.LoginFailuresPerAddress(),
+		registerPerAddr:   auth.RegistrationsPerAddress(),
+		streamsPerUser:    16,
+		streams:           10000,
+		changesKeepFor:    7 * 24 * time.Hour,
+		changesKeepMax:    100000,
+		registration:      heraldhttp.RegistrationOpen,
+		auditKeepFor:      365 * 24 * time.Hour,
+		auditKeepMax:      100000,
+		notificationsKeep: 90 * 24 * time.Hour,
+		writesPerAcct:     auth.WritesPerAccount(),
+		connsPerAddr:      512,
+		tlsFlags:          tlsFlags{acmeDirectory: letsEncrypt},
 	}
 	with := func(f func(*config)) config {
 		c := defaults
@@ -191,12 +192,13 @@ func TestParseConfig(t *testing.T) {
 // TestChoresFor: each flag reaches what the chores keep.
 func TestChoresFor(t *testing.T) {
 	cfg, err := parseConfig([]string{"--retain", "30d", "--changes-keep", "48h", "--changes-max", "7",
-		"--audit-keep", "90d", "--audit-max", "5000"}, environ(nil), io.Discard, io.Discard)
+		"--audit-keep", "90d", "--audit-max", "5000", "--notifications-keep", "30d"}, environ(nil), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := chores.Config{FlushEvery: 30 * time.Second, SweepEvery: time.Minute, Retain: 720 * time.Hour,
-		ChangesKeepFor: 48 * time.Hour, ChangesKeepMax: 7, AuditKeepFor: 2160 * time.Hour, AuditKeepMax: 5000}
+		ChangesKeepFor: 48 * time.Hour, ChangesKeepMax: 7, AuditKeepFor: 2160 * time.Hour, AuditKeepMax: 5000,
+		NotificationsKeepFor: 720 * time.Hour}
 	if got := choresFor(cfg); got != want {
 		t.Errorf("choresFor = %+v, want %+v", got, want)
 	}
