@@ -41,7 +41,7 @@ export function article(m, metaId) {
   return h('article', { 'aria-labelledby': metaId },
     h('div', { class: 'head' },
       h('p', { class: 'meta', id: metaId },
-        author(m.user), ' ', time(m.createdAt), edited ? ' · edited' : null,
+        author(m.user), ' · ', time(m.createdAt), edited ? ' · edited' : null,
         ...(m.replyTo ? [' · ', h('a', { href: threadLink(m.replyTo) }, 'in reply to a message')] : []))),
     h('p', { class: 'content', dir: 'auto' }, ...rich(m.content, m.mentions ?? [])));
 }
