@@ -24,6 +24,10 @@ export function author(user) {
 // authorName is how a person is named in a sentence.
 export const authorName = (user) => user.name || user.email || `@${user.handle}`;
 
+// authorInFull names a person beyond doubt, where a name alone could be
+// anyone's: their name with their e-mail.
+export const authorInFull = (user) => (user.name && user.email ? `${user.name} (${user.email})` : authorName(user));
+
 // replies says how many replies a message has, as a link to its thread.
 export function repliesLink(m) {
   const n = m.replies ?? 0;
@@ -37,7 +41,7 @@ export function article(m, metaId) {
   return h('article', { 'aria-labelledby': metaId },
     h('div', { class: 'head' },
       h('p', { class: 'meta', id: metaId },
-        author(m.user), ' ', time(m.createdAt), edited ? ' · edited' : null,
+        author(m.user), ' · ', time(m.createdAt), edited ? ' · edited' : null,
         ...(m.replyTo ? [' · ', h('a', { href: threadLink(m.replyTo) }, 'in reply to a message')] : []))),
     h('p', { class: 'content', dir: 'auto' }, ...rich(m.content, m.mentions ?? [])));
 }

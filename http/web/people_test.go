@@ -249,6 +249,8 @@ func TestWebClientLayout(t *testing.T) {
 	}
 	p.do("Ctrl+Enter", chromedp.KeyEvent(kb.Enter, chromedp.KeyModifiers(chromedp.ModifierCtrl)))
 	p.waitFor("the two lines are posted", messageJS("First line\nsecond line"))
+	// The stream may show the message before the answer to the post empties the box.
+	p.waitFor("the composer is emptied", `document.querySelector('#post-content').value === '' && !document.querySelector('#post-form button').disabled`)
 	if back := webEval[float64](p, `document.querySelector('#post-content').getBoundingClientRect().height`); back > one+1 {
 		t.Errorf("emptied, the composer is %.0f pixels high, want %.0f again", back, one)
 	}
@@ -362,9 +364,7 @@ func TestWebClientConversation(t *testing.T) {
 	bob.click(bobSel + " a.reply")
 	bob.screen("thread")
 	bob.waitFor("the thread shows the message", fmt.Sprintf(`document.querySelector('#thread-root .content')?.textContent === %q`, mention))
-	if !bob.hasFocus("#reply-content") {
-		t.Error("Reply does not put the focus in the reply box")
-	}
+	bob.waitFor("the focus is in the reply box", `document.activeElement === document.querySelector('#reply-content')`)
 	ada.click("#notifications > li a[href^='#/messages/']")
 	ada.screen("thread")
 	ada.waitFor("her thread shows the message", fmt.Sprintf(`document.querySelector('#thread-root .content')?.textContent === %q`, mention))

@@ -5,7 +5,7 @@
 
 import { h, $, showError, clearError, busy, grow } from './dom.js';
 import { liveStream } from './stream.js';
-import { article, authorName, repliesLink, threadLink } from './message.js';
+import { article, authorName, authorInFull, repliesLink, threadLink } from './message.js';
 
 const PAGE = 20;
 
@@ -486,7 +486,7 @@ export function timeline({ session, announce, onNotification }) {
   function confirmDelete(li) {
     const actions = $('.actions', li);
     const prompt = h('div', { class: 'actions confirm', role: 'group', 'aria-label': 'Confirm deletion' },
-      h('span', {}, mine(li.message) ? 'Delete this message?' : `Delete this message by ${authorName(li.message.user)}?`),
+      h('span', {}, mine(li.message) ? 'Delete this message?' : `Delete this message by ${authorInFull(li.message.user)}?`),
       h('button', { type: 'button', class: 'danger', 'data-act': 'remove' }, 'Yes, delete'),
       h('button', { type: 'button', 'data-act': 'cancel' }, 'Keep it'));
     actions.replaceWith(prompt);
