@@ -50,26 +50,6 @@ type webBrowser struct {
 	shots   string
 	axe     string
 	persons []*webPerson
-	// withoutNotifications: the server has no notifications routes (the
-	// client's branch is ahead of its API), so the count every page asks
-	// for is refused 404, which is then tolerated.
-	withoutNotifications bool
-}
-
-// lacksNotifications asks server whether it routes GET
-// /api/me/notifications: without a token, a route answers 401.
-func lacksNotifications(t *testing.T, server string) bool {
-	t.Helper()
-	res, err := http.Get(server + "/api/me/notifications")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode == http.StatusNotFound {
-		t.Log("the server has no /api/me/notifications: its 404s are tolerated, and the tests of notifications cannot pass")
-		return true
-	}
-	return false
 }
 
 func newWebBrowser(t *testing.T, server string) *webBrowser {
@@ -100,8 +80,7 @@ func newWebBrowser(t *testing.T, server string) *webBrowser {
 		}
 		t.Logf("starting chromium failed, starting it again: %v", err)
 	}
-	b := &webBrowser{t: t, ctx: bctx, server: server, shots: browsertest.ScreenshotDir(t), axe: axe,
-		withoutNotifications: lacksNotifications(t, server)}
+	b := &webBrowser{t: t, ctx: bctx, server: server, shots: browsertest.ScreenshotDir(t), axe: axe}
 	// Checked last, after every step: what went wrong in a page that the
 	// steps themselves did not look at.
 	t.Cleanup(b.checkPages)
@@ -148,9 +127,6 @@ func (b *webBrowser) personAt(name, address string) *webPerson {
 func (b *webBrowser) open(name, address string, parent context.Context, opts ...chromedp.ContextOption) *webPerson {
 	b.t.Helper()
 	p := &webPerson{b: b, t: b.t, name: name, watch: &browsertest.PageWatch{}}
-	if b.withoutNotifications {
-		p.tolerate("404", "/api/me/notifications")
-	}
 	ctx, cancel := chromedp.NewContext(parent, append(opts, chromedp.WithListener(p.watch.Listen))...)
 	b.t.Cleanup(cancel)
 	p.ctx = ctx
