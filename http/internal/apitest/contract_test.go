@@ -27,7 +27,8 @@ func TestContractCatchesViolations(t *testing.T) {
 		}
 		return h
 	}
-	message := `{"id":7,"content":"hi","user":{"email":"ada@example.com"},"createdAt":"2026-01-02T15:04:05.000000Z","updatedAt":"2026-01-02T15:04:05.000000Z"}`
+	message := `{"id":7,"content":"hi","user":{"id":1,"email":"ada@example.com","handle":"ada","name":"Ada"},` +
+		`"createdAt":"2026-01-02T15:04:05.000000Z","updatedAt":"2026-01-02T15:04:05.000000Z","replyTo":null,"replies":0,"mentions":[]}`
 	problem := func(status int) string {
 		return fmt.Sprintf(`{"type":"about:blank","title":%q,"status":%d}`, http.StatusText(status), status)
 	}
