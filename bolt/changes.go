@@ -459,7 +459,7 @@ func (db *DB) changesAfter(after uint64, max int, resolve bool) ([]*model.Change
 					ch.Message.OwnerHandle, ch.Message.OwnerName = card.handle, card.name
 				}
 				if ch.Kind != model.MessageDeleted {
-					joinReplies(tx, &ch.Message)
+					joinRepliesIn(owners.counts, &ch.Message)
 				}
 			}
 			if len(out) > 0 && bytes+model.ChangeBytes(ch) > model.ChangeBatchBytes {
@@ -501,7 +501,7 @@ func (db *DB) resolveNow(chs []*model.Change) error {
 				if card, ok := owners.card(now.OwnerID); ok {
 					now.OwnerHandle, now.OwnerName = card.handle, card.name
 				}
-				joinReplies(tx, &now)
+				joinRepliesIn(owners.counts, &now)
 				if now.OwnerHandle != ch.Message.OwnerHandle || now.OwnerName != ch.Message.OwnerName || now.Replies != ch.Message.Replies {
 					c := *ch
 					c.Message = now
@@ -519,7 +519,7 @@ func resolveScrubbed(tx *bbolt.Tx, owners *ownerEmails, ch *model.Change) {
 	b := tx.Bucket(bucketMessages).Get(itob(ch.Message.ID))
 	if b != nil {
 		if m, err := decodeMessage(ch.Message.ID, b); err == nil && owners.join(m) {
-			joinReplies(tx, m)
+			joinRepliesIn(owners.counts, m)
 			ch.Message = *m
 			return
 		}

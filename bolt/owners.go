@@ -25,6 +25,9 @@ func joinOwner(tx *bbolt.Tx, m *model.Message) bool {
 type ownerEmails struct {
 	users idReader
 	seen  []ownerEmail
+	// counts is the reply_counts bucket, for the messages joined with
+	// their owners to be joined with their counts of replies too.
+	counts *bbolt.Bucket
 }
 
 type ownerEmail struct {
@@ -33,7 +36,7 @@ type ownerEmail struct {
 }
 
 func newOwnerEmails(tx *bbolt.Tx) *ownerEmails {
-	return &ownerEmails{users: newIDReader(tx.Bucket(bucketUsers))}
+	return &ownerEmails{users: newIDReader(tx.Bucket(bucketUsers)), counts: tx.Bucket(bucketReplyCounts)}
 }
 
 // join is joinOwner for a message read in the transaction o was made in.

@@ -147,8 +147,17 @@ func countReplies(tx *bbolt.Tx, id uint64, delta int) error {
 
 // joinReplies fills m.Replies.
 func joinReplies(tx *bbolt.Tx, m *model.Message) {
+	joinRepliesIn(tx.Bucket(bucketReplyCounts), m)
+}
+
+// joinRepliesIn is joinReplies with the reply_counts bucket looked up
+// once for a page, not once a message: looking a bucket up walks the
+// root's tree, which showed in a page's time.
+func joinRepliesIn(counts *bbolt.Bucket, m *model.Message) {
 	m.Replies = 0
-	if v := tx.Bucket(bucketReplyCounts).Get(itob(m.ID)); len(v) == 8 {
+	var key [8]byte
+	binary.BigEndian.PutUint64(key[:], m.ID)
+	if v := counts.Get(key[:]); len(v) == 8 {
 		m.Replies = btoi(v)
 	}
 }
@@ -286,7 +295,7 @@ func joinNotificationMessage(tx *bbolt.Tx, owners *ownerEmails, n *model.Notific
 	n.Message = nil
 	if rec := tx.Bucket(bucketMessages).Get(itob(n.MessageID)); rec != nil {
 		if m, err := decodeMessage(n.MessageID, rec); err == nil && owners.join(m) {
-			joinReplies(tx, m)
+			joinRepliesIn(owners.counts, m)
 			n.Message = m
 		}
 	}
@@ -351,7 +360,7 @@ func (db *DB) Replies(_ context.Context, by model.Caller, q model.RepliesQuery) 
 			if !owners.join(m) {
 				continue // its account's deletion is removing it
 			}
-			joinReplies(tx, m)
+			joinRepliesIn(owners.counts, m)
 			page.Messages = append(page.Messages, m)
 		}
 		return nil

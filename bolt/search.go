@@ -250,7 +250,7 @@ func (s *searcher) walk(ctx context.Context, tx *bbolt.Tx) error {
 				s.done = true
 				return nil
 			}
-			joinReplies(tx, m)
+			joinRepliesIn(owners.counts, m)
 			s.page.Messages = append(s.page.Messages, m)
 			if m != &probe {
 				s.slab = s.slab[:len(s.slab)+1] // keep the slot; a rejected one is reused
