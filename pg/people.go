@@ -133,24 +133,8 @@ func (w *writeTx) resolveMentions(ctx context.Context, content string, kept []mo
 	if len(kept) > 0 {
 		return w.resolveMentionsKept(ctx, candidates, kept)
 	}
-	rows, err := w.Query(ctx, mentionsSQL, candidates)
+	found, err := w.handlesFound(ctx, mentionsSQL, candidates)
 	if err != nil {
-		return nil, err
-	}
-	found := map[string]uint64{}
-	for rows.Next() {
-		var (
-			id     int64
-			handle string
-		)
-		if err := rows.Scan(&id, &handle); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		found[handle] = uint64(id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	var out []model.Mention
@@ -160,6 +144,28 @@ func (w *writeTx) resolveMentions(ctx context.Context, content string, kept []mo
 		}
 	}
 	return out, nil
+}
+
+// handlesFound runs sql, a query of accounts' id and handle, with arg,
+// and returns the handles it found with their accounts.
+func (w *writeTx) handlesFound(ctx context.Context, sql string, arg any) (map[string]uint64, error) {
+	rows, err := w.Query(ctx, sql, arg)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	found := map[string]uint64{}
+	for rows.Next() {
+		var (
+			id     int64
+			handle string
+		)
+		if err := rows.Scan(&id, &handle); err != nil {
+			return nil, err
+		}
+		found[handle] = uint64(id)
+	}
+	return found, rows.Err()
 }
 
 // resolveMentionsKept is resolveMentions for an edit of a message that
@@ -173,23 +179,8 @@ func (w *writeTx) resolveMentionsKept(ctx context.Context, candidates []string, 
 	}
 	found := map[string]uint64{}
 	if len(lookup) > 0 {
-		rows, err := w.Query(ctx, `SELECT id, handle FROM users WHERE handle = ANY($1)`, lookup)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var (
-				id     int64
-				handle string
-			)
-			if err := rows.Scan(&id, &handle); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			found[handle] = uint64(id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		var err error
+		if found, err = w.handlesFound(ctx, `SELECT id, handle FROM users WHERE handle = ANY($1)`, lookup); err != nil {
 			return nil, err
 		}
 	}
@@ -471,34 +462,14 @@ func (w *writeTx) finishPost(ctx context.Context) (uint64, error) {
 	if p.key != nil {
 		keyID, fingerprint = p.key.ID[:], p.key.Fingerprint[:]
 	}
-	b := &pgx.Batch{}
-	if !w.begun {
-		b.Queue("BEGIN")
-	}
-	b.Queue(postSQL, 1+len(p.notified), at, int64(m.OwnerID), []byte(m.Content), p.terms, replyToArg(m.ReplyTo),
-		mentionsJSON(m.Mentions), m.OwnerEmail, users, kinds, keyID, fingerprint)
-	b.Queue("COMMIT")
 	var (
 		head, id int64
 		created  time.Time
 	)
-	br := w.conn.SendBatch(ctx, b)
-	err := func() error {
-		if !w.begun {
-			w.begun = true
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-		}
-		if err := br.QueryRow().Scan(&head, &id, &created, nil); err != nil {
-			return err
-		}
-		_, err := br.Exec()
-		return err
-	}()
-	_ = br.Close()
-	if err != nil {
-		return 0, sentCommit(err)
+	args := []any{1 + len(p.notified), at, int64(m.OwnerID), []byte(m.Content), p.terms, replyToArg(m.ReplyTo),
+		mentionsJSON(m.Mentions), m.OwnerEmail, users, kinds, keyID, fingerprint}
+	if err := w.commitWith(ctx, postSQL, args, &head, &id, &created, nil); err != nil {
+		return 0, err
 	}
 	m.ID = uint64(id)
 	m.CreatedAt = created.UTC()

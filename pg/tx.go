@@ -372,31 +372,8 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 		args = append(args, w.purge.args...)
 	}
 	var head, messageID, purged int64
-	b := &pgx.Batch{}
-	if !w.begun {
-		b.Queue("BEGIN")
-	}
-	b.Queue(finishSQL(w.purge), args...)
-	b.Queue("COMMIT")
-	br := w.conn.SendBatch(ctx, b)
-	err := func() error {
-		if !w.begun {
-			w.begun = true
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-		}
-		if err := br.QueryRow().Scan(&head, &messageID, &purged, nil); err != nil {
-			return err
-		}
-		_, err := br.Exec()
-		return err
-	}()
-	// Once COMMIT has answered, the write is durable, whatever Close
-	// meets after it (the connection lost before its ReadyForQuery).
-	_ = br.Close()
-	if err != nil {
-		return 0, sentCommit(err)
+	if err := w.commitWith(ctx, finishSQL(w.purge), args, &head, &messageID, &purged, nil); err != nil {
+		return 0, err
 	}
 	if w.purged != nil {
 		*w.purged = int(purged)
@@ -411,4 +388,39 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 	}
 	w.db.feed.sawMessage(uint64(messageID))
 	return uint64(head), nil
+}
+
+// commitWith sends sql with args as the transaction's last statement,
+// with BEGIN before it when the transaction has not begun and COMMIT
+// after it, in one round trip, and scans its one row into dest. An error
+// once the statement may have been sent leaves the write in doubt unless
+// it proves otherwise (sentCommit).
+func (w *writeTx) commitWith(ctx context.Context, sql string, args []any, dest ...any) error {
+	b := &pgx.Batch{}
+	if !w.begun {
+		b.Queue("BEGIN")
+	}
+	b.Queue(sql, args...)
+	b.Queue("COMMIT")
+	br := w.conn.SendBatch(ctx, b)
+	err := func() error {
+		if !w.begun {
+			w.begun = true
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		if err := br.QueryRow().Scan(dest...); err != nil {
+			return err
+		}
+		_, err := br.Exec()
+		return err
+	}()
+	// Once COMMIT has answered, the write is durable, whatever Close
+	// meets after it (the connection lost before its ReadyForQuery).
+	_ = br.Close()
+	if err != nil {
+		return sentCommit(err)
+	}
+	return nil
 }
