@@ -5,7 +5,7 @@
 
 import { h, $, showError, clearError, busy, grow } from './dom.js';
 import { liveStream } from './stream.js';
-import { article, repliesLink, threadLink } from './message.js';
+import { article, authorName, repliesLink, threadLink } from './message.js';
 
 const PAGE = 20;
 
@@ -60,7 +60,7 @@ export function threadPage({ session, announce }) {
       case 'message.created':
         if (m.replyTo === id && !shown.has(m.id)) {
           put(m);
-          announce(`New reply from ${m.user.name || m.user.email}.`);
+          announce(`New reply from ${authorName(m.user)}.`);
         }
         break;
       case 'message.updated':
