@@ -111,22 +111,8 @@ func TestMigrate(t *testing.T) {
 				t.Errorf("a second migrate into the same database = %d, %q; want it refused", code, errOut)
 			}
 
-			file, err := bolt.Open(path, bolt.Options{Now: clock.Now})
-			if err != nil {
-				t.Fatal(err)
-			}
-			db, err := pg.Open(ctx, url, pg.Options{Now: clock.Now})
-			if err != nil {
-				t.Fatal(err)
-			}
+			file, db := openMigrated(t, path, url, clock.Now)
 			stores := []migrationStore{file, db}
-			defer func() {
-				for _, s := range stores {
-					if err := s.Close(); err != nil {
-						t.Error(err)
-					}
-				}
-			}()
 			compareStores(t, stores, tt.words)
 			for token, email := range tt.tokens {
 				for i, s := range stores {
@@ -189,6 +175,31 @@ func TestMigrate(t *testing.T) {
 
 		})
 	}
+}
+
+// openMigrated opens the file migrated from and the database migrated
+// to, side by side, both closed when the test ends.
+func openMigrated(t *testing.T, path, url string, now func() time.Time) (*bolt.DB, *pg.DB) {
+	t.Helper()
+	file, err := bolt.Open(path, bolt.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := file.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	db, err := pg.Open(context.Background(), url, pg.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return file, db
 }
 
 // TestMigratePeople copies a file holding threads, mentions and
@@ -254,22 +265,8 @@ func TestMigratePeople(t *testing.T) {
 	if code, out, errOut := runArgs(t, "migrate", "--db", path, "--to", url); code != 0 || !strings.Contains(out, "notifications") {
 		t.Fatalf("migrate = %d\n%s%s", code, out, errOut)
 	}
-	file, err = bolt.Open(path, bolt.Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := pg.Open(ctx, url, pg.Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, db := openMigrated(t, path, url, clock.Now)
 	stores := []migrationStore{file, db}
-	defer func() {
-		for _, s := range stores {
-			if err := s.Close(); err != nil {
-				t.Error(err)
-			}
-		}
-	}()
 	handles := []string{"ada", "bob", "carol", "dan"}
 	seen := func(s migrationStore) []string {
 		t.Helper()
@@ -449,22 +446,8 @@ func TestMigrateAdministration(t *testing.T) {
 		}
 	}
 
-	file, err = bolt.Open(path, bolt.Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := pg.Open(ctx, url, pg.Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, db := openMigrated(t, path, url, clock.Now)
 	stores := []migrationStore{file, db}
-	defer func() {
-		for _, s := range stores {
-			if err := s.Close(); err != nil {
-				t.Error(err)
-			}
-		}
-	}()
 	compareStores(t, stores, []string{"spam", "hello"})
 	for name, want := range certs {
 		if got, err := db.Cert(ctx, name); err != nil || !bytes.Equal(got, want) {
