@@ -277,6 +277,21 @@ func removeNotificationsOf(tx *bbolt.Tx, userID uint64) error {
 	return tx.Bucket(bucketNotificationMarks).Delete(prefix)
 }
 
+// newestNotification moves c to account userID's newest notification, so
+// that Prev walks back through older ones; nil when it keeps none.
+func newestNotification(c *bbolt.Cursor, userID uint64) (k, v []byte) {
+	// From the key after the account's last, back one.
+	if after, _ := c.Seek(itob(userID + 1)); after == nil {
+		k, v = c.Last()
+	} else {
+		k, v = c.Prev()
+	}
+	if k == nil || !bytes.HasPrefix(k, itob(userID)) {
+		return nil, nil
+	}
+	return k, v
+}
+
 // shownNotification fills n's actor as the account is now and reports
 // whether n is shown at all: not while its actor is suspended, nor once
 // the actor's account is gone.
@@ -388,13 +403,7 @@ func (db *DB) Notifications(_ context.Context, by model.Caller, q model.Notifica
 		owners := newOwnerEmails(tx)
 		prefix := itob(u.ID)
 		c := tx.Bucket(bucketNotifications).Cursor()
-		// Newest first: from the key after the account's last, back.
-		var k, v []byte
-		if after, _ := c.Seek(itob(u.ID + 1)); after == nil {
-			k, v = c.Last()
-		} else {
-			k, v = c.Prev()
-		}
+		k, v := newestNotification(c, u.ID)
 		// At most model.MaxNotifications each: counting the unread ones
 		// walks them all, but stops at the first read one once the page
 		// is full, since every older one is read too.
@@ -445,14 +454,8 @@ func (db *DB) MarkNotificationsRead(_ context.Context, by model.Caller, upTo uin
 		}
 		marks := readMarks(tx, u.ID)
 		if upTo == 0 {
-			c := tx.Bucket(bucketNotifications).Cursor()
-			k, _ := c.Seek(itob(u.ID + 1))
+			k, _ := newestNotification(tx.Bucket(bucketNotifications).Cursor(), u.ID)
 			if k == nil {
-				k, _ = c.Last()
-			} else {
-				k, _ = c.Prev()
-			}
-			if k == nil || !bytes.HasPrefix(k, itob(u.ID)) {
 				return nil
 			}
 			upTo = btoi(k[8:])
