@@ -416,6 +416,16 @@ func testNotifications(e *env) {
 	if unread != 1 || len(seen) != 2 {
 		t.Errorf("with bob suspended ada sees %q, %d unread; want carol's two, the newest unread", seen, unread)
 	}
+	// Nor are they delivered: a stream resuming reads them as gone.
+	chs, _, err = e.Store.ChangesAfter(ctx, headBefore, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range chs {
+		if ch.Kind == model.NotificationCreated && ch.Notification != nil && ch.Notification.Actor.ID == bob.ID && !ch.Gone {
+			t.Errorf("with bob suspended, the log delivers his notification %d to account %d", ch.Seq, ch.UserID)
+		}
+	}
 	suspend(false)
 	if seen, unread := e.notificationsSeen(byAda); unread != 2 || len(seen) != 4 {
 		t.Errorf("with bob's suspension lifted ada sees %q, %d unread; want 4, 2 unread", seen, unread)
