@@ -150,7 +150,7 @@ func TestNotificationsAPI(t *testing.T) {
 	bob := e.Register("bob@example.com", "correct horse battery")
 	root := apitest.MsgID(t, e.Post(ada, "a question"))
 	postReply(e, bob, root, "an answer")
-	e.Post(bob, "hey @ada, look")
+	look := e.Post(bob, "hey @ada, look")
 	e.Post(ada, "talking to myself @ada")
 
 	p := getJSON(e, ada, "/api/me/notifications")
@@ -179,6 +179,11 @@ func TestNotificationsAPI(t *testing.T) {
 	}
 	if p := getJSON(e, ada, "/api/me/notifications?unread=true"); len(p["items"].([]any)) != 1 || p["unread"] != float64(1) {
 		t.Errorf("unread after marking the older: %s", mustJSON(p))
+	}
+	// A notification about a deleted message stays, with message null.
+	e.Remove(bob, look["id"].(float64))
+	if p := getJSON(e, ada, "/api/me/notifications"); p["items"].([]any)[0].(map[string]any)["message"] != nil {
+		t.Errorf("the mention's notification after its message was deleted: %s", mustJSON(p["items"].([]any)[0]))
 	}
 	if res := read(`{}`); res.Status != http.StatusNoContent {
 		t.Fatalf("mark all read: %d %s", res.Status, res.Body)
