@@ -298,7 +298,7 @@ func (db *DB) UpdateMessage(_ context.Context, id uint64, by model.Caller, upd m
 	}
 	var out *model.Message
 	err := db.writes.update(func(tx *bbolt.Tx) error {
-		_, m, err := db.ownedMessage(tx, id, by, pre, false)
+		author, m, err := db.ownedMessage(tx, id, by, pre, false)
 		if err != nil {
 			return err
 		}
@@ -322,10 +322,7 @@ func (db *DB) UpdateMessage(_ context.Context, id uint64, by model.Caller, upd m
 		if len(m.Mentions) == 0 {
 			return nil
 		}
-		author, err := userByID(tx, m.OwnerID)
-		if err != nil {
-			return err
-		}
+		// Only the owner edits (no moderation): the caller is the author.
 		return db.notify(tx, author, m, 0, true)
 	})
 	if err != nil {
