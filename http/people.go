@@ -58,7 +58,10 @@ func (s *Server) listReplies(w http.ResponseWriter, r *http.Request, ps httprout
 		params.Set("cursor", next)
 		w.Header().Set("Link", "<"+messagePath(id)+"/replies?"+params.Encode()+`>; rel="next"`)
 	}
-	writeBody(w, "application/json", http.StatusOK, apijson.AppendPage(nil, page.Messages, next))
+	buf := s.pageBuffer()
+	*buf = apijson.AppendPage((*buf)[:0], page.Messages, next)
+	writeBody(w, "application/json", http.StatusOK, *buf)
+	s.recyclePageBuffer(buf)
 	return nil
 }
 
@@ -99,7 +102,10 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, _ htt
 		params.Set("cursor", next)
 		w.Header().Set("Link", "</api/me/notifications?"+params.Encode()+`>; rel="next"`)
 	}
-	writeBody(w, "application/json", http.StatusOK, apijson.AppendNotifications(nil, page.Items, next, page.Unread))
+	buf := s.pageBuffer()
+	*buf = apijson.AppendNotifications((*buf)[:0], page.Items, next, page.Unread)
+	writeBody(w, "application/json", http.StatusOK, *buf)
+	s.recyclePageBuffer(buf)
 	return nil
 }
 
