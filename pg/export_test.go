@@ -29,6 +29,22 @@ func (db *DB) CreateBatch(ctx context.Context, by []model.Caller, contents []str
 	return msgs, errs, nil
 }
 
+// PostBatch writes drafts by the callers by as one group commit of posts
+// does, for tests that check each post is answered on its own.
+func (db *DB) PostBatch(ctx context.Context, by []model.Caller, drafts []model.Draft) ([]*model.Message, []error) {
+	ops := make([]*createOp, len(by))
+	for i, d := range drafts {
+		ops[i] = &createOp{by: by[i], content: d.Content, terms: model.SortedTerms(d.Content), replyTo: d.ReplyTo,
+			done: make(chan createResult, 1)}
+	}
+	db.commitPosts(ctx, ops)
+	results := make([]createResult, len(ops))
+	for i, op := range ops {
+		results[i] = <-op.done
+	}
+	return answers(results)
+}
+
 // createOps are the creates of contents by the callers by, in order.
 func createOps(by []model.Caller, contents []string) []*createOp {
 	ops := make([]*createOp, len(by))

@@ -36,6 +36,7 @@ type createOp struct {
 	by      model.Caller
 	content string
 	terms   []string
+	replyTo uint64                // the message a post answers (people.go); 0 for none
 	key     *model.IdempotencyKey // nil: made without one
 	// state is createQueued until a batch takes the create (createTaken)
 	// or its caller stops waiting for it first (createAbandoned).
@@ -56,13 +57,16 @@ type createResult struct {
 	err error
 }
 
-// commitBatch writes one batch and answers each of its creates, but for
+// commitBatch writes one batch of creates and answers each of them.
+func (db *DB) commitBatch(batch []*createOp) { db.runBatch(batch, db.commitDistinct) }
+
+// runBatch hands batch to commit and answers each of its creates, but for
 // those whose callers stopped waiting before the batch took them: those
 // are dropped, never sent. Creates that carry the Idempotency-Key of an
 // earlier one go after it has committed, so that they find its record
 // (see apartByKey). The batch's statements, and any create sent again
 // alone, end by the earliest deadline of its creates.
-func (db *DB) commitBatch(batch []*createOp) {
+func (db *DB) runBatch(batch []*createOp, commit func(context.Context, []*createOp)) {
 	taken := batch[:0:0]
 	deadline := time.Now().Add(db.timeout)
 	for _, op := range batch {
@@ -86,7 +90,7 @@ func (db *DB) commitBatch(batch []*createOp) {
 	for len(batch) > 0 {
 		var now []*createOp
 		now, batch = apartByKey(batch)
-		db.commitDistinct(ctx, now)
+		commit(ctx, now)
 	}
 }
 

@@ -58,22 +58,24 @@ func (db *DB) CreateMessageWithKey(ctx context.Context, by model.Caller, content
 // key or without (nil): a reply when draft.ReplyTo is set, with its
 // mentions resolved and the notifications it causes written in the same
 // transaction. A message that neither answers nor can mention anyone
-// goes to the group commit (create); the others are transactions of
-// their own (people.go). Errors: as CreateMessageWithKey, and
+// goes to the group commit of creates; the others to the group commit
+// of posts (people.go). Errors: as CreateMessageWithKey, and
 // model.ErrInvalid naming replyTo when the message it answers does not
 // exist.
 func (db *DB) PostMessage(ctx context.Context, by model.Caller, draft model.Draft, key *model.IdempotencyKey) (*model.Message, error) {
-	if draft.ReplyTo == 0 && !mayMention(draft.Content) {
-		return db.create(ctx, by, draft.Content, key)
-	}
-	return db.post(ctx, by, draft, key)
-}
-
-// create queues a create, with key or without (nil), for the next batch.
-func (db *DB) create(ctx context.Context, by model.Caller, content string, key *model.IdempotencyKey) (_ *model.Message, err error) {
-	if err := (&model.Message{Content: content}).Validate(); err != nil {
+	if err := draft.Validate(); err != nil {
 		return nil, err
 	}
+	queue := &db.creates
+	if draft.ReplyTo != 0 || mayMention(draft.Content) {
+		queue = &db.posts
+	}
+	return db.queueCreate(ctx, queue, by, draft, key)
+}
+
+// queueCreate queues draft, validated, for queue's next batch, and waits
+// for its answer.
+func (db *DB) queueCreate(ctx context.Context, queue *batches[*createOp], by model.Caller, draft model.Draft, key *model.IdempotencyKey) (_ *model.Message, err error) {
 	if by.Server() {
 		return nil, model.AccountNeeded()
 	}
@@ -81,8 +83,9 @@ func (db *DB) create(ctx context.Context, by model.Caller, content string, key *
 	defer end()
 	// Computed before the create queues, on the caller's goroutine: the
 	// costliest part of indexing, and none of it needs the database.
-	op := &createOp{ctx: ctx, by: by, content: content, terms: model.SortedTerms(content), key: key, done: make(chan createResult, 1)}
-	if !db.creates.add(op) {
+	op := &createOp{ctx: ctx, by: by, content: draft.Content, terms: model.SortedTerms(draft.Content), replyTo: draft.ReplyTo,
+		key: key, done: make(chan createResult, 1)}
+	if !queue.add(op) {
 		return nil, errClosed
 	}
 	select {

@@ -1,10 +1,12 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -26,15 +28,25 @@ import (
 // never skips or repeats one.
 //
 // A message that neither answers another nor holds an @ is created by
-// the group commit (groupcommit.go), in one statement, as before. Any
-// other goes through a transaction of its own (post): the caller
-// resolved, the Idempotency-Key's record looked for, the message answered
-// counted up, the mentions resolved, the notified accounts' marks counted
-// up, and then one statement that takes the message's ID and the
-// positions of its change and its notifications' changes from the
+// the group commit of creates (groupcommit.go), in one statement. Any
+// other goes to the group commit of posts: each instance queues them, and
+// one goroutine writes everything queued in one transaction, with one
+// fsync, as the creates' does, for the same reason: every logging
+// transaction holds the counter's row lock through its commit, so posts
+// committed one at a time would wait for each other's fsync (and a
+// popular person, notified by many, would have their marks' row locked
+// by each in turn). For each post the batch's transaction resolves the
+// caller, looks for the Idempotency-Key's record, counts up the message
+// answered and resolves the mentions (posts answering lower IDs first, so
+// messages are locked in ID order); then it counts the notified
+// accounts' marks up, all at once, in ID order; and last, in the round
+// trip of the COMMIT, one statement per post takes the message's ID and
+// the positions of its change and its notifications' changes from the
 // counter and inserts them all (postSQL). A notification's ID is the
 // position of its change, so IDs rise in commit order and a stream
-// resumes across notifications as across messages.
+// resumes across notifications as across messages. A post refused (its
+// token, the message it answers) writes nothing and spoils none of the
+// others; a batch that fails as a whole is sent again one post at a time.
 //
 // Every account notified is locked (FOR KEY SHARE) before the counter, so
 // an account's deletion either waits for the transaction or is seen by it:
@@ -224,24 +236,28 @@ func (w *writeTx) resolveMentionsKept(ctx context.Context, candidates []string, 
 	return out, nil
 }
 
-// keepNotifications counts one more notification for each account of ns
-// in its marks, locked until the commit (in ID order, so two transactions
+// keepNotifications counts the notifications of ns in their accounts'
+// marks, locked until the commit (in ID order, so two transactions
 // notifying the same accounts never wait for each other in turn), and
 // deletes the oldest of those that would keep more than
-// model.MaxNotifications with it.
+// model.MaxNotifications with them.
 func (w *writeTx) keepNotifications(ctx context.Context, ns []model.Notification) error {
 	if len(ns) == 0 {
 		return nil
 	}
-	ids := make([]int64, len(ns))
-	for i, n := range ns {
-		ids[i] = int64(n.UserID)
+	counts := make(map[int64]int64, len(ns))
+	for _, n := range ns {
+		counts[int64(n.UserID)]++
 	}
-	slices.Sort(ids)
-	rows, err := w.Query(ctx, `INSERT INTO notification_marks (user_id, kept)
-		SELECT id, 1 FROM unnest($1::bigint[]) AS id ORDER BY id
-		ON CONFLICT (user_id) DO UPDATE SET kept = notification_marks.kept + 1
-		RETURNING user_id, kept`, ids)
+	ids := slices.Sorted(maps.Keys(counts))
+	adds := make([]int64, len(ids))
+	for i, id := range ids {
+		adds[i] = counts[id]
+	}
+	rows, err := w.Query(ctx, `INSERT INTO notification_marks AS k (user_id, kept)
+		SELECT id, n FROM unnest($1::bigint[], $2::bigint[]) AS x(id, n) ORDER BY id
+		ON CONFLICT (user_id) DO UPDATE SET kept = k.kept + excluded.kept
+		RETURNING user_id, kept`, ids, adds)
 	if err != nil {
 		return err
 	}
@@ -302,10 +318,10 @@ func (w *writeTx) notifyMentioned(ctx context.Context, m *model.Message) error {
 	return nil
 }
 
-// postRow is a message post creates in its last statement, with the
-// notifications it causes.
+// postRow is a message a post creates in the last round trip of its
+// batch's transaction, with the notifications it causes.
 type postRow struct {
-	m        *model.Message // ID, times filled by finishPost
+	m        *model.Message // ID, times filled by finishPosts
 	terms    []string
 	notified []model.Notification
 	key      *model.IdempotencyKey
@@ -347,51 +363,117 @@ WITH c AS (
 )
 SELECT c.seq, c.message_id, c.message_created, pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) FROM c`
 
-// post creates draft in a transaction of its own: see the top of this
-// file.
-func (db *DB) post(ctx context.Context, by model.Caller, draft model.Draft, key *model.IdempotencyKey) (_ *model.Message, err error) {
-	if err := draft.Validate(); err != nil {
-		return nil, err
+// maxPostBatch bounds the posts of one transaction: each is a few round
+// trips, and the batch holds its locks until all are done.
+const maxPostBatch = 64
+
+// commitPosts writes a batch of posts, whose keys are distinct, and
+// answers each of them.
+func (db *DB) commitPosts(ctx context.Context, batch []*createOp) {
+	if len(batch) == 1 {
+		m, err := db.postAlone(ctx, batch[0])
+		batch[0].done <- createResult{m, err}
+		return
 	}
-	if by.Server() {
-		return nil, model.AccountNeeded()
+	var results []createResult
+	err := db.writeRetried(ctx, func(w *writeTx) error {
+		var err error
+		results, err = w.postAll(ctx, batch)
+		return err
+	})
+	if err == nil {
+		for i, op := range batch {
+			op.done <- results[i]
+		}
+		return
 	}
-	ctx, end := db.call(ctx, &err)
-	defer end()
-	terms := model.SortedTerms(draft.Content)
-	var out *model.Message
+	// As commitDistinct: rolled back, each goes on its own; otherwise
+	// the batch may have committed, and each gets the error.
+	sendAgain := rolledBack(err)
+	for _, op := range batch {
+		if !sendAgain {
+			op.done <- createResult{nil, err}
+			continue
+		}
+		m, err := db.postAlone(ctx, op)
+		op.done <- createResult{m, err}
+	}
+}
+
+// postAlone writes one post in a transaction of its own.
+func (db *DB) postAlone(ctx context.Context, op *createOp) (*model.Message, error) {
 	for attempt := 1; ; attempt++ {
-		err = db.writeRetried(ctx, func(w *writeTx) error {
-			var err error
-			out, err = w.postMessage(ctx, by, draft, terms, key)
+		var result createResult
+		err := db.writeRetried(ctx, func(w *writeTx) error {
+			results, err := w.postAll(ctx, []*createOp{op})
+			if err == nil {
+				result = results[0]
+			}
 			return err
 		})
+		if err == nil {
+			return result.m, result.err
+		}
 		// Another create with the key committed since this one looked
 		// for it, or a record past its window is in the way: as
 		// createMessage does.
-		if key != nil && attempt < maxWriteAttempts && uniqueViolation(err, "idempotency_keys_pkey") {
-			if err = db.dropDeadKey(ctx, key); err != nil {
+		if op.key != nil && attempt < maxWriteAttempts && uniqueViolation(err, "idempotency_keys_pkey") {
+			if err = db.dropDeadKey(ctx, op.key); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		break
-	}
-	if err = db.createOutcome(err); err != nil {
 		return nil, err
 	}
-	return out, nil
 }
 
-// postMessage is post's transaction up to its last statement, which
-// finishPost sends. It returns the message to be created, or the first
-// answer a retry with key gets.
-func (w *writeTx) postMessage(ctx context.Context, by model.Caller, draft model.Draft, terms []string, key *model.IdempotencyKey) (*model.Message, error) {
-	u, err := w.caller(ctx, by)
+// postAll is a batch's transaction up to its last round trip, which
+// finishPosts sends: it answers each post of ops with the message to be
+// created, the first answer a retry with its key gets, or its refusal.
+// It fails only when the transaction does.
+func (w *writeTx) postAll(ctx context.Context, ops []*createOp) ([]createResult, error) {
+	w.posts = w.posts[:0]
+	order := make([]int, len(ops))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ops[a].replyTo, ops[b].replyTo) })
+	results := make([]createResult, len(ops))
+	var notified []model.Notification
+	for _, i := range order {
+		m, err := w.postMessage(ctx, ops[i])
+		if err != nil && !refusal(err) {
+			return nil, err
+		}
+		results[i] = createResult{m, err}
+	}
+	for _, p := range w.posts {
+		notified = append(notified, p.notified...)
+	}
+	if err := w.keepNotifications(ctx, notified); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// refusal reports whether err is the store's answer to a request, which
+// leaves the transaction as it was, rather than a failure of it.
+func refusal(err error) bool {
+	var (
+		invalid *model.ValidationError
+		refused *model.Error
+	)
+	return errors.As(err, &invalid) || errors.As(err, &refused) && refused.Cause == nil
+}
+
+// postMessage is op's part of postAll. A refused post writes nothing.
+func (w *writeTx) postMessage(ctx context.Context, op *createOp) (*model.Message, error) {
+	u, err := w.caller(ctx, op.by)
 	if err != nil {
 		return nil, err
 	}
-	if key != nil {
+	draft := model.Draft{Content: op.content, ReplyTo: op.replyTo}
+	if key := op.key; key != nil {
 		var found foundKey
 		err := w.QueryRow(ctx, `SELECT fingerprint, message_id, created_at FROM idempotency_keys
 			WHERE user_id = $1 AND key = $2 AND created_at > $3`,
@@ -418,13 +500,9 @@ func (w *writeTx) postMessage(ctx context.Context, by model.Caller, draft model.
 	if err != nil {
 		return nil, err
 	}
-	notified := model.Notified(u.ID, mentions, parentOwner, nil)
-	if err := w.keepNotifications(ctx, notified); err != nil {
-		return nil, err
-	}
 	m := &model.Message{OwnerID: u.ID, OwnerEmail: u.Email, OwnerHandle: u.Handle, OwnerName: u.Name,
 		Content: draft.Content, ReplyTo: draft.ReplyTo, Mentions: mentions, Revision: 1}
-	w.post = &postRow{m: m, terms: terms, notified: notified, key: key}
+	w.posts = append(w.posts, &postRow{m: m, terms: op.terms, notified: model.Notified(u.ID, mentions, parentOwner, nil), key: op.key})
 	return m, nil
 }
 
@@ -447,39 +525,46 @@ func (w *writeTx) countReply(ctx context.Context, id uint64) (uint64, error) {
 	return uint64(owner), err
 }
 
-// finishPost sends postSQL and COMMIT in one round trip, and returns the
-// newest position it took.
-func (w *writeTx) finishPost(ctx context.Context) (uint64, error) {
-	p := w.post
-	m := p.m
+// finishPosts sends postSQL for each post and COMMIT in one round trip,
+// and returns the newest position they took.
+func (w *writeTx) finishPosts(ctx context.Context) (uint64, error) {
 	at := w.db.clock()
-	users := make([]int64, len(p.notified))
-	kinds := make([]int16, len(p.notified))
-	for i, n := range p.notified {
-		users[i], kinds[i] = int64(n.UserID), int16(n.Kind)
+	statements := make([]statement, len(w.posts))
+	heads := make([]int64, len(w.posts))
+	ids := make([]int64, len(w.posts))
+	created := make([]time.Time, len(w.posts))
+	for i, p := range w.posts {
+		m := p.m
+		users := make([]int64, len(p.notified))
+		kinds := make([]int16, len(p.notified))
+		for i, n := range p.notified {
+			users[i], kinds[i] = int64(n.UserID), int16(n.Kind)
+		}
+		var keyID, fingerprint []byte // NULL: no key
+		if p.key != nil {
+			keyID, fingerprint = p.key.ID[:], p.key.Fingerprint[:]
+		}
+		statements[i] = statement{postSQL, []any{1 + len(p.notified), at, int64(m.OwnerID), []byte(m.Content), p.terms,
+			replyToArg(m.ReplyTo), mentionsJSON(m.Mentions), m.OwnerEmail, users, kinds, keyID, fingerprint},
+			[]any{&heads[i], &ids[i], &created[i], nil}}
 	}
-	var keyID, fingerprint []byte // NULL: no key
-	if p.key != nil {
-		keyID, fingerprint = p.key.ID[:], p.key.Fingerprint[:]
-	}
-	var (
-		head, id int64
-		created  time.Time
-	)
-	args := []any{1 + len(p.notified), at, int64(m.OwnerID), []byte(m.Content), p.terms, replyToArg(m.ReplyTo),
-		mentionsJSON(m.Mentions), m.OwnerEmail, users, kinds, keyID, fingerprint}
-	if err := w.commitWith(ctx, postSQL, args, &head, &id, &created, nil); err != nil {
+	if err := w.commitAll(ctx, statements); err != nil {
 		return 0, err
 	}
-	m.ID = uint64(id)
-	m.CreatedAt = created.UTC()
-	m.UpdatedAt = m.CreatedAt
-	first := uint64(head) - uint64(len(p.notified))
-	// The message's change, for the feed; the notifications' changes are
+	// The messages' changes, for the feed; the notifications' changes are
 	// never scrubbed, and are read from the log.
-	w.changes = []*model.Change{{Seq: first, Kind: model.MessageCreated, At: at, Message: *m}}
-	w.db.feed.sawMessage(m.ID)
-	return uint64(head), nil
+	w.changes = w.changes[:0]
+	for i, p := range w.posts {
+		m := p.m
+		m.ID = uint64(ids[i])
+		m.CreatedAt = created[i].UTC()
+		m.UpdatedAt = m.CreatedAt
+		first := uint64(heads[i]) - uint64(len(p.notified))
+		w.changes = append(w.changes, &model.Change{Seq: first, Kind: model.MessageCreated, At: at, Message: *m})
+	}
+	last := len(w.posts) - 1
+	w.db.feed.sawMessage(uint64(ids[last]))
+	return uint64(heads[last]), nil
 }
 
 // messagePageColumns reads a message without its owner, whom fillOwners

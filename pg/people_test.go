@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -289,5 +290,100 @@ func TestPostWithKey(t *testing.T) {
 	}
 	if p, err := one.Notifications(ctx, byAda, model.NotificationQuery{}); err != nil || len(p.Items) != 3 {
 		t.Errorf("ada's notifications = %+v, %v; want one a round", p, err)
+	}
+}
+
+// TestPostBatch: posts written by one group commit are each answered on
+// their own. Refused posts (a revoked or unknown token, a reply to a
+// message that does not exist) write nothing and keep none of the others
+// from being written; the others get consecutive log positions, each
+// message's change followed by its notifications' (a notification's ID
+// is its position); replies are counted and notifications kept and
+// counted as if each post had been written alone.
+func TestPostBatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var commits, writes atomic.Int32
+	db, _ := open(t, pg.Options{OnCommit: func(_ time.Duration, n int) { commits.Add(1); writes.Add(int32(n)) }})
+	ada, byAda := register(t, db, "ada")
+	bob, byBob := register(t, db, "bob")
+	cy, byCy := register(t, db, "cy")
+	if err := db.RevokeToken(ctx, storetest.TokenHash("people:cy")); err != nil {
+		t.Fatal(err)
+	}
+	root, err := db.CreateMessage(ctx, byAda, "a question")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _, err := db.ChangeHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := []model.Caller{byBob, byCy, byBob, model.ByUser(cy.ID), byAda, model.ByToken(storetest.TokenHash("never")), byBob}
+	drafts := []model.Draft{
+		{Content: "an answer", ReplyTo: root.ID},                // notifies ada (reply)
+		{Content: "revoked, @ada", ReplyTo: root.ID},            // refused
+		{Content: "to nothing", ReplyTo: root.ID + 1000},        // refused
+		{Content: "@ada and @bob, @nobody", ReplyTo: root.ID},   // notifies ada (reply) and bob (mention)
+		{Content: "my own @ada, and @cy"},                       // notifies cy only
+		{Content: "unknown, @ada"},                              // refused
+		{Content: "@ada once more, @ada", ReplyTo: root.ID + 1}, // refused
+	}
+	commits.Store(0)
+	writes.Store(0)
+	msgs, errs := db.PostBatch(ctx, by, drafts)
+	if c, w := commits.Load(), writes.Load(); c != 1 || w != 3 {
+		t.Errorf("the batch took %d commits carrying %d writes, want one carrying its 3 posts", c, w)
+	}
+	wantErr := []error{nil, model.ErrUnauthorized, model.ErrInvalid, nil, nil, model.ErrUnauthorized, model.ErrInvalid}
+	for i := range drafts {
+		if !errors.Is(errs[i], wantErr[i]) || (wantErr[i] == nil && errs[i] != nil) {
+			t.Errorf("post %d (%q): %v, want %v", i, drafts[i].Content, errs[i], wantErr[i])
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	created := []*model.Message{msgs[0], msgs[3], msgs[4]}
+	notified := map[uint64][]uint64{msgs[0].ID: {ada.ID}, msgs[3].ID: {ada.ID, bob.ID}, msgs[4].ID: {cy.ID}}
+	chs, now, err := db.ChangesAfter(ctx, head, 100)
+	if err != nil || now != head+3+4 || len(chs) != 7 {
+		t.Fatalf("changes after the batch: %d, head %d (was %d), %v; want 3 messages and 4 notifications", len(chs), now, head, err)
+	}
+	seq := head
+	var seen []uint64
+	for _, ch := range chs {
+		seq++
+		if ch.Seq != seq {
+			t.Fatalf("change %d follows %d", ch.Seq, seq-1)
+		}
+		if ch.Kind == model.MessageCreated {
+			seen = append(seen, ch.Message.ID)
+			continue
+		}
+		last := seen[len(seen)-1]
+		if ch.Kind != model.NotificationCreated || ch.Notification.MessageID != last || ch.Notification.ID != ch.Seq ||
+			!slices.Contains(notified[last], ch.UserID) {
+			t.Errorf("change %d: %s, want a notification of message %d to one of %v", ch.Seq, storetest.ChangeString(ch), last, notified[last])
+		}
+	}
+	for _, m := range created {
+		if !slices.Contains(seen, m.ID) {
+			t.Errorf("message %d created but not logged", m.ID)
+		}
+		if _, got, err := db.Message(ctx, model.ByServer(), m.ID); err != nil || got.Content != m.Content || got.ReplyTo != m.ReplyTo {
+			t.Errorf("message %d as stored: %+v, %v; created %+v", m.ID, got, err, m)
+		}
+	}
+	if _, m, err := db.Message(ctx, model.ByServer(), root.ID); err != nil || m.Replies != 2 {
+		t.Errorf("the message answered = %+v, %v; want 2 replies", m, err)
+	}
+	for _, who := range []struct {
+		by   model.Caller
+		want int
+	}{{byAda, 2}, {byBob, 1}, {model.ByUser(cy.ID), 1}} {
+		if p, err := db.Notifications(ctx, who.by, model.NotificationQuery{}); err != nil || len(p.Items) != who.want || p.Unread != who.want {
+			t.Errorf("notifications of %v = %+v, %v; want %d, all unread", who.by, p, err, who.want)
+		}
 	}
 }

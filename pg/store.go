@@ -141,7 +141,9 @@ type DB struct {
 	feed     feed
 	lead     leader
 	creates  batches[*createOp]
-	reads    batches[*readOp]
+	// posts are the creates that answer or mention someone (people.go).
+	posts batches[*createOp]
+	reads batches[*readOp]
 	// searches sends searches with words that fill a page early together,
 	// apart from reads so that no short read waits behind a search.
 	searches batches[*readOp]
@@ -246,6 +248,8 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	}
 	db.life, db.endLife = context.WithCancel(context.Background())
 	db.creates = batches[*createOp]{limit: 1, size: maxCreateBatch, run: db.commitBatch, workers: &db.workers}
+	db.posts = batches[*createOp]{limit: 1, size: maxPostBatch, run: func(b []*createOp) { db.runBatch(b, db.commitPosts) },
+		workers: &db.workers}
 	db.reads = batches[*readOp]{limit: readConcurrency(), size: maxReadBatch, run: db.sendReadBatch, workers: &db.workers}
 	db.searches = batches[*readOp]{limit: readConcurrency(), size: maxReadBatch, run: db.sendReadBatch, workers: &db.workers}
 	db.spends = batches[*spendOp]{limit: 1, size: maxReadBatch, run: db.sendSpends, workers: &db.workers}
@@ -316,6 +320,7 @@ func (db *DB) Close() error {
 	db.closed.Do(func() {
 		close(db.stop)
 		db.creates.close()
+		db.posts.close()
 		db.reads.close()
 		db.searches.close()
 		db.spends.close()

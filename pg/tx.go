@@ -49,9 +49,10 @@ type writeTx struct {
 	// finishSQL); purged then receives how many it deleted.
 	purge  *purge
 	purged *int
-	// post, when set, is a message to create in the last statement with
-	// the notifications it causes (see postSQL); it logs no other change.
-	post *postRow
+	// posts are messages to create in the last round trip with the
+	// notifications they cause (see postSQL); a transaction with posts
+	// logs no other change.
+	posts []*postRow
 }
 
 // maxWriteAttempts bounds how often a write is run again after PostgreSQL
@@ -101,7 +102,7 @@ func (db *DB) writeOnce(ctx context.Context, fn func(w *writeTx) error) (err err
 	}
 	if head > 0 {
 		if db.onCommit != nil {
-			db.onCommit(time.Since(start), 1)
+			db.onCommit(time.Since(start), max(1, len(w.posts)))
 		}
 		db.feed.keep(w.changes...)
 		db.feed.advance(head)
@@ -313,8 +314,8 @@ SELECT c.seq, c.message_id, ` + purged + `, pg_notify('` + notifyChannel + `', c
 // has any, in the same round trip as COMMIT. It returns the newest
 // position it took (0 when it logged nothing).
 func (w *writeTx) finish(ctx context.Context) (uint64, error) {
-	if w.post != nil {
-		return w.finishPost(ctx)
+	if len(w.posts) > 0 {
+		return w.finishPosts(ctx)
 	}
 	if len(w.changes) == 0 && w.purge == nil {
 		if !w.begun {
@@ -396,11 +397,25 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 // once the statement may have been sent leaves the write in doubt unless
 // it proves otherwise (sentCommit).
 func (w *writeTx) commitWith(ctx context.Context, sql string, args []any, dest ...any) error {
+	return w.commitAll(ctx, []statement{{sql, args, dest}})
+}
+
+// statement is a statement of one row, and where to scan it.
+type statement struct {
+	sql  string
+	args []any
+	dest []any
+}
+
+// commitAll is commitWith for the statements of all, sent in order.
+func (w *writeTx) commitAll(ctx context.Context, all []statement) error {
 	b := &pgx.Batch{}
 	if !w.begun {
 		b.Queue("BEGIN")
 	}
-	b.Queue(sql, args...)
+	for _, st := range all {
+		b.Queue(st.sql, st.args...)
+	}
 	b.Queue("COMMIT")
 	br := w.conn.SendBatch(ctx, b)
 	err := func() error {
@@ -410,8 +425,10 @@ func (w *writeTx) commitWith(ctx context.Context, sql string, args []any, dest .
 				return err
 			}
 		}
-		if err := br.QueryRow().Scan(dest...); err != nil {
-			return err
+		for _, st := range all {
+			if err := br.QueryRow().Scan(st.dest...); err != nil {
+				return err
+			}
 		}
 		_, err := br.Exec()
 		return err
