@@ -57,6 +57,7 @@ type config struct {
 	registerPerAddr   auth.Rate
 	connsPerAddr      int
 	tlsFlags          // HTTPS: see tls.go
+	mailFlags         // e-mail: see mail.go
 }
 
 // parseConfig reads flags, falling back to HERALD_* variables, falling back
@@ -93,6 +94,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	c.registration = heraldhttp.RegistrationOpen
 	fs.Var(registrationFlag{&c.registration}, "registration", "who may register: anyone (open), whoever holds an invitation (invite), or nobody (closed); only for a database that holds no such setting: an administrator's change (GET/PATCH /api/admin/settings) wins (`open|invite|closed`)")
 	fs.StringVar(&c.publicURL, "public-url", "", "the address people reach this server at, such as https://herald.example.com, for the links of invitations and password resets; empty: the address each request was made to (`URL`)")
+	c.mailFlags.register(fs)
 	c.auditKeepFor, c.auditKeepMax = 365*24*time.Hour, 100000
 	fs.Var(durationFlag{&c.auditKeepFor}, "audit-keep", "how long the audit log keeps administrators' acts (`DURATION`)")
 	fs.IntVar(&c.auditKeepMax, "audit-max", c.auditKeepMax, "most administrators' acts the audit log keeps, whatever their age (`N`)")
@@ -208,6 +210,9 @@ func (c *config) validate() error {
 	}
 	if _, err := parsePrefixes(c.trustedProxies); err != nil {
 		return configError("trusted-proxies", err.Error())
+	}
+	if err := c.mailFlags.validate(c.publicURL); err != nil {
+		return err
 	}
 	return c.tlsFlags.validate()
 }

@@ -167,19 +167,20 @@ func refuseBody(r *http.Request, rt route) error {
 // bodyRoutes are the routes that take a request body (method and path),
 // with the fields each takes; every other route refuses one (refuseBody).
 var bodyRoutes = map[[2]string]fieldSpec{
-	{http.MethodPost, "/api/register"}:              registerFields,
-	{http.MethodPost, "/api/login"}:                 loginFields,
-	{http.MethodPost, "/api/password-reset"}:        passwordResetFields,
-	{http.MethodDelete, "/api/me"}:                  accountDeleteFields,
-	{http.MethodPatch, "/api/me"}:                   profileFields,
-	{http.MethodPost, "/api/me/password"}:           passwordChangeFields,
-	{http.MethodPost, "/api/me/notifications/read"}: notificationsReadFields,
-	{http.MethodPost, "/api/message"}:               messageFields,
-	{http.MethodPost, "/api/messages"}:              messageFields,
-	{http.MethodPatch, "/api/messages/:id"}:         messagePatchFields,
-	{http.MethodPatch, "/api/admin/users/:id"}:      accountPatchFields,
-	{http.MethodPost, "/api/admin/invites"}:         inviteFields,
-	{http.MethodPatch, "/api/admin/settings"}:       settingsFields,
+	{http.MethodPost, "/api/register"}:               registerFields,
+	{http.MethodPost, "/api/login"}:                  loginFields,
+	{http.MethodPost, "/api/password-reset"}:         passwordResetFields,
+	{http.MethodPost, "/api/password-reset/request"}: resetRequestFields,
+	{http.MethodDelete, "/api/me"}:                   accountDeleteFields,
+	{http.MethodPatch, "/api/me"}:                    profileFields,
+	{http.MethodPost, "/api/me/password"}:            passwordChangeFields,
+	{http.MethodPost, "/api/me/notifications/read"}:  notificationsReadFields,
+	{http.MethodPost, "/api/message"}:                messageFields,
+	{http.MethodPost, "/api/messages"}:               messageFields,
+	{http.MethodPatch, "/api/messages/:id"}:          messagePatchFields,
+	{http.MethodPatch, "/api/admin/users/:id"}:       accountPatchFields,
+	{http.MethodPost, "/api/admin/invites"}:          inviteFields,
+	{http.MethodPatch, "/api/admin/settings"}:        settingsFields,
 }
 
 func takesBody(rt route) bool {
