@@ -181,8 +181,8 @@ func TestPasswordResetByEmail(t *testing.T) {
 }
 
 // TestPasswordResetRequestRefused: without e-mail the route is 404 with a
-// problem saying why; with it, an address that is not one is 422 naming
-// email.
+// problem saying why, and /api/info says there is none; with it, an
+// address that is not one is 422 naming email.
 func TestPasswordResetRequestRefused(t *testing.T) {
 	off := apitest.New(t)
 	res := off.Do(apitest.Request{Method: "POST", Path: "/api/password-reset/request", ContentType: "application/json",
@@ -190,8 +190,14 @@ func TestPasswordResetRequestRefused(t *testing.T) {
 	if p := apitest.AssertProblem(t, res, http.StatusNotFound); !strings.Contains(fmt.Sprint(p["detail"]), "sends no e-mail") {
 		t.Errorf("without e-mail: %v", p)
 	}
+	if got := off.Do(apitest.Request{Method: "GET", Path: "/api/info"}).JSON(t)["passwordResetByEmail"]; got != false {
+		t.Errorf("without e-mail /api/info says passwordResetByEmail %v", got)
+	}
 	_, sender := mailServer(t)
 	e := apitest.New(t, apitest.WithMailer(sender, "https://herald.example.com"))
+	if got := e.Do(apitest.Request{Method: "GET", Path: "/api/info"}).JSON(t)["passwordResetByEmail"]; got != true {
+		t.Errorf("with e-mail /api/info says passwordResetByEmail %v", got)
+	}
 	for _, body := range []string{`{"email":""}`, `{"email":"not an address"}`, `{}`, `{"email":"ada@example.com","extra":1}`} {
 		res := e.Do(apitest.Request{Method: "POST", Path: "/api/password-reset/request", ContentType: "application/json", Body: body})
 		want, status := []string{"email"}, http.StatusUnprocessableEntity

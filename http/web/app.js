@@ -123,10 +123,18 @@ function applyRegistration(mode) {
   form.elements.invite.required = mode === 'invite';
 }
 
+// applyResetByEmail offers a link by e-mail to whoever forgot their
+// password, on a server that sends e-mail.
+function applyResetByEmail(on) {
+  $('#forgot-form').hidden = !on;
+  if (on) $('#login-forgot').replaceChildren('Forgot your password? ', h('a', { href: '#reset' }, 'Get a link by e-mail'), '.');
+}
+
 async function loadInfo() {
   try {
     const { data } = await request('GET', '/api/info');
     applyRegistration(data.registration);
+    applyResetByEmail(data.passwordResetByEmail);
   } catch {
     // Left as it is: a registration the server does not take is refused
     // with its reason.
@@ -135,6 +143,7 @@ async function loadInfo() {
 const infoLoaded = loadInfo();
 
 const reset = resetPage({
+  announce: (text) => announce(text, { stay: true }),
   done() {
     history.replaceState(null, '', location.pathname + location.search);
     if (session.token) route();
