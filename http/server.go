@@ -344,6 +344,8 @@ func (s *Server) routes() []route {
 
 		{http.MethodGet, webIndexPath, public, webClient.page},
 		{http.MethodGet, webAssetsPath, public, webClient.asset},
+		{http.MethodGet, webManifestPath, public, webClient.manifest},
+		{http.MethodGet, webWorkerPath, public, webClient.worker},
 	}
 }
 

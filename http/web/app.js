@@ -396,4 +396,24 @@ async function start() {
   }
 }
 
+// Offline, the page the service worker kept opens all the same (the
+// browser's own word, navigator.onLine, says when); this line says why
+// nothing new arrives. The live stream and the forms say what they say of
+// an unreachable server besides.
+function sayOffline() {
+  $('#offline').textContent = navigator.onLine ? ''
+    : 'You are offline: this is the page kept on this device, and nothing new arrives until the connection is back.';
+}
+addEventListener('online', sayOffline);
+addEventListener('offline', sayOffline);
+sayOffline();
+
+// The service worker keeps the page for offline use and shows the
+// notifications pushed to this browser. Registering it asks the person
+// nothing; permission to notify is asked only on a click. Browsers offer
+// no workers outside a secure context (plain http:// to another machine).
+if ('serviceWorker' in navigator) {
+  addEventListener('load', () => navigator.serviceWorker.register('/sw.js').catch(() => {}));
+}
+
 start();
