@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/crypto/acme"
 	"golang.org/x/crypto/acme/autocert"
+	"golang.org/x/net/idna"
 
 	"herald/model"
 )
@@ -103,12 +104,12 @@ func (c *tlsFlags) validate() error {
 	case c.httpAddr != "" && !c.tlsEnabled():
 		return configError("http-addr", "needs --tls-domain or --tls-cert: without them --addr already answers plain HTTP")
 	}
-	if c.tlsDomain != "" && len(c.tlsDomains()) == 0 {
+	if c.tlsDomain != "" && len(splitList(c.tlsDomain)) == 0 {
 		return configError("tls-domain", "names no domain")
 	}
-	for _, d := range c.tlsDomains() {
-		if strings.ContainsAny(d, ":/@ ") || !strings.Contains(strings.Trim(d, "."), ".") || net.ParseIP(d) != nil {
-			return configError("tls-domain", fmt.Sprintf("has %q, which is not a domain name like herald.example.com", d))
+	for _, d := range splitList(c.tlsDomain) {
+		if _, err := domainName(d); err != nil {
+			return configError("tls-domain", fmt.Sprintf("has %q, %v", d, err))
 		}
 	}
 	if c.tlsDomain != "" {
@@ -125,9 +126,45 @@ func (c *tlsFlags) validate() error {
 // tlsEnabled reports whether HTTPS is asked for.
 func (c *tlsFlags) tlsEnabled() bool { return c.tlsDomain != "" || c.tlsCert != "" }
 
-// tlsDomains is --tls-domain's list, in lower case.
+// tlsDomains is --tls-domain's list as validate made of it: each name as
+// TLS clients send it (see domainName).
 func (c *tlsFlags) tlsDomains() []string {
-	return splitList(strings.ToLower(c.tlsDomain))
+	var out []string
+	for _, d := range splitList(c.tlsDomain) {
+		if name, err := domainName(d); err == nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// domainName is d as a certificate names it and as TLS clients ask for
+// it: lower case, its trailing dot (a fully qualified name's) dropped,
+// and an internationalised name in its ASCII form (bücher.example is
+// xn--bcher-kva.example), which is what browsers send. Errors say why d
+// cannot have a certificate of its own from an ACME CA.
+func domainName(d string) (string, error) {
+	switch {
+	case strings.HasPrefix(d, "*."):
+		return "", errors.New("a wildcard: ACME CAs give wildcard certificates only through DNS-01 challenges, which Herald does not answer; name each domain instead")
+	case strings.ContainsAny(d, ":/@ *"):
+		return "", errors.New("which is not a domain name like herald.example.com")
+	}
+	// Converted as browsers look a name up, refusing what no public name
+	// can be: labels longer than DNS allows, characters other than
+	// letters, digits and hyphens.
+	certifiable := idna.New(idna.MapForLookup(), idna.BidiRule(), idna.ValidateLabels(true),
+		idna.VerifyDNSLength(true), idna.StrictDomainName(true))
+	name, err := certifiable.ToASCII(strings.TrimSuffix(d, "."))
+	switch {
+	case err != nil || name == "":
+		return "", errors.New("which is not a domain name like herald.example.com")
+	case net.ParseIP(name) != nil:
+		return "", errors.New("an IP address: ACME CAs certify domain names; use a name that points at this machine")
+	case !strings.Contains(name, "."):
+		return "", errors.New("which is not a domain name like herald.example.com: a CA certifies only names under a public suffix")
+	}
+	return name, nil
 }
 
 // setupTLS prepares HTTPS as cfg asks, or returns nil for plain HTTP.

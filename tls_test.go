@@ -537,6 +537,15 @@ func TestTLSCertFiles(t *testing.T) {
 
 // TestTLSFlags: the flags' refusals, each naming the flag and its
 // variable; plain HTTP stays the default.
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
 func TestTLSFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -555,11 +564,26 @@ func TestTLSFlags(t *testing.T) {
 		{[]string{"--tls-domain", ","}, "--tls-domain (HERALD_TLS_DOMAIN) names no domain"},
 		{[]string{"--tls-domain", "localhost"}, "--tls-domain (HERALD_TLS_DOMAIN) has \"localhost\""},
 		{[]string{"--tls-domain", "192.0.2.1"}, "--tls-domain (HERALD_TLS_DOMAIN) has"},
+		{[]string{"--tls-domain", "Herald.Example.com."}, ""},
+		{[]string{"--tls-domain", "bücher.example"}, ""},
+		{[]string{"--tls-domain", "*.example.com"}, "a wildcard: ACME CAs give wildcard certificates only through DNS-01"},
+		{[]string{"--tls-domain", "herald.example.com,*.example.com"}, "wildcard"},
+		{[]string{"--tls-domain", "a*b.example.com"}, "not a domain name"},
+		{[]string{"--tls-domain", "[::1]"}, "not a domain name"},
+		{[]string{"--tls-domain", "-bad-.example.com"}, "not a domain name"},
+		{[]string{"--tls-domain", "xn--.example"}, "not a domain name"},
 		{[]string{"--tls-domain", "herald.example.com", "--acme-directory", "http://ca.example.com/dir"}, "--acme-directory (HERALD_ACME_DIRECTORY) must be an https:// URL"},
 		{[]string{"--tls-domain", "herald.example.com", "--acme-email", "ops"}, "--acme-email (HERALD_ACME_EMAIL) must be an e-mail address"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			cfg, err := parseConfig(tc.args, environ(nil), io.Discard, io.Discard)
+			if err == nil && len(tc.args) > 1 && tc.args[0] == "--tls-domain" {
+				for _, d := range cfg.tlsDomains() {
+					if d != strings.ToLower(d) || strings.HasSuffix(d, ".") || !isASCII(d) {
+						t.Errorf("--tls-domain %s names %q, not the name TLS clients send", tc.args[1], d)
+					}
+				}
+			}
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
