@@ -422,6 +422,15 @@ func (c *certCache) Get(ctx context.Context, name string) ([]byte, error) {
 	if !c.isCert(name) {
 		return c.get(ctx, name)
 	}
+	// Most reads find a certificate not due: those need no lock, which on
+	// PostgreSQL is a connection held and would wait behind another
+	// instance's order of some other name.
+	switch data, err := c.get(ctx, name); {
+	case err == nil && !c.due(data):
+		return data, nil
+	case err != nil && !errors.Is(err, autocert.ErrCacheMiss):
+		return nil, err
+	}
 	unlock, err := c.lock(ctx)
 	if err != nil {
 		return nil, err

@@ -646,7 +646,7 @@ func pemCert(t *testing.T, notBefore, notAfter time.Time) []byte {
 // TestCertCacheOneOrder: reading a domain's certificate that is missing,
 // or due for renewal, keeps the lock for the order that follows, so
 // another reader waits until the certificate is stored, or until the
-// order gives up; a certificate not due is read without keeping it.
+// order gives up; a certificate not due is read without the lock.
 // Other values (the account, challenges) never wait.
 func TestCertCacheOneOrder(t *testing.T) {
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "herald.db"), bolt.Options{})
@@ -693,10 +693,19 @@ func TestCertCacheOneOrder(t *testing.T) {
 	}
 	cancelOrder()
 
-	// Not due: read without keeping the lock.
+	// Not due: read without keeping the lock, and without waiting for
+	// it while another holds it.
 	if blocked(testDomain) {
 		t.Fatal("a certificate not due kept the lock")
 	}
+	unlock, err := c.lock(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if blocked(testDomain) {
+		t.Fatal("reading a certificate not due waited for the lock")
+	}
+	unlock()
 
 	// Due (60 of 90 days gone): the reader keeps the lock until its order
 	// gives up.
