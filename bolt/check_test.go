@@ -262,6 +262,12 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 		{"OrphanMessage", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketUsers).Delete(itob(m.OwnerID))
 		}, "message 1: its owner 1 does not exist", false},
+		{"ShortUserKey", func(tx *bbolt.Tx, m *model.Message) error {
+			return tx.Bucket(bucketUsers).Put([]byte{1, 2, 3}, tx.Bucket(bucketUsers).Get(itob(m.OwnerID)))
+		}, "administration: a key or record the check cannot read", false},
+		{"ShortMessageKey", func(tx *bbolt.Tx, m *model.Message) error {
+			return tx.Bucket(bucketMessages).Put([]byte{7}, tx.Bucket(bucketMessages).Get(itob(m.ID)))
+		}, "people: a key or record the check cannot read", false},
 		{"EmptyCertValue", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketCerts).Put([]byte("herald.example.com"), []byte{})
 		}, `certs: "herald.example.com" is empty`, false},
