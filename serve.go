@@ -240,6 +240,9 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	handler.CloseStreams()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
+	// What requests left running ends before the e-mail and the database
+	// it uses stop (deferred above), however the shutdown goes.
+	defer handler.StopBackground()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		// Out of patience: cancel what still runs and drop its connections,
 		// so closing the database below does not wait on it.

@@ -50,9 +50,9 @@ func LoginFailuresPerAddress() Rate { return Rate{Burst: 20, Every: time.Minute}
 func RegistrationsPerAddress() Rate { return Rate{Burst: 20, Every: 45 * time.Second} }
 
 // ResetRequests is 3 requests for a password-reset link by e-mail, then
-// one every 20 minutes: at most 3 an hour, per address and per client
+// one an hour: never more than 3 in an hour, per address and per client
 // address, so nobody fills a mailbox with them.
-func ResetRequests() Rate { return Rate{Burst: 3, Every: 20 * time.Minute} }
+func ResetRequests() Rate { return Rate{Burst: 3, Every: time.Hour} }
 
 // WritesPerAccount is 60 creates, edits and deletes at once, then one
 // every 5 seconds: 60 + 12 = 72 in the first minute, 60 + 720 = 780 in the

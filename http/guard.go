@@ -104,13 +104,22 @@ func (g *guard) setWriteRate(r auth.Rate) {
 func (g *guard) writeRate() auth.Rate { return g.writes.Load().rate }
 
 // spendResetRequest takes a request for a reset link from the budgets of
-// its e-mail address and of the client's address, and reports whether
-// both had one left.
+// the client's address and of its e-mail address, and reports whether
+// both had one left. The client's comes first, and a request it refuses
+// takes nothing from the e-mail's: a client past its own limit cannot
+// use up the budget of addresses it names, which would keep their owners'
+// own requests from sending anything.
 func (g *guard) spendResetRequest(r *http.Request, email string) bool {
 	ctx := r.Context()
-	okEmail, _ := g.resetsPerEmail.Spend(ctx, model.EmailKey(email))
-	okAddress, _ := g.resetsPerAddress.Spend(ctx, auth.AddressKey(g.clientAddr(r)))
-	return okEmail && okAddress
+	address := auth.AddressKey(g.clientAddr(r))
+	if ok, _ := g.resetsPerAddress.Spend(ctx, address); !ok {
+		return false
+	}
+	if ok, _ := g.resetsPerEmail.Spend(ctx, model.EmailKey(email)); !ok {
+		g.resetsPerAddress.Refund(ctx, address)
+		return false
+	}
+	return true
 }
 
 // loginAttempt is one password check that counts against the limits until

@@ -104,16 +104,20 @@ func (s *Server) requestPasswordReset(w http.ResponseWriter, r *http.Request, _ 
 	if err := v.Err(); err != nil {
 		return err
 	}
-	if s.guard.spendResetRequest(r, email) {
-		select {
-		case s.resetsMailing <- struct{}{}:
-			go func() {
+	// A slot first, so that a request turned away for want of one costs
+	// no budget.
+	select {
+	case s.resetsMailing <- struct{}{}:
+		if s.guard.spendResetRequest(r, email) {
+			s.background.Go(func() {
 				defer func() { <-s.resetsMailing }()
 				s.mailReset(email)
-			}()
-		default:
-			s.log.Warn("password-reset e-mail not sent: too many being made at once")
+			})
+		} else {
+			<-s.resetsMailing
 		}
+	default:
+		s.log.Warn("password-reset e-mail not sent: too many being made at once")
 	}
 	s.writeJSON(w, r, http.StatusAccepted, resetRequestAnswer{resetRequested})
 	return nil
@@ -126,7 +130,7 @@ const resetMailTimeout = 30 * time.Second
 // if one has it and is not suspended, and queues the e-mail with its
 // link. What goes wrong is logged, never told to the requester.
 func (s *Server) mailReset(email string) {
-	ctx, cancel := context.WithTimeout(context.Background(), resetMailTimeout)
+	ctx, cancel := context.WithTimeout(s.backgroundCtx, resetMailTimeout)
 	defer cancel()
 	u, err := s.store.UserByEmail(ctx, email)
 	if err != nil {

@@ -209,3 +209,41 @@ func TestPasswordResetRequestRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestPasswordResetRequestLimits: a client past its own limit spends
+// nothing of the addresses it names, so their owners still get the links
+// they ask for; and an address gets at most 3 in an hour: a fourth only
+// once an hour has passed.
+func TestPasswordResetRequestLimits(t *testing.T) {
+	srv, sender := mailServer(t)
+	e := apitest.New(t, apitest.WithMailer(sender, "https://herald.example.com"),
+		apitest.WithLimits(heraldhttp.Limits{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}))
+	e.Register("ada@example.com", pw)
+	ask := func(email, client string) {
+		t.Helper()
+		res := e.Do(apitest.Request{Method: "POST", Path: "/api/password-reset/request", ContentType: "application/json",
+			Body: `{"email":"` + email + `"}`, Header: http.Header{"X-Forwarded-For": {client}}})
+		if res.Status != http.StatusAccepted {
+			t.Fatalf("asking for %s from %s: %d %s", email, client, res.Status, res.Body)
+		}
+	}
+	for range 3 {
+		ask("nobody@example.com", "203.0.113.66") // the client's own budget, spent
+	}
+	for range 5 {
+		ask("ada@example.com", "203.0.113.66") // refused: nothing of ada's spent
+	}
+	for i := range 3 {
+		ask("ada@example.com", fmt.Sprintf("198.51.100.%d", i+1))
+	}
+	srv.Wait(t, 3, 10*time.Second)
+	e.Clock.Advance(59 * time.Minute)
+	ask("ada@example.com", "198.51.100.9") // within the hour: refused
+	e.Clock.Advance(time.Minute)
+	ask("ada@example.com", "198.51.100.9") // an hour on: one more
+	srv.Wait(t, 4, 10*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	if got := len(srv.Messages(t)); got != 4 {
+		t.Errorf("ada got %d e-mails, want her own 3, then one an hour later", got)
+	}
+}

@@ -87,6 +87,13 @@ type Server struct {
 	mailer        Mailer
 	resetsMailing chan struct{}
 
+	// background is the work requests leave running after their answer
+	// (a reset link being made), under backgroundCtx; StopBackground ends
+	// it before the store closes.
+	background       sync.WaitGroup
+	backgroundCtx    context.Context
+	cancelBackground context.CancelFunc
+
 	// methodLabels are the methods the metrics name; any other is counted
 	// as "other".
 	methodLabels map[string]bool
@@ -131,6 +138,7 @@ func NewServer(store Store, hasher *auth.Hasher, cfg Config) *Server {
 	s.streams = stream.New(store, store, cfg.Streams, now, s.log)
 	s.metrics = cfg.Metrics
 	s.version, s.public = cfg.Version, strings.TrimSuffix(cfg.PublicURL, "/")
+	s.backgroundCtx, s.cancelBackground = context.WithCancel(context.Background())
 	switch {
 	case cfg.Mailer != nil && s.public == "":
 		// main refuses to start so; a test that forgets is told.
@@ -258,6 +266,15 @@ func allowHeader(byMethod map[string]route) string {
 	}
 	slices.Sort(methods)
 	return strings.Join(methods, ", ")
+}
+
+// StopBackground cancels the work requests left running after their
+// answer and waits for it to end: called once the server has stopped
+// taking requests, before the store closes. A reset link being made then
+// is not sent; its requester asks again.
+func (s *Server) StopBackground() {
+	s.cancelBackground()
+	s.background.Wait()
 }
 
 // CloseStreams ends every live stream, each with a hint to reconnect a

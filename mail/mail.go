@@ -16,7 +16,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	gomail "github.com/wneessen/go-mail"
@@ -144,9 +143,9 @@ type Sender struct {
 	retryAfter func(n int) time.Duration
 
 	queue chan pending
-
-	mu      sync.Mutex
-	waiting int // retries scheduled and not yet back in the queue
+	// stopped is closed when Run returns: retries scheduled then are
+	// dropped, not queued for a loop that no longer runs.
+	stopped chan struct{}
 }
 
 // pending is a message and how often it was tried.
@@ -160,7 +159,7 @@ func NewSender(s Settings, log *slog.Logger) *Sender {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Sender{settings: s, log: log, retryAfter: backoff, queue: make(chan pending, queueSize)}
+	return &Sender{settings: s, log: log, retryAfter: backoff, queue: make(chan pending, queueSize), stopped: make(chan struct{})}
 }
 
 func backoff(n int) time.Duration {
@@ -183,6 +182,7 @@ func (s *Sender) Send(m Message) bool {
 // Run sends what is queued until ctx ends; e-mails still queued then
 // are not sent (a person asks again).
 func (s *Sender) Run(ctx context.Context) {
+	defer close(s.stopped)
 	for {
 		select {
 		case <-ctx.Done():
@@ -208,18 +208,17 @@ func (s *Sender) attempt(ctx context.Context, p pending) {
 		return
 	}
 	if p.attempts >= maxAttempts || permanent(err) {
-		s.log.Error("e-mail not sent; giving up", "kind", p.msg.Kind, "to", domainOf(p.msg.To), "attempts", p.attempts, "err", err)
+		s.log.Error("e-mail not sent; giving up", "kind", p.msg.Kind, "to", domainOf(p.msg.To), "attempts", p.attempts, "err", loggable(err))
 		return
 	}
 	wait := s.retryAfter(p.attempts)
-	s.log.Warn("e-mail not sent; trying again", "kind", p.msg.Kind, "to", domainOf(p.msg.To), "attempts", p.attempts, "in", wait.String(), "err", err)
-	s.mu.Lock()
-	s.waiting++
-	s.mu.Unlock()
+	s.log.Warn("e-mail not sent; trying again", "kind", p.msg.Kind, "to", domainOf(p.msg.To), "attempts", p.attempts, "in", wait.String(), "err", loggable(err))
 	time.AfterFunc(wait, func() {
-		s.mu.Lock()
-		s.waiting--
-		s.mu.Unlock()
+		select {
+		case <-s.stopped:
+			return
+		default:
+		}
 		select {
 		case s.queue <- p:
 		default:
@@ -234,6 +233,28 @@ func (s *Sender) attempt(ctx context.Context, p pending) {
 func permanent(err error) bool {
 	var se *gomail.SendError
 	return errors.As(err, &se) && se.ErrorCode() >= 500 && se.ErrorCode() < 600
+}
+
+// loggable is what the log says of a failed send: the mail server's
+// answer by its codes, never its words, which (like go-mail's own
+// description of the failure) name the recipient; and of any other
+// failure (a connection refused, a timeout), its description with every
+// address in it cut to its domain.
+func loggable(err error) string {
+	var se *gomail.SendError
+	if errors.As(err, &se) {
+		if code := se.ErrorCode(); code != 0 {
+			return fmt.Sprintf("%s: the mail server answered %d %s", se.Reason, code, se.EnhancedStatusCode())
+		}
+		return se.Reason.String()
+	}
+	words := strings.Fields(err.Error())
+	for i, w := range words {
+		if strings.Contains(w, "@") {
+			words[i] = domainOf(strings.Trim(w, "<>,;:()\"'"))
+		}
+	}
+	return strings.Join(words, " ")
 }
 
 // send makes one connection and sends m over it.

@@ -164,6 +164,9 @@ func TestRetries(t *testing.T) {
 		s.Send(resetMail(t))
 		srv.Wait(t, 1, 10*time.Second)
 		waitFor(t, func() bool { return strings.Contains(log.String(), "attempts=3") })
+		if strings.Contains(log.String(), "ada@") || !strings.Contains(log.String(), "451") {
+			t.Errorf("the log of a retry names the recipient, or not the answer's code:\n%s", log.String())
+		}
 		time.Sleep(100 * time.Millisecond)
 		if got := srv.Messages(t); len(got) != 1 {
 			t.Errorf("received %d, want the e-mail once", len(got))
@@ -178,6 +181,11 @@ func TestRetries(t *testing.T) {
 		waitFor(t, func() bool { return strings.Contains(log.String(), "giving up") })
 		if strings.Contains(log.String(), "trying again") || !strings.Contains(log.String(), "attempts=1") {
 			t.Errorf("a 550 was tried again:\n%s", log.String())
+		}
+		// The server's answer and go-mail's description of it name the
+		// recipient: the log has neither.
+		if strings.Contains(log.String(), "ada@") || !strings.Contains(log.String(), "550") {
+			t.Errorf("the log of a refusal names the recipient, or not the answer's code:\n%s", log.String())
 		}
 	})
 	t.Run("unreachable", func(t *testing.T) {

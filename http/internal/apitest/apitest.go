@@ -158,6 +158,7 @@ func NewOn(t *testing.T, db Store, clock *Clock, opts ...Option) *Env {
 		// on their own.
 		handler.CloseStreams()
 		srv.Close()
+		handler.StopBackground()
 		stopFollowing()
 		if err := CheckStore(db); err != nil {
 			t.Errorf("store check: %v", err)
@@ -429,6 +430,7 @@ func ServeOn(t *testing.T, l net.Listener, db Store, cfg heraldhttp.Config, tune
 		once.Do(func() {
 			handler.CloseStreams()
 			srv.Close()
+			handler.StopBackground()
 			stopFollowing()
 			if err := db.Close(); err != nil {
 				t.Error(err)
