@@ -138,7 +138,8 @@ func (db *DB) commitDistinct(ctx context.Context, batch []*createOp) {
 // $3 the contents, $4 and $5 where each create's terms start and end in
 // $7, all its terms end to end; $6 the time; $8 and $9 the hashes of the
 // Idempotency-Keys (NULL for a create without one) and the fingerprints,
-// $10 the oldest time a live record of a key has. The keys are distinct
+// $10 the oldest time a live record of a key has. Tokens are locked in
+// hash order, as a batch of posts locks them. The keys are distinct
 // (see apartByKey). Creates are numbered in the order given, and those
 // that resolve and find no record of their key get consecutive IDs and
 // positions in that order. It answers one row per create, in order: the
@@ -150,6 +151,7 @@ WITH x AS (
 ), t AS (
 	SELECT x.n, t.user_id, t.expires_at, t.last_used_at, u.email, u.handle, u.name
 	FROM x JOIN tokens t ON t.hash = x.hash JOIN users u ON u.id = t.user_id
+	ORDER BY t.hash
 	FOR NO KEY UPDATE OF t
 ), a AS (
 	SELECT x.n, u.id AS user_id, NULL::timestamptz AS expires_at, u.created_at AS last_used_at, u.email, u.handle, u.name

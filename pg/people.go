@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -36,9 +37,12 @@ import (
 // committed one at a time would wait for each other's fsync (and a
 // popular person, notified by many, would have their marks' row locked
 // by each in turn). The batch's transaction takes a few round trips,
-// whatever its size: every post's caller and the accounts its @handles
-// name; the Idempotency-Keys' records; the messages answered counted up,
-// in ID order; the notified accounts' marks counted up, in ID order; and
+// whatever its size: every post's caller (tokens locked in hash order),
+// and the accounts the posts may notify, those their @handles name and
+// the owners of the messages they answer (locked in ID order); the
+// Idempotency-Keys' records; the messages answered counted up, newest
+// first, as deletions lock a reply before the message it answers; the
+// notified accounts' marks counted up, in ID order; and
 // last, with the COMMIT, one statement (postsSQL) that takes the
 // messages' IDs and the positions of their changes and their
 // notifications' changes from the counter and inserts them all. A
@@ -191,11 +195,31 @@ func inOrder(candidates []string, found map[string]uint64) []model.Mention {
 	return out
 }
 
-// batchMentionsSQL resolves $1, the distinct candidate handles of a batch
-// of posts, to the accounts that hold them, and locks those against
-// deletion until the commit, in ID order: each account once, however many
-// of the batch's posts name it.
-const batchMentionsSQL = `SELECT id, handle FROM users WHERE handle = ANY($1) ORDER BY id FOR KEY SHARE`
+// notifiableSQL locks against deletion until the commit, in ID order,
+// each once however many of a batch's posts concern it, the accounts a
+// batch of posts may notify: those holding $1, the distinct candidate
+// handles, and the owners of $2, the messages answered. It answers their
+// IDs and handles, which resolve the mentions.
+const notifiableSQL = `SELECT id, handle FROM users
+WHERE handle = ANY($1) OR id IN (SELECT owner_id FROM messages WHERE id = ANY($2))
+ORDER BY id FOR KEY SHARE`
+
+// compareCallers orders callers as their rows are locked: tokens by hash,
+// then accounts by ID.
+func compareCallers(a, b model.Caller) int {
+	ha, aByToken := a.Token()
+	hb, bByToken := b.Token()
+	switch {
+	case aByToken && bByToken:
+		return bytes.Compare(ha[:], hb[:])
+	case aByToken != bByToken:
+		if aByToken {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Compare(a.UserID(), b.UserID())
+}
 
 // resolveMentionsKept is resolveMentions for an edit of a message that
 // mentioned kept.
@@ -470,23 +494,40 @@ func (w *writeTx) postAll(ctx context.Context, ops []*createOp) ([]createResult,
 	results := make([]createResult, len(ops))
 	users := make([]*model.User, len(ops))
 	mentions := make([][]model.Mention, len(ops))
+	// The first round trip locks, each set in a stable order so that two
+	// transactions locking the same rows never wait for each other in
+	// turn: the callers' tokens by hash (accounts by ID), then the
+	// accounts that may be notified (those named and the owners of the
+	// messages answered), by ID, before any message is locked.
 	b := &pgx.Batch{}
+	byCaller := make([]int, len(ops))
+	for i := range byCaller {
+		byCaller[i] = i
+	}
+	slices.SortStableFunc(byCaller, func(a, b int) int { return compareCallers(ops[a].by, ops[b].by) })
 	callers := make([]resolver, len(ops))
+	for _, i := range byCaller {
+		callers[i] = w.db.queueWriteCaller(b, ops[i].by)
+	}
 	candidates := make([][]string, len(ops))
 	var handles []string
+	var answered []int64
 	for i, op := range ops {
-		callers[i] = w.db.queueWriteCaller(b, op.by)
 		if strings.IndexByte(op.content, '@') >= 0 {
 			candidates[i] = model.MentionedHandles(op.content)
 			handles = append(handles, candidates[i]...)
 		}
+		if op.replyTo != 0 && op.replyTo <= math.MaxInt64 {
+			answered = append(answered, int64(op.replyTo))
+		}
 	}
-	if len(handles) > 0 {
+	notifiable := len(handles) > 0 || len(answered) > 0
+	if notifiable {
 		slices.Sort(handles)
-		b.Queue(batchMentionsSQL, slices.Compact(handles))
+		b.Queue(notifiableSQL, slices.Compact(handles), answered)
 	}
 	err := w.pipeline(ctx, b, func(br pgx.BatchResults) error {
-		for i := range ops {
+		for _, i := range byCaller {
 			var err error
 			if users[i], err = callers[i](br); err != nil && !refusal(err) {
 				return err
@@ -496,7 +537,7 @@ func (w *writeTx) postAll(ctx context.Context, ops []*createOp) ([]createResult,
 			}
 			results[i].err = err
 		}
-		if len(handles) == 0 {
+		if !notifiable {
 			return nil
 		}
 		rows, err := br.Query()
@@ -540,7 +581,9 @@ func (w *writeTx) postAll(ctx context.Context, ops []*createOp) ([]createResult,
 	}
 	parentOwners := make([]uint64, len(ops))
 	if len(replies) > 0 {
-		slices.SortStableFunc(replies, func(a, b int) int { return cmp.Compare(ops[a].replyTo, ops[b].replyTo) })
+		// Newest first, as a reply's deletion locks the reply and then
+		// the message it answers.
+		slices.SortStableFunc(replies, func(a, b int) int { return cmp.Compare(ops[b].replyTo, ops[a].replyTo) })
 		b := &pgx.Batch{}
 		for _, i := range replies {
 			b.Queue(countReplySQL, int64(ops[i].replyTo))
