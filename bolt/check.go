@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -41,18 +43,37 @@ func (db *DB) CheckInvariants() ([]string, error) {
 	return c.problems, err
 }
 
-// guarded runs walk, one part of the check. The walks read keys and
-// records as Herald writes them (a key of 8 bytes for an ID, a record of
-// its layout); in a damaged file one may not be, and reading it can fail
-// where the walk did not look for damage. That is reported as damage of
-// the part, and the other parts are still walked.
+// guarded runs walk, one part of the check. The walks check what they
+// read (keys of 8 bytes for IDs, records of their layout); should one
+// meet what it did not look for, in a file damaged in a way no walk
+// foresaw or through a bug of the check's own, that part stops, says so
+// with where it stopped, and the other parts are still walked: the check
+// reports rather than crashes, and never claims damage it cannot be sure
+// of.
 func (c *checker) guarded(part string, walk func()) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.addf("%s: a key or record the check cannot read (%v): the file is damaged", part, r)
+			c.addf("%s: the check stopped at something it could not read (%v, at %s): the file may be damaged, or the check may be wrong; the parts after it were not checked",
+				part, r, panicSite())
 		}
 	}()
 	walk()
+}
+
+// panicSite is where the panic being recovered was raised: the innermost
+// function of this package on the stack.
+func panicSite() string {
+	pcs := make([]uintptr, 32)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	for {
+		f, more := frames.Next()
+		if strings.HasPrefix(f.Function, "herald/bolt.") && !strings.Contains(f.Function, "panicSite") && !strings.Contains(f.Function, ".guarded") {
+			return fmt.Sprintf("%s:%d", f.Function, f.Line)
+		}
+		if !more {
+			return "unknown"
+		}
+	}
 }
 
 // changes checks the change log: records that decode, positions above the
@@ -506,6 +527,9 @@ func (c *checker) message(id []byte) *model.Message {
 func (c *checker) administration() {
 	users, admins := c.tx.Bucket(bucketUsers), c.tx.Bucket(bucketAdmins)
 	_ = users.ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			return nil // users() reported it
+		}
 		u, err := decodeUser(btoi(k), v)
 		if err != nil {
 			return nil // users() reported it
@@ -528,6 +552,10 @@ func (c *checker) administration() {
 		b := users.Get(k)
 		if b == nil {
 			c.addf("admins: user %x does not exist", k)
+			return nil
+		}
+		if len(k) != 8 {
+			c.addf("admins: key %x is not an 8-byte ID", k)
 			return nil
 		}
 		if u, err := decodeUser(btoi(k), b); err == nil && !u.HasRole(model.RoleAdmin) {
@@ -649,6 +677,9 @@ func (c *checker) people() {
 		return nil
 	})
 	_ = msgs.ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			return nil // messages() reported it
+		}
 		if m, err := decodeMessage(btoi(k), v); err == nil && m.ReplyTo != 0 && replies.Get(pairKey(m.ReplyTo, m.ID)) == nil {
 			c.addf("message %d answers %d but is not listed among its replies", m.ID, m.ReplyTo)
 		}

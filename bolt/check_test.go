@@ -264,10 +264,10 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 		}, "message 1: its owner 1 does not exist", false},
 		{"ShortUserKey", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketUsers).Put([]byte{1, 2, 3}, tx.Bucket(bucketUsers).Get(itob(m.OwnerID)))
-		}, "administration: a key or record the check cannot read", false},
+		}, "users: key 010203 is not an 8-byte ID", false},
 		{"ShortMessageKey", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketMessages).Put([]byte{7}, tx.Bucket(bucketMessages).Get(itob(m.ID)))
-		}, "people: a key or record the check cannot read", false},
+		}, "messages: key 07 is not an 8-byte ID", false},
 		{"EmptyCertValue", func(tx *bbolt.Tx, m *model.Message) error {
 			return tx.Bucket(bucketCerts).Put([]byte("herald.example.com"), []byte{})
 		}, `certs: "herald.example.com" is empty`, false},
@@ -305,5 +305,21 @@ func TestCheckInvariantsFindsDamage(t *testing.T) {
 				t.Errorf("CheckInvariants() = %q, want a problem containing %q", problems, tt.want)
 			}
 		})
+	}
+}
+
+// TestCheckGuarded: a part of the check that meets what it did not look
+// for stops with a problem saying where, and the check goes on with the
+// other parts rather than crashing.
+func TestCheckGuarded(t *testing.T) {
+	var c checker
+	c.guarded("broken", func() {
+		var short []byte
+		_ = btoi(short)
+	})
+	c.guarded("fine", func() {})
+	if len(c.problems) != 1 || !strings.HasPrefix(c.problems[0], "broken: the check stopped at something it could not read") ||
+		!strings.Contains(c.problems[0], "herald/bolt.btoi") {
+		t.Errorf("problems = %q, want one saying where the broken part stopped", c.problems)
 	}
 }
