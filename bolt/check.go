@@ -36,6 +36,7 @@ func (db *DB) CheckInvariants() ([]string, error) {
 		c.idempotency()
 		c.certs()
 		c.people()
+		c.push()
 		return nil
 	})
 	return c.problems, err
