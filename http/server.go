@@ -60,6 +60,9 @@ type Config struct {
 	Now func() time.Time
 	// Streams limits live streams; zero values take defaults.
 	Streams stream.Limits
+	// Push turns Web Push's routes on (see push.go); the zero value
+	// leaves them off.
+	Push PushConfig
 }
 
 // Server is Herald's HTTP handler.
@@ -77,6 +80,7 @@ type Server struct {
 	public   string
 	streams  *stream.Hub
 	router   *httprouter.Router
+	push     pushState
 
 	// methodLabels are the methods the metrics name; any other is counted
 	// as "other".
@@ -122,6 +126,7 @@ func NewServer(store Store, hasher *auth.Hasher, cfg Config) *Server {
 	s.streams = stream.New(store, store, cfg.Streams, now, s.log)
 	s.metrics = cfg.Metrics
 	s.version, s.public = cfg.Version, strings.TrimSuffix(cfg.PublicURL, "/")
+	s.push.cfg = cfg.Push
 	s.settings.flags = liveSettings{registration: cfg.Registration, writes: s.guard.writeRate()}
 	if s.settings.flags.registration == "" {
 		s.settings.flags.registration = RegistrationOpen
@@ -294,6 +299,10 @@ func (s *Server) routes() []route {
 		{http.MethodDelete, "/api/me/tokens/:id", authenticated, s.revokeToken},
 		{http.MethodGet, "/api/me/notifications", bearer, s.listNotifications},
 		{http.MethodPost, "/api/me/notifications/read", authenticated, s.markNotificationsRead},
+		{http.MethodGet, "/api/push/key", authenticated, s.pushKey},
+		{http.MethodPost, "/api/me/push-subscriptions", authenticated, s.createPushSubscription},
+		{http.MethodGet, "/api/me/push-subscriptions", authenticated, s.listPushSubscriptions},
+		{http.MethodDelete, "/api/me/push-subscriptions/:id", authenticated, s.deletePushSubscription},
 
 		{http.MethodGet, "/api/users/:handle", bearer, s.profile},
 		{http.MethodPost, "/api/message", roleUser, s.createMessage}, // the original API's singular path, kept for its clients

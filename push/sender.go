@@ -476,6 +476,9 @@ func (s *Sender) backoff(attempts int) time.Duration {
 // send pushes d once and returns the push service's status and the wait
 // its Retry-After asks for (zero when none).
 func (s *Sender) send(ctx context.Context, d *model.PushDelivery, now time.Time) (int, time.Duration, error) {
+	// TTL is the contract's whole day on every try: a push service
+	// holds a push that long at most, and the sender stops trying at the
+	// notification's time plus the same day.
 	sub := &webpush.Subscription{Endpoint: d.Subscription.Endpoint, Keys: webpush.Keys{
 		P256dh: base64.RawURLEncoding.EncodeToString(d.Subscription.P256dh),
 		Auth:   base64.RawURLEncoding.EncodeToString(d.Subscription.Auth),
@@ -484,7 +487,6 @@ func (s *Sender) send(ctx context.Context, d *model.PushDelivery, now time.Time)
 	if d.Kind == model.NotifyMention {
 		urgency = webpush.UrgencyHigh
 	}
-	ttl := min(model.PushTTL, d.Expires.Sub(now))
 	resp, err := webpush.SendNotificationWithContext(ctx, d.Payload, sub, &webpush.Options{
 		HTTPClient: s.client,
 		// webpush-go prefixes "mailto:" to any subject not starting with
@@ -492,7 +494,7 @@ func (s *Sender) send(ctx context.Context, d *model.PushDelivery, now time.Time)
 		// be sent exactly as configured.
 		Subscriber:      strings.TrimPrefix(s.cfg.Contact, "mailto:"),
 		Topic:           Topic(s.keys.Public, d.NotificationID),
-		TTL:             int(ttl / time.Second),
+		TTL:             int(model.PushTTL / time.Second),
 		Urgency:         urgency,
 		VAPIDPublicKey:  s.public,
 		VAPIDPrivateKey: s.private,
