@@ -521,3 +521,48 @@ func (c *checker) push() {
 		return nil
 	})
 }
+
+// exportPush hands Export's visitor what Web Push keeps.
+func exportPush(tx *bbolt.Tx, v Visitor, out *Exported) error {
+	b := tx.Bucket(bucketPush)
+	if keys := decodeVAPID(b.Get(pushKeyVAPID)); keys.Private != nil && v.PushKeys != nil {
+		if err := v.PushKeys(keys); err != nil {
+			return err
+		}
+	}
+	subs := tx.Bucket(bucketPushSubs)
+	out.PushSubscriptionsSeq = subs.Sequence()
+	err := subs.ForEach(func(k, _ []byte) error {
+		rec, err := readPushSub(tx, btoi(k))
+		if err != nil || rec == nil {
+			return err
+		}
+		out.PushSubscriptions++
+		if v.PushSubscription == nil {
+			return nil
+		}
+		return v.PushSubscription(rec.subscription(btoi(k)))
+	})
+	if err != nil {
+		return err
+	}
+	err = tx.Bucket(bucketPushPending).ForEach(func(k, val []byte) error {
+		var r pushDeliveryRecord
+		if len(k) != 16 || json.Unmarshal(val, &r) != nil {
+			return fmt.Errorf("push_pending: entry %x does not decode", k)
+		}
+		out.PushPending++
+		if v.PushDelivery == nil {
+			return nil
+		}
+		return v.PushDelivery(&model.PushDelivery{NotificationID: btoi(k[:8]), SubscriptionID: btoi(k[8:]), Kind: r.Kind,
+			Payload: slices.Clone(r.Payload), Expires: microsToTime(r.Expires), Attempts: r.Attempts, NotBefore: microsToTime(r.NotBefore)})
+	})
+	if err != nil {
+		return err
+	}
+	if pos := b.Get(pushKeyPosition); len(pos) == 8 && v.PushPosition != nil {
+		return v.PushPosition(btoi(pos))
+	}
+	return nil
+}
