@@ -113,6 +113,10 @@ type pushService struct {
 	srv       *httptest.Server
 	serverKey func() *ecdsa.PublicKey // the VAPID key Herald serves
 
+	// hold, when set, keeps the next request waiting until it is closed:
+	// a push service slow to answer while its sender dies.
+	hold     chan struct{}
+	held     chan struct{}
 	mu       sync.Mutex
 	devices  map[string]*device
 	script   map[string][]int // answers per device, then 201
@@ -148,6 +152,14 @@ func (ps *pushService) problem(format string, args ...any) {
 
 func (ps *pushService) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	ps.mu.Lock()
+	hold := ps.hold
+	ps.hold = nil
+	ps.mu.Unlock()
+	if hold != nil {
+		ps.held <- struct{}{}
+		<-hold
+	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	name := strings.TrimPrefix(r.URL.Path, "/push/")
@@ -834,5 +846,36 @@ func TestPushOnceAcrossInstances(t *testing.T) {
 		if n != 1 {
 			t.Errorf("push %s arrived %d times", k, n)
 		}
+	}
+}
+
+// TestPushInFlightWhenKilled: a sender that dies while a push service has
+// not answered yet leaves the push claimed; once its lease runs out the
+// next sender sends it. That push may arrive twice (its first answer was
+// lost), and nothing else repeats.
+func TestPushInFlightWhenKilled(t *testing.T) {
+	pe := newPushEnv(t)
+	hold := make(chan struct{})
+	pe.ps.mu.Lock()
+	pe.ps.hold, pe.ps.held = hold, make(chan struct{}, 1)
+	pe.ps.mu.Unlock()
+	lease := func(c *push.Config) { c.Lease = 10 * time.Second }
+	first := startSender(t, pe.DB, pe.ps, pe.Clock, lease)
+	pe.Post(pe.bob, "@carol, one push only")
+	select {
+	case <-pe.ps.held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the push never reached the push service")
+	}
+	first.stop() // killed, its push unanswered
+	close(hold)
+	second := startSender(t, pe.DB, pe.ps, pe.Clock, lease)
+	got := pe.ps.waitFor(2, pe.Clock)
+	pe.ps.quiet(2, pe.Clock)
+	if got[0].payload["id"] != got[1].payload["id"] || got[1].device != "carol-phone" {
+		t.Errorf("pushes %s and %s, want one notification's, sent again", got[0].raw, got[1].raw)
+	}
+	if second.count("sent") != 1 {
+		t.Errorf("the second sender sent %d, want 1", second.count("sent"))
 	}
 }
