@@ -63,6 +63,7 @@ type config struct {
 	registerPerAddr   auth.Rate
 	connsPerAddr      int
 	tlsFlags          // HTTPS: see tls.go
+	mailFlags         // e-mail: see mail.go
 }
 
 // parseConfig reads flags, falling back to HERALD_* variables, falling back
@@ -101,6 +102,7 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs.StringVar(&c.publicURL, "public-url", "", "the address people reach this server at, such as https://herald.example.com, for the links of invitations and password resets; empty: the address each request was made to (`URL`)")
 	fs.StringVar(&c.pushContact, "push-contact", "", "turns Web Push on: a mailto: or https: URL where push services can reach this server's operator, sent to them as given (the VAPID subject); off when empty (`URL`)")
 	fs.BoolVar(&c.pushAllowPrivate, "push-allow-private", false, "let push subscriptions' endpoints be on loopback, private, link-local or other non-public addresses, for tests and push services on a private network; otherwise refused when subscribing and again before each connection")
+	c.mailFlags.register(fs)
 	c.auditKeepFor, c.auditKeepMax = 365*24*time.Hour, 100000
 	fs.Var(durationFlag{&c.auditKeepFor}, "audit-keep", "how long the audit log keeps administrators' acts (`DURATION`)")
 	fs.IntVar(&c.auditKeepMax, "audit-max", c.auditKeepMax, "most administrators' acts the audit log keeps, whatever their age (`N`)")
@@ -224,6 +226,9 @@ func (c *config) validate() error {
 	}
 	if _, err := parsePrefixes(c.trustedProxies); err != nil {
 		return configError("trusted-proxies", err.Error())
+	}
+	if err := c.mailFlags.validate(c.publicURL); err != nil {
+		return err
 	}
 	return c.tlsFlags.validate()
 }

@@ -11,6 +11,7 @@ import (
 	"herald/auth"
 	"herald/chores"
 	heraldhttp "herald/http"
+	heraldmail "herald/mail"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -66,6 +67,20 @@ func TestParseConfig(t *testing.T) {
 		{name: "PushContactMailtoEmpty", args: []string{"--push-contact", "mailto:"}, wantErr: "push-contact"},
 		{name: "PushAllowPrivateAlone", args: []string{"--push-allow-private"}, wantErr: "push-allow-private"},
 		{name: "PublicURLNoScheme", args: []string{"--public-url", "herald.example.com"}, wantErr: "public-url"},
+		{name: "SMTP", args: []string{"--public-url", "https://herald.example.com", "--smtp", "smtp://ada:pw@mail.example.com"}, want: with(func(c *config) {
+			c.publicURL, c.smtp = "https://herald.example.com", "smtp://ada:pw@mail.example.com"
+			c.mailFlags.settings = heraldmail.Settings{Host: "mail.example.com", Port: 587, Username: "ada", Password: "pw", From: "Herald <herald@herald.example.com>"}
+		})},
+		{name: "SMTPMailFrom", vars: map[string]string{"HERALD_PUBLIC_URL": "https://herald.example.com", "HERALD_SMTP": "smtps://mail.example.com", "HERALD_MAIL_FROM": "news@example.com"}, want: with(func(c *config) {
+			c.publicURL, c.smtp, c.mailFrom = "https://herald.example.com", "smtps://mail.example.com", "news@example.com"
+			c.mailFlags.settings = heraldmail.Settings{Host: "mail.example.com", Port: 465, ImplicitTLS: true, From: "news@example.com"}
+		})},
+		{name: "SMTPWithoutPublicURL", args: []string{"--smtp", "smtp://mail.example.com"}, wantErr: "--smtp (HERALD_SMTP) needs --public-url"},
+		{name: "SMTPBadURL", args: []string{"--public-url", "https://h.example", "--smtp", "mail.example.com"}, wantErr: "--smtp (HERALD_SMTP) must be a URL"},
+		{name: "SMTPPlainTextElsewhere", args: []string{"--public-url", "https://h.example", "--smtp", "smtp://mail.example.com?tls=none"}, wantErr: "only for a mail server on this machine"},
+		{name: "SMTPBadMailFrom", args: []string{"--public-url", "https://h.example", "--smtp", "smtp://mail.example.com", "--mail-from", "not an address"}, wantErr: "mail-from"},
+		{name: "MailFromWithoutSMTP", args: []string{"--mail-from", "news@example.com"}, wantErr: "--mail-from (HERALD_MAIL_FROM) needs --smtp"},
+		{name: "SMTPPasswordFileWithoutSMTP", args: []string{"--smtp-password-file", "/nonexistent"}, wantErr: "--smtp-password-file (HERALD_SMTP_PASSWORD_FILE) needs --smtp"},
 		{name: "AuditKeep", args: []string{"--audit-keep", "90d", "--audit-max", "5000"}, want: with(func(c *config) { c.auditKeepFor, c.auditKeepMax = 90*24*time.Hour, 5000 })},
 		{name: "AuditMaxZero", args: []string{"--audit-max", "0"}, wantErr: "audit-max"},
 		{name: "EmptyVariablesAreUnset", vars: map[string]string{"HERALD_ADDR": "", "HERALD_DB": ""}, want: defaults},

@@ -165,7 +165,15 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		defer msrv.Close()
 		logger.Info("metrics listening", "addr", metricsLn.Addr().String())
 	}
+	// E-mail stops after the server: a request still running may queue one.
+	var mailer heraldhttp.Mailer
+	sender, stopMail := startMail(&cfg.mailFlags, logger)
+	defer stopMail()
+	if sender != nil {
+		mailer = sender
+	}
 	handler := heraldhttp.NewServer(db, hasher, heraldhttp.Config{
+		Mailer:       mailer,
 		Metrics:      set,
 		TokenTTL:     cfg.tokenTTL,
 		MaxBodyBytes: cfg.maxBody,

@@ -49,6 +49,11 @@ func LoginFailuresPerAddress() Rate { return Rate{Burst: 20, Every: time.Minute}
 // classroom behind one address sign up together.
 func RegistrationsPerAddress() Rate { return Rate{Burst: 20, Every: 45 * time.Second} }
 
+// ResetRequests is 3 requests for a password-reset link by e-mail, then
+// one every 20 minutes: at most 3 an hour, per address and per client
+// address, so nobody fills a mailbox with them.
+func ResetRequests() Rate { return Rate{Burst: 3, Every: 20 * time.Minute} }
+
 // WritesPerAccount is 60 creates, edits and deletes at once, then one
 // every 5 seconds: 60 + 12 = 72 in the first minute, 60 + 720 = 780 in the
 // first hour and at most 720 an hour after. A person writing by hand, a

@@ -72,7 +72,11 @@ func decodeNotification(userID, id uint64, b []byte) (*model.Notification, error
 type notificationMarks struct{ readUpTo, kept uint64 }
 
 func readMarks(tx *bbolt.Tx, userID uint64) notificationMarks {
-	v := tx.Bucket(bucketNotificationMarks).Get(itob(userID))
+	return readMarksIn(tx.Bucket(bucketNotificationMarks), userID)
+}
+
+func readMarksIn(marks *bbolt.Bucket, userID uint64) notificationMarks {
+	v := marks.Get(itob(userID))
 	if len(v) != 16 {
 		return notificationMarks{}
 	}
@@ -168,7 +172,9 @@ func joinRepliesIn(counts *bbolt.Bucket, m *model.Message) {
 // account; edited, whether m was written before (only then can anyone
 // have been notified of it already).
 func (db *DB) notify(tx *bbolt.Tx, author *model.User, m *model.Message, parentOwner uint64, edited bool) error {
-	notified := tx.Bucket(bucketNotified)
+	// Each bucket looked up once: a lookup walks the root's tree, and a
+	// message notifies up to model.MaxMentions accounts.
+	notified, notifications, marksOf := tx.Bucket(bucketNotified), tx.Bucket(bucketNotifications), tx.Bucket(bucketNotificationMarks)
 	var before []byte
 	var already func(uint64) bool
 	if edited {
@@ -186,6 +192,7 @@ func (db *DB) notify(tx *bbolt.Tx, author *model.User, m *model.Message, parentO
 	msg := *m
 	actor := model.Profile{ID: author.ID, Handle: author.Handle, Name: author.Name}
 	changes := make([]model.Change, len(ns))
+	var oldest *bbolt.Cursor
 	for i := range ns {
 		n := &ns[i]
 		n.MessageID, n.Actor, n.Message = m.ID, actor, &msg
@@ -195,19 +202,22 @@ func (db *DB) notify(tx *bbolt.Tx, author *model.User, m *model.Message, parentO
 			return err
 		}
 		n.ID, n.At = ch.Seq, ch.At
-		if err := tx.Bucket(bucketNotifications).Put(pairKey(n.UserID, n.ID), encodeNotification(n)); err != nil {
+		if err := notifications.Put(pairKey(n.UserID, n.ID), encodeNotification(n)); err != nil {
 			return err
 		}
 		list = binary.BigEndian.AppendUint64(list, n.UserID)
-		marks := readMarks(tx, n.UserID)
+		marks := readMarksIn(marksOf, n.UserID)
 		marks.kept++
 		for marks.kept > model.MaxNotifications {
-			if err := dropOldestNotification(tx, n.UserID); err != nil {
+			if oldest == nil {
+				oldest = notifications.Cursor()
+			}
+			if err := dropOldestNotification(oldest, notified, n.UserID); err != nil {
 				return err
 			}
 			marks.kept--
 		}
-		if err := writeMarks(tx, n.UserID, marks); err != nil {
+		if err := marksOf.Put(itob(n.UserID), pairKey(marks.readUpTo, marks.kept)); err != nil {
 			return err
 		}
 	}
@@ -224,26 +234,26 @@ func notifiedHas(list []byte, userID uint64) bool {
 	return false
 }
 
-func dropOldestNotification(tx *bbolt.Tx, userID uint64) error {
-	c := tx.Bucket(bucketNotifications).Cursor()
+// dropOldestNotification deletes the oldest notification account userID
+// keeps, with c, a cursor of the notifications bucket.
+func dropOldestNotification(c *bbolt.Cursor, notified *bbolt.Bucket, userID uint64) error {
 	prefix := itob(userID)
 	k, v := c.Seek(prefix)
 	if k == nil || !bytes.HasPrefix(k, prefix) {
 		return fmt.Errorf("account %d keeps fewer notifications than its count says", userID)
 	}
-	return deleteNotification(tx, c, userID, v)
+	return deleteNotification(notified, c, userID, v)
 }
 
 // deleteNotification removes the notification rec of account userID at
-// c, and the account from its message's notified record: an edit that
-// mentions the account again notifies it again. The caller keeps the
+// c, and the account from its message's record in notified: an edit
+// that mentions the account again notifies it again. The caller keeps the
 // marks' count.
-func deleteNotification(tx *bbolt.Tx, c *bbolt.Cursor, userID uint64, rec []byte) error {
+func deleteNotification(notified *bbolt.Bucket, c *bbolt.Cursor, userID uint64, rec []byte) error {
 	if len(rec) != notificationRecordLen {
 		return fmt.Errorf("account %d keeps a malformed notification", userID)
 	}
 	msgKey := rec[17:25]
-	notified := tx.Bucket(bucketNotified)
 	if list := notified.Get(msgKey); notifiedHas(list, userID) {
 		kept := make([]byte, 0, len(list)-8)
 		for i := 0; i+8 <= len(list); i += 8 {
@@ -270,7 +280,7 @@ func removeNotificationsOf(tx *bbolt.Tx, userID uint64) error {
 	prefix := itob(userID)
 	c := tx.Bucket(bucketNotifications).Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Seek(prefix) {
-		if err := deleteNotification(tx, c, userID, v); err != nil {
+		if err := deleteNotification(tx.Bucket(bucketNotified), c, userID, v); err != nil {
 			return err
 		}
 	}
@@ -495,7 +505,7 @@ func (db *DB) TrimNotifications(ctx context.Context, keepFor time.Duration) (int
 					continue
 				}
 				userID, key := btoi(k[:8]), bytes.Clone(k)
-				if err := deleteNotification(tx, c, userID, v); err != nil {
+				if err := deleteNotification(tx.Bucket(bucketNotified), c, userID, v); err != nil {
 					return err
 				}
 				marks := readMarks(tx, userID)

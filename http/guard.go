@@ -43,6 +43,9 @@ func (l localLimiter) Refund(_ context.Context, key string) { l.l.Refund(key) }
 // costs a guesser nothing they could not get by waiting a few minutes.
 type guard struct {
 	perAccount, perAddress, registrations auth.Spender
+	// resetsPerEmail and resetsPerAddress bound the reset links asked for
+	// by e-mail.
+	resetsPerEmail, resetsPerAddress auth.Spender
 	// writes is the write limit an administrator may change at run time
 	// (setWriteRate): a new limiter takes the old one's place.
 	writes  atomic.Pointer[rateLimiter]
@@ -74,11 +77,13 @@ func newGuard(l Limits, shared SharedLimits, now func() time.Time) *guard {
 		return r
 	}
 	g := &guard{
-		perAccount:    limiter("login-failures-per-account", orDefault(l.LoginFailuresPerAccount, auth.LoginFailuresPerAccount)),
-		perAddress:    limiter("login-failures-per-address", orDefault(l.LoginFailuresPerAddress, auth.LoginFailuresPerAddress)),
-		registrations: limiter("registrations-per-address", orDefault(l.RegistrationsPerAddress, auth.RegistrationsPerAddress)),
-		trusted:       l.TrustedProxies,
-		limiter:       limiter,
+		perAccount:       limiter("login-failures-per-account", orDefault(l.LoginFailuresPerAccount, auth.LoginFailuresPerAccount)),
+		perAddress:       limiter("login-failures-per-address", orDefault(l.LoginFailuresPerAddress, auth.LoginFailuresPerAddress)),
+		registrations:    limiter("registrations-per-address", orDefault(l.RegistrationsPerAddress, auth.RegistrationsPerAddress)),
+		resetsPerEmail:   limiter("reset-requests-per-email", auth.ResetRequests()),
+		resetsPerAddress: limiter("reset-requests-per-address", auth.ResetRequests()),
+		trusted:          l.TrustedProxies,
+		limiter:          limiter,
 	}
 	g.setWriteRate(orDefault(l.WritesPerAccount, auth.WritesPerAccount))
 	return g
@@ -97,6 +102,16 @@ func (g *guard) setWriteRate(r auth.Rate) {
 
 // writeRate is the write limit in force.
 func (g *guard) writeRate() auth.Rate { return g.writes.Load().rate }
+
+// spendResetRequest takes a request for a reset link from the budgets of
+// its e-mail address and of the client's address, and reports whether
+// both had one left.
+func (g *guard) spendResetRequest(r *http.Request, email string) bool {
+	ctx := r.Context()
+	okEmail, _ := g.resetsPerEmail.Spend(ctx, model.EmailKey(email))
+	okAddress, _ := g.resetsPerAddress.Spend(ctx, auth.AddressKey(g.clientAddr(r)))
+	return okEmail && okAddress
+}
 
 // loginAttempt is one password check that counts against the limits until
 // it turns out not to: a success, or a check that never ran.

@@ -56,7 +56,8 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	for _, rt := range (&Server{}).routes() {
 		// The web client's page and files are for people, not API
 		// operations; package web's tests cover them.
-		if rt.path == webIndexPath || rt.path == webAssetsPath {
+		switch rt.path {
+		case webIndexPath, webAssetsPath, webManifestPath, webWorkerPath:
 			continue
 		}
 		key := rt.method + " " + openAPIPath(rt.path)

@@ -49,8 +49,12 @@ type Config struct {
 	Version string
 	// PublicURL is the address people reach this server at (scheme and
 	// host, as https://herald.example.com), for the links of password
-	// resets; empty means the origin each request was made to.
+	// resets; empty means the origin each request was made to. Links in
+	// e-mails never follow a request's Host header: a Mailer needs it.
 	PublicURL string
+	// Mailer, when set, sends e-mail: password-reset links on request.
+	// Without it, POST /api/password-reset/request is 404.
+	Mailer Mailer
 	// Metrics, when set, receives request counts and latencies by route
 	// pattern and status, login outcomes and refusals by the guessing
 	// limits. main owns the set and serves it on its own listener.
@@ -81,6 +85,11 @@ type Server struct {
 	streams  *stream.Hub
 	router   *httprouter.Router
 	push     pushState
+
+	// mailer sends e-mail (nil: none is sent); resetsMailing holds a
+	// token for each reset link being made (maxResetsMailing).
+	mailer        Mailer
+	resetsMailing chan struct{}
 
 	// methodLabels are the methods the metrics name; any other is counted
 	// as "other".
@@ -127,6 +136,13 @@ func NewServer(store Store, hasher *auth.Hasher, cfg Config) *Server {
 	s.metrics = cfg.Metrics
 	s.version, s.public = cfg.Version, strings.TrimSuffix(cfg.PublicURL, "/")
 	s.push.cfg = cfg.Push
+	switch {
+	case cfg.Mailer != nil && s.public == "":
+		// main refuses to start so; a test that forgets is told.
+		s.log.Error("no e-mail is sent: links in e-mails need the public URL, never a request's Host header")
+	case cfg.Mailer != nil:
+		s.mailer, s.resetsMailing = cfg.Mailer, make(chan struct{}, maxResetsMailing)
+	}
 	s.settings.flags = liveSettings{registration: cfg.Registration, writes: s.guard.writeRate()}
 	if s.settings.flags.registration == "" {
 		s.settings.flags.registration = RegistrationOpen
@@ -289,6 +305,7 @@ func (s *Server) routes() []route {
 		{http.MethodPost, "/api/register", public, s.registerAccount},
 		{http.MethodPost, "/api/login", public, s.login},
 		{http.MethodPost, "/api/password-reset", public, s.resetPassword},
+		{http.MethodPost, "/api/password-reset/request", public, s.requestPasswordReset},
 		{http.MethodGet, "/api/me", authenticated, s.me},
 		{http.MethodPost, "/api/logout", authenticated, s.logout},
 		{http.MethodPatch, "/api/me", authenticated, s.updateProfile},
@@ -336,6 +353,8 @@ func (s *Server) routes() []route {
 
 		{http.MethodGet, webIndexPath, public, webClient.page},
 		{http.MethodGet, webAssetsPath, public, webClient.asset},
+		{http.MethodGet, webManifestPath, public, webClient.manifest},
+		{http.MethodGet, webWorkerPath, public, webClient.worker},
 	}
 }
 

@@ -246,3 +246,9 @@ func DatabaseFull() error {
 func CertNotStored(name string) error {
 	return Errorf(ErrNotFound, "no certificate value is stored as %q", name)
 }
+
+// MailNotConfigured refuses what needs e-mail on a server that sends
+// none.
+func MailNotConfigured() error {
+	return Errorf(ErrNotFound, "this server sends no e-mail, so it cannot send a password-reset link; ask an administrator for one")
+}

@@ -30,6 +30,19 @@ func (w *writeTx) caller(ctx context.Context, by model.Caller) (*model.User, err
 	return userByID(ctx, w, by.UserID())
 }
 
+// queueWriteCaller is queueCaller for a write's pipeline: a token is
+// locked as caller locks it.
+func (db *DB) queueWriteCaller(b *pgx.Batch, by model.Caller) resolver {
+	if hash, ok := by.Token(); ok {
+		b.Queue(authLockSQL, hash[:])
+		return func(br pgx.BatchResults) (*model.User, error) {
+			u, _, err := db.scanAuth(br.QueryRow(), hash)
+			return u, err
+		}
+	}
+	return db.queueCaller(b, by)
+}
+
 // resolver reads the caller's account in the round trip of a read.
 type resolver func(br pgx.BatchResults) (*model.User, error)
 

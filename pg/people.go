@@ -35,18 +35,18 @@ import (
 // transaction holds the counter's row lock through its commit, so posts
 // committed one at a time would wait for each other's fsync (and a
 // popular person, notified by many, would have their marks' row locked
-// by each in turn). For each post the batch's transaction resolves the
-// caller, looks for the Idempotency-Key's record, counts up the message
-// answered and resolves the mentions (posts answering lower IDs first, so
-// messages are locked in ID order); then it counts the notified
-// accounts' marks up, all at once, in ID order; and last, in the round
-// trip of the COMMIT, one statement per post takes the message's ID and
-// the positions of its change and its notifications' changes from the
-// counter and inserts them all (postSQL). A notification's ID is the
-// position of its change, so IDs rise in commit order and a stream
-// resumes across notifications as across messages. A post refused (its
-// token, the message it answers) writes nothing and spoils none of the
-// others; a batch that fails as a whole is sent again one post at a time.
+// by each in turn). The batch's transaction takes a few round trips,
+// whatever its size: every post's caller and the accounts its @handles
+// name; the Idempotency-Keys' records; the messages answered counted up,
+// in ID order; the notified accounts' marks counted up, in ID order; and
+// last, with the COMMIT, one statement (postsSQL) that takes the
+// messages' IDs and the positions of their changes and their
+// notifications' changes from the counter and inserts them all. A
+// notification's ID is the position of its change, so IDs rise in commit
+// order and a stream resumes across notifications as across messages. A
+// post refused (its token, the message it answers) writes nothing and
+// spoils none of the others; a batch that fails as a whole is sent again
+// one post at a time.
 //
 // Every account notified is locked (FOR KEY SHARE) before the counter, so
 // an account's deletion either waits for the transaction or is seen by it:
@@ -149,13 +149,7 @@ func (w *writeTx) resolveMentions(ctx context.Context, content string, kept []mo
 	if err != nil {
 		return nil, err
 	}
-	var out []model.Mention
-	for _, h := range candidates {
-		if id, ok := found[h]; ok {
-			out = append(out, model.Mention{UserID: id, Handle: h})
-		}
-	}
-	return out, nil
+	return inOrder(candidates, found), nil
 }
 
 // handlesFound runs sql, a query of accounts' id and handle, with arg,
@@ -165,6 +159,11 @@ func (w *writeTx) handlesFound(ctx context.Context, sql string, arg any) (map[st
 	if err != nil {
 		return nil, err
 	}
+	return collectHandles(rows)
+}
+
+// collectHandles reads rows of accounts' id and handle.
+func collectHandles(rows pgx.Rows) (map[string]uint64, error) {
 	defer rows.Close()
 	found := map[string]uint64{}
 	for rows.Next() {
@@ -179,6 +178,24 @@ func (w *writeTx) handlesFound(ctx context.Context, sql string, arg any) (map[st
 	}
 	return found, rows.Err()
 }
+
+// inOrder returns the mentions of candidates, in order, that found
+// resolves: the first model.MaxMentions.
+func inOrder(candidates []string, found map[string]uint64) []model.Mention {
+	var out []model.Mention
+	for _, h := range candidates {
+		if id, ok := found[h]; ok && len(out) < model.MaxMentions {
+			out = append(out, model.Mention{UserID: id, Handle: h})
+		}
+	}
+	return out
+}
+
+// batchMentionsSQL resolves $1, the distinct candidate handles of a batch
+// of posts, to the accounts that hold them, and locks those against
+// deletion until the commit, in ID order: each account once, however many
+// of the batch's posts name it.
+const batchMentionsSQL = `SELECT id, handle FROM users WHERE handle = ANY($1) ORDER BY id FOR KEY SHARE`
 
 // resolveMentionsKept is resolveMentions for an edit of a message that
 // mentioned kept.
@@ -327,39 +344,53 @@ type postRow struct {
 	key      *model.IdempotencyKey
 }
 
-// postSQL is post's last statement: it takes from the counter the
-// message's ID and creation time and a position for its change and one
-// for each notification, inserts them, the notifications and the key's
-// record, and notifies the other instances. $1 is the number of changes,
-// $2 the time, $3 the author, $4 to $7 the message's content, terms,
-// reply_to and mentions, $8 the author's e-mail, $9 and $10 the notified
-// accounts and why, $11 and $12 the Idempotency-Key's hash and
-// fingerprint (NULL without one).
-var postSQL = `
+// postsSQL is the last statement of a batch of posts: it takes from the
+// counter an ID and the creation time for each message, and a position
+// for each message's change and for each of its notifications' after it,
+// inserts them, the notifications and the keys' records, and notifies
+// the other instances. $1 is the number of changes, $2 of messages, $3
+// the time; the messages' fields follow as arrays: $4 the authors, $5
+// their e-mails, $6 the contents, $7 and $8 where each message's terms
+// start and end in $9, all their terms end to end, $10 reply_to, $11
+// mentions, $12 the position of each message's change among the batch's
+// (from 1), $13 and $14 the Idempotency-Keys' hashes and fingerprints
+// (NULL for a post without one); then the notifications': $15 the
+// message each is about (its index in the messages, from 1), $16 the
+// account notified, $17 why, $18 its position.
+var postsSQL = `
 WITH c AS (
-	UPDATE change_counter SET seq = seq + $1, message_id = message_id + 1, message_created = greatest(message_created, $2)
+	UPDATE change_counter SET seq = seq + $1, message_id = message_id + $2, message_created = greatest(message_created, $3)
 	RETURNING seq, message_id, message_created
+), x AS (
+	SELECT * FROM unnest($4::bigint[], $5::text[], $6::bytea[], $7::int[], $8::int[], $10::bigint[], $11::text[], $12::int[],
+		$13::bytea[], $14::bytea[])
+		WITH ORDINALITY AS x(owner_id, email, content, lo, hi, reply_to, mentions, pos, key, fingerprint, n)
+), y AS (
+	SELECT * FROM unnest($15::int[], $16::bigint[], $17::smallint[], $18::int[]) AS y(post, user_id, kind, pos)
 ), m AS (
 	INSERT INTO messages (id, owner_id, content, terms, created_at, updated_at, revision, reply_to, mentions)
-	SELECT c.message_id, $3, $4, $5, c.message_created, c.message_created, 1, $6::bigint, $7::jsonb FROM c
+	SELECT c.message_id - $2 + x.n, x.owner_id, x.content, ($9::text[])[x.lo:x.hi], c.message_created, c.message_created, 1,
+		x.reply_to, x.mentions::jsonb
+	FROM c, x
 ), ch AS (
 	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, created_at, updated_at, revision,
 		reply_to, mentions)
-	SELECT c.seq - $1 + 1, ` + strconv.Itoa(int(model.MessageCreated)) + `, $2, $3, c.message_id, $8, $4,
-		c.message_created, c.message_created, 1, $6::bigint, $7::jsonb FROM c
-), n AS (
-	SELECT c.seq - $1 + 1 + x.i AS id, x.user_id, x.kind
-	FROM c, unnest($9::bigint[], $10::smallint[]) WITH ORDINALITY AS x(user_id, kind, i)
+	SELECT c.seq - $1 + x.pos, ` + strconv.Itoa(int(model.MessageCreated)) + `, $3, x.owner_id, c.message_id - $2 + x.n, x.email,
+		x.content, c.message_created, c.message_created, 1, x.reply_to, x.mentions::jsonb
+	FROM c, x
 ), nc AS (
 	INSERT INTO changes (seq, kind, at, user_id, message_id, owner_email, content, created_at, updated_at, revision)
-	SELECT n.id, ` + strconv.Itoa(int(model.NotificationCreated)) + `, $2, n.user_id, c.message_id, '', NULL, NULL, NULL, 0
-	FROM c, n
+	SELECT c.seq - $1 + y.pos, ` + strconv.Itoa(int(model.NotificationCreated)) + `, $3, y.user_id, c.message_id - $2 + y.post,
+		'', NULL, NULL, NULL, 0
+	FROM c, y
 ), nn AS (
 	INSERT INTO notifications (id, user_id, kind, at, actor_id, message_id)
-	SELECT n.id, n.user_id, n.kind, $2, $3, c.message_id FROM c, n
+	SELECT c.seq - $1 + y.pos, y.user_id, y.kind, $3, x.owner_id, c.message_id - $2 + y.post
+	FROM c, y JOIN x ON x.n = y.post
 ), ik AS (
 	INSERT INTO idempotency_keys (user_id, key, fingerprint, message_id, created_at)
-	SELECT $3, $11::bytea, $12::bytea, c.message_id, c.message_created FROM c WHERE $11::bytea IS NOT NULL
+	SELECT x.owner_id, x.key, x.fingerprint, c.message_id - $2 + x.n, c.message_created
+	FROM c, x WHERE x.key IS NOT NULL
 )
 SELECT c.seq, c.message_id, c.message_created, pg_notify('` + notifyChannel + `', c.seq || ':' || c.message_id) FROM c`
 
@@ -430,25 +461,121 @@ func (db *DB) postAlone(ctx context.Context, op *createOp) (*model.Message, erro
 // postAll is a batch's transaction up to its last round trip, which
 // finishPosts sends: it answers each post of ops with the message to be
 // created, the first answer a retry with its key gets, or its refusal.
-// It fails only when the transaction does.
+// It fails only when the transaction does. Its statements go in a few
+// pipelines, whatever the batch's size: every caller and every post's
+// mentions; the keys' records; the replies counted, in the order of the
+// messages answered; the marks.
 func (w *writeTx) postAll(ctx context.Context, ops []*createOp) ([]createResult, error) {
 	w.posts = w.posts[:0]
-	order := make([]int, len(ops))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ops[a].replyTo, ops[b].replyTo) })
 	results := make([]createResult, len(ops))
-	var notified []model.Notification
-	for _, i := range order {
-		m, err := w.postMessage(ctx, ops[i])
-		if err != nil && !refusal(err) {
+	users := make([]*model.User, len(ops))
+	mentions := make([][]model.Mention, len(ops))
+	b := &pgx.Batch{}
+	callers := make([]resolver, len(ops))
+	candidates := make([][]string, len(ops))
+	var handles []string
+	for i, op := range ops {
+		callers[i] = w.db.queueWriteCaller(b, op.by)
+		if strings.IndexByte(op.content, '@') >= 0 {
+			candidates[i] = model.MentionedHandles(op.content)
+			handles = append(handles, candidates[i]...)
+		}
+	}
+	if len(handles) > 0 {
+		slices.Sort(handles)
+		b.Queue(batchMentionsSQL, slices.Compact(handles))
+	}
+	err := w.pipeline(ctx, b, func(br pgx.BatchResults) error {
+		for i := range ops {
+			var err error
+			if users[i], err = callers[i](br); err != nil && !refusal(err) {
+				return err
+			}
+			if err == nil && users[i] == nil {
+				err = model.AccountNeeded() // the server's own caller: never queued
+			}
+			results[i].err = err
+		}
+		if len(handles) == 0 {
+			return nil
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		found, err := collectHandles(rows)
+		if err != nil {
+			return err
+		}
+		for i := range ops {
+			mentions[i] = inOrder(candidates[i], found)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var keyed, replies []int
+	for i, op := range ops {
+		switch {
+		case results[i].err != nil:
+		case op.key != nil:
+			keyed = append(keyed, i)
+		case op.replyTo != 0:
+			replies = append(replies, i)
+		}
+	}
+	for _, i := range keyed {
+		replay, err := w.findKey(ctx, users[i], ops[i], mentions[i])
+		switch {
+		case err != nil && !refusal(err):
+			return nil, err
+		case err != nil:
+			results[i].err = err
+		case replay != nil:
+			results[i].m = replay
+		case ops[i].replyTo != 0:
+			replies = append(replies, i)
+		}
+	}
+	parentOwners := make([]uint64, len(ops))
+	if len(replies) > 0 {
+		slices.SortStableFunc(replies, func(a, b int) int { return cmp.Compare(ops[a].replyTo, ops[b].replyTo) })
+		b := &pgx.Batch{}
+		for _, i := range replies {
+			b.Queue(countReplySQL, int64(ops[i].replyTo))
+		}
+		err := w.pipeline(ctx, b, func(br pgx.BatchResults) error {
+			for _, i := range replies {
+				var owner int64
+				err := br.QueryRow().Scan(&owner)
+				switch {
+				case errors.Is(err, pgx.ErrNoRows):
+					results[i].err = model.ReplyToNotFound(ops[i].replyTo)
+				case err != nil:
+					return err
+				default:
+					parentOwners[i] = uint64(owner)
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			return nil, err
 		}
-		results[i] = createResult{m, err}
 	}
-	for _, p := range w.posts {
+	var notified []model.Notification
+	for i, op := range ops {
+		u := users[i]
+		if results[i].err != nil || results[i].m != nil {
+			continue // refused, or a replay
+		}
+		m := &model.Message{OwnerID: u.ID, OwnerEmail: u.Email, OwnerHandle: u.Handle, OwnerName: u.Name,
+			Content: op.content, ReplyTo: op.replyTo, Mentions: mentions[i], Revision: 1}
+		p := &postRow{m: m, terms: op.terms, notified: model.Notified(u.ID, m.Mentions, parentOwners[i], nil), key: op.key}
+		w.posts = append(w.posts, p)
 		notified = append(notified, p.notified...)
+		results[i].m = m
 	}
 	if err := w.keepNotifications(ctx, notified); err != nil {
 		return nil, err
@@ -466,105 +593,99 @@ func refusal(err error) bool {
 	return errors.As(err, &invalid) || errors.As(err, &refused) && refused.Cause == nil
 }
 
-// postMessage is op's part of postAll. A refused post writes nothing.
-func (w *writeTx) postMessage(ctx context.Context, op *createOp) (*model.Message, error) {
-	u, err := w.caller(ctx, op.by)
+// findKey looks for u's live record of op's Idempotency-Key and returns
+// the first answer it records, rebuilt with op's content, which mentions
+// mentions; nil when there is none.
+func (w *writeTx) findKey(ctx context.Context, u *model.User, op *createOp, mentions []model.Mention) (*model.Message, error) {
+	var found foundKey
+	err := w.QueryRow(ctx, `SELECT fingerprint, message_id, created_at FROM idempotency_keys
+		WHERE user_id = $1 AND key = $2 AND created_at > $3`,
+		int64(u.ID), op.key.ID[:], w.db.clock().Add(-model.IdempotencyWindow)).Scan(&found.fingerprint, &found.messageID, &found.createdAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	draft := model.Draft{Content: op.content, ReplyTo: op.replyTo}
-	if key := op.key; key != nil {
-		var found foundKey
-		err := w.QueryRow(ctx, `SELECT fingerprint, message_id, created_at FROM idempotency_keys
-			WHERE user_id = $1 AND key = $2 AND created_at > $3`,
-			int64(u.ID), key.ID[:], w.db.clock().Add(-model.IdempotencyWindow)).Scan(&found.fingerprint, &found.messageID, &found.createdAt)
-		switch {
-		case err == nil:
-			m, err := found.replayDraft(*key, u, draft)
-			if err != nil {
-				return nil, err
-			}
-			m.Mentions, err = w.resolveMentions(ctx, m.Content, nil)
-			return m, err
-		case !errors.Is(err, pgx.ErrNoRows):
-			return nil, err
-		}
-	}
-	var parentOwner uint64
-	if draft.ReplyTo != 0 {
-		if parentOwner, err = w.countReply(ctx, draft.ReplyTo); err != nil {
-			return nil, err
-		}
-	}
-	mentions, err := w.resolveMentions(ctx, draft.Content, nil)
+	m, err := found.replayDraft(*op.key, u, model.Draft{Content: op.content, ReplyTo: op.replyTo})
 	if err != nil {
 		return nil, err
 	}
-	m := &model.Message{OwnerID: u.ID, OwnerEmail: u.Email, OwnerHandle: u.Handle, OwnerName: u.Name,
-		Content: draft.Content, ReplyTo: draft.ReplyTo, Mentions: mentions, Revision: 1}
-	w.posts = append(w.posts, &postRow{m: m, terms: op.terms, notified: model.Notified(u.ID, mentions, parentOwner, nil), key: op.key})
+	m.Mentions = mentions
 	return m, nil
 }
 
-// countReply counts one more reply for message id and returns its owner,
-// whose account it first locks against deletion (the owner is notified).
-// Errors: model.ReplyToNotFound when the message does not exist.
-func (w *writeTx) countReply(ctx context.Context, id uint64) (uint64, error) {
-	if id > math.MaxInt64 {
-		return 0, model.ReplyToNotFound(id)
-	}
-	var owner int64
-	err := w.QueryRow(ctx, `WITH o AS (
-			SELECT u.id FROM messages p JOIN users u ON u.id = p.owner_id WHERE p.id = $1 FOR KEY SHARE OF u
-		)
-		UPDATE messages SET replies = replies + 1 WHERE id = $1 AND EXISTS (SELECT 1 FROM o) RETURNING owner_id`,
-		int64(id)).Scan(&owner)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, model.ReplyToNotFound(id)
-	}
-	return uint64(owner), err
-}
+// countReplySQL counts one more reply for message $1 and answers its
+// owner, whose account it first locks against deletion (the owner is
+// notified); no row when the message does not exist.
+const countReplySQL = `WITH o AS (
+	SELECT u.id FROM messages p JOIN users u ON u.id = p.owner_id WHERE p.id = $1 FOR KEY SHARE OF u
+)
+UPDATE messages SET replies = replies + 1 WHERE id = $1 AND EXISTS (SELECT 1 FROM o) RETURNING owner_id`
 
-// finishPosts sends postSQL for each post and COMMIT in one round trip,
-// and returns the newest position they took.
+// finishPosts sends postsSQL and COMMIT in one round trip, and returns
+// the newest position it took.
 func (w *writeTx) finishPosts(ctx context.Context) (uint64, error) {
 	at := w.db.clock()
-	statements := make([]statement, len(w.posts))
-	heads := make([]int64, len(w.posts))
-	ids := make([]int64, len(w.posts))
-	created := make([]time.Time, len(w.posts))
+	n := len(w.posts)
+	owners := make([]int64, n)
+	emails := make([]string, n)
+	contents := make([][]byte, n)
+	los := make([]int32, n)
+	his := make([]int32, n)
+	var terms []string
+	replyTos := make([]*int64, n)
+	mentions := make([]*string, n)
+	positions := make([]int32, n)
+	keys := make([][]byte, n)
+	fingerprints := make([][]byte, n)
+	var notePosts, noteUsers []int64
+	var noteKinds []int16
+	var notePositions []int32
+	pos := int32(0)
 	for i, p := range w.posts {
 		m := p.m
-		users := make([]int64, len(p.notified))
-		kinds := make([]int16, len(p.notified))
-		for i, n := range p.notified {
-			users[i], kinds[i] = int64(n.UserID), int16(n.Kind)
-		}
-		var keyID, fingerprint []byte // NULL: no key
+		owners[i], emails[i], contents[i] = int64(m.OwnerID), m.OwnerEmail, []byte(m.Content)
+		los[i] = int32(len(terms) + 1)
+		terms = append(terms, p.terms...)
+		his[i] = int32(len(terms))
+		replyTos[i], mentions[i] = replyToArg(m.ReplyTo), mentionsJSON(m.Mentions)
 		if p.key != nil {
-			keyID, fingerprint = p.key.ID[:], p.key.Fingerprint[:]
+			keys[i], fingerprints[i] = p.key.ID[:], p.key.Fingerprint[:]
 		}
-		statements[i] = statement{postSQL, []any{1 + len(p.notified), at, int64(m.OwnerID), []byte(m.Content), p.terms,
-			replyToArg(m.ReplyTo), mentionsJSON(m.Mentions), m.OwnerEmail, users, kinds, keyID, fingerprint},
-			[]any{&heads[i], &ids[i], &created[i], nil}}
+		pos++
+		positions[i] = pos
+		for _, nt := range p.notified {
+			pos++
+			notePosts, noteUsers = append(notePosts, int64(i+1)), append(noteUsers, int64(nt.UserID))
+			noteKinds, notePositions = append(noteKinds, int16(nt.Kind)), append(notePositions, pos)
+		}
 	}
-	if err := w.commitAll(ctx, statements); err != nil {
+	if terms == nil {
+		terms = []string{}
+	}
+	var (
+		head, lastID int64
+		created      time.Time
+	)
+	args := []any{pos, n, at, owners, emails, contents, los, his, terms, replyTos, mentions, positions, keys, fingerprints,
+		notePosts, noteUsers, noteKinds, notePositions}
+	if err := w.commitWith(ctx, postsSQL, args, &head, &lastID, &created, nil); err != nil {
 		return 0, err
 	}
 	// The messages' changes, for the feed; the notifications' changes are
 	// never scrubbed, and are read from the log.
+	first, firstID := uint64(head)-uint64(pos), uint64(lastID)-uint64(n)
 	w.changes = w.changes[:0]
 	for i, p := range w.posts {
 		m := p.m
-		m.ID = uint64(ids[i])
-		m.CreatedAt = created[i].UTC()
+		m.ID = firstID + uint64(i) + 1
+		m.CreatedAt = created.UTC()
 		m.UpdatedAt = m.CreatedAt
-		first := uint64(heads[i]) - uint64(len(p.notified))
-		w.changes = append(w.changes, &model.Change{Seq: first, Kind: model.MessageCreated, At: at, Message: *m})
+		w.changes = append(w.changes, &model.Change{Seq: first + uint64(positions[i]), Kind: model.MessageCreated, At: at, Message: *m})
 	}
-	last := len(w.posts) - 1
-	w.db.feed.sawMessage(uint64(ids[last]))
-	return uint64(heads[last]), nil
+	w.db.feed.sawMessage(uint64(lastID))
+	return uint64(head), nil
 }
 
 // messagePageColumns reads a message without its owner, whom fillOwners

@@ -50,7 +50,7 @@ type writeTx struct {
 	purge  *purge
 	purged *int
 	// posts are messages to create in the last round trip with the
-	// notifications they cause (see postSQL); a transaction with posts
+	// notifications they cause (see postsSQL); a transaction with posts
 	// logs no other change.
 	posts []*postRow
 }
@@ -180,15 +180,37 @@ func (r *writeRow) Scan(dest ...any) error {
 // BEGIN's answer; the statement's is next in the results.
 func (w *writeTx) sendWithBegin(ctx context.Context, sql string, args []any) pgx.BatchResults {
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
 	b.Queue(sql, args...)
-	br := w.conn.SendBatch(ctx, b)
+	return w.send(ctx, b)
+}
+
+// send sends b's statements in one round trip, after BEGIN when the
+// transaction has not begun, whose answer it reads.
+func (w *writeTx) send(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if w.begun {
+		return w.conn.SendBatch(ctx, b)
+	}
+	full := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 1+len(b.QueuedQueries))}
+	full.Queue("BEGIN")
+	full.QueuedQueries = append(full.QueuedQueries, b.QueuedQueries...)
+	br := w.conn.SendBatch(ctx, full)
 	w.begun = true
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
-		return pgx.FailedBatchResults(&pgx.Batch{QueuedQueries: b.QueuedQueries[1:]}, err)
+		return pgx.FailedBatchResults(b, err)
 	}
 	return br
+}
+
+// pipeline sends b's statements in one round trip and hands their
+// answers to read, in order.
+func (w *writeTx) pipeline(ctx context.Context, b *pgx.Batch, read func(pgx.BatchResults) error) error {
+	br := w.send(ctx, b)
+	err := read(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // retryable reports the errors after which PostgreSQL expects the
@@ -397,25 +419,11 @@ func (w *writeTx) finish(ctx context.Context) (uint64, error) {
 // once the statement may have been sent leaves the write in doubt unless
 // it proves otherwise (sentCommit).
 func (w *writeTx) commitWith(ctx context.Context, sql string, args []any, dest ...any) error {
-	return w.commitAll(ctx, []statement{{sql, args, dest}})
-}
-
-// statement is a statement of one row, and where to scan it.
-type statement struct {
-	sql  string
-	args []any
-	dest []any
-}
-
-// commitAll is commitWith for the statements of all, sent in order.
-func (w *writeTx) commitAll(ctx context.Context, all []statement) error {
 	b := &pgx.Batch{}
 	if !w.begun {
 		b.Queue("BEGIN")
 	}
-	for _, st := range all {
-		b.Queue(st.sql, st.args...)
-	}
+	b.Queue(sql, args...)
 	b.Queue("COMMIT")
 	br := w.conn.SendBatch(ctx, b)
 	err := func() error {
@@ -425,10 +433,8 @@ func (w *writeTx) commitAll(ctx context.Context, all []statement) error {
 				return err
 			}
 		}
-		for _, st := range all {
-			if err := br.QueryRow().Scan(st.dest...); err != nil {
-				return err
-			}
+		if err := br.QueryRow().Scan(dest...); err != nil {
+			return err
 		}
 		_, err := br.Exec()
 		return err

@@ -123,10 +123,18 @@ function applyRegistration(mode) {
   form.elements.invite.required = mode === 'invite';
 }
 
+// applyResetByEmail offers a link by e-mail to whoever forgot their
+// password, on a server that sends e-mail.
+function applyResetByEmail(on) {
+  $('#forgot-form').hidden = !on;
+  if (on) $('#login-forgot').replaceChildren('Forgot your password? ', h('a', { href: '#reset' }, 'Get a link by e-mail'), '.');
+}
+
 async function loadInfo() {
   try {
     const { data } = await request('GET', '/api/info');
     applyRegistration(data.registration);
+    applyResetByEmail(data.passwordResetByEmail);
   } catch {
     // Left as it is: a registration the server does not take is refused
     // with its reason.
@@ -135,6 +143,7 @@ async function loadInfo() {
 const infoLoaded = loadInfo();
 
 const reset = resetPage({
+  announce: (text) => announce(text, { stay: true }),
   done() {
     history.replaceState(null, '', location.pathname + location.search);
     if (session.token) route();
@@ -385,6 +394,26 @@ async function start() {
     // reason: a maintenance page's hour would leave the page stuck.
     await sleep(Math.max(wait, Math.min(err.retryAfter ?? 0, 300) * 1000), null, ['online', 'herald:reachable']);
   }
+}
+
+// Offline, the page the service worker kept opens all the same (the
+// browser's own word, navigator.onLine, says when); this line says why
+// nothing new arrives. The live stream and the forms say what they say of
+// an unreachable server besides.
+function sayOffline() {
+  $('#offline').textContent = navigator.onLine ? ''
+    : 'You are offline: this is the page kept on this device, and nothing new arrives until the connection is back.';
+}
+addEventListener('online', sayOffline);
+addEventListener('offline', sayOffline);
+sayOffline();
+
+// The service worker keeps the page for offline use and shows the
+// notifications pushed to this browser. Registering it asks the person
+// nothing; permission to notify is asked only on a click. Browsers offer
+// no workers outside a secure context (plain http:// to another machine).
+if ('serviceWorker' in navigator) {
+  addEventListener('load', () => navigator.serviceWorker.register('/sw.js').catch(() => {}));
 }
 
 start();

@@ -1,17 +1,24 @@
 package web_test
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"herald/auth"
 	heraldhttp "herald/http"
 	"herald/http/internal/apitest"
+	"herald/mail"
+	"herald/mail/mailtest"
 )
 
 // The web client's side of running in the open for people who are not
@@ -227,4 +234,56 @@ func TestWebClientPasswordReset(t *testing.T) {
 	if got := refusal(); !strings.HasPrefix(got, "Too many failed attempts from your address. Please wait") {
 		t.Errorf("beyond the limit the form says %q", got)
 	}
+}
+
+// TestWebClientPasswordResetByEmail: on a server that sends e-mail, the
+// sign-in form offers a link by e-mail; asking for one says what the
+// server said, the e-mail comes, and its link opens the page that sets
+// the new password, which then works.
+func TestWebClientPasswordResetByEmail(t *testing.T) {
+	srv := mailtest.Start(t, mailtest.Options{})
+	sender := mail.NewSender(mail.Settings{Host: "127.0.0.1", Port: srv.Port, PlainText: true, From: "herald@example.com"}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); sender.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	// The links point at the public URL: here the test server's own, known
+	// once it listens, so the handler is told it through a listener made
+	// first.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	public := "http://" + ln.Addr().String()
+	e, stop := apitest.ServeOn(t, ln, apitest.OpenStore(t, filepath.Join(t.TempDir(), "herald.db"), time.Now),
+		heraldhttp.Config{Mailer: sender, PublicURL: public}, nil)
+	defer stop()
+	const email, fresh = "ada@example.com", "a brand new password"
+	e.Register(email, apitest.Password)
+
+	b := newWebBrowser(t, e.URL)
+	p := b.person("ada")
+	p.screen("auth")
+	p.waitFor("the link by e-mail is offered", `document.querySelector('#login-forgot a').textContent === 'Get a link by e-mail'`)
+	p.click("#login-forgot a")
+	p.screen("reset")
+	p.waitFor("the form for a link shows", `document.querySelector('#forgot-form').checkVisibility()`)
+	p.axeCheck("password reset, with e-mail")
+	p.fill("#forgot-email", email)
+	p.click("#forgot-form button[type=submit]")
+	p.waitFor("the page says the e-mail is on its way", `document.querySelector('#notice').textContent.includes('on its way')`)
+	got := srv.Wait(t, 1, 10*time.Second)
+	text, _ := got[0].Parts(t)
+	link := regexp.MustCompile(regexp.QuoteMeta(public) + `/#reset=herald_reset_[A-Za-z0-9_-]+`).FindString(text)
+	if link == "" {
+		t.Fatalf("no link to %s in the e-mail:\n%s", public, got[0])
+	}
+	p.goTo(link)
+	p.screen("reset")
+	p.fill("#reset-password", fresh)
+	p.fill("#reset-again", fresh)
+	p.click("#reset-form button[type=submit]")
+	p.screen("auth")
+	apitest.AssertProblem(t, e.LoginAttempt(email, apitest.Password), http.StatusUnauthorized)
+	p.login(email, fresh)
 }

@@ -108,6 +108,12 @@ func WithStreams(l stream.Limits) Option {
 	return func(c *heraldhttp.Config) { c.Streams = l }
 }
 
+// WithMailer has the server send e-mail with m, its links under
+// publicURL.
+func WithMailer(m heraldhttp.Mailer, publicURL string) Option {
+	return func(c *heraldhttp.Config) { c.Mailer, c.PublicURL = m, publicURL }
+}
+
 // WithTokenTTL sets the lifetime of issued tokens.
 func WithTokenTTL(d time.Duration) Option {
 	return func(c *heraldhttp.Config) { c.TokenTTL = d }
