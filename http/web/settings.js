@@ -201,7 +201,7 @@ function sameKey(subscription, key) {
 
 // browserError makes what a browser's push API threw fit to show.
 function browserError(what, err) {
-  return Object.assign(new Error(`${what}: ${err?.message || err}`), { status: undefined, violations: [] });
+  return new Error(`${what}: ${err?.message || err}`);
 }
 
 const BLOCKED = 'Notifications from Herald are blocked in this browser. To allow them again, open the site settings ' +
@@ -227,14 +227,26 @@ function pushSection({ session, announce }) {
     help.hidden = !hint;
   }
 
-  // registration is the service worker's, once the page has one; null
-  // before (the page registers it on load) or where there is none.
-  async function registration() {
-    return (await navigator.serviceWorker.getRegistration()) ?? null;
+  // workerReady is the registration of the active worker, which push
+  // needs. The page registers it on load; a browser that never gets one
+  // (its script refused, say) is told rather than waited for forever.
+  async function workerReady() {
+    let timer;
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(
+        'Herald\'s service worker is not running in this browser, and push needs it. Reload the page and try again.')), 10000);
+    });
+    try {
+      return await Promise.race([navigator.serviceWorker.ready, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
+  // browserSubscription is this browser's, if any; none before the page
+  // has registered its worker (on load).
   async function browserSubscription() {
-    const reg = await registration();
+    const reg = await navigator.serviceWorker.getRegistration();
     return reg ? reg.pushManager.getSubscription() : null;
   }
 
@@ -320,7 +332,7 @@ function pushSection({ session, announce }) {
       });
       return;
     }
-    const reg = await navigator.serviceWorker.ready;
+    const reg = await workerReady();
     let sub = await reg.pushManager.getSubscription();
     if (sub && !sameKey(sub, key)) {
       await sub.unsubscribe();
