@@ -272,6 +272,9 @@ func TestWebClientPushSubscriptions(t *testing.T) {
 	p.setNotifications(browser.PermissionSettingDenied)
 	p.click("#push-toggle")
 	p.waitFor("the refusal is explained", `document.querySelector('#push-help').textContent.includes('site settings')`)
+	if got := p.text("#notice"); !strings.Contains(got, "blocked") {
+		t.Errorf("after the refusal the page announced %q", got)
+	}
 	if n := webEval[int](p, `window.fakePush.asked`); n != 1 {
 		t.Errorf("the click asked %d times, want once", n)
 	}

@@ -330,6 +330,11 @@ function pushSection({ session, announce }) {
       say('This device does not get notifications.', {
         hint: answer === 'denied' ? BLOCKED : 'You did not allow notifications. Press the button again to be asked again.',
       });
+      // The section's text is not a live region (it would be read out at
+      // every opening of the screen); what the click did is said here.
+      announce(answer === 'denied'
+        ? 'Notifications are blocked in this browser. The settings say how to allow them.'
+        : 'Notifications were not allowed.');
       return;
     }
     const reg = await workerReady();
