@@ -20,6 +20,7 @@ import (
 	"herald/http/stream"
 	"herald/model"
 	"herald/pg"
+	"herald/push"
 )
 
 // config is everything a run can be told by flags or HERALD_* variables.
@@ -40,8 +41,13 @@ type config struct {
 	admins          string // comma-separated e-mails, read only to upgrade an older database
 	registration    heraldhttp.Registration
 	publicURL       string
-	auditKeepFor    time.Duration
-	auditKeepMax    int
+	// pushContact turns Web Push on: the VAPID subject push services may
+	// write to (see push.CheckContact); pushAllowPrivate lets
+	// subscriptions reach private addresses.
+	pushContact      string
+	pushAllowPrivate bool
+	auditKeepFor     time.Duration
+	auditKeepMax     int
 	// notificationsKeep is how long notifications are kept.
 	notificationsKeep time.Duration
 	writesPerAcct     auth.Rate
@@ -94,6 +100,8 @@ func parseConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	c.registration = heraldhttp.RegistrationOpen
 	fs.Var(registrationFlag{&c.registration}, "registration", "who may register: anyone (open), whoever holds an invitation (invite), or nobody (closed); only for a database that holds no such setting: an administrator's change (GET/PATCH /api/admin/settings) wins (`open|invite|closed`)")
 	fs.StringVar(&c.publicURL, "public-url", "", "the address people reach this server at, such as https://herald.example.com, for the links of invitations and password resets; empty: the address each request was made to (`URL`)")
+	fs.StringVar(&c.pushContact, "push-contact", "", "turns Web Push on: a mailto: or https: URL where push services can reach this server's operator, sent to them as given (the VAPID subject); off when empty (`URL`)")
+	fs.BoolVar(&c.pushAllowPrivate, "push-allow-private", false, "let push subscriptions' endpoints be on loopback, private, link-local or other non-public addresses, for tests and push services on a private network; otherwise refused when subscribing and again before each connection")
 	c.mailFlags.register(fs)
 	c.auditKeepFor, c.auditKeepMax = 365*24*time.Hour, 100000
 	fs.Var(durationFlag{&c.auditKeepFor}, "audit-keep", "how long the audit log keeps administrators' acts (`DURATION`)")
@@ -207,6 +215,14 @@ func (c *config) validate() error {
 		if u, err := url.Parse(c.publicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
 			return configError("public-url", "must be an address like https://herald.example.com")
 		}
+	}
+	if c.pushContact != "" {
+		if err := push.CheckContact(c.pushContact); err != nil {
+			return configError("push-contact", "must be a mailto: URL (mailto:admin@example.com) or an https: URL")
+		}
+	}
+	if c.pushAllowPrivate && c.pushContact == "" {
+		return configError("push-allow-private", "needs --push-contact, which turns Web Push on")
 	}
 	if _, err := parsePrefixes(c.trustedProxies); err != nil {
 		return configError("trusted-proxies", err.Error())

@@ -59,6 +59,13 @@ func TestParseConfig(t *testing.T) {
 		{name: "WritesPerAccountZero", args: []string{"--writes-per-account", "0/1m"}, wantErr: "writes-per-account"},
 		{name: "PublicURL", args: []string{"--public-url", "https://herald.example.com"}, want: with(func(c *config) { c.publicURL = "https://herald.example.com" })},
 		{name: "PublicURLWithPath", args: []string{"--public-url", "https://herald.example.com/app"}, wantErr: "public-url"},
+		{name: "PushContactMailto", args: []string{"--push-contact", "mailto:ops@example.com"}, want: with(func(c *config) { c.pushContact = "mailto:ops@example.com" })},
+		{name: "PushContactHTTPS", vars: map[string]string{"HERALD_PUSH_CONTACT": "https://example.com/contact", "HERALD_PUSH_ALLOW_PRIVATE": "true"},
+			want: with(func(c *config) { c.pushContact, c.pushAllowPrivate = "https://example.com/contact", true })},
+		{name: "PushContactBare", args: []string{"--push-contact", "ops@example.com"}, wantErr: "push-contact"},
+		{name: "PushContactHTTP", args: []string{"--push-contact", "http://example.com"}, wantErr: "push-contact"},
+		{name: "PushContactMailtoEmpty", args: []string{"--push-contact", "mailto:"}, wantErr: "push-contact"},
+		{name: "PushAllowPrivateAlone", args: []string{"--push-allow-private"}, wantErr: "push-allow-private"},
 		{name: "PublicURLNoScheme", args: []string{"--public-url", "herald.example.com"}, wantErr: "public-url"},
 		{name: "SMTP", args: []string{"--public-url", "https://herald.example.com", "--smtp", "smtp://ada:pw@mail.example.com"}, want: with(func(c *config) {
 			c.publicURL, c.smtp = "https://herald.example.com", "smtp://ada:pw@mail.example.com"

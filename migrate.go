@@ -110,7 +110,8 @@ func migrate(ctx context.Context, from, to string, stdout io.Writer) error {
 	}
 	exported, err := snap.Export(bolt.Visitor{User: im.User, Token: im.Token, Message: im.Message, Change: im.Change,
 		Invite: im.Invite, Reset: im.Reset, Audit: im.Audit, IdempotencyKey: im.IdempotencyKey,
-		Notification: im.Notification, NotificationMark: im.NotificationMark, Cert: im.Cert, Settings: im.Settings})
+		Notification: im.Notification, NotificationMark: im.NotificationMark, Cert: im.Cert, Settings: im.Settings,
+		PushKeys: im.PushKeys, PushSubscription: im.PushSubscription, PushDelivery: im.PushDelivery, PushPosition: im.PushPosition})
 	if err != nil {
 		im.Abort()
 		if errors.Is(err, bolt.ErrNotExportable) {
@@ -122,6 +123,7 @@ func migrate(ctx context.Context, from, to string, stdout io.Writer) error {
 		UsersSeq: exported.UsersSeq, MessagesSeq: exported.MessagesSeq,
 		InvitesSeq: exported.InvitesSeq, AuditSeq: exported.AuditSeq,
 		ChangesHead: exported.ChangesHead, ChangesFloor: exported.ChangesFloor,
+		PushSubscriptionsSeq: exported.PushSubscriptionsSeq,
 	})
 	if err != nil {
 		return fmt.Errorf("copying into PostgreSQL: %w", err)
@@ -148,6 +150,7 @@ func migrate(ctx context.Context, from, to string, stdout io.Writer) error {
 		{"idempotency keys", exported.IdempotencyKeys, after.IdempotencyKeys},
 		{"notifications", exported.Notifications, after.Notifications},
 		{"certificates", exported.Certs, after.Certs},
+		{"push subscriptions", exported.PushSubscriptions, after.PushSubscriptions},
 	}
 	mismatch := false
 	for _, r := range rows {
@@ -160,7 +163,8 @@ func migrate(ctx context.Context, from, to string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "  change log positions %d to %d; next message ID %d\n", exported.ChangesFloor+1, exported.ChangesHead, exported.MessagesSeq+1)
 	if mismatch || copied.Changes != exported.Changes || copied.Invites != exported.Invites ||
 		copied.Resets != exported.Resets || copied.Audit != exported.Audit || copied.IdempotencyKeys != exported.IdempotencyKeys ||
-		copied.Certs != exported.Certs || copied.Notifications != exported.Notifications {
+		copied.Certs != exported.Certs || copied.Notifications != exported.Notifications ||
+		copied.PushSubscriptions != exported.PushSubscriptions {
 		return errors.New("the counts differ; the PostgreSQL database is not a faithful copy")
 	}
 	fmt.Fprintln(stdout, "  every count agrees")

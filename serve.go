@@ -20,6 +20,7 @@ import (
 	"herald/http/connlimit"
 	"herald/http/netquirk"
 	"herald/http/stream"
+	"herald/push"
 )
 
 // setMemoryLimit gives the Go runtime a soft heap limit. Every password
@@ -138,6 +139,16 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 	}()
 	defer func() { stopChores(); <-choresDone }()
 
+	// Web Push, when on: it stops before the chores give the lead up and
+	// the database closes.
+	if cfg.pushContact != "" {
+		stopPush, err := startPush(cfg, db, set, logger)
+		if err != nil {
+			return err
+		}
+		defer stopPush()
+	}
+
 	setMemoryLimit(cfg, getenv, logger)
 	proxies := cfg.proxies()
 	hashQueue := cfg.hashQueue
@@ -171,6 +182,7 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		PublicURL:    cfg.publicURL,
 		Version:      strings.TrimPrefix(currentBuild().String(), "herald "),
 		Streams:      stream.Limits{PerUser: cfg.streamsPerUser, Total: cfg.streams},
+		Push:         heraldhttp.PushConfig{Contact: cfg.pushContact, AllowPrivate: cfg.pushAllowPrivate},
 		Limits: heraldhttp.Limits{
 			LoginFailuresPerAccount: cfg.loginPerAccount,
 			LoginFailuresPerAddress: cfg.loginPerAddress,
@@ -254,4 +266,32 @@ func serve(ctx context.Context, cfg *config, getenv func(string) string, logger 
 		return err
 	}
 	return nil
+}
+
+// startPush starts the push sender over db and returns what stops it. On
+// a store several instances share, only the instance leading the chores
+// sends (chores.Leader: the chores take the lead, the sender follows).
+func startPush(cfg *config, db store, set *metrics.Set, logger *slog.Logger) (stop func(), err error) {
+	pushStore, ok := db.(push.Store)
+	if !ok {
+		return nil, errors.New("this database cannot keep Web Push's subscriptions")
+	}
+	pcfg := push.Config{Contact: cfg.pushContact, PublicURL: strings.TrimSuffix(cfg.publicURL, "/"),
+		AllowPrivate: cfg.pushAllowPrivate, Metrics: set, Logger: logger}
+	if l, ok := db.(interface{ Leading() bool }); ok {
+		pcfg.Leading = l.Leading
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sender, err := push.New(ctx, pushStore, pcfg)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("starting Web Push: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sender.Run(ctx)
+	}()
+	logger.Info("Web Push on", "contact", cfg.pushContact, "allow_private", cfg.pushAllowPrivate)
+	return func() { cancel(); <-done }, nil
 }

@@ -72,6 +72,9 @@ func (db *DB) removeAccount(tx *bbolt.Tx, u *model.User) error {
 	if err := removeNotificationsOf(tx, u.ID); err != nil {
 		return err
 	}
+	if err := removePushSubscriptionsOf(tx, u.ID); err != nil {
+		return err
+	}
 	if err := tx.Bucket(bucketUsersByEmail).Delete(emailKey(u.Email)); err != nil {
 		return err
 	}

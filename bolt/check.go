@@ -38,6 +38,7 @@ func (db *DB) CheckInvariants() ([]string, error) {
 		c.guarded("idempotency", c.idempotency)
 		c.guarded("certs", c.certs)
 		c.guarded("people", c.people)
+		c.guarded("push", c.push)
 		return nil
 	})
 	return c.problems, err

@@ -51,6 +51,14 @@ type Visitor struct {
 	NotificationMark func(userID, readUpTo uint64) error
 	// Cert receives the values HTTPS with ACME keeps, by name.
 	Cert func(name string, data []byte) error
+	// PushKeys receives Web Push's key pair, once, when there is one;
+	// PushSubscription every subscription, by ascending ID; PushDelivery
+	// every queued push; PushPosition the sender's place in the change
+	// log, once, when it has one. Each may be nil (not read).
+	PushKeys         func(model.VAPIDKeys) error
+	PushSubscription func(*model.PushSubscription) error
+	PushDelivery     func(*model.PushDelivery) error
+	PushPosition     func(uint64) error
 	// Settings receives the settings the database holds, last, once.
 	Settings func(model.Settings) error
 }
@@ -72,6 +80,11 @@ type Exported struct {
 	Changes, Invites, Resets, Audit, IdempotencyKeys, Notifications int
 	// Certs is how many values HTTPS with ACME keeps.
 	Certs int
+	// PushSubscriptionsSeq is the last push subscription ID given out;
+	// PushSubscriptions and PushPending how many subscriptions and
+	// queued pushes Export read.
+	PushSubscriptionsSeq           uint64
+	PushSubscriptions, PushPending int
 }
 
 // ErrNotExportable: the file must be opened by this Herald once before it
@@ -228,6 +241,9 @@ func (s *Snapshot) Export(v Visitor) (Exported, error) {
 			return v.Cert(string(k), bytes.Clone(b))
 		})
 		if err != nil {
+			return err
+		}
+		if err := exportPush(tx, v, &out); err != nil {
 			return err
 		}
 		return v.Settings(readSettings(tx))

@@ -59,6 +59,7 @@ var (
 		bucketInvites, bucketInviteCodes, bucketResets, bucketUserResets, bucketAudit,
 		bucketIdempotency, bucketIdempotencyByTime, bucketCerts, bucketSettings,
 		bucketReplies, bucketReplyCounts, bucketNotifications, bucketNotified, bucketNotificationMarks,
+		bucketPush, bucketPushSubs, bucketPushSubsByUser, bucketPushSubsByEndpoint, bucketPushPending,
 	}
 
 	// Buckets whose keys only rise, so new keys land at the very end, and

@@ -69,7 +69,12 @@ import (
 //	10 every account has a handle and a name: user records of version 3,
 //	   and users_by_handle indexes the handles. An older Herald could not
 //	   read the records, so it must refuse the file.
-const currentLayout = 10
+//	11 Web Push: the server's VAPID key pair, the accounts' push
+//	   subscriptions and the sender's queue and place in the change log,
+//	   in the push buckets (see push.go). An older Herald would not delete
+//	   an account's subscriptions with it, so it must refuse the file.
+//	   Nothing stored before changes: the upgrade only raises the layout.
+const currentLayout = 11
 
 // Buckets of older layouts, which only upgrades read or write:
 //
@@ -199,7 +204,31 @@ func (db *DB) prepareLayout(legacyAdmins []string, keep bool) error {
 	if err := db.upgradeFrom8(); err != nil {
 		return err
 	}
-	return db.upgradeFrom9()
+	if err := db.upgradeFrom9(); err != nil {
+		return err
+	}
+	return db.upgradeFrom10()
+}
+
+// upgradeFrom10 brings a file of layout 10 to layout 11. What layout 11
+// adds are buckets, which Open has created, so raising the layout, which
+// an older Herald then refuses, is the whole upgrade.
+func (db *DB) upgradeFrom10() error {
+	var layout uint64
+	err := db.bolt.Update(func(tx *bbolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if layout = btoi(meta.Get(metaLayout)); layout >= 11 {
+			return nil
+		}
+		return meta.Put(metaLayout, itob(11))
+	})
+	if err != nil {
+		return fmt.Errorf("upgrading to layout 11: %w", err)
+	}
+	if layout < 11 {
+		db.log.Info("database upgraded to layout 11: buckets for Web Push's key pair, subscriptions and queue")
+	}
+	return nil
 }
 
 // upgradeFrom9 brings a file of layout 9 to layout 10 in one transaction:

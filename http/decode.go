@@ -28,6 +28,9 @@ type fieldSpec struct {
 	// true or false, or whole numbers, rather than strings; forms send
 	// them as text, which fields.boolean and fields.integer read.
 	booleans, integers []string
+	// jsonOnly: the body is a JSON object of nested values (a browser's
+	// PushSubscription), which no form can carry; its handler reads it.
+	jsonOnly bool
 }
 
 // fields are the decoded body: name → value. A nil value is an explicit JSON
@@ -133,6 +136,9 @@ func isTooLarge(err error) bool {
 // instead: the header a JSON body needs first, since a JSON body sent
 // without it (curl -d's default) is the usual mistake.
 func whatToSend(spec fieldSpec) string {
+	if spec.jsonOnly {
+		return "send the header Content-Type: " + mediaJSON + " with a JSON object"
+	}
 	return "send the header Content-Type: " + mediaJSON + " with a JSON object, or fields as " +
 		strings.Join(acceptedMedia(spec)[1:], ", ")
 }
@@ -170,7 +176,6 @@ var bodyRoutes = map[[2]string]fieldSpec{
 	{http.MethodPost, "/api/register"}:               registerFields,
 	{http.MethodPost, "/api/login"}:                  loginFields,
 	{http.MethodPost, "/api/password-reset"}:         passwordResetFields,
-	{http.MethodPost, "/api/password-reset/request"}: resetRequestFields,
 	{http.MethodDelete, "/api/me"}:                   accountDeleteFields,
 	{http.MethodPatch, "/api/me"}:                    profileFields,
 	{http.MethodPost, "/api/me/password"}:            passwordChangeFields,
@@ -181,6 +186,8 @@ var bodyRoutes = map[[2]string]fieldSpec{
 	{http.MethodPatch, "/api/admin/users/:id"}:       accountPatchFields,
 	{http.MethodPost, "/api/admin/invites"}:          inviteFields,
 	{http.MethodPatch, "/api/admin/settings"}:        settingsFields,
+	{http.MethodPost, "/api/me/push-subscriptions"}:  pushSubscriptionFields,
+	{http.MethodPost, "/api/password-reset/request"}: resetRequestFields,
 }
 
 func takesBody(rt route) bool {
@@ -189,6 +196,9 @@ func takesBody(rt route) bool {
 }
 
 func acceptedMedia(spec fieldSpec) []string {
+	if spec.jsonOnly {
+		return []string{mediaJSON}
+	}
 	media := []string{mediaJSON, mediaForm, mediaMultipart}
 	if spec.mergePatch {
 		media = append(media, mediaMergePatch)

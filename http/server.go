@@ -64,6 +64,9 @@ type Config struct {
 	Now func() time.Time
 	// Streams limits live streams; zero values take defaults.
 	Streams stream.Limits
+	// Push turns Web Push's routes on (see push.go); the zero value
+	// leaves them off.
+	Push PushConfig
 }
 
 // Server is Herald's HTTP handler.
@@ -81,6 +84,7 @@ type Server struct {
 	public   string
 	streams  *stream.Hub
 	router   *httprouter.Router
+	push     pushState
 
 	// mailer sends e-mail (nil: none is sent); resetsMailing holds a
 	// token for each reset link being made (maxResetsMailing).
@@ -139,6 +143,7 @@ func NewServer(store Store, hasher *auth.Hasher, cfg Config) *Server {
 	s.metrics = cfg.Metrics
 	s.version, s.public = cfg.Version, strings.TrimSuffix(cfg.PublicURL, "/")
 	s.backgroundCtx, s.cancelBackground = context.WithCancel(context.Background())
+	s.push.cfg = cfg.Push
 	switch {
 	case cfg.Mailer != nil && s.public == "":
 		// main refuses to start so; a test that forgets is told.
@@ -328,6 +333,10 @@ func (s *Server) routes() []route {
 		{http.MethodDelete, "/api/me/tokens/:id", authenticated, s.revokeToken},
 		{http.MethodGet, "/api/me/notifications", bearer, s.listNotifications},
 		{http.MethodPost, "/api/me/notifications/read", authenticated, s.markNotificationsRead},
+		{http.MethodGet, "/api/push/key", authenticated, s.pushKey},
+		{http.MethodPost, "/api/me/push-subscriptions", authenticated, s.createPushSubscription},
+		{http.MethodGet, "/api/me/push-subscriptions", authenticated, s.listPushSubscriptions},
+		{http.MethodDelete, "/api/me/push-subscriptions/:id", authenticated, s.deletePushSubscription},
 
 		{http.MethodGet, "/api/users/:handle", bearer, s.profile},
 		{http.MethodPost, "/api/message", roleUser, s.createMessage}, // the original API's singular path, kept for its clients

@@ -30,6 +30,27 @@ type Store interface {
 	Settings
 	stream.Feed
 	Health
+	PushSubscriptions
+}
+
+// PushSubscriptions keeps Web Push's key pair and the accounts' browser
+// subscriptions (the sender, package push, asks the rest).
+type PushSubscriptions interface {
+	// VAPIDKeys returns the stored key pair, storing the one generate
+	// makes when there is none yet; every caller, on every instance,
+	// gets the one stored first.
+	VAPIDKeys(ctx context.Context, generate func() (model.VAPIDKeys, error)) (model.VAPIDKeys, error)
+	// SavePushSubscription stores sub for the caller: a new one, the
+	// caller's own endpoint updated, or another account's endpoint moved
+	// to the caller; created is false for an update. It sets sub's ID,
+	// UserID, CreatedAt and LastSuccessAt. Errors: model.ErrConflict
+	// (model.PushSubscriptionLimit).
+	SavePushSubscription(ctx context.Context, by model.Caller, sub *model.PushSubscription) (created bool, err error)
+	// PushSubscriptions lists the caller's subscriptions, newest first.
+	PushSubscriptions(ctx context.Context, by model.Caller) ([]*model.PushSubscription, error)
+	// DeletePushSubscription deletes the caller's subscription. Errors:
+	// model.ErrNotFound when the caller holds none with that ID.
+	DeletePushSubscription(ctx context.Context, by model.Caller, id uint64) error
 }
 
 // Settings are what an administrator changes at run time, kept in the

@@ -37,9 +37,14 @@ type Importer struct {
 	// keys need: a table's rows are copied before the next table's first.
 	users, tokens, messages, changes, invites, resets, audit, keys *copyBuffer
 	notifications, marks, certs                                    *copyBuffer
+	pushSubs, pushPending                                          *copyBuffer
 	ordered                                                        []*copyBuffer
-	newestCreated                                                  time.Time
-	counts                                                         ImportCounts
+	// pushKeys and pushPosition are Web Push's one key pair and the
+	// sender's place, written by Finish.
+	pushKeys      *model.VAPIDKeys
+	pushPosition  *uint64
+	newestCreated time.Time
+	counts        ImportCounts
 }
 
 // copyBuffer holds rows for one table until a COPY sends them.
@@ -56,6 +61,8 @@ type ImportCounts struct {
 	// Certs is how many values HTTPS with ACME keeps (certificates, the
 	// account's key).
 	Certs int
+	// PushSubscriptions is how many Web Push subscriptions.
+	PushSubscriptions int
 }
 
 // ImportState is where the source's counters stand: the last user,
@@ -65,6 +72,8 @@ type ImportCounts struct {
 type ImportState struct {
 	UsersSeq, MessagesSeq, InvitesSeq, AuditSeq uint64
 	ChangesHead, ChangesFloor                   uint64
+	// PushSubscriptionsSeq is the last push subscription ID given out.
+	PushSubscriptionsSeq uint64
 }
 
 // ErrNotEmpty: the import's target already holds data.
@@ -83,6 +92,7 @@ func (e *ErrNotEmpty) Error() string {
 		{e.IdempotencyKeys, "idempotency key", "idempotency keys"},
 		{e.Notifications, "notification", "notifications"},
 		{e.Certs, "certificate value", "certificate values"},
+		{e.PushSubscriptions, "push subscription", "push subscriptions"},
 	} {
 		switch {
 		case c.n == 1:
@@ -117,7 +127,8 @@ func (db *DB) BeginImport(ctx context.Context) (*Importer, error) {
 		return nil, err
 	}
 	if _, err := tx.Exec(ctx, `LOCK TABLE users, tokens, messages, changes, change_counter, change_floor,
-		invites, password_resets, audit, idempotency_keys, certs, settings, notifications, notification_marks IN EXCLUSIVE MODE`); err != nil {
+		invites, password_resets, audit, idempotency_keys, certs, settings, notifications, notification_marks,
+		push_keys, push_subscriptions, push_position, push_pending IN EXCLUSIVE MODE`); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, err
 	}
@@ -150,9 +161,13 @@ func (db *DB) BeginImport(ctx context.Context) (*Importer, error) {
 		notifications: &copyBuffer{table: "notifications", columns: []string{"id", "user_id", "kind", "at", "actor_id", "message_id"}},
 		marks:         &copyBuffer{table: "notification_marks", columns: []string{"user_id", "read_up_to"}},
 		certs:         &copyBuffer{table: "certs", columns: []string{"name", "data"}},
+		pushSubs: &copyBuffer{table: "push_subscriptions", columns: []string{"id", "user_id", "endpoint", "p256dh", "auth",
+			"expiration_time", "created_at", "last_success_at"}},
+		pushPending: &copyBuffer{table: "push_pending", columns: []string{"notification_id", "subscription_id", "kind", "payload",
+			"expires", "attempts", "not_before"}},
 	}
 	im.ordered = []*copyBuffer{im.users, im.tokens, im.messages, im.changes, im.invites, im.resets, im.audit, im.keys,
-		im.notifications, im.marks, im.certs}
+		im.notifications, im.marks, im.certs, im.pushSubs, im.pushPending}
 	return im, nil
 }
 
@@ -308,6 +323,32 @@ func (im *Importer) Cert(name string, data []byte) error {
 	return im.add(im.certs, []any{name, data})
 }
 
+// PushKeys adds Web Push's key pair, so the instances sign with the one
+// browsers subscribed with.
+func (im *Importer) PushKeys(k model.VAPIDKeys) error {
+	im.pushKeys = &k
+	return nil
+}
+
+// PushSubscription adds a push subscription, with its ID.
+func (im *Importer) PushSubscription(s *model.PushSubscription) error {
+	im.counts.PushSubscriptions++
+	return im.add(im.pushSubs, []any{int64(s.ID), int64(s.UserID), s.Endpoint, s.P256dh, s.Auth,
+		nullTime(s.ExpirationTime), s.CreatedAt, nullTime(s.LastSuccessAt)})
+}
+
+// PushDelivery adds a queued push, so none is lost in the copy.
+func (im *Importer) PushDelivery(d *model.PushDelivery) error {
+	return im.add(im.pushPending, []any{int64(d.NotificationID), int64(d.SubscriptionID), int16(d.Kind), d.Payload,
+		d.Expires, int32(d.Attempts), d.NotBefore})
+}
+
+// PushPosition adds the sender's place in the change log.
+func (im *Importer) PushPosition(seq uint64) error {
+	im.pushPosition = &seq
+	return nil
+}
+
 // Finish copies what is buffered, sets the counters where the source's
 // stood, and commits. It returns how many records it copied.
 func (im *Importer) Finish(st ImportState) (ImportCounts, error) {
@@ -349,10 +390,20 @@ func (im *Importer) Finish(st ImportState) (ImportCounts, error) {
 	for _, seq := range []struct {
 		table string
 		last  uint64
-	}{{"users", st.UsersSeq}, {"invites", st.InvitesSeq}, {"audit", st.AuditSeq}} {
+	}{{"users", st.UsersSeq}, {"invites", st.InvitesSeq}, {"audit", st.AuditSeq}, {"push_subscriptions", st.PushSubscriptionsSeq}} {
 		if _, err := im.tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence($1, 'id'), greatest($2::bigint, 1), $2::bigint > 0)`,
 			seq.table, int64(seq.last)); err != nil {
 			return ImportCounts{}, fmt.Errorf("setting the sequence of %s: %w", seq.table, err)
+		}
+	}
+	if k := im.pushKeys; k != nil {
+		if _, err := im.tx.Exec(ctx, `INSERT INTO push_keys (private_key, public_key) VALUES ($1, $2)`, k.Private, k.Public); err != nil {
+			return ImportCounts{}, fmt.Errorf("copying the push key pair: %w", err)
+		}
+	}
+	if p := im.pushPosition; p != nil {
+		if _, err := im.tx.Exec(ctx, `INSERT INTO push_position (seq) VALUES ($1)`, int64(*p)); err != nil {
+			return ImportCounts{}, fmt.Errorf("copying the push position: %w", err)
 		}
 	}
 	if err := im.tx.Commit(ctx); err != nil {
@@ -388,8 +439,9 @@ func tableCounts(ctx context.Context, q querier) (ImportCounts, error) {
 	var n ImportCounts
 	err := q.QueryRow(ctx, `SELECT (SELECT count(*) FROM users), (SELECT count(*) FROM tokens), (SELECT count(*) FROM messages),
 		(SELECT count(*) FROM changes), (SELECT count(*) FROM invites), (SELECT count(*) FROM password_resets), (SELECT count(*) FROM audit),
-		(SELECT count(*) FROM idempotency_keys), (SELECT count(*) FROM certs), (SELECT count(*) FROM notifications)`).
+		(SELECT count(*) FROM idempotency_keys), (SELECT count(*) FROM certs), (SELECT count(*) FROM notifications),
+		(SELECT count(*) FROM push_subscriptions)`).
 		Scan(&n.Users, &n.Tokens, &n.Messages, &n.Changes, &n.Invites, &n.Resets, &n.Audit, &n.IdempotencyKeys, &n.Certs,
-			&n.Notifications)
+			&n.Notifications, &n.PushSubscriptions)
 	return n, err
 }

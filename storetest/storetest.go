@@ -22,6 +22,7 @@ import (
 	"herald/chores"
 	heraldhttp "herald/http"
 	"herald/model"
+	"herald/push"
 )
 
 // Store is what the suite asks of a store: everything the HTTP layer
@@ -31,6 +32,7 @@ import (
 type Store interface {
 	heraldhttp.Store
 	chores.Store
+	push.Store
 	UserByID(ctx context.Context, id uint64) (*model.User, error)
 	CreateAdministrator(ctx context.Context, u *model.User) error
 	// What HTTPS with ACME keeps: see certs.go.
@@ -148,6 +150,9 @@ func Run(t *testing.T, open Opener) {
 		{"Idempotency", testIdempotency},
 		{"Certs", testCerts},
 		{"Settings", testSettings},
+		{"PushKeys", testPushKeys},
+		{"PushSubscriptions", testPushSubscriptions},
+		{"PushQueue", testPushQueue},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

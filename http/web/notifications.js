@@ -129,17 +129,37 @@ export function notifications({ session, announce }) {
       : 'This browser will not show notifications from Herald.');
   });
 
-  function desktop(n) {
+  // desktop shows n while the tab is hidden. Through the service worker
+  // when one is active: Chrome on Android has no \`new Notification\` (it
+  // throws), only the worker's showNotification, whose click the worker
+  // handles (it opens data.url). The tag is the one the worker gives the
+  // same notification pushed (its ID), so a device that gets both shows
+  // it once. The page shows it itself only where there is no worker, or
+  // the worker could not.
+  async function desktop(n) {
     if (!document.hidden || typeof Notification !== 'function' || Notification.permission !== 'granted') return;
-    const shown = new Notification(`${authorName(n.actor)} ${said[n.kind] ?? n.kind}`, {
-      body: n.message?.content.slice(0, 200) ?? '',
-      tag: `herald-notification-${n.id}`,
-    });
-    shown.addEventListener('click', () => {
-      focus();
-      if (n.message) location.hash = target(n);
-      shown.close();
-    });
+    const title = `${authorName(n.actor)} ${said[n.kind] ?? n.kind}`;
+    const options = { body: n.message?.content.slice(0, 200) ?? '', tag: String(n.id) };
+    try {
+      const reg = await navigator.serviceWorker?.getRegistration();
+      if (reg?.active) {
+        await reg.showNotification(title, { ...options, data: { url: n.message ? target(n) : '#notifications' } });
+        return;
+      }
+    } catch {
+      // Shown by the page below.
+    }
+    try {
+      const shown = new Notification(title, options);
+      shown.addEventListener('click', () => {
+        focus();
+        if (n.message) location.hash = target(n);
+        shown.close();
+      });
+    } catch {
+      // This browser shows notifications only through a worker, and had
+      // none: the count in the title says it all the same.
+    }
   }
 
   return {
