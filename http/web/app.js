@@ -283,7 +283,27 @@ signIn($('#register-form'), async (f) => {
   }
 });
 
+// leavePush takes this browser off the account's push subscriptions, on
+// the server and in the browser: a computer someone logged out of must
+// not go on showing their notifications, whoever uses it next.
+async function leavePush() {
+  try {
+    const reg = await navigator.serviceWorker?.getRegistration();
+    const sub = await reg?.pushManager?.getSubscription();
+    if (!sub) return;
+    const { data } = await session.call('GET', '/api/me/push-subscriptions');
+    const mine = data.items.find((it) => it.endpoint === sub.endpoint);
+    if (mine) await session.call('DELETE', `/api/me/push-subscriptions/${mine.id}`);
+    await sub.unsubscribe();
+  } catch {
+    // Logging out goes on: at worst the server keeps a subscription the
+    // browser dropped, which the push service then refuses, and the
+    // server deletes.
+  }
+}
+
 $('#logout').addEventListener('click', async () => {
+  await leavePush();
   try {
     await session.call('POST', '/api/logout');
   } catch {

@@ -399,6 +399,28 @@ func TestWebClientPushSubscriptions(t *testing.T) {
 		t.Error("with no device the section does not say so")
 	}
 
+	// On again, then logging out takes this browser off: a computer
+	// someone logged out of shows nobody their notifications.
+	p.click("#push-toggle")
+	p.waitFor("this device is on again", `document.querySelector('#push-toggle').textContent === 'Stop notifications on this device'`)
+	p.pushSettled()
+	if items := subscriptions(); len(items) != 1 {
+		t.Fatalf("on again, the server keeps %v", items)
+	}
+	p.click("#logout")
+	p.screen("auth")
+	if items := subscriptions(); len(items) != 0 {
+		t.Errorf("after logging out the server keeps %v", items)
+	}
+	if n := webEval[int](p, `window.fakePush.current ? 1 : 0`); n != 0 {
+		t.Error("logging out left the browser subscribed")
+	}
+	// Back in, on the screen the address still names.
+	p.fill("#login-email", "ada@example.com")
+	p.fill("#login-password", apitest.Password)
+	p.click("#login-form button[type=submit]")
+	p.screen("settings")
+
 	// What each push service is called.
 	for endpoint, want := range map[string]string{
 		"https://fcm.googleapis.com/fcm/send/x":                "Chrome / Android (Google)",
@@ -428,8 +450,8 @@ func TestWebClientPushSubscriptions(t *testing.T) {
 	}
 	p.axeCheck("settings, a browser without push")
 	p.shootPush("web-push-unsupported.png")
-	if n := webEval[int](p, `window.fakePush.asked`); n != 4 {
-		t.Errorf("permission asked %d times, want only on the four clicks that turn notifications on", n)
+	if n := webEval[int](p, `window.fakePush.asked`); n != 5 {
+		t.Errorf("permission asked %d times, want only on the five clicks that turn notifications on", n)
 	}
 
 	// A server without push.
