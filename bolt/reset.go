@@ -44,7 +44,8 @@ func decodeReset(code model.TokenHash, b []byte) (*model.PasswordReset, error) {
 
 // CreatePasswordReset stores a reset of account userID's password whose
 // code hashes to code, valid for ttl, replacing any the account had, and
-// writes the act to the audit log. Errors: model.ErrForbidden,
+// writes an administrator's act to the audit log (one by model.ByServer,
+// asked for by the account's owner, is none). Errors: model.ErrForbidden,
 // model.ErrNotFound, model.ErrConflict for a code already in use.
 func (db *DB) CreatePasswordReset(_ context.Context, by model.Caller, userID uint64, code model.TokenHash, ttl time.Duration) (*model.PasswordReset, error) {
 	var out *model.PasswordReset
@@ -72,6 +73,9 @@ func (db *DB) CreatePasswordReset(_ context.Context, by model.Caller, userID uin
 			return err
 		}
 		out = r
+		if by.Server() {
+			return nil // asked for by the account's owner (by e-mail): no administrator's act
+		}
 		return db.appendAudit(tx, actor, &model.AuditEntry{Action: model.AuditPasswordReset, UserID: u.ID, UserEmail: u.Email})
 	})
 	if err != nil {

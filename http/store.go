@@ -200,8 +200,9 @@ type Administration interface {
 	// returns how many. Errors: model.ErrNotFound.
 	RemoveMessagesOf(ctx context.Context, by model.Caller, id uint64) (int, error)
 	// CreatePasswordReset stores a reset of the account's password whose
-	// code hashes to code, valid for ttl, replacing any the account had.
-	// Errors: model.ErrNotFound.
+	// code hashes to code, valid for ttl, replacing any the account had;
+	// an administrator's is audited, one by model.ByServer (asked for by
+	// e-mail) is not. Errors: model.ErrNotFound.
 	CreatePasswordReset(ctx context.Context, by model.Caller, userID uint64, code model.TokenHash, ttl time.Duration) (*model.PasswordReset, error)
 	// CreateInvite stores inv, whose MaxUses, ExpiresAt and CodeHash are
 	// set, and sets its ID, Uses, CreatedAt and CreatedBy. Errors:
