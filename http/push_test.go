@@ -222,7 +222,7 @@ func (ps *pushService) checkVAPID(h string) {
 		}
 	}
 	want := ps.serverKey()
-	if k, _ := base64.RawURLEncoding.DecodeString(key); !bytes.Equal(k, elliptic.Marshal(elliptic.P256(), want.X, want.Y)) { //nolint:staticcheck // the uncompressed form, for comparison
+	if k, _ := base64.RawURLEncoding.DecodeString(key); !bytes.Equal(k, mustBytes(want)) {
 		ps.problem("k= is not the key the server serves")
 	}
 	parts := strings.Split(token, ".")
@@ -878,4 +878,13 @@ func TestPushInFlightWhenKilled(t *testing.T) {
 	if second.count("sent") != 1 {
 		t.Errorf("the second sender sent %d, want 1", second.count("sent"))
 	}
+}
+
+// mustBytes is a public key's uncompressed point.
+func mustBytes(k *ecdsa.PublicKey) []byte {
+	b, err := k.Bytes()
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -97,9 +97,7 @@ func resolve(ctx context.Context, r Resolver, host string) ([]netip.Addr, error)
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return []netip.Addr{ip}, nil
 	}
-	if strings.HasSuffix(host, ".") {
-		host = strings.TrimSuffix(host, ".")
-	}
+	host = strings.TrimSuffix(host, ".")
 	if host == "" {
 		return nil, errors.New("no host")
 	}
