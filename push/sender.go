@@ -449,9 +449,16 @@ func (s *Sender) deliver(ctx context.Context, d *model.PushDelivery) {
 	}
 }
 
+// errText is err for the log without the URL an *url.Error names: an
+// endpoint's path is the device's address at its push service, not for
+// the log.
 func errText(err error) string {
 	if err == nil {
 		return ""
+	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		return urlErr.Op + ": " + urlErr.Err.Error()
 	}
 	return err.Error()
 }
