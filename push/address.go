@@ -64,7 +64,7 @@ func EndpointProblem(ctx context.Context, r Resolver, endpoint string, allowPriv
 	switch {
 	case err != nil || u.Host == "" || u.Opaque != "":
 		return "endpoint must be an absolute https:// URL"
-	case u.Scheme != "https":
+	case u.Scheme != "https" || !strings.HasPrefix(endpoint, "https://"):
 		return "endpoint must be an https:// URL"
 	case u.User != nil:
 		return "endpoint must not hold a user name or password"
