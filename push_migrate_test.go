@@ -76,7 +76,7 @@ func TestMigratePush(t *testing.T) {
 	if pos, ok, err := db.PushPosition(ctx); pos != 4 || !ok || err != nil {
 		t.Errorf("PostgreSQL's push position = %d, %v, %v; want 4", pos, ok, err)
 	}
-	due, err := db.ClaimPushes(ctx, clock.Now(), time.Minute, 10)
+	due, err := db.ClaimPushes(ctx, clock.Now(), time.Minute, 10, nil)
 	if err != nil || len(due) != 1 || due[0].SubscriptionID != 1 || string(due[0].Payload) != `{"kind":"mention"}` {
 		t.Errorf("PostgreSQL's queue = %+v, %v; want the file's push to subscription 1", due, err)
 	}

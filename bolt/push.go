@@ -351,10 +351,11 @@ func (db *DB) QueuePushes(_ context.Context, from, to uint64, notices []model.Pu
 }
 
 // ClaimPushes returns up to max queued deliveries due by now, each with
-// its subscription, and puts each off until now+lease: a sender that
+// its subscription, but none to the push services busy names
+// (model.PushOrigin), and puts each off until now+lease: a sender that
 // dies with it leaves it to be claimed again then. Deliveries whose
 // subscription is gone are deleted.
-func (db *DB) ClaimPushes(_ context.Context, now time.Time, lease time.Duration, max int) ([]*model.PushDelivery, error) {
+func (db *DB) ClaimPushes(_ context.Context, now time.Time, lease time.Duration, max int, busy []string) ([]*model.PushDelivery, error) {
 	var out []*model.PushDelivery
 	err := db.writes.upkeep(func(tx *bbolt.Tx) error {
 		out = out[:0]
@@ -381,6 +382,9 @@ func (db *DB) ClaimPushes(_ context.Context, now time.Time, lease time.Duration,
 			}
 			if sub == nil {
 				doomed = append(doomed, slices.Clone(k))
+				return nil
+			}
+			if slices.Contains(busy, model.PushOrigin(sub.Endpoint)) {
 				return nil
 			}
 			d := &model.PushDelivery{NotificationID: btoi(k[:8]), SubscriptionID: subID, Kind: r.Kind,

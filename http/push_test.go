@@ -222,7 +222,7 @@ func (ps *pushService) checkVAPID(h string) {
 		}
 	}
 	want := ps.serverKey()
-	if k, _ := base64.RawURLEncoding.DecodeString(key); !bytes.Equal(k, elliptic.Marshal(elliptic.P256(), want.X, want.Y)) { //nolint:staticcheck // the uncompressed form, for comparison
+	if k, _ := base64.RawURLEncoding.DecodeString(key); !bytes.Equal(k, mustBytes(want)) {
 		ps.problem("k= is not the key the server serves")
 	}
 	parts := strings.Split(token, ".")
@@ -877,5 +877,52 @@ func TestPushInFlightWhenKilled(t *testing.T) {
 	}
 	if second.count("sent") != 1 {
 		t.Errorf("the second sender sent %d, want 1", second.count("sent"))
+	}
+}
+
+// mustBytes is a public key's uncompressed point.
+func mustBytes(k *ecdsa.PublicKey) []byte {
+	b, err := k.Bytes()
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// TestPushBurst: one message mentioning 20 people with 10 devices each
+// is pushed to each of the 200 devices once, through the pool's cap per
+// push service, and the writes after it are not held up.
+func TestPushBurst(t *testing.T) {
+	ps := newPushService(t)
+	e := apitest.New(t, withPush(nil, true), apitest.WithLimits(heraldhttp.Limits{RegistrationsPerAddress: apitest.UnlimitedWrites}))
+	author := e.Register("author@example.com", "password zero")
+	ps.serverKey = servedKey(e, author)
+	var mentions []string
+	for i := range 20 {
+		token := e.Register(fmt.Sprintf("p%02d@example.com", i), "password "+strconv.Itoa(i))
+		mentions = append(mentions, fmt.Sprintf("@p%02d", i))
+		for j := range 10 {
+			d := newDevice(t, fmt.Sprintf("p%02d-%d", i, j))
+			mustSubscribe(e, token, d.subscription(ps.endpoint(d)), http.StatusCreated)
+		}
+	}
+	s := startSender(t, e.DB, ps, e.Clock, nil)
+	e.Post(author, "everyone: "+strings.Join(mentions, " "))
+	start := time.Now()
+	e.Post(author, "and a write right after")
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("a write during the burst took %v", took)
+	}
+	got := ps.waitFor(200, nil)
+	ps.quiet(200, nil)
+	devices := make(map[string]int)
+	for _, r := range got {
+		devices[r.device]++
+	}
+	if len(devices) != 200 {
+		t.Errorf("%d devices reached, want 200", len(devices))
+	}
+	if s.count("sent") != 200 {
+		t.Errorf("herald_push_sent_total = %d, want 200", s.count("sent"))
 	}
 }

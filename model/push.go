@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -105,3 +106,18 @@ const (
 	// answer).
 	PushRetry
 )
+
+// PushOrigin is the push service an endpoint belongs to: its scheme and
+// host (with a port when it has one), as the sender groups pushes and a
+// store leaves a busy one's out of a claim. A store that matches it in
+// its own language must agree with this on every endpoint it holds.
+func PushOrigin(endpoint string) string {
+	scheme, rest, ok := strings.Cut(endpoint, "://")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	return scheme + "://" + rest
+}

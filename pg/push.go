@@ -43,6 +43,10 @@ func (db *DB) VAPIDKeys(ctx context.Context, generate func() (model.VAPIDKeys, e
 	return keys, err
 }
 
+// pushOriginSQL is model.PushOrigin of s.endpoint: everything before the
+// first /, ? or # after the scheme's "://" (never NULL).
+const pushOriginSQL = `coalesce(substring(s.endpoint from '^[^:/?#]+://[^/?#]*'), '')`
+
 const pushSubColumns = `id, user_id, endpoint, p256dh, auth, expiration_time, created_at, last_success_at`
 
 func scanPushSub(row pgx.Row) (*model.PushSubscription, error) {
@@ -224,18 +228,25 @@ func (db *DB) QueuePushes(ctx context.Context, from, to uint64, notices []model.
 }
 
 // ClaimPushes returns up to max queued deliveries due by now, each with
-// its subscription, and puts each off until now+lease: a sender that
-// dies with it leaves it to be claimed again then. SKIP LOCKED lets two
-// senders claim at once without taking the same delivery.
-func (db *DB) ClaimPushes(ctx context.Context, now time.Time, lease time.Duration, max int) (_ []*model.PushDelivery, err error) {
+// its subscription, but none to the push services busy names
+// (model.PushOrigin, which pushOriginSQL computes alike), and puts each
+// off until now+lease: a sender that dies with it leaves it to be
+// claimed again then. SKIP LOCKED lets two senders claim at once without
+// taking the same delivery.
+func (db *DB) ClaimPushes(ctx context.Context, now time.Time, lease time.Duration, max int, busy []string) (_ []*model.PushDelivery, err error) {
+	if busy == nil {
+		busy = []string{}
+	}
 	ctx, end := db.call(ctx, &err)
 	defer end()
 	var out []*model.PushDelivery
 	err = db.write(ctx, func(w *writeTx) error {
 		out = out[:0]
 		rows, err := w.Query(ctx, `WITH due AS (
-				SELECT notification_id, subscription_id FROM push_pending WHERE not_before <= $1
-				ORDER BY not_before, notification_id LIMIT $3 FOR UPDATE SKIP LOCKED
+				SELECT p.notification_id, p.subscription_id FROM push_pending p
+				JOIN push_subscriptions s ON s.id = p.subscription_id
+				WHERE p.not_before <= $1 AND NOT (`+pushOriginSQL+` = ANY($4::text[]))
+				ORDER BY p.not_before, p.notification_id LIMIT $3 FOR UPDATE OF p SKIP LOCKED
 			), claimed AS (
 				UPDATE push_pending p SET not_before = $2 FROM due
 				WHERE p.notification_id = due.notification_id AND p.subscription_id = due.subscription_id
@@ -244,7 +255,7 @@ func (db *DB) ClaimPushes(ctx context.Context, now time.Time, lease time.Duratio
 			SELECT c.notification_id, c.kind, c.payload, c.expires, c.attempts,
 				s.id, s.user_id, s.endpoint, s.p256dh, s.auth, s.expiration_time, s.created_at, s.last_success_at
 			FROM claimed c JOIN push_subscriptions s ON s.id = c.subscription_id
-			ORDER BY c.notification_id, s.id`, now, now.Add(lease), max)
+			ORDER BY c.notification_id, s.id`, now, now.Add(lease), max, busy)
 		if err != nil {
 			return err
 		}

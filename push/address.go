@@ -64,7 +64,7 @@ func EndpointProblem(ctx context.Context, r Resolver, endpoint string, allowPriv
 	switch {
 	case err != nil || u.Host == "" || u.Opaque != "":
 		return "endpoint must be an absolute https:// URL"
-	case u.Scheme != "https":
+	case u.Scheme != "https" || !strings.HasPrefix(endpoint, "https://"):
 		return "endpoint must be an https:// URL"
 	case u.User != nil:
 		return "endpoint must not hold a user name or password"
@@ -97,9 +97,7 @@ func resolve(ctx context.Context, r Resolver, host string) ([]netip.Addr, error)
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return []netip.Addr{ip}, nil
 	}
-	if strings.HasSuffix(host, ".") {
-		host = strings.TrimSuffix(host, ".")
-	}
+	host = strings.TrimSuffix(host, ".")
 	if host == "" {
 		return nil, errors.New("no host")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -186,4 +187,13 @@ func TestDialerRefusesPrivate(t *testing.T) {
 		t.Fatalf("dialing with private addresses allowed: %v", err)
 	}
 	conn.Close()
+}
+
+// TestErrTextHidesEndpoint: a failed request's error is logged without
+// the endpoint's path.
+func TestErrTextHidesEndpoint(t *testing.T) {
+	err := &url.Error{Op: "Post", URL: "https://push.example/send/SECRET-DEVICE-TOKEN", Err: errors.New("connection refused")}
+	if got := errText(err); strings.Contains(got, "SECRET") || !strings.Contains(got, "connection refused") {
+		t.Errorf("errText = %q", got)
+	}
 }

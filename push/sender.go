@@ -53,9 +53,10 @@ type Store interface {
 	// transaction. Errors: model.ErrConflict when the position is not
 	// from.
 	QueuePushes(ctx context.Context, from, to uint64, notices []model.PushNotice) error
-	// ClaimPushes returns up to max deliveries due by now and puts each
-	// off until now+lease.
-	ClaimPushes(ctx context.Context, now time.Time, lease time.Duration, max int) ([]*model.PushDelivery, error)
+	// ClaimPushes returns up to max deliveries due by now, but none to
+	// an endpoint of the push services busy names (origins: scheme and
+	// host), and puts each off until now+lease.
+	ClaimPushes(ctx context.Context, now time.Time, lease time.Duration, max int, busy []string) ([]*model.PushDelivery, error)
 	// FinishPush records a delivery's outcome; at is the time of a
 	// success or of the next try.
 	FinishPush(ctx context.Context, d *model.PushDelivery, outcome model.PushOutcome, at time.Time) error
@@ -102,11 +103,12 @@ type Config struct {
 const (
 	defaultWorkers   = 16
 	defaultPerOrigin = 4
-	// backlogPerOrigin bounds the deliveries held in memory for one
-	// push service; the rest wait in the store.
+	// backlogPerOrigin is how many deliveries to one push service may
+	// wait in memory before its next are left in the store; maxHeld
+	// bounds those held in all, claimBatch what one claim takes.
 	backlogPerOrigin = 64
-	// claimBatch is how many deliveries one claim takes.
-	claimBatch = 128
+	maxHeld          = 512
+	claimBatch       = 128
 	// connectTimeout and answerTimeout bound a push: the connection
 	// (TLS included), then the answer's headers; the body read after is
 	// bounded by maxAnswerBytes.
@@ -324,16 +326,24 @@ func (s *Sender) moveOn(ctx context.Context, from, to uint64, notices []model.Pu
 	return err
 }
 
-// claim takes the deliveries due and hands them to the push services'
-// queues, while they have room.
+// claim takes the deliveries due and hands them to their push services'
+// queues. A push service whose queue is full is left out of the claim,
+// so a slow or hostile one cannot fill the sender's memory, nor keep the
+// others' pushes from being claimed.
 func (s *Sender) claim(ctx context.Context) error {
 	s.mu.Lock()
 	held := len(s.held)
+	busy := []string{}
+	for origin, q := range s.perQueue {
+		if len(q.waiting) >= backlogPerOrigin {
+			busy = append(busy, origin)
+		}
+	}
 	s.mu.Unlock()
-	if held >= claimBatch {
+	if held >= maxHeld {
 		return nil
 	}
-	due, err := s.store.ClaimPushes(ctx, s.cfg.Now(), s.cfg.Lease, claimBatch)
+	due, err := s.store.ClaimPushes(ctx, s.cfg.Now(), s.cfg.Lease, claimBatch, busy)
 	if err != nil {
 		return err
 	}
@@ -344,16 +354,11 @@ func (s *Sender) claim(ctx context.Context) error {
 		if s.held[key] {
 			continue
 		}
-		origin := originOf(d.Subscription.Endpoint)
+		origin := OriginOf(d.Subscription.Endpoint)
 		q := s.perQueue[origin]
 		if q == nil {
 			q = &originQueue{}
 			s.perQueue[origin] = q
-		}
-		// A push service with a full backlog gets the rest after the
-		// lease, when they are claimed again.
-		if len(q.waiting) >= backlogPerOrigin {
-			continue
 		}
 		s.held[key] = true
 		q.waiting = append(q.waiting, d)
@@ -414,7 +419,7 @@ func (s *Sender) deliver(ctx context.Context, d *model.PushDelivery) {
 		// Stopping: the lease gives it to the next sender.
 		return
 	}
-	logged := []any{"subscription", d.SubscriptionID, "notification", d.NotificationID, "service", originOf(d.Subscription.Endpoint)}
+	logged := []any{"subscription", d.SubscriptionID, "notification", d.NotificationID, "service", OriginOf(d.Subscription.Endpoint)}
 	switch {
 	case errors.Is(err, ErrPrivateAddress):
 		s.log.Warn("push refused: the push service's address is private", logged...)
@@ -449,9 +454,16 @@ func (s *Sender) deliver(ctx context.Context, d *model.PushDelivery) {
 	}
 }
 
+// errText is err for the log without the URL an *url.Error names: an
+// endpoint's path is the device's address at its push service, not for
+// the log.
 func errText(err error) string {
 	if err == nil {
 		return ""
+	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		return urlErr.Op + ": " + urlErr.Err.Error()
 	}
 	return err.Error()
 }
@@ -521,11 +533,5 @@ func retryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// originOf is an endpoint's push service: its scheme and host.
-func originOf(endpoint string) string {
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		return ""
-	}
-	return u.Scheme + "://" + u.Host
-}
+// OriginOf is an endpoint's push service: its scheme and host.
+func OriginOf(endpoint string) string { return model.PushOrigin(endpoint) }

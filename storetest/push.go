@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -178,7 +179,7 @@ func testPushQueue(e *env) {
 		t.Errorf("PushPosition = %d, %v, %v; want 7", pos, ok, err)
 	}
 	const lease = time.Minute
-	due, err := e.Store.ClaimPushes(ctx, now, lease, 10)
+	due, err := e.Store.ClaimPushes(ctx, now, lease, 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,10 +202,10 @@ func testPushQueue(e *env) {
 	if d := got["5→https://push.example/ada-phone"]; d.Kind != model.NotifyMention || string(d.Payload) != `{"n":5}` || d.Attempts != 0 {
 		t.Errorf("delivery of notification 5 = %+v", d)
 	}
-	if again, _ := e.Store.ClaimPushes(ctx, now, lease, 10); len(again) != 0 {
+	if again, _ := e.Store.ClaimPushes(ctx, now, lease, 10, nil); len(again) != 0 {
 		t.Errorf("claimed again within the lease: %d deliveries", len(again))
 	}
-	if again, _ := e.Store.ClaimPushes(ctx, now.Add(lease), lease, 1); len(again) != 1 {
+	if again, _ := e.Store.ClaimPushes(ctx, now.Add(lease), lease, 1, nil); len(again) != 1 {
 		t.Errorf("claimed after the lease, at most 1: %d deliveries, want 1", len(again))
 	}
 	// Outcomes.
@@ -227,17 +228,17 @@ func testPushQueue(e *env) {
 	if got := e.pushEndpoints(bobBy); len(got) != 0 {
 		t.Errorf("bob's subscriptions after the push service said it was gone = %v", got)
 	}
-	if d, _ := e.Store.ClaimPushes(ctx, at.Add(time.Hour-time.Second), lease, 10); len(d) != 0 {
+	if d, _ := e.Store.ClaimPushes(ctx, at.Add(time.Hour-time.Second), lease, 10, nil); len(d) != 0 {
 		t.Errorf("claimed before the retry's time: %d", len(d))
 	}
-	d, _ := e.Store.ClaimPushes(ctx, at.Add(time.Hour), lease, 10)
+	d, _ := e.Store.ClaimPushes(ctx, at.Add(time.Hour), lease, 10, nil)
 	if len(d) != 1 || d[0].SubscriptionID != laptop.ID || d[0].Attempts != 1 {
 		t.Fatalf("claimed at the retry's time = %+v, want the laptop's, 1 attempt", d)
 	}
 	if err := e.Store.FinishPush(ctx, d[0], model.PushDropped, at); err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := e.Store.ClaimPushes(ctx, at.Add(48*time.Hour), lease, 10); len(d) != 0 {
+	if d, _ := e.Store.ClaimPushes(ctx, at.Add(48*time.Hour), lease, 10, nil); len(d) != 0 {
 		t.Errorf("claimed after every delivery finished: %d", len(d))
 	}
 	// Deleting or moving a subscription drops its queue.
@@ -249,7 +250,95 @@ func testPushQueue(e *env) {
 		t.Fatal(err)
 	}
 	e.subscribe(carolBy, "https://push.example/ada-laptop")
-	if d, _ := e.Store.ClaimPushes(ctx, at.Add(48*time.Hour), lease, 10); len(d) != 0 {
+	if d, _ := e.Store.ClaimPushes(ctx, at.Add(48*time.Hour), lease, 10, nil); len(d) != 0 {
 		t.Errorf("claimed %d deliveries of subscriptions deleted or moved since they were queued, want none", len(d))
+	}
+}
+
+// testPushClaimsApart: senders claiming at once never take the same
+// delivery, so even two instances that both believe they lead send each
+// push once.
+func testPushClaimsApart(e *env) {
+	t := e.t
+	ctx := e.ctx()
+	ada, adaBy := e.person("ada@example.com", "ada")
+	for i := range 5 {
+		e.subscribe(adaBy, fmt.Sprintf("https://push.example/%d", i))
+	}
+	now := e.clock.Now()
+	var notices []model.PushNotice
+	for id := uint64(1); id <= 8; id++ {
+		notices = append(notices, model.PushNotice{NotificationID: id, UserID: ada.ID, Kind: model.NotifyMention, Payload: []byte("{}"), Expires: now.Add(model.PushTTL)})
+	}
+	if err := e.Store.QueuePushes(ctx, 0, 8, notices); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := make(map[[2]uint64]int)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				due, err := e.Store.ClaimPushes(ctx, now, time.Minute, 3, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(due) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, d := range due {
+					seen[[2]uint64{d.NotificationID, d.SubscriptionID}]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != 40 {
+		t.Errorf("%d deliveries claimed, want 40", len(seen))
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("delivery %v claimed %d times", k, n)
+		}
+	}
+}
+
+// testPushClaimSkipsBusy: a claim leaves out the deliveries to the push
+// services it is told are busy, matched by model.PushOrigin alike on
+// every store (ports, queries and paths included).
+func testPushClaimSkipsBusy(e *env) {
+	t := e.t
+	ctx := e.ctx()
+	ada, adaBy := e.person("ada@example.com", "ada")
+	endpoints := []string{"https://a.example/1", "https://a.example:8443/2", "https://b.example?3", "https://b.example/x/4", "https://c.example"}
+	for _, ep := range endpoints {
+		e.subscribe(adaBy, ep)
+	}
+	now := e.clock.Now()
+	if err := e.Store.QueuePushes(ctx, 0, 1, []model.PushNotice{{NotificationID: 1, UserID: ada.ID, Kind: model.NotifyReply,
+		Payload: []byte("{}"), Expires: now.Add(model.PushTTL)}}); err != nil {
+		t.Fatal(err)
+	}
+	due, err := e.Store.ClaimPushes(ctx, now, time.Minute, 10, []string{"https://a.example", "https://b.example", "https://c.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(due) != 1 || due[0].Subscription.Endpoint != "https://a.example:8443/2" {
+		var got []string
+		for _, d := range due {
+			got = append(got, d.Subscription.Endpoint)
+		}
+		t.Errorf("claimed %v with a.example, b.example and c.example busy; want only a.example:8443's", got)
+	}
+	for _, ep := range endpoints {
+		if o := model.PushOrigin(ep); !strings.HasPrefix(ep, o) || strings.ContainsAny(strings.TrimPrefix(o, "https://"), "/?#") {
+			t.Errorf("PushOrigin(%s) = %s", ep, o)
+		}
+	}
+	if due, _ := e.Store.ClaimPushes(ctx, now, time.Minute, 10, []string{}); len(due) != 4 {
+		t.Errorf("claimed %d with none busy, want the 4 left", len(due))
 	}
 }

@@ -153,6 +153,8 @@ func Run(t *testing.T, open Opener) {
 		{"PushKeys", testPushKeys},
 		{"PushSubscriptions", testPushSubscriptions},
 		{"PushQueue", testPushQueue},
+		{"PushClaimsApart", testPushClaimsApart},
+		{"PushClaimSkipsBusy", testPushClaimSkipsBusy},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
