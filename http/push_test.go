@@ -926,3 +926,33 @@ func TestPushBurst(t *testing.T) {
 		t.Errorf("herald_push_sent_total = %d, want 200", s.count("sent"))
 	}
 }
+
+// TestPushCarriesMessageAsItIs: a push carries its message as it is when
+// it goes, not as it was when it was queued. A retry can come a day
+// later: one whose message was deleted meanwhile is not sent at all (its
+// words must not reach a phone after their author took them back), one
+// whose message was edited is sent as it reads now.
+func TestPushCarriesMessageAsItIs(t *testing.T) {
+	pe := newPushEnv(t)
+	pe.ps.answer(pe.tablet, http.StatusServiceUnavailable, http.StatusServiceUnavailable)
+	s := startSender(t, pe.DB, pe.ps, pe.Clock, nil)
+	gone := pe.Post(pe.bob, "@ada something bob takes back")
+	pe.ps.waitFor(2, nil) // the phone's, and the tablet's 503
+	pe.Remove(pe.bob, gone["id"].(float64))
+	edited := pe.Post(pe.bob, "@ada as first written")
+	pe.ps.waitFor(4, nil) // the phone's, and the tablet's second 503
+	pe.Patch(pe.bob, edited["id"].(float64), "@ada as it reads now")
+	got := pe.ps.waitFor(5, pe.Clock) // the tablet's retry of the edited one
+	pe.ps.quiet(5, pe.Clock)
+	if last := got[4]; last.device != "ada-tablet" || last.payload["body"] != "@ada as it reads now" {
+		t.Errorf("the retry of the edited message carried %s to %s", last.raw, last.device)
+	}
+	for _, r := range got[2:] {
+		if strings.Contains(string(r.raw), "takes back") {
+			t.Errorf("a deleted message was pushed again: %s", r.raw)
+		}
+	}
+	if n := s.count("dropped"); n != 1 {
+		t.Errorf("herald_push_dropped_total = %d, want the deleted message's retry", n)
+	}
+}

@@ -52,6 +52,11 @@ func Payload(n *model.Notification, publicURL string) []byte {
 	if n.Message != nil {
 		p.Body = cut(n.Message.Content, bodyRunes)
 	}
+	return p.fit()
+}
+
+// fit is p as JSON of at most MaxPayloadBytes.
+func (p payload) fit() []byte {
 	for {
 		b, err := json.Marshal(&p)
 		if err == nil && len(b) <= MaxPayloadBytes {

@@ -20,6 +20,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -44,6 +45,9 @@ import (
 type Store interface {
 	ChangeHead(ctx context.Context) (head uint64, changed <-chan struct{}, err error)
 	ChangesAfter(ctx context.Context, after uint64, max int) ([]*model.Change, uint64, error)
+	// Message reads a message as it is now (model.ByServer). Errors:
+	// model.ErrNotFound once it is deleted.
+	Message(ctx context.Context, by model.Caller, id uint64) (*model.User, *model.Message, error)
 	VAPIDKeys(ctx context.Context, generate func() (model.VAPIDKeys, error)) (model.VAPIDKeys, error)
 	// PushPosition returns the last change whose pushes are queued, and
 	// false when none was ever stored.
@@ -414,12 +418,29 @@ func (s *Sender) deliver(ctx context.Context, d *model.PushDelivery) {
 		s.failed.Inc()
 		return
 	}
+	logged := []any{"subscription", d.SubscriptionID, "notification", d.NotificationID, "service", OriginOf(d.Subscription.Endpoint)}
+	// A push carries the message as it is when it goes, not as it was
+	// when it was queued: one deleted meanwhile is not pushed at all, one
+	// edited is pushed as it reads now (a retry can come a day later).
+	current, err := s.currentPayload(ctx, d.Payload)
+	switch {
+	case errors.Is(err, model.ErrNotFound):
+		s.log.Info("push dropped: its message was deleted", logged...)
+		s.finish(ctx, d, model.PushDropped, now)
+		s.dropped.Inc()
+		return
+	case err != nil:
+		// The store failed: tried again after the lease, as a sender
+		// that stopped would leave it.
+		s.log.Warn("push not sent: reading its message failed", append(logged, "err", err)...)
+		return
+	}
+	d.Payload = current
 	status, retryAfter, err := s.send(ctx, d, now)
 	if ctx.Err() != nil {
 		// Stopping: the lease gives it to the next sender.
 		return
 	}
-	logged := []any{"subscription", d.SubscriptionID, "notification", d.NotificationID, "service", OriginOf(d.Subscription.Endpoint)}
 	switch {
 	case errors.Is(err, ErrPrivateAddress):
 		s.log.Warn("push refused: the push service's address is private", logged...)
@@ -452,6 +473,22 @@ func (s *Sender) deliver(ctx context.Context, d *model.PushDelivery) {
 		s.finish(ctx, d, model.PushDropped, now)
 		s.dropped.Inc()
 	}
+}
+
+// currentPayload is queued, a payload Payload made, with its body the
+// text of its message as it is now. Errors: model.ErrNotFound when the
+// message is deleted.
+func (s *Sender) currentPayload(ctx context.Context, queued []byte) ([]byte, error) {
+	var p payload
+	if err := json.Unmarshal(queued, &p); err != nil || p.MessageID == 0 {
+		return queued, nil // not one of Payload's: sent as it was made
+	}
+	_, m, err := s.store.Message(ctx, model.ByServer(), p.MessageID)
+	if err != nil {
+		return nil, err
+	}
+	p.Body = cut(m.Content, bodyRunes)
+	return p.fit(), nil
 }
 
 // errText is err for the log without the URL an *url.Error names: an
