@@ -26,12 +26,26 @@ var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("100.64.0.0/10"),  // RFC 6598, carrier-grade NAT
 	netip.MustParsePrefix("fc00::/7"),       // RFC 4193, unique local
 	netip.MustParsePrefix("0.0.0.0/8"),      // "this network"
+	netip.MustParsePrefix("192.0.0.0/24"),   // RFC 6890, protocol assignments
+	netip.MustParsePrefix("198.18.0.0/15"),  // RFC 2544, benchmarking
+	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, and the broadcast address
+	netip.MustParsePrefix("64:ff9b:1::/48"), // RFC 8215, NAT64 of a local network
+	netip.MustParsePrefix("100::/64"),       // RFC 6666, discard
 }
+
+// IPv6 forms that carry an IPv4 address a gateway may forward to:
+// NAT64's well-known prefix (RFC 6052) and 6to4 (RFC 3056). One that
+// carries a private IPv4 address is as private as it is.
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
 
 // Private reports whether ip is an address Herald must not connect to on
 // a subscription's behalf: loopback, RFC 1918, fc00::/7, 100.64.0.0/10,
 // link-local, multicast or unspecified, in IPv4, IPv6, or IPv4 mapped
-// into IPv6. A zone (fe80::1%eth0) changes nothing.
+// into IPv6; the reserved, benchmarking and discard ranges; and NAT64 or
+// 6to4 forms of any of these. A zone (fe80::1%eth0) changes nothing.
 func Private(ip netip.Addr) bool {
 	ip = ip.WithZone("").Unmap()
 	if !ip.IsValid() || ip.IsLoopback() || ip.IsUnspecified() || ip.IsMulticast() ||
@@ -42,6 +56,12 @@ func Private(ip netip.Addr) bool {
 		if p.Contains(ip) {
 			return true
 		}
+	}
+	switch b := ip.As16(); {
+	case ip.Is6() && nat64.Contains(ip):
+		return Private(netip.AddrFrom4([4]byte(b[12:16])))
+	case ip.Is6() && sixToFour.Contains(ip):
+		return Private(netip.AddrFrom4([4]byte(b[2:6])))
 	}
 	return false
 }

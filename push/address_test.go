@@ -54,6 +54,21 @@ func TestPrivate(t *testing.T) {
 		{"142.250.74.46", false},
 		{"2606:4700::1111", false},
 		{"2a00:1450:4001:82a::200a", false},
+		{"192.0.0.8", true},
+		{"198.18.0.1", true},
+		{"198.19.255.255", true},
+		{"198.20.0.1", false},
+		{"240.0.0.1", true},
+		{"255.255.255.255", true},
+		{"64:ff9b::7f00:1", true},    // NAT64 of 127.0.0.1
+		{"64:ff9b::a00:1", true},     // NAT64 of 10.0.0.1
+		{"64:ff9b::a9fe:a9fe", true}, // NAT64 of 169.254.169.254
+		{"64:ff9b::808:808", false},  // NAT64 of 8.8.8.8
+		{"64:ff9b:1::1", true},
+		{"2002:a00:1::1", true},    // 6to4 of 10.0.0.1
+		{"2002:7f00:1::", true},    // 6to4 of 127.0.0.1
+		{"2002:808:808::1", false}, // 6to4 of 8.8.8.8
+		{"100::1", true},
 	}
 	for _, tt := range tests {
 		ip, err := netip.ParseAddr(tt.addr)
