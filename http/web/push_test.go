@@ -367,7 +367,11 @@ func TestWebClientPushSubscriptions(t *testing.T) {
 		t.Errorf("the pushes that arrived: %+v", got)
 	}
 	type shown struct{ Title, Body, Tag, URL string }
-	p.waitFor("the page shows the mention through the worker", `navigator.serviceWorker.ready.then(r => r.getNotifications()).then(ns => ns.length === 1)`)
+	// The notification comes through the live stream, which under load
+	// (PostgreSQL, -race, other packages at once) can take longer than a
+	// page's usual wait; the push above was given 30 s too.
+	p.do("waiting until the page shows the mention through the worker", chromedp.Poll[chromedp.Void](
+		`navigator.serviceWorker.ready.then(r => r.getNotifications()).then(ns => ns.length === 1)`, chromedp.WithPollingTimeout(45*time.Second)))
 	note := webEval[shown](p, `navigator.serviceWorker.ready.then(r => r.getNotifications()).then(([n]) => ({title: n.title, body: n.body, tag: n.tag, url: n.data?.url}))`)
 	notification := e.Do(apitest.Request{Method: http.MethodGet, Path: "/api/me/notifications?limit=1", Token: ada}).JSON(t)["items"].([]any)[0].(map[string]any)["id"]
 	if want := (shown{Title: "bob mentioned you", Body: "@ada tea?", Tag: fmt.Sprint(notification), URL: fmt.Sprintf("#/messages/%v", m["id"])}); note != want {
