@@ -95,18 +95,9 @@ const (
 // refusing unknown and read-only fields before anything is stored. The body
 // is capped at maxBytes.
 func decodeBody(w http.ResponseWriter, r *http.Request, maxBytes int64, spec fieldSpec) (fields, error) {
-	if r.ContentLength > maxBytes {
-		return nil, bodyTooLarge(maxBytes)
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxBytes)
-
-	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return nil, unsupportedMediaType("Content-Type is missing; %s", whatToSend(spec))
-	}
-	media, params, err := mime.ParseMediaType(ct)
+	media, params, err := boundedBody(w, r, maxBytes, spec)
 	if err != nil {
-		return nil, unsupportedMediaType("Content-Type %q cannot be parsed; %s", ct, whatToSend(spec))
+		return nil, err
 	}
 	var f fields
 	switch {
@@ -428,4 +419,22 @@ func decodeMultipart(body io.Reader, boundary string, spec fieldSpec) (fields, e
 		s := string(value)
 		f[name] = &s
 	}
+}
+
+// boundedBody caps r's body at maxBytes (413 beyond) and returns its
+// media type and parameters (415 when it has none, or none that parses).
+func boundedBody(w http.ResponseWriter, r *http.Request, maxBytes int64, spec fieldSpec) (string, map[string]string, error) {
+	if r.ContentLength > maxBytes {
+		return "", nil, bodyTooLarge(maxBytes)
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBytes)
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return "", nil, unsupportedMediaType("Content-Type is missing; %s", whatToSend(spec))
+	}
+	media, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return "", nil, unsupportedMediaType("Content-Type %q cannot be parsed; %s", ct, whatToSend(spec))
+	}
+	return media, params, nil
 }

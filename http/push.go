@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"mime"
 	"net"
 	"net/http"
 	"strconv"
@@ -168,17 +167,9 @@ func (s *Server) deletePushSubscription(w http.ResponseWriter, r *http.Request, 
 // answering as decodeBody does: 413 beyond the bound, 415 for another
 // media type, 400 naming where malformed JSON goes wrong.
 func readJSONBody(w http.ResponseWriter, r *http.Request, maxBytes int64, spec fieldSpec) ([]byte, error) {
-	if r.ContentLength > maxBytes {
-		return nil, bodyTooLarge(maxBytes)
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxBytes)
-	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return nil, unsupportedMediaType("Content-Type is missing; %s", whatToSend(spec))
-	}
-	media, _, err := mime.ParseMediaType(ct)
+	media, _, err := boundedBody(w, r, maxBytes, spec)
 	if err != nil {
-		return nil, unsupportedMediaType("Content-Type %q cannot be parsed; %s", ct, whatToSend(spec))
+		return nil, err
 	}
 	if media != mediaJSON {
 		return nil, unsupportedMediaType("Content-Type %s is not supported here; %s", media, whatToSend(spec))
